@@ -1,0 +1,74 @@
+//! Every well-known label, annotation, taint and condition key the project reads or writes.
+//!
+//! Nothing else in the workspace may spell these strings: a typo in a key is a silent
+//! behaviour change on a live cluster, so there is exactly one place to get them from.
+
+/// API group of the grid CRDs (SuperEdge-compatible).
+pub const GRID_GROUP: &str = "superedge.io";
+/// API version of the grid CRDs.
+pub const GRID_VERSION: &str = "v1";
+
+/// Service annotation holding a JSON list of node label keys, e.g. `["zone1"]`
+/// (SuperEdge's name, kept so existing manifests keep working).
+pub const TOPOLOGY_KEYS_ANNOTATION: &str = "topologyKeys";
+/// Service annotation choosing how `topologyKeys` is read. Absent or `any` is
+/// SuperEdge's meaning; `ordered` is the retired Kubernetes `topologyKeys` meaning
+/// (first key that leaves a ready endpoint wins, optional trailing `"*"`).
+pub const TOPOLOGY_MODE_ANNOTATION: &str = "superedge.io/topology-mode";
+/// The wildcard entry of an ordered `topologyKeys` list: any endpoint at all.
+pub const TOPOLOGY_WILDCARD: &str = "*";
+
+/// On `default/kubernetes` Endpoints/EndpointSlices: the IP of an edge-local apiserver cache.
+pub const LOCAL_ENDPOINT_ANNOTATION: &str = "superedge.io/local-endpoint";
+/// On `default/kubernetes` Endpoints/EndpointSlices: the port of that local cache.
+pub const LOCAL_PORT_ANNOTATION: &str = "superedge.io/local-port";
+/// Namespace and name of the apiserver's own Service.
+pub const KUBERNETES_SERVICE_NAMESPACE: &str = "default";
+pub const KUBERNETES_SERVICE_NAME: &str = "kubernetes";
+/// Port name the apiserver's Endpoints use.
+pub const KUBERNETES_SERVICE_PORT_NAME: &str = "https";
+
+/// Label tying an EndpointSlice to its Service (the only correct way to map them).
+pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+/// Label marking a Service / slice handled by a proxy other than kube-proxy.
+pub const SERVICE_PROXY_NAME_LABEL: &str = "service.kubernetes.io/service-proxy-name";
+/// Label marking a headless Service's slices.
+pub const HEADLESS_LABEL: &str = "service.kubernetes.io/headless";
+/// The standard node hostname label.
+pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
+/// Node labels the node lifecycle controller groups zones by.
+pub const TOPOLOGY_REGION_LABEL: &str = "topology.kubernetes.io/region";
+pub const TOPOLOGY_ZONE_LABEL: &str = "topology.kubernetes.io/zone";
+
+/// Label on objects a grid generated: the grid's name.
+pub const GRID_SELECTOR_LABEL: &str = "superedge.io/grid-selector";
+/// Label on objects a grid generated: the grid's `gridUniqKey`.
+pub const GRID_UNIQ_KEY_LABEL: &str = "superedge.io/grid-uniq-key";
+
+/// Node annotation written by edge-health: `"yes"` means the node's unit voted it
+/// unhealthy; absent means healthy.
+pub const NODE_UNHEALTH_ANNOTATION: &str = "nodeunhealth";
+/// The only value of [`NODE_UNHEALTH_ANNOTATION`] that means "voted unhealthy".
+pub const NODE_UNHEALTH_YES: &str = "yes";
+/// Node label value marking membership of a SuperEdge node unit: `<unit>=nodeunits.superedge.io`.
+pub const NODE_UNIT_LABEL_VALUE: &str = "nodeunits.superedge.io";
+/// ConfigMap edge-health reads its checks from.
+pub const EDGE_HEALTH_CONFIGMAP: &str = "edge-health-config";
+
+/// Taints the node lifecycle controller manages.
+pub const TAINT_UNREACHABLE: &str = "node.kubernetes.io/unreachable";
+pub const TAINT_NOT_READY: &str = "node.kubernetes.io/not-ready";
+pub const TAINT_EFFECT_NO_EXECUTE: &str = "NoExecute";
+pub const TAINT_EFFECT_NO_SCHEDULE: &str = "NoSchedule";
+
+/// Node condition type for readiness and its status values.
+pub const NODE_CONDITION_READY: &str = "Ready";
+pub const CONDITION_TRUE: &str = "True";
+pub const CONDITION_FALSE: &str = "False";
+pub const CONDITION_UNKNOWN: &str = "Unknown";
+
+/// Namespace holding node heartbeat Leases.
+pub const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
+
+/// Annotation on the BOOKMARK that ends a streaming initial list (`sendInitialEvents`).
+pub const INITIAL_EVENTS_END_ANNOTATION: &str = "k8s.io/initial-events-end";

@@ -1,0 +1,21 @@
+//! The topology engine: which endpoints of a Service a node may see.
+//!
+//! Pure: no I/O, no async, no clock. [`policy`] reads a Service's annotations, [`prune`]
+//! decides per object, [`view`] keeps the pruned form of every cached object up to date
+//! and, for each input change, names exactly the objects whose pruned form changed.
+
+pub mod local_endpoint;
+pub mod policy;
+pub mod prune;
+pub mod view;
+
+pub use local_endpoint::LocalEndpoint;
+pub use policy::{OrderedKey, PolicyError, TopologyPolicy};
+pub use prune::{
+    Candidate, EndpointFilter, Labels, NodeLabels, PruneContext, Selection, prune_endpoints,
+    prune_service_slices,
+};
+pub use view::{
+    InputChange, NamespacedName, ObjectKey, ObjectKind, PrunedObject, PrunedView, ViewChange,
+    ViewChangeKind,
+};

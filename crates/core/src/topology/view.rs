@@ -1,0 +1,652 @@
+//! The pruned view of one node: every cached EndpointSlice/Endpoints with its pruned
+//! form, kept current under input changes.
+//!
+//! SuperEdge re-pruned every object under one global lock on any node or Service change.
+//! Here each change re-decides only what it can affect, through two indexes: objects by
+//! the nodes their endpoints run on, and slices by their Service (the
+//! `kubernetes.io/service-name` label, never the slice's name). [`PrunedView::apply`]
+//! returns exactly the objects whose pruned form changed; [`PrunedView::full_rebuild`]
+//! recomputes everything from the raw inputs and is the oracle the tests hold it to.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use k8s_openapi::api::core::v1::{Endpoints, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use super::policy::{PolicyError, TopologyPolicy};
+use super::prune::{self, EndpointFilter, Labels, PruneContext, Selection};
+use crate::keys;
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NamespacedName {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl NamespacedName {
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        Self {
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+
+    fn of(meta: &ObjectMeta, kind: ObjectKind) -> Result<Self, ViewError> {
+        match (&meta.namespace, &meta.name) {
+            (Some(namespace), Some(name)) if !namespace.is_empty() && !name.is_empty() => {
+                Ok(Self::new(namespace.clone(), name.clone()))
+            }
+            _ => Err(ViewError::MissingNamespacedName { kind }),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ObjectKind {
+    EndpointSlice,
+    Endpoints,
+}
+
+/// An object the view serves in pruned form.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectKey {
+    pub kind: ObjectKind,
+    pub id: NamespacedName,
+}
+
+impl ObjectKey {
+    pub fn slice(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        Self {
+            kind: ObjectKind::EndpointSlice,
+            id: NamespacedName::new(namespace, name),
+        }
+    }
+    pub fn endpoints(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        Self {
+            kind: ObjectKind::Endpoints,
+            id: NamespacedName::new(namespace, name),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum PrunedObject {
+    Slice(EndpointSlice),
+    Endpoints(Endpoints),
+}
+
+/// One input event, as an informer delivers it.
+#[derive(Clone, Debug)]
+pub enum InputChange {
+    SliceUpserted(EndpointSlice),
+    SliceDeleted(NamespacedName),
+    EndpointsUpserted(Endpoints),
+    EndpointsDeleted(NamespacedName),
+    ServiceUpserted(Service),
+    ServiceDeleted(NamespacedName),
+    /// A node appeared or its labels changed (the local node included).
+    NodeUpserted {
+        name: String,
+        labels: Labels,
+    },
+    NodeDeleted(String),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ViewChangeKind {
+    Added,
+    Modified,
+    Deleted,
+}
+
+/// An object whose pruned form changed: what a watcher must be told.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ViewChange {
+    pub key: ObjectKey,
+    pub kind: ViewChangeKind,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ViewError {
+    #[error("{kind:?} without metadata.namespace and metadata.name cannot be cached")]
+    MissingNamespacedName { kind: ObjectKind },
+    #[error("Service without metadata.namespace and metadata.name cannot be cached")]
+    ServiceWithoutName,
+}
+
+struct ServiceEntry {
+    policy: TopologyPolicy,
+    error: Option<PolicyError>,
+    slice_filter: EndpointFilter,
+    endpoints_filter: EndpointFilter,
+}
+
+struct Cached<T> {
+    object: T,
+    /// The Service this object's endpoints belong to, if it names one.
+    service: Option<NamespacedName>,
+    selection: Selection,
+}
+
+/// What one change requires: objects whose source changed (with their old pruned form),
+/// objects whose selection may have changed, Services whose filter may have changed.
+#[derive(Default)]
+struct Work {
+    replaced: BTreeMap<ObjectKey, Option<PrunedObject>>,
+    reselect: BTreeSet<ObjectKey>,
+    refilter: BTreeSet<NamespacedName>,
+}
+
+pub struct PrunedView {
+    local_node: String,
+    rewrite_local_apiserver: bool,
+    nodes: HashMap<String, Labels>,
+    services: HashMap<NamespacedName, ServiceEntry>,
+    slices: HashMap<NamespacedName, Cached<EndpointSlice>>,
+    endpoints: HashMap<NamespacedName, Cached<Endpoints>>,
+    slices_of_service: HashMap<NamespacedName, BTreeSet<String>>,
+    objects_on_node: HashMap<String, HashSet<ObjectKey>>,
+}
+
+const PASS_THROUGH: TopologyPolicy = TopologyPolicy::PassThrough;
+const KEEP_ALL: EndpointFilter = EndpointFilter::All;
+
+impl PrunedView {
+    /// A view for `local_node`. `rewrite_local_apiserver` enables the `default/kubernetes`
+    /// rewrite (only meaningful when the wrapper runs in-cluster).
+    pub fn new(local_node: impl Into<String>, rewrite_local_apiserver: bool) -> Self {
+        Self {
+            local_node: local_node.into(),
+            rewrite_local_apiserver,
+            nodes: HashMap::new(),
+            services: HashMap::new(),
+            slices: HashMap::new(),
+            endpoints: HashMap::new(),
+            slices_of_service: HashMap::new(),
+            objects_on_node: HashMap::new(),
+        }
+    }
+
+    pub fn local_node(&self) -> &str {
+        &self.local_node
+    }
+
+    /// Whether the local node's labels are known (until then every topology-aware
+    /// Service prunes to nothing, so a wrapper should not report ready before).
+    pub fn knows_local_node(&self) -> bool {
+        self.nodes.contains_key(&self.local_node)
+    }
+
+    /// Services whose topology annotations could not be read (they pass through).
+    pub fn policy_errors(&self) -> impl Iterator<Item = (&NamespacedName, &PolicyError)> {
+        self.services
+            .iter()
+            .filter_map(|(id, entry)| entry.error.as_ref().map(|e| (id, e)))
+    }
+
+    /// The pruned form of one cached object.
+    pub fn pruned(&self, key: &ObjectKey) -> Option<PrunedObject> {
+        match key.kind {
+            ObjectKind::EndpointSlice => self
+                .slices
+                .get(&key.id)
+                .map(|c| PrunedObject::Slice(prune::materialize_slice(&c.object, &c.selection))),
+            ObjectKind::Endpoints => self.endpoints.get(&key.id).map(|c| {
+                PrunedObject::Endpoints(prune::materialize_endpoints(&c.object, &c.selection))
+            }),
+        }
+    }
+
+    pub fn pruned_slices(&self) -> impl Iterator<Item = EndpointSlice> + '_ {
+        self.slices
+            .values()
+            .map(|c| prune::materialize_slice(&c.object, &c.selection))
+    }
+
+    pub fn pruned_endpoints(&self) -> impl Iterator<Item = Endpoints> + '_ {
+        self.endpoints
+            .values()
+            .map(|c| prune::materialize_endpoints(&c.object, &c.selection))
+    }
+
+    /// Applies one input change; returns the objects whose pruned form changed, sorted by key.
+    pub fn apply(&mut self, change: InputChange) -> Result<Vec<ViewChange>, ViewError> {
+        let mut work = Work::default();
+        match change {
+            InputChange::SliceUpserted(slice) => {
+                let id = NamespacedName::of(&slice.metadata, ObjectKind::EndpointSlice)?;
+                self.replace_slice(id, Some(slice), &mut work);
+            }
+            InputChange::SliceDeleted(id) => self.replace_slice(id, None, &mut work),
+            InputChange::EndpointsUpserted(endpoints) => {
+                let id = NamespacedName::of(&endpoints.metadata, ObjectKind::Endpoints)?;
+                self.replace_endpoints(id, Some(endpoints), &mut work);
+            }
+            InputChange::EndpointsDeleted(id) => self.replace_endpoints(id, None, &mut work),
+            InputChange::ServiceUpserted(service) => {
+                let (Some(namespace), Some(name)) =
+                    (&service.metadata.namespace, &service.metadata.name)
+                else {
+                    return Err(ViewError::ServiceWithoutName);
+                };
+                let id = NamespacedName::new(namespace.clone(), name.clone());
+                let (policy, error) =
+                    match TopologyPolicy::from_annotations(service.metadata.annotations.as_ref()) {
+                        Ok(policy) => (policy, None),
+                        Err(e) => (TopologyPolicy::PassThrough, Some(e)),
+                    };
+                self.set_policy(id, Some((policy, error)), &mut work);
+            }
+            InputChange::ServiceDeleted(id) => self.set_policy(id, None, &mut work),
+            InputChange::NodeUpserted { name, labels } => {
+                if self.nodes.get(&name) == Some(&labels) {
+                    return Ok(Vec::new());
+                }
+                self.nodes.insert(name.clone(), labels);
+                self.node_changed(&name, &mut work);
+            }
+            InputChange::NodeDeleted(name) => {
+                if self.nodes.remove(&name).is_none() {
+                    return Ok(Vec::new());
+                }
+                self.node_changed(&name, &mut work);
+            }
+        }
+        Ok(self.settle(work))
+    }
+
+    /// Recomputes every pruned object from the raw inputs alone, ignoring every cached
+    /// decision and index: the strategy SuperEdge used on each change, kept as the
+    /// reference the incremental path is tested (and benchmarked) against.
+    pub fn full_rebuild(&self) -> BTreeMap<ObjectKey, PrunedObject> {
+        let ctx = self.ctx();
+        let mut by_service: BTreeMap<
+            Option<NamespacedName>,
+            Vec<(&NamespacedName, &EndpointSlice)>,
+        > = BTreeMap::new();
+        for (id, cached) in &self.slices {
+            by_service
+                .entry(service_of_slice(&cached.object))
+                .or_default()
+                .push((id, &cached.object));
+        }
+        let mut out = BTreeMap::new();
+        for (service, members) in by_service {
+            let policy = service
+                .as_ref()
+                .map_or(&PASS_THROUGH, |s| self.policy_of(s));
+            let slices: Vec<&EndpointSlice> = members.iter().map(|(_, s)| *s).collect();
+            for ((id, _), pruned) in members
+                .iter()
+                .zip(prune::prune_service_slices(policy, &slices, ctx))
+            {
+                out.insert(
+                    ObjectKey {
+                        kind: ObjectKind::EndpointSlice,
+                        id: (*id).clone(),
+                    },
+                    PrunedObject::Slice(pruned),
+                );
+            }
+        }
+        for (id, cached) in &self.endpoints {
+            let pruned = prune::prune_endpoints(self.policy_of(id), &cached.object, ctx);
+            out.insert(
+                ObjectKey {
+                    kind: ObjectKind::Endpoints,
+                    id: id.clone(),
+                },
+                PrunedObject::Endpoints(pruned),
+            );
+        }
+        out
+    }
+
+    fn ctx(&self) -> PruneContext<'_, HashMap<String, Labels>> {
+        PruneContext {
+            local: self.nodes.get(&self.local_node),
+            nodes: &self.nodes,
+            rewrite_local_apiserver: self.rewrite_local_apiserver,
+        }
+    }
+
+    fn policy_of(&self, service: &NamespacedName) -> &TopologyPolicy {
+        self.services
+            .get(service)
+            .map_or(&PASS_THROUGH, |e| &e.policy)
+    }
+
+    fn replace_slice(&mut self, id: NamespacedName, new: Option<EndpointSlice>, work: &mut Work) {
+        let key = ObjectKey {
+            kind: ObjectKind::EndpointSlice,
+            id: id.clone(),
+        };
+        let old_pruned = self.pruned(&key);
+        if let Some(old) = self.slices.remove(&id) {
+            unindex_nodes(
+                &mut self.objects_on_node,
+                &key,
+                prune::slice_candidates(&old.object).map(|c| c.node),
+            );
+            if let Some(service) = &old.service {
+                if let Some(members) = self.slices_of_service.get_mut(service) {
+                    members.remove(&id.name);
+                    if members.is_empty() {
+                        self.slices_of_service.remove(service);
+                    }
+                }
+                work.refilter.insert(service.clone());
+            }
+        } else if new.is_none() {
+            return;
+        }
+        work.replaced.insert(key.clone(), old_pruned);
+        let Some(slice) = new else { return };
+        index_nodes(
+            &mut self.objects_on_node,
+            &key,
+            prune::slice_candidates(&slice).map(|c| c.node),
+        );
+        let service = service_of_slice(&slice);
+        if let Some(service) = &service {
+            self.slices_of_service
+                .entry(service.clone())
+                .or_default()
+                .insert(id.name.clone());
+            work.refilter.insert(service.clone());
+        }
+        self.slices.insert(
+            id,
+            Cached {
+                object: slice,
+                service,
+                selection: Selection::All,
+            },
+        );
+    }
+
+    fn replace_endpoints(&mut self, id: NamespacedName, new: Option<Endpoints>, work: &mut Work) {
+        let key = ObjectKey {
+            kind: ObjectKind::Endpoints,
+            id: id.clone(),
+        };
+        let old_pruned = self.pruned(&key);
+        match self.endpoints.remove(&id) {
+            Some(old) => unindex_nodes(
+                &mut self.objects_on_node,
+                &key,
+                prune::endpoints_candidates(&old.object).map(|c| c.node),
+            ),
+            None if new.is_none() => return,
+            None => {}
+        }
+        work.replaced.insert(key.clone(), old_pruned);
+        work.refilter.insert(id.clone());
+        let Some(endpoints) = new else { return };
+        index_nodes(
+            &mut self.objects_on_node,
+            &key,
+            prune::endpoints_candidates(&endpoints).map(|c| c.node),
+        );
+        self.endpoints.insert(
+            id.clone(),
+            Cached {
+                object: endpoints,
+                service: Some(id),
+                selection: Selection::All,
+            },
+        );
+    }
+
+    fn set_policy(
+        &mut self,
+        id: NamespacedName,
+        new: Option<(TopologyPolicy, Option<PolicyError>)>,
+        work: &mut Work,
+    ) {
+        let old = self.services.get(&id).map(|e| (&e.policy, &e.error));
+        if old == new.as_ref().map(|(p, e)| (p, e)) {
+            return;
+        }
+        match new {
+            Some((policy, error)) => {
+                self.services.insert(
+                    id.clone(),
+                    ServiceEntry {
+                        policy,
+                        error,
+                        slice_filter: KEEP_ALL,
+                        endpoints_filter: KEEP_ALL,
+                    },
+                );
+                work.refilter.insert(id.clone());
+            }
+            None => {
+                self.services.remove(&id);
+            }
+        }
+        self.reselect_service(&id, work);
+    }
+
+    fn reselect_service(&self, service: &NamespacedName, work: &mut Work) {
+        for name in self.slices_of_service.get(service).into_iter().flatten() {
+            work.reselect.insert(ObjectKey {
+                kind: ObjectKind::EndpointSlice,
+                id: NamespacedName::new(&service.namespace, name),
+            });
+        }
+        if self.endpoints.contains_key(service) {
+            work.reselect.insert(ObjectKey {
+                kind: ObjectKind::Endpoints,
+                id: service.clone(),
+            });
+        }
+    }
+
+    fn node_changed(&mut self, name: &str, work: &mut Work) {
+        for key in self.objects_on_node.get(name).into_iter().flatten() {
+            work.reselect.insert(key.clone());
+            let service = match key.kind {
+                ObjectKind::EndpointSlice => {
+                    self.slices.get(&key.id).and_then(|c| c.service.clone())
+                }
+                ObjectKind::Endpoints => Some(key.id.clone()),
+            };
+            // Only an ordered policy reads remote nodes when deciding its filter.
+            if let Some(service) = service.filter(|s| self.policy_of(s).spans_slices()) {
+                work.refilter.insert(service);
+            }
+        }
+        if name == self.local_node {
+            work.refilter.extend(
+                self.services
+                    .iter()
+                    .filter(|(_, e)| !e.policy.is_pass_through())
+                    .map(|(id, _)| id.clone()),
+            );
+        }
+    }
+
+    fn settle(&mut self, mut work: Work) -> Vec<ViewChange> {
+        for service in std::mem::take(&mut work.refilter) {
+            let Some(entry) = self.services.get(&service) else {
+                continue;
+            };
+            let (slice_filter, endpoints_filter) = self.decide_filters(&service, &entry.policy);
+            let entry = self
+                .services
+                .get_mut(&service)
+                .expect("entry looked up above");
+            let slices_changed = entry.slice_filter != slice_filter;
+            let endpoints_changed = entry.endpoints_filter != endpoints_filter;
+            entry.slice_filter = slice_filter;
+            entry.endpoints_filter = endpoints_filter;
+            if slices_changed {
+                for name in self.slices_of_service.get(&service).into_iter().flatten() {
+                    work.reselect.insert(ObjectKey {
+                        kind: ObjectKind::EndpointSlice,
+                        id: NamespacedName::new(&service.namespace, name),
+                    });
+                }
+            }
+            if endpoints_changed && self.endpoints.contains_key(&service) {
+                work.reselect.insert(ObjectKey {
+                    kind: ObjectKind::Endpoints,
+                    id: service,
+                });
+            }
+        }
+
+        let mut changes = BTreeMap::new();
+        for (key, old) in work.replaced {
+            self.store_selection(&key);
+            let kind = match (old, self.pruned(&key)) {
+                (None, Some(_)) => ViewChangeKind::Added,
+                (Some(_), None) => ViewChangeKind::Deleted,
+                (Some(old), Some(new)) if old != new => ViewChangeKind::Modified,
+                _ => continue,
+            };
+            changes.insert(key, kind);
+        }
+        for key in work.reselect {
+            if changes.contains_key(&key) {
+                continue;
+            }
+            let Some((old, new)) = self.store_selection(&key) else {
+                continue;
+            };
+            if old != new {
+                changes.insert(key, ViewChangeKind::Modified);
+            }
+        }
+        changes
+            .into_iter()
+            .map(|(key, kind)| ViewChange { key, kind })
+            .collect()
+    }
+
+    fn decide_filters(
+        &self,
+        service: &NamespacedName,
+        policy: &TopologyPolicy,
+    ) -> (EndpointFilter, EndpointFilter) {
+        let ctx = self.ctx();
+        let slices = self
+            .slices_of_service
+            .get(service)
+            .into_iter()
+            .flatten()
+            .filter_map(|name| {
+                self.slices
+                    .get(&NamespacedName::new(&service.namespace, name))
+            });
+        let slice_filter = prune::service_filter(
+            policy,
+            ctx.local,
+            ctx.nodes,
+            slices.flat_map(|c| prune::slice_candidates(&c.object)),
+        );
+        let endpoints = self.endpoints.get(service).into_iter();
+        let endpoints_filter = prune::service_filter(
+            policy,
+            ctx.local,
+            ctx.nodes,
+            endpoints.flat_map(|c| prune::endpoints_candidates(&c.object)),
+        );
+        (slice_filter, endpoints_filter)
+    }
+
+    /// Recomputes and stores one object's selection. When it changed, returns the pruned
+    /// forms before and after (identical forms are possible when duplicate endpoints swap).
+    fn store_selection(&mut self, key: &ObjectKey) -> Option<(PrunedObject, PrunedObject)> {
+        let ctx = self.ctx();
+        let filter_of = |service: &Option<NamespacedName>,
+                         pick: fn(&ServiceEntry) -> &EndpointFilter| {
+            service
+                .as_ref()
+                .and_then(|s| self.services.get(s))
+                .map_or(&KEEP_ALL, pick)
+        };
+        let selection = match key.kind {
+            ObjectKind::EndpointSlice => {
+                let cached = self.slices.get(&key.id)?;
+                prune::slice_selection(
+                    &cached.object,
+                    filter_of(&cached.service, |e| &e.slice_filter),
+                    ctx,
+                )
+            }
+            ObjectKind::Endpoints => {
+                let cached = self.endpoints.get(&key.id)?;
+                prune::endpoints_selection(
+                    &cached.object,
+                    filter_of(&cached.service, |e| &e.endpoints_filter),
+                    ctx,
+                )
+            }
+        };
+        match key.kind {
+            ObjectKind::EndpointSlice => {
+                let cached = self.slices.get_mut(&key.id)?;
+                if cached.selection == selection {
+                    return None;
+                }
+                let old = prune::materialize_slice(&cached.object, &cached.selection);
+                cached.selection = selection;
+                let new = prune::materialize_slice(&cached.object, &cached.selection);
+                Some((PrunedObject::Slice(old), PrunedObject::Slice(new)))
+            }
+            ObjectKind::Endpoints => {
+                let cached = self.endpoints.get_mut(&key.id)?;
+                if cached.selection == selection {
+                    return None;
+                }
+                let old = prune::materialize_endpoints(&cached.object, &cached.selection);
+                cached.selection = selection;
+                let new = prune::materialize_endpoints(&cached.object, &cached.selection);
+                Some((PrunedObject::Endpoints(old), PrunedObject::Endpoints(new)))
+            }
+        }
+    }
+}
+
+/// The Service a slice belongs to, by the `kubernetes.io/service-name` label.
+fn service_of_slice(slice: &EndpointSlice) -> Option<NamespacedName> {
+    let namespace = slice.metadata.namespace.as_ref()?;
+    let name = slice
+        .metadata
+        .labels
+        .as_ref()?
+        .get(keys::SERVICE_NAME_LABEL)?;
+    Some(NamespacedName::new(namespace.clone(), name.clone()))
+}
+
+fn index_nodes<'a>(
+    index: &mut HashMap<String, HashSet<ObjectKey>>,
+    key: &ObjectKey,
+    nodes: impl Iterator<Item = Option<&'a str>>,
+) {
+    for node in nodes.flatten() {
+        if let Some(set) = index.get_mut(node) {
+            set.insert(key.clone());
+        } else {
+            index.insert(node.to_string(), HashSet::from([key.clone()]));
+        }
+    }
+}
+
+fn unindex_nodes<'a>(
+    index: &mut HashMap<String, HashSet<ObjectKey>>,
+    key: &ObjectKey,
+    nodes: impl Iterator<Item = Option<&'a str>>,
+) {
+    for node in nodes.flatten() {
+        if let Some(set) = index.get_mut(node) {
+            set.remove(key);
+            if set.is_empty() {
+                index.remove(node);
+            }
+        }
+    }
+}
