@@ -4,6 +4,9 @@
 //! what we add is a status subresource, printer columns and typed conditions.
 //! Types only: reconciling them is the grid controller's job.
 
+// Several `printcolumn(type_ = ...)` entries repeat a key by design.
+#![allow(clippy::duplicated_attributes)]
+
 mod condition;
 mod deployment_grid;
 mod service_grid;

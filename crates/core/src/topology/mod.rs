@@ -9,6 +9,13 @@ pub mod policy;
 pub mod prune;
 pub mod view;
 
+#[cfg(test)]
+mod fixtures;
+#[cfg(test)]
+mod prune_tests;
+#[cfg(test)]
+mod view_tests;
+
 pub use local_endpoint::LocalEndpoint;
 pub use policy::{OrderedKey, PolicyError, TopologyPolicy};
 pub use prune::{

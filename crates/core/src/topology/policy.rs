@@ -149,7 +149,8 @@ mod tests {
         use OrderedKey::*;
         use TopologyPolicy::*;
         let label = |s: &str| Label(s.to_string());
-        let cases: Vec<(&str, Vec<(&str, &str)>, Result<TopologyPolicy, PolicyError>)> = vec![
+        type Case = (&'static str, Vec<(&'static str, &'static str)>, Result<TopologyPolicy, PolicyError>);
+        let cases: Vec<Case> = vec![
             ("no annotations", vec![], Ok(PassThrough)),
             ("unrelated annotation", vec![("a", "b")], Ok(PassThrough)),
             (
