@@ -149,7 +149,11 @@ mod tests {
         use OrderedKey::*;
         use TopologyPolicy::*;
         let label = |s: &str| Label(s.to_string());
-        type Case = (&'static str, Vec<(&'static str, &'static str)>, Result<TopologyPolicy, PolicyError>);
+        type Case = (
+            &'static str,
+            Vec<(&'static str, &'static str)>,
+            Result<TopologyPolicy, PolicyError>,
+        );
         let cases: Vec<Case> = vec![
             ("no annotations", vec![], Ok(PassThrough)),
             ("unrelated annotation", vec![("a", "b")], Ok(PassThrough)),

@@ -77,7 +77,10 @@ pub enum PrunedObject {
 }
 
 /// One input event, as an informer delivers it.
-#[allow(clippy::large_enum_variant, reason = "built per informer event and consumed at once")]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "built per informer event and consumed at once"
+)]
 #[derive(Clone, Debug)]
 pub enum InputChange {
     SliceUpserted(EndpointSlice),
