@@ -72,3 +72,34 @@ pub const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
 
 /// Annotation on the BOOKMARK that ends a streaming initial list (`sendInitialEvents`).
 pub const INITIAL_EVENTS_END_ANNOTATION: &str = "k8s.io/initial-events-end";
+
+#[cfg(test)]
+mod tests {
+    /// The wire values users' manifests and other components depend on. Changing one is a
+    /// compatibility break with SuperEdge, Kubernetes or existing clusters, not a refactor.
+    #[test]
+    fn wire_values_are_pinned() {
+        let pinned = [
+            (super::GRID_GROUP, "superedge.io"),
+            (super::TOPOLOGY_KEYS_ANNOTATION, "topologyKeys"),
+            (
+                super::LOCAL_ENDPOINT_ANNOTATION,
+                "superedge.io/local-endpoint",
+            ),
+            (super::LOCAL_PORT_ANNOTATION, "superedge.io/local-port"),
+            (super::SERVICE_NAME_LABEL, "kubernetes.io/service-name"),
+            (super::GRID_SELECTOR_LABEL, "superedge.io/grid-selector"),
+            (super::GRID_UNIQ_KEY_LABEL, "superedge.io/grid-uniq-key"),
+            (super::NODE_UNHEALTH_ANNOTATION, "nodeunhealth"),
+            (super::NODE_UNHEALTH_YES, "yes"),
+            (super::TAINT_UNREACHABLE, "node.kubernetes.io/unreachable"),
+            (
+                super::INITIAL_EVENTS_END_ANNOTATION,
+                "k8s.io/initial-events-end",
+            ),
+        ];
+        for (constant, wire) in pinned {
+            assert_eq!(constant, wire);
+        }
+    }
+}

@@ -136,6 +136,9 @@ impl TopologyPolicy {
 mod tests {
     use super::*;
 
+    const KEYS: &str = keys::TOPOLOGY_KEYS_ANNOTATION;
+    const MODE: &str = keys::TOPOLOGY_MODE_ANNOTATION;
+
     fn parse(pairs: &[(&str, &str)]) -> Result<TopologyPolicy, PolicyError> {
         let map: BTreeMap<String, String> = pairs
             .iter()
@@ -159,63 +162,51 @@ mod tests {
             ("unrelated annotation", vec![("a", "b")], Ok(PassThrough)),
             (
                 "superedge default",
-                vec![("topologyKeys", r#"["zone1"]"#)],
+                vec![(KEYS, r#"["zone1"]"#)],
                 Ok(AnyKey(vec!["zone1".into()])),
             ),
             (
                 "explicit any mode",
-                vec![
-                    ("topologyKeys", r#"["a","b"]"#),
-                    ("superedge.io/topology-mode", "any"),
-                ],
+                vec![(KEYS, r#"["a","b"]"#), (MODE, "any")],
                 Ok(AnyKey(vec!["a".into(), "b".into()])),
             ),
-            ("empty list", vec![("topologyKeys", "[]")], Ok(PassThrough)),
+            ("empty list", vec![(KEYS, "[]")], Ok(PassThrough)),
             (
                 "wildcard in any mode is an ordinary key, as in SuperEdge",
-                vec![("topologyKeys", r#"["zone","*"]"#)],
+                vec![(KEYS, r#"["zone","*"]"#)],
                 Ok(AnyKey(vec!["zone".into(), "*".into()])),
             ),
             (
                 "ordered with wildcard",
-                vec![
-                    ("topologyKeys", r#"["unit","zone","*"]"#),
-                    ("superedge.io/topology-mode", "ordered"),
-                ],
+                vec![(KEYS, r#"["unit","zone","*"]"#), (MODE, "ordered")],
                 Ok(Ordered(vec![label("unit"), label("zone"), Wildcard])),
             ),
             (
                 "mode without keys",
-                vec![("superedge.io/topology-mode", "ordered")],
+                vec![(MODE, "ordered")],
                 Ok(PassThrough),
             ),
             (
                 "wildcard not last",
-                vec![
-                    ("topologyKeys", r#"["*","zone"]"#),
-                    ("superedge.io/topology-mode", "ordered"),
-                ],
+                vec![(KEYS, r#"["*","zone"]"#), (MODE, "ordered")],
                 Err(PolicyError::WildcardNotLast {
-                    annotation: "topologyKeys",
+                    annotation: KEYS,
                     keys: vec!["*".into(), "zone".into()],
                 }),
             ),
             (
                 "unknown mode",
-                vec![
-                    ("topologyKeys", r#"["zone"]"#),
-                    ("superedge.io/topology-mode", "Ordered"),
-                ],
+                vec![(KEYS, r#"["zone"]"#), (MODE, "Ordered")],
                 Err(PolicyError::UnknownMode {
-                    annotation: "superedge.io/topology-mode",
+                    annotation: MODE,
                     value: "Ordered".into(),
                 }),
             ),
             (
                 "empty key",
-                vec![("topologyKeys", r#"["zone",""]"#)],
+                vec![(KEYS, r#"["zone",""]"#)],
                 Err(PolicyError::EmptyKey {
-                    annotation: "topologyKeys",
+                    annotation: KEYS,
                     keys: vec!["zone".into(), "".into()],
                 }),
             ),
@@ -229,11 +220,11 @@ mod tests {
     #[test]
     fn malformed_keys_name_the_annotation_and_value() {
         for raw in ["zone1", r#"{"a":1}"#, "[1,2]", r#"["a""#] {
-            match parse(&[("topologyKeys", raw)]) {
+            match parse(&[(KEYS, raw)]) {
                 Err(PolicyError::MalformedKeys {
                     annotation, value, ..
                 }) => {
-                    assert_eq!(annotation, "topologyKeys");
+                    assert_eq!(annotation, KEYS);
                     assert_eq!(value, raw);
                 }
                 other => panic!("{raw}: expected MalformedKeys, got {other:?}"),

@@ -418,8 +418,8 @@ fn kubernetes_endpoints_rewritten_to_the_local_cache() {
         (keys::LOCAL_PORT_ANNOTATION, "51003"),
     ];
     let apiserver = endpoints(
-        "default",
-        "kubernetes",
+        keys::KUBERNETES_SERVICE_NAMESPACE,
+        keys::KUBERNETES_SERVICE_NAME,
         &[(
             &[Ep {
                 ip: "10.244.9.1",
@@ -438,7 +438,7 @@ fn kubernetes_endpoints_rewritten_to_the_local_cache() {
             addresses: Some(vec![address("169.254.0.2", None)]),
             not_ready_addresses: None,
             ports: Some(vec![k8s_openapi::api::core::v1::EndpointPort {
-                name: Some("https".into()),
+                name: Some(keys::KUBERNETES_SERVICE_PORT_NAME.into()),
                 port: 51003,
                 protocol: Some("TCP".into()),
                 app_protocol: None,
@@ -488,7 +488,7 @@ fn kubernetes_endpoints_rewritten_to_the_local_cache() {
         );
     }
     let elsewhere = with_annotations(
-        endpoints("kube-system", "kubernetes", &[]),
+        endpoints("kube-system", keys::KUBERNETES_SERVICE_NAME, &[]),
         |e| &mut e.metadata,
         &announce,
     );
@@ -513,9 +513,9 @@ fn kubernetes_slice_rewritten_by_label_not_name() {
     ];
     let apiserver = with_annotations(
         slice(
-            "default",
+            keys::KUBERNETES_SERVICE_NAMESPACE,
             "kubernetes-x8k2p",
-            Some("kubernetes"),
+            Some(keys::KUBERNETES_SERVICE_NAME),
             &[Ep {
                 ip: "10.244.9.1",
                 node: None,
@@ -540,14 +540,18 @@ fn kubernetes_slice_rewritten_by_label_not_name() {
     let port = &rewritten.ports.as_ref().unwrap()[0];
     assert_eq!(
         (port.name.as_deref(), port.port, port.protocol.as_deref()),
-        (Some("https"), Some(6443), Some("TCP"))
+        (
+            Some(keys::KUBERNETES_SERVICE_PORT_NAME),
+            Some(6443),
+            Some("TCP")
+        )
     );
 
-    // named "kubernetes" but belonging to another Service: not the apiserver's slice
+    // named after the apiserver Service but belonging to another Service: not the apiserver's slice
     let impostor = with_annotations(
         slice(
-            "default",
-            "kubernetes",
+            keys::KUBERNETES_SERVICE_NAMESPACE,
+            keys::KUBERNETES_SERVICE_NAME,
             Some("web"),
             &[ep("10.244.0.3", "n3")],
         ),
