@@ -1,0 +1,112 @@
+//! API errors, answered as `Status` objects with the reason and code the real server uses.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ApiError {
+    #[error("{resource} \"{name}\" not found")]
+    NotFound { resource: String, name: String, group: String, kind: String },
+    #[error("{resource} \"{name}\" already exists")]
+    AlreadyExists { resource: String, name: String, group: String, kind: String },
+    #[error(
+        "Operation cannot be fulfilled on {resource} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
+    )]
+    Conflict { resource: String, name: String, group: String, kind: String },
+    #[error("Operation cannot be fulfilled on {resource} \"{name}\": {message}")]
+    PreconditionFailed { resource: String, name: String, group: String, kind: String, message: String },
+    #[error("{kind} \"{name}\" is invalid: {message}")]
+    Invalid { kind: String, name: String, group: String, field: String, message: String },
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("the server could not find the requested resource")]
+    NoSuchResource,
+    #[error("the server does not allow this method on the requested resource")]
+    MethodNotAllowed,
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    #[error("too old resource version: {requested} ({oldest})")]
+    Expired { requested: u64, oldest: u64 },
+    #[error("the request body is larger than the {limit} byte limit")]
+    TooLarge { limit: usize },
+    #[error("Internal error occurred: {0}")]
+    Internal(String),
+    #[error("the server is currently unable to handle the request: {0}")]
+    Unavailable(String),
+}
+
+impl ApiError {
+    pub fn code(&self) -> u16 {
+        match self {
+            Self::NotFound { .. } | Self::NoSuchResource => 404,
+            Self::AlreadyExists { .. } | Self::Conflict { .. } | Self::PreconditionFailed { .. } => 409,
+            Self::Invalid { .. } => 422,
+            Self::BadRequest(_) => 400,
+            Self::MethodNotAllowed => 405,
+            Self::UnsupportedMediaType(_) => 415,
+            Self::Expired { .. } => 410,
+            Self::TooLarge { .. } => 413,
+            Self::Internal(_) => 500,
+            Self::Unavailable(_) => 503,
+        }
+    }
+
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::NotFound { .. } | Self::NoSuchResource => "NotFound",
+            Self::AlreadyExists { .. } => "AlreadyExists",
+            Self::Conflict { .. } | Self::PreconditionFailed { .. } => "Conflict",
+            Self::Invalid { .. } => "Invalid",
+            Self::BadRequest(_) => "BadRequest",
+            Self::MethodNotAllowed => "MethodNotAllowed",
+            Self::UnsupportedMediaType(_) => "UnsupportedMediaType",
+            Self::Expired { .. } => "Expired",
+            Self::TooLarge { .. } => "RequestEntityTooLarge",
+            Self::Internal(_) => "InternalError",
+            Self::Unavailable(_) => "ServiceUnavailable",
+        }
+    }
+
+    /// The `Status` object, as in responses and in watch ERROR events.
+    pub fn status(&self) -> Value {
+        let details = match self {
+            Self::NotFound { resource, name, group, .. }
+            | Self::AlreadyExists { resource, name, group, .. }
+            | Self::Conflict { resource, name, group, .. }
+            | Self::PreconditionFailed { resource, name, group, .. } => {
+                Some(json!({"name": name, "group": group, "kind": resource_plural(resource)}))
+            }
+            Self::Invalid { kind, name, group, field, message } => Some(json!({
+                "name": name, "group": group, "kind": kind,
+                "causes": [{"reason": "FieldValueInvalid", "message": message, "field": field}],
+            })),
+            _ => None,
+        };
+        let mut status = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.to_string(),
+            "reason": self.reason(),
+            "code": self.code(),
+        });
+        if let Some(details) = details {
+            status["details"] = details;
+        }
+        status
+    }
+}
+
+/// `deployments.apps` -> `deployments`: details.kind carries the bare plural.
+fn resource_plural(resource: &str) -> &str {
+    resource.split('.').next().unwrap_or(resource)
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let code = StatusCode::from_u16(self.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        (code, [(axum::http::header::CONTENT_TYPE, "application/json")], self.status().to_string()).into_response()
+    }
+}

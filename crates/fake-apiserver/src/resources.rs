@@ -1,0 +1,130 @@
+//! The resource types the server serves: built-ins registered at start-up, plus CRDs.
+
+use serde_json::{Value, json};
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResourceType {
+    /// Empty for the core group.
+    pub group: String,
+    pub version: String,
+    /// Lower-case plural, the path segment (`pods`).
+    pub plural: String,
+    pub singular: String,
+    pub kind: String,
+    pub namespaced: bool,
+    pub status_subresource: bool,
+    pub short_names: Vec<String>,
+}
+
+impl ResourceType {
+    pub fn new(group: &str, version: &str, plural: &str, kind: &str, namespaced: bool, status: bool) -> Self {
+        Self {
+            group: group.into(),
+            version: version.into(),
+            plural: plural.into(),
+            singular: kind.to_lowercase(),
+            kind: kind.into(),
+            namespaced,
+            status_subresource: status,
+            short_names: Vec::new(),
+        }
+    }
+
+    fn short(mut self, names: &[&str]) -> Self {
+        self.short_names = names.iter().map(|s| s.to_string()).collect();
+        self
+    }
+
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
+    }
+
+    /// `pods` or `deployments.apps`, as error messages name resources.
+    pub fn qualified_plural(&self) -> String {
+        if self.group.is_empty() { self.plural.clone() } else { format!("{}.{}", self.plural, self.group) }
+    }
+
+    /// The `APIResource` entries (resource and its status subresource) for discovery.
+    pub fn discovery_entries(&self) -> Vec<Value> {
+        let verbs = json!(["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]);
+        let mut out = vec![json!({
+            "name": self.plural,
+            "singularName": self.singular,
+            "namespaced": self.namespaced,
+            "kind": self.kind,
+            "verbs": verbs,
+            "shortNames": self.short_names,
+        })];
+        if self.status_subresource {
+            out.push(json!({
+                "name": format!("{}/status", self.plural),
+                "singularName": "",
+                "namespaced": self.namespaced,
+                "kind": self.kind,
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
+        out
+    }
+}
+
+/// What a fresh server serves.
+pub fn builtin() -> Vec<ResourceType> {
+    use ResourceType as R;
+    vec![
+        R::new("", "v1", "namespaces", "Namespace", false, true).short(&["ns"]),
+        R::new("", "v1", "nodes", "Node", false, true).short(&["no"]),
+        R::new("", "v1", "pods", "Pod", true, true).short(&["po"]),
+        R::new("", "v1", "services", "Service", true, true).short(&["svc"]),
+        R::new("", "v1", "endpoints", "Endpoints", true, false).short(&["ep"]),
+        R::new("", "v1", "configmaps", "ConfigMap", true, false).short(&["cm"]),
+        R::new("", "v1", "secrets", "Secret", true, false),
+        R::new("", "v1", "events", "Event", true, false).short(&["ev"]),
+        R::new("", "v1", "serviceaccounts", "ServiceAccount", true, false).short(&["sa"]),
+        R::new("events.k8s.io", "v1", "events", "Event", true, false).short(&["ev"]),
+        R::new("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", true, false),
+        R::new("coordination.k8s.io", "v1", "leases", "Lease", true, false),
+        R::new("apps", "v1", "deployments", "Deployment", true, true).short(&["deploy"]),
+        R::new("apps", "v1", "statefulsets", "StatefulSet", true, true).short(&["sts"]),
+        R::new("apps", "v1", "daemonsets", "DaemonSet", true, true).short(&["ds"]),
+        R::new("networking.k8s.io", "v1", "servicecidrs", "ServiceCIDR", false, true),
+        R::new("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration", false, false),
+        R::new("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", "ValidatingWebhookConfiguration", false, false),
+        R::new("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", false, true)
+            .short(&["crd", "crds"]),
+    ]
+}
+
+/// The resource types a `CustomResourceDefinition` object declares (one per served version).
+pub fn from_crd(crd: &Value) -> Vec<ResourceType> {
+    let spec = &crd["spec"];
+    let (Some(group), Some(plural), Some(kind)) =
+        (spec["group"].as_str(), spec["names"]["plural"].as_str(), spec["names"]["kind"].as_str())
+    else {
+        return Vec::new();
+    };
+    let namespaced = spec["scope"].as_str() == Some("Namespaced");
+    let singular = spec["names"]["singular"].as_str().map_or_else(|| kind.to_lowercase(), str::to_string);
+    let short_names: Vec<String> = spec["names"]["shortNames"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect())
+        .unwrap_or_default();
+    spec["versions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|v| v["served"].as_bool().unwrap_or(false))
+        .filter_map(|v| {
+            Some(ResourceType {
+                group: group.to_string(),
+                version: v["name"].as_str()?.to_string(),
+                plural: plural.to_string(),
+                singular: singular.clone(),
+                kind: kind.to_string(),
+                namespaced,
+                status_subresource: v["subresources"]["status"].is_object(),
+                short_names: short_names.clone(),
+            })
+        })
+        .collect()
+}

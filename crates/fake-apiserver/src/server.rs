@@ -1,0 +1,461 @@
+//! The HTTP face of the store: Kubernetes REST paths, discovery, list/watch.
+//!
+//! One fallback handler parses every resource path itself, because Kubernetes paths
+//! (`/api/v1/namespaces/{ns}/...` vs `/api/v1/namespaces/{name}/status`) are resolved
+//! against the set of registered resources, which changes when CRDs are created.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, mpsc, watch};
+
+use crate::error::ApiError;
+use crate::resources::ResourceType;
+use crate::selectors::{FieldSelector, LabelSelector};
+use crate::store::{ChangeKind, DeleteOptions, ListOptions, PatchKind, Store, key_of, with_type};
+
+/// Tunables of one server instance.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// Changes kept for watch resumption and list snapshots.
+    pub history_limit: usize,
+    /// Changes buffered per watcher before a slow watcher is cut off with 410.
+    pub watch_buffer: usize,
+    /// How often watchers that allow bookmarks get one.
+    pub bookmark_interval: Duration,
+    /// Requests with a larger body are refused (the real server's limit is 3 MiB).
+    pub max_body_bytes: usize,
+    /// `timeoutSeconds` used when a watch gives none.
+    pub default_watch_timeout: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            history_limit: 10_000,
+            watch_buffer: 10_000,
+            bookmark_interval: Duration::from_secs(5),
+            max_body_bytes: 3 * 1024 * 1024,
+            default_watch_timeout: Duration::from_secs(1800),
+        }
+    }
+}
+
+pub struct App {
+    pub store: Arc<Store>,
+    pub config: ServerConfig,
+    /// Bumped to cut every open watch (fault injection).
+    pub watch_generation: watch::Sender<u64>,
+}
+
+pub fn router(app: Arc<App>) -> Router {
+    Router::new().fallback(dispatch).with_state(app)
+}
+
+fn json_response(code: StatusCode, value: &Value) -> Response {
+    (code, [(header::CONTENT_TYPE, "application/json")], value.to_string()).into_response()
+}
+
+fn ok(value: &Value) -> Response {
+    json_response(StatusCode::OK, value)
+}
+
+/// A parsed resource path.
+struct Target {
+    rt: ResourceType,
+    namespace: Option<String>,
+    name: Option<String>,
+    status: bool,
+}
+
+async fn dispatch(
+    State(app): State<Arc<App>>,
+    method: Method,
+    uri: Uri,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    match handle(&app, &method, &uri, &query, &headers, body).await {
+        Ok(response) => response,
+        Err(e) => {
+            tracing::debug!(%method, %uri, code = e.code(), "request failed: {e}");
+            e.into_response()
+        }
+    }
+}
+
+async fn handle(
+    app: &Arc<App>,
+    method: &Method,
+    uri: &Uri,
+    query: &HashMap<String, String>,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let segments: Vec<&str> = uri.path().split('/').filter(|s| !s.is_empty()).collect();
+    if method == Method::GET
+        && let Some(response) = discovery(app, &segments)
+    {
+        return Ok(response);
+    }
+    let target = resolve(&app.store, &segments)?;
+    let body = axum::body::to_bytes(body, app.config.max_body_bytes)
+        .await
+        .map_err(|_| ApiError::TooLarge { limit: app.config.max_body_bytes })?;
+    let store = &app.store;
+    let rt = &target.rt;
+    let namespace = target.namespace.as_deref().unwrap_or_default();
+    match (method.clone(), &target.name) {
+        (Method::GET, None) if query.get("watch").is_some_and(|w| w == "true" || w == "1") => {
+            watch(app, &target, query)
+        }
+        (Method::GET, None) => list(store, &target, query),
+        (Method::GET, Some(name)) => Ok(ok(&store.get(rt, namespace, name)?)),
+        (Method::POST, None) => {
+            let created = store.create(rt, namespace, parse_json(&body)?)?;
+            Ok(json_response(StatusCode::CREATED, &created))
+        }
+        (Method::PUT, Some(name)) => Ok(ok(&store.update(rt, namespace, name, parse_json(&body)?, target.status)?)),
+        (Method::PATCH, Some(name)) => {
+            let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+            let kind = match content_type.split(';').next().unwrap_or_default().trim() {
+                "application/json-patch+json" => PatchKind::Json,
+                "application/merge-patch+json" => PatchKind::Merge,
+                "application/apply-patch+yaml" | "application/apply-patch+json" => PatchKind::Apply,
+                other => {
+                    return Err(ApiError::UnsupportedMediaType(format!(
+                        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml (got {other:?}; strategic merge patch is not implemented by this fake)"
+                    )));
+                }
+            };
+            Ok(ok(&store.patch(rt, namespace, name, kind, &body, target.status)?))
+        }
+        (Method::DELETE, Some(name)) if !target.status => {
+            let opts = delete_options(&body, query)?;
+            Ok(ok(&store.delete(rt, namespace, name, &opts)?))
+        }
+        _ => Err(ApiError::MethodNotAllowed),
+    }
+}
+
+fn parse_json(body: &Bytes) -> Result<Value, ApiError> {
+    serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(format!("the request body is not valid JSON: {e}")))
+}
+
+fn delete_options(body: &Bytes, query: &HashMap<String, String>) -> Result<DeleteOptions, ApiError> {
+    let options: Value = if body.is_empty() { json!({}) } else { parse_json(body)? };
+    let policy = options["propagationPolicy"].as_str().or(query.get("propagationPolicy").map(String::as_str));
+    Ok(DeleteOptions {
+        uid: options["preconditions"]["uid"].as_str().map(str::to_string),
+        resource_version: options["preconditions"]["resourceVersion"].as_str().map(str::to_string),
+        orphan: policy == Some("Orphan") || options["orphanDependents"].as_bool() == Some(true),
+    })
+}
+
+fn resolve(store: &Store, segments: &[&str]) -> Result<Target, ApiError> {
+    let (group, version, rest) = match segments {
+        ["api", version, rest @ ..] => ("", *version, rest),
+        ["apis", group, version, rest @ ..] => (*group, *version, rest),
+        _ => return Err(ApiError::NoSuchResource),
+    };
+    let lookup = |plural: &str| store.resolve(group, version, plural);
+    // `/namespaces/{ns}/{resource}/...` when {resource} is a namespaced resource;
+    // otherwise `/namespaces/{name}[/status]` addresses the Namespace itself.
+    let (namespace, rest) = match rest {
+        ["namespaces", ns, plural, tail @ ..] if lookup(plural).is_some_and(|rt| rt.namespaced) => {
+            (Some(ns.to_string()), [&[*plural][..], tail].concat())
+        }
+        _ => (None, rest.to_vec()),
+    };
+    let (rt, name, status) = match rest.as_slice() {
+        [plural] => (lookup(plural), None, false),
+        [plural, name] => (lookup(plural), Some(name.to_string()), false),
+        [plural, name, "status"] => (lookup(plural).filter(|rt| rt.status_subresource), Some(name.to_string()), true),
+        _ => (None, None, false),
+    };
+    let rt = rt.ok_or(ApiError::NoSuchResource)?;
+    if rt.namespaced && namespace.is_none() && name.is_some() {
+        return Err(ApiError::NoSuchResource);
+    }
+    Ok(Target { rt, namespace, name, status })
+}
+
+fn list_options(target: &Target, query: &HashMap<String, String>) -> Result<ListOptions, ApiError> {
+    let rv = match query.get("resourceVersion").map(String::as_str) {
+        None | Some("") => None,
+        Some(rv) => Some(rv.parse::<u64>().map_err(|_| {
+            ApiError::BadRequest(format!("resourceVersion {rv:?} is not a valid resource version"))
+        })?),
+    };
+    Ok(ListOptions {
+        namespace: target.namespace.clone(),
+        labels: LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))?,
+        fields: FieldSelector::parse(query.get("fieldSelector").map_or("", String::as_str))?,
+        limit: query.get("limit").and_then(|l| l.parse().ok()),
+        continue_token: query.get("continue").filter(|c| !c.is_empty()).cloned(),
+        resource_version: rv,
+        exact: query.get("resourceVersionMatch").is_some_and(|m| m == "Exact"),
+    })
+}
+
+fn list(store: &Store, target: &Target, query: &HashMap<String, String>) -> Result<Response, ApiError> {
+    let opts = list_options(target, query)?;
+    let page = store.list(&target.rt, &opts)?;
+    let mut metadata = json!({"resourceVersion": page.rv.to_string()});
+    if let Some(token) = page.continue_token {
+        metadata["continue"] = json!(token);
+        metadata["remainingItemCount"] = json!(page.remaining);
+    }
+    Ok(ok(&json!({
+        "kind": format!("{}List", target.rt.kind),
+        "apiVersion": target.rt.api_version(),
+        "metadata": metadata,
+        "items": page.items,
+    })))
+}
+
+/// How one watcher sees the stream.
+struct WatchFilter {
+    rt: ResourceType,
+    namespace: Option<String>,
+    labels: LabelSelector,
+    fields: FieldSelector,
+}
+
+impl WatchFilter {
+    fn matches(&self, object: &Value) -> bool {
+        let in_namespace = self
+            .namespace
+            .as_ref()
+            .is_none_or(|ns| object["metadata"]["namespace"].as_str() == Some(ns.as_str()));
+        in_namespace && self.labels.matches(object) && self.fields.matches(object)
+    }
+
+    /// The event this watcher gets for a change: objects entering the selector are
+    /// ADDED, leaving it DELETED (previous content, the change's version), as the real
+    /// watch cache does.
+    fn event_for(&self, kind: ChangeKind, object: &Value, old: Option<&Value>, rv: u64) -> Option<(&'static str, Value)> {
+        let now = self.matches(object);
+        let before = old.is_some_and(|o| self.matches(o));
+        let typed = |o: &Value| with_type(o.clone(), &self.rt);
+        match kind {
+            ChangeKind::Added => now.then(|| ("ADDED", typed(object))),
+            ChangeKind::Deleted => before.then(|| ("DELETED", typed(object))),
+            ChangeKind::Modified => match (before, now) {
+                (true, true) => Some(("MODIFIED", typed(object))),
+                (false, true) => Some(("ADDED", typed(object))),
+                (true, false) => {
+                    let mut last = typed(old.expect("matched, so present"));
+                    last["metadata"]["resourceVersion"] = json!(rv.to_string());
+                    Some(("DELETED", last))
+                }
+                (false, false) => None,
+            },
+        }
+    }
+}
+
+fn event_line(kind: &str, object: &Value) -> Bytes {
+    let mut line = json!({"type": kind, "object": object}).to_string();
+    line.push('\n');
+    Bytes::from(line)
+}
+
+fn bookmark(rt: &ResourceType, rv: u64, initial_events_end: bool) -> Bytes {
+    let mut metadata = json!({"resourceVersion": rv.to_string()});
+    if initial_events_end {
+        metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+    }
+    event_line("BOOKMARK", &json!({"kind": rt.kind, "apiVersion": rt.api_version(), "metadata": metadata}))
+}
+
+fn watch(app: &Arc<App>, target: &Target, query: &HashMap<String, String>) -> Result<Response, ApiError> {
+    let opts = list_options(target, query)?;
+    let bookmarks = query.get("allowWatchBookmarks").is_some_and(|b| b == "true" || b == "1");
+    let send_initial = match query.get("sendInitialEvents").map(String::as_str) {
+        Some("true" | "1") => true,
+        Some("false" | "0") | None => false,
+        Some(other) => return Err(ApiError::BadRequest(format!("invalid sendInitialEvents {other:?}"))),
+    };
+    if send_initial {
+        let field = |f: &str, m: &str| ApiError::Invalid {
+            kind: "ListOptions".into(),
+            name: String::new(),
+            group: "meta.k8s.io".into(),
+            field: f.into(),
+            message: m.into(),
+        };
+        if query.get("resourceVersionMatch").map(String::as_str) != Some("NotOlderThan") {
+            return Err(field(
+                "resourceVersionMatch",
+                "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+            ));
+        }
+        if !bookmarks {
+            return Err(field("allowWatchBookmarks", "sendInitialEvents requires setting allowWatchBookmarks=true"));
+        }
+    }
+    let timeout = query
+        .get("timeoutSeconds")
+        .and_then(|t| t.parse::<u64>().ok())
+        .map_or(app.config.default_watch_timeout, Duration::from_secs);
+    // Unset or "0" (and every streaming list) starts from current state; N resumes after N.
+    let from = match opts.resource_version {
+        Some(rv) if rv > 0 && !send_initial => Some(rv),
+        _ => None,
+    };
+    let filter = WatchFilter {
+        rt: target.rt.clone(),
+        namespace: target.namespace.clone(),
+        labels: opts.labels,
+        fields: opts.fields,
+    };
+    let (tx, rx) = mpsc::channel::<Bytes>(64);
+    let start = app.store.watch(&target.rt, target.namespace.as_deref(), from);
+    let kill = app.watch_generation.subscribe();
+    let interval = app.config.bookmark_interval;
+    tokio::spawn(async move {
+        let start = match start {
+            Ok(start) => start,
+            Err(e) => {
+                let _ = tx.send(event_line("ERROR", &e.status())).await;
+                return;
+            }
+        };
+        stream_watch(start, filter, send_initial, bookmarks, interval, timeout, kill, tx).await;
+    });
+    let stream = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx)) });
+    Ok(([(header::CONTENT_TYPE, "application/json")], Body::from_stream(stream)).into_response())
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn stream_watch(
+    start: crate::store::WatchStart,
+    filter: WatchFilter,
+    send_initial: bool,
+    bookmarks: bool,
+    bookmark_interval: Duration,
+    timeout: Duration,
+    mut kill: watch::Receiver<u64>,
+    tx: mpsc::Sender<Bytes>,
+) {
+    let key = key_of(&filter.rt);
+    let mut last = start.start_rv;
+    for object in &start.initial {
+        if filter.matches(object) && tx.send(event_line("ADDED", object)).await.is_err() {
+            return;
+        }
+    }
+    if send_initial && tx.send(bookmark(&filter.rt, last, true)).await.is_err() {
+        return;
+    }
+    for change in &start.backlog {
+        last = change.rv;
+        if let Some((kind, object)) = filter.event_for(change.kind, &change.object, change.old.as_ref(), change.rv)
+            && tx.send(event_line(kind, &object)).await.is_err()
+        {
+            return;
+        }
+    }
+    let mut live = start.live;
+    let deadline = tokio::time::sleep(timeout);
+    tokio::pin!(deadline);
+    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + bookmark_interval, bookmark_interval);
+    loop {
+        tokio::select! {
+            received = live.recv() => match received {
+                Ok(change) => {
+                    if change.rv <= last {
+                        continue;
+                    }
+                    last = change.rv;
+                    if change.resource != key {
+                        continue;
+                    }
+                    if let Some((kind, object)) = filter.event_for(change.kind, &change.object, change.old.as_ref(), change.rv)
+                        && tx.send(event_line(kind, &object)).await.is_err()
+                    {
+                        return;
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    // Never drop events silently: cut the watcher off so it relists.
+                    let status = ApiError::Expired { requested: last, oldest: last + missed }.status();
+                    let _ = tx.send(event_line("ERROR", &status)).await;
+                    return;
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            },
+            _ = ticker.tick(), if bookmarks => {
+                if tx.send(bookmark(&filter.rt, last, false)).await.is_err() {
+                    return;
+                }
+            }
+            _ = &mut deadline => return,
+            _ = kill.changed() => return,
+            _ = tx.closed() => return,
+        }
+    }
+}
+
+fn discovery(app: &App, segments: &[&str]) -> Option<Response> {
+    let types = app.store.types();
+    let groups = || {
+        let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+        for t in types.iter().filter(|t| !t.group.is_empty()) {
+            match groups.iter_mut().find(|(g, _)| *g == t.group) {
+                Some((_, versions)) if !versions.contains(&t.version) => versions.push(t.version.clone()),
+                Some(_) => {}
+                None => groups.push((t.group.clone(), vec![t.version.clone()])),
+            }
+        }
+        groups
+    };
+    let group_json = |name: &str, versions: &[String]| {
+        let entries: Vec<Value> =
+            versions.iter().map(|v| json!({"groupVersion": format!("{name}/{v}"), "version": v})).collect();
+        json!({"name": name, "versions": entries, "preferredVersion": entries[0]})
+    };
+    let resource_list = |group: &str, version: &str| {
+        let resources: Vec<Value> = types
+            .iter()
+            .filter(|t| t.group == group && t.version == version)
+            .flat_map(ResourceType::discovery_entries)
+            .collect();
+        let group_version = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
+        (!resources.is_empty()).then(|| {
+            ok(&json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}))
+        })
+    };
+    match segments {
+        ["version"] => Some(ok(&json!({
+            "major": "1", "minor": "33", "gitVersion": "v1.33.0-fake", "gitCommit": "fake",
+            "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "none",
+            "compiler": "rustc", "platform": "linux/amd64",
+        }))),
+        ["healthz" | "readyz" | "livez"] => Some((StatusCode::OK, "ok").into_response()),
+        ["api"] => Some(ok(&json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}))),
+        ["api", version] => resource_list("", version),
+        ["apis"] => Some(ok(&json!({
+            "kind": "APIGroupList", "apiVersion": "v1",
+            "groups": groups().iter().map(|(g, v)| group_json(g, v)).collect::<Vec<_>>(),
+        }))),
+        ["apis", group] => groups().iter().find(|(g, _)| g == group).map(|(g, v)| {
+            let mut body = group_json(g, v);
+            body["kind"] = json!("APIGroup");
+            body["apiVersion"] = json!("v1");
+            ok(&body)
+        }),
+        ["apis", group, version] => resource_list(group, version),
+        _ => None,
+    }
+}

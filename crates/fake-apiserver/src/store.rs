@@ -1,0 +1,790 @@
+//! The object store: JSON objects by resource, one global resourceVersion counter, and a
+//! bounded history of changes that watches resume from and list snapshots are rebuilt from.
+//!
+//! Every mutation happens under one lock and is published to watchers while it is held,
+//! so a watcher that snapshots and subscribes under the same lock sees every later change
+//! exactly once and in order.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde_json::{Map, Value, json};
+use tokio::sync::broadcast;
+
+use crate::error::ApiError;
+use crate::resources::{self, ResourceType};
+use crate::selectors::{FieldSelector, LabelSelector};
+
+/// Storage is per (group, plural): every version of a resource shares it.
+pub type ResourceKey = (String, String);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChangeKind {
+    Added,
+    Modified,
+    Deleted,
+}
+
+/// One committed change.
+#[derive(Clone, Debug)]
+pub struct Change {
+    pub rv: u64,
+    pub resource: ResourceKey,
+    pub namespace: String,
+    pub name: String,
+    pub kind: ChangeKind,
+    /// The new state; for `Deleted`, the last state stamped with the deletion's version.
+    pub object: Value,
+    /// The previous state (`Modified`, `Deleted`).
+    pub old: Option<Value>,
+}
+
+/// What a watch starts from: a snapshot of matching objects or a backlog of changes,
+/// plus the live feed subscribed at the same instant.
+pub struct WatchStart {
+    pub initial: Vec<Value>,
+    pub backlog: Vec<Arc<Change>>,
+    pub start_rv: u64,
+    pub live: broadcast::Receiver<Arc<Change>>,
+}
+
+pub struct ListPage {
+    pub items: Vec<Value>,
+    pub rv: u64,
+    pub continue_token: Option<String>,
+    pub remaining: usize,
+}
+
+#[derive(Default)]
+pub struct ListOptions {
+    pub namespace: Option<String>,
+    pub labels: LabelSelector,
+    pub fields: FieldSelector,
+    pub limit: Option<usize>,
+    pub continue_token: Option<String>,
+    /// `resourceVersion`: `None` = most recent, `Some(0)` = any (served whole, limit ignored).
+    pub resource_version: Option<u64>,
+    pub exact: bool,
+}
+
+pub enum PatchKind {
+    Json,
+    Merge,
+    Apply,
+}
+
+#[derive(Default)]
+pub struct DeleteOptions {
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
+    pub orphan: bool,
+}
+
+struct Inner {
+    types: Vec<ResourceType>,
+    objects: BTreeMap<ResourceKey, BTreeMap<(String, String), Value>>,
+    rv: u64,
+    history: VecDeque<Arc<Change>>,
+    history_limit: usize,
+    /// Versions at or below this are no longer in the history.
+    compacted: u64,
+    uids: u64,
+}
+
+pub struct Store {
+    inner: Mutex<Inner>,
+    live: broadcast::Sender<Arc<Change>>,
+}
+
+/// Namespaces a real cluster starts with.
+const INITIAL_NAMESPACES: [&str; 4] = ["default", "kube-system", "kube-public", "kube-node-lease"];
+
+impl Store {
+    pub fn new(history_limit: usize, watch_buffer: usize) -> Self {
+        let (live, _) = broadcast::channel(watch_buffer.max(1));
+        let store = Self {
+            inner: Mutex::new(Inner {
+                types: resources::builtin(),
+                objects: BTreeMap::new(),
+                rv: 0,
+                history: VecDeque::new(),
+                history_limit: history_limit.max(1),
+                compacted: 0,
+                uids: 0,
+            }),
+            live,
+        };
+        let namespaces = store.resolve("", "v1", "namespaces").expect("namespaces are built in");
+        for ns in INITIAL_NAMESPACES {
+            store.create(&namespaces, "", json!({"metadata": {"name": ns}})).expect("fresh store accepts namespaces");
+        }
+        store
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock would be a bug in this module; the data is still
+        // consistent at every await-free step, so keep serving rather than poisoning tests.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn resolve(&self, group: &str, version: &str, plural: &str) -> Option<ResourceType> {
+        self.lock().types.iter().find(|t| t.group == group && t.version == version && t.plural == plural).cloned()
+    }
+
+    pub fn types(&self) -> Vec<ResourceType> {
+        self.lock().types.clone()
+    }
+
+    pub fn current_rv(&self) -> u64 {
+        self.lock().rv
+    }
+
+    /// Forgets the history (as etcd compaction does): resuming any older version gets 410.
+    pub fn compact_history(&self) {
+        let mut inner = self.lock();
+        inner.history.clear();
+        inner.compacted = inner.rv;
+    }
+
+    pub fn get(&self, rt: &ResourceType, namespace: &str, name: &str) -> Result<Value, ApiError> {
+        let inner = self.lock();
+        inner.find(rt, namespace, name).map(|o| with_type(o.clone(), rt)).ok_or_else(|| not_found(rt, name))
+    }
+
+    pub fn list(&self, rt: &ResourceType, opts: &ListOptions) -> Result<ListPage, ApiError> {
+        let inner = self.lock();
+        let (snapshot_rv, start_after) = match &opts.continue_token {
+            Some(token) => {
+                let (rv, after) = decode_continue(token)?;
+                (rv, Some(after))
+            }
+            None if opts.exact => (opts.resource_version.unwrap_or(inner.rv), None),
+            None => (inner.rv, None),
+        };
+        if snapshot_rv > inner.rv {
+            return Err(ApiError::Unavailable(format!(
+                "Too large resource version: {snapshot_rv}, current: {}",
+                inner.rv
+            )));
+        }
+        let objects = inner.snapshot_at(&key_of(rt), snapshot_rv)?;
+        let matching: Vec<(&(String, String), &Value)> = objects
+            .iter()
+            .filter(|((ns, _), _)| opts.namespace.as_ref().is_none_or(|want| want == ns))
+            .filter(|(k, _)| start_after.as_ref().is_none_or(|after| *k > after))
+            .filter(|(_, o)| opts.labels.matches(o) && opts.fields.matches(o))
+            .collect();
+        // resourceVersion=0 is served from the watch cache, which ignores limit.
+        let limit = if opts.resource_version == Some(0) { None } else { opts.limit.filter(|l| *l > 0) };
+        let take = limit.unwrap_or(usize::MAX).min(matching.len());
+        let remaining = matching.len() - take;
+        let continue_token = (remaining > 0).then(|| encode_continue(snapshot_rv, matching[take - 1].0));
+        let items = matching[..take].iter().map(|(_, o)| with_type((*o).clone(), rt)).collect();
+        Ok(ListPage { items, rv: snapshot_rv, continue_token, remaining })
+    }
+
+    /// Snapshots (`from = None`) or replays history after `from`, and subscribes, atomically.
+    pub fn watch(&self, rt: &ResourceType, namespace: Option<&str>, from: Option<u64>) -> Result<WatchStart, ApiError> {
+        let inner = self.lock();
+        let key = key_of(rt);
+        let live = self.live.subscribe();
+        match from {
+            None => {
+                let initial = inner
+                    .objects
+                    .get(&key)
+                    .into_iter()
+                    .flatten()
+                    .filter(|((ns, _), _)| namespace.is_none_or(|want| want == ns))
+                    .map(|(_, o)| with_type(o.clone(), rt))
+                    .collect();
+                Ok(WatchStart { initial, backlog: Vec::new(), start_rv: inner.rv, live })
+            }
+            Some(rv) if rv < inner.compacted => Err(ApiError::Expired { requested: rv, oldest: inner.compacted }),
+            Some(rv) => {
+                let backlog = inner.history.iter().filter(|c| c.rv > rv && c.resource == key).cloned().collect();
+                Ok(WatchStart { initial: Vec::new(), backlog, start_rv: rv.max(inner.compacted), live })
+            }
+        }
+    }
+
+    pub fn create(&self, rt: &ResourceType, namespace: &str, mut body: Value) -> Result<Value, ApiError> {
+        check_type(&body, rt)?;
+        let mut inner = self.lock();
+        let meta = metadata_mut(&mut body)?;
+        let namespace = inner.request_namespace(rt, namespace, meta)?;
+        let name = match (meta.get("name").and_then(Value::as_str), meta.get("generateName").and_then(Value::as_str)) {
+            (Some(name), _) if !name.is_empty() => name.to_string(),
+            (_, Some(prefix)) if !prefix.is_empty() => {
+                let name = format!("{prefix}{}", inner.generated_suffix());
+                meta.insert("name".into(), json!(name));
+                name
+            }
+            _ => return Err(invalid(rt, "", "metadata.name", "name or generateName is required")),
+        };
+        validate_name(rt, &name)?;
+        if inner.find(rt, &namespace, &name).is_some() {
+            return Err(ApiError::AlreadyExists {
+                resource: rt.qualified_plural(),
+                name,
+                group: rt.group.clone(),
+                kind: rt.plural.clone(),
+            });
+        }
+        let uid = inner.next_uid();
+        let meta = metadata_mut(&mut body)?;
+        for transient in ["resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"] {
+            meta.remove(transient);
+        }
+        meta.insert("uid".into(), json!(uid));
+        meta.insert("creationTimestamp".into(), json!(now()));
+        meta.insert("generation".into(), json!(1));
+        if rt.namespaced {
+            meta.insert("namespace".into(), json!(namespace));
+        }
+        if rt.status_subresource && !matches!(rt.kind.as_str(), "Node" | "Namespace") {
+            body.as_object_mut().map(|o| o.remove("status"));
+        }
+        match rt.kind.as_str() {
+            "Namespace" => body["status"] = json!({"phase": "Active"}),
+            "CustomResourceDefinition" => accept_crd(&mut body),
+            _ => {}
+        }
+        let stored = inner.commit(&self.live, rt, &namespace, &name, ChangeKind::Added, body, None);
+        if rt.kind == "CustomResourceDefinition" {
+            inner.register_crd(&stored);
+        }
+        Ok(with_type(stored, rt))
+    }
+
+    pub fn update(
+        &self,
+        rt: &ResourceType,
+        namespace: &str,
+        name: &str,
+        body: Value,
+        status_only: bool,
+    ) -> Result<Value, ApiError> {
+        check_type(&body, rt)?;
+        let mut inner = self.lock();
+        let old = inner.find(rt, namespace, name).cloned().ok_or_else(|| not_found(rt, name))?;
+        inner.write(&self.live, rt, namespace, name, old, body, status_only)
+    }
+
+    pub fn patch(
+        &self,
+        rt: &ResourceType,
+        namespace: &str,
+        name: &str,
+        kind: PatchKind,
+        patch: &[u8],
+        status_only: bool,
+    ) -> Result<Value, ApiError> {
+        let mut inner = self.lock();
+        let current = inner.find(rt, namespace, name).cloned();
+        let patched = match (kind, current.clone()) {
+            (PatchKind::Json, Some(mut target)) => {
+                let ops: json_patch::Patch = serde_json::from_slice(patch)
+                    .map_err(|e| ApiError::BadRequest(format!("invalid JSON patch: {e}")))?;
+                json_patch::patch(&mut target, &ops).map_err(|e| {
+                    invalid(rt, name, "", &format!("the server rejected our request due to an error in our request: {e}"))
+                })?;
+                target
+            }
+            (PatchKind::Merge, Some(mut target)) => {
+                let doc: Value = serde_json::from_slice(patch)
+                    .map_err(|e| ApiError::BadRequest(format!("invalid merge patch: {e}")))?;
+                json_patch::merge(&mut target, &doc);
+                target
+            }
+            (PatchKind::Apply, current) => {
+                let text = std::str::from_utf8(patch)
+                    .map_err(|e| ApiError::BadRequest(format!("apply patch is not UTF-8: {e}")))?;
+                let applied: Value = serde_saphyr::from_str(text)
+                    .map_err(|e| ApiError::BadRequest(format!("invalid apply patch: {e}")))?;
+                check_type(&applied, rt)?;
+                match current {
+                    None if status_only => return Err(not_found(rt, name)),
+                    None => {
+                        drop(inner);
+                        let mut applied = applied;
+                        metadata_mut(&mut applied)?.insert("name".into(), json!(name));
+                        return self.create(rt, namespace, applied);
+                    }
+                    Some(mut target) => {
+                        json_patch::merge(&mut target, &applied);
+                        target
+                    }
+                }
+            }
+            (_, None) => return Err(not_found(rt, name)),
+        };
+        let old = current.ok_or_else(|| not_found(rt, name))?;
+        inner.write(&self.live, rt, namespace, name, old, patched, status_only)
+    }
+
+    pub fn delete(&self, rt: &ResourceType, namespace: &str, name: &str, opts: &DeleteOptions) -> Result<Value, ApiError> {
+        let mut inner = self.lock();
+        let old = inner.find(rt, namespace, name).cloned().ok_or_else(|| not_found(rt, name))?;
+        let precondition = |field: &str, want: &Option<String>| -> Result<(), ApiError> {
+            let have = old["metadata"][field].as_str().unwrap_or_default();
+            match want {
+                Some(want) if want != have => Err(ApiError::PreconditionFailed {
+                    resource: rt.qualified_plural(),
+                    name: name.to_string(),
+                    group: rt.group.clone(),
+                    kind: rt.plural.clone(),
+                    message: format!("Precondition failed: {field} in precondition: {want}, {field} in object meta: {have}"),
+                }),
+                _ => Ok(()),
+            }
+        };
+        precondition("uid", &opts.uid)?;
+        precondition("resourceVersion", &opts.resource_version)?;
+        let has_finalizers = old["metadata"]["finalizers"].as_array().is_some_and(|f| !f.is_empty());
+        if has_finalizers {
+            if old["metadata"]["deletionTimestamp"].is_string() {
+                return Ok(with_type(old, rt));
+            }
+            let mut marked = old.clone();
+            marked["metadata"]["deletionTimestamp"] = json!(now());
+            marked["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+            let stored = inner.commit(&self.live, rt, namespace, name, ChangeKind::Modified, marked, Some(old));
+            return Ok(with_type(stored, rt));
+        }
+        let removed = inner.remove(&self.live, rt, namespace, name, opts.orphan);
+        Ok(with_type(removed, rt))
+    }
+}
+
+impl Inner {
+    fn find(&self, rt: &ResourceType, namespace: &str, name: &str) -> Option<&Value> {
+        self.objects.get(&key_of(rt))?.get(&(scoped(rt, namespace), name.to_string()))
+    }
+
+    fn next_uid(&mut self) -> String {
+        self.uids += 1;
+        format!("0f1e2d3c-0000-4000-8000-{:012x}", self.uids)
+    }
+
+    /// Five characters from the alphabet Kubernetes uses for generateName.
+    fn generated_suffix(&mut self) -> String {
+        const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+        self.uids += 1;
+        let mut n = self.uids.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 20;
+        (0..5)
+            .map(|_| {
+                let c = ALPHABET[(n % ALPHABET.len() as u64) as usize] as char;
+                n /= ALPHABET.len() as u64;
+                c
+            })
+            .collect()
+    }
+
+    fn request_namespace(&self, rt: &ResourceType, url_ns: &str, meta: &Map<String, Value>) -> Result<String, ApiError> {
+        if !rt.namespaced {
+            return Ok(String::new());
+        }
+        if let Some(body_ns) = meta.get("namespace").and_then(Value::as_str)
+            && !body_ns.is_empty()
+            && body_ns != url_ns
+        {
+            return Err(ApiError::BadRequest(
+                "the namespace of the provided object does not match the namespace sent on the request".into(),
+            ));
+        }
+        let namespaces = ("".to_string(), "namespaces".to_string());
+        let exists = self.objects.get(&namespaces).is_some_and(|m| m.contains_key(&(String::new(), url_ns.to_string())));
+        if !exists {
+            return Err(ApiError::NotFound {
+                resource: "namespaces".into(),
+                name: url_ns.into(),
+                group: String::new(),
+                kind: "namespaces".into(),
+            });
+        }
+        Ok(url_ns.to_string())
+    }
+
+    /// The shared replace path of PUT and PATCH.
+    #[allow(clippy::too_many_arguments)]
+    fn write(
+        &mut self,
+        live: &broadcast::Sender<Arc<Change>>,
+        rt: &ResourceType,
+        namespace: &str,
+        name: &str,
+        old: Value,
+        mut new: Value,
+        status_only: bool,
+    ) -> Result<Value, ApiError> {
+        let meta = metadata_mut(&mut new)?;
+        if let Some(body_name) = meta.get("name").and_then(Value::as_str)
+            && body_name != name
+        {
+            return Err(ApiError::BadRequest(format!(
+                "the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )));
+        }
+        let sent_rv = meta.get("resourceVersion").and_then(Value::as_str).unwrap_or_default().to_string();
+        let have_rv = old["metadata"]["resourceVersion"].as_str().unwrap_or_default();
+        if !sent_rv.is_empty() && sent_rv != have_rv {
+            return Err(ApiError::Conflict {
+                resource: rt.qualified_plural(),
+                name: name.into(),
+                group: rt.group.clone(),
+                kind: rt.plural.clone(),
+            });
+        }
+        let mut next = if status_only {
+            let mut next = old.clone();
+            next["status"] = new.get("status").cloned().unwrap_or(Value::Null);
+            next.as_object_mut().map(|o| o.retain(|_, v| !v.is_null()));
+            next
+        } else {
+            if rt.status_subresource {
+                match old.get("status") {
+                    Some(status) => new["status"] = status.clone(),
+                    None => {
+                        new.as_object_mut().map(|o| o.remove("status"));
+                    }
+                }
+            }
+            new
+        };
+        // Server-owned metadata is never taken from the client.
+        for field in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation", "namespace", "name"] {
+            match old["metadata"].get(field) {
+                Some(v) => next["metadata"][field] = v.clone(),
+                None => {
+                    next["metadata"].as_object_mut().map(|m| m.remove(field));
+                }
+            }
+        }
+        next["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
+        next.as_object_mut().map(|o| {
+            o.insert("apiVersion".into(), old["apiVersion"].clone());
+            o.insert("kind".into(), old["kind"].clone());
+        });
+        if next == old {
+            return Ok(with_type(old, rt));
+        }
+        if spec_of(&next, rt) != spec_of(&old, rt) {
+            let generation = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
+            next["metadata"]["generation"] = json!(generation);
+        }
+        let deleting = next["metadata"]["deletionTimestamp"].is_string();
+        let finalizers_left = next["metadata"]["finalizers"].as_array().is_some_and(|f| !f.is_empty());
+        let stored = self.commit(live, rt, namespace, name, ChangeKind::Modified, next, Some(old));
+        if deleting && !finalizers_left {
+            return Ok(with_type(self.remove(live, rt, namespace, name, false), rt));
+        }
+        if rt.kind == "CustomResourceDefinition" {
+            self.register_crd(&stored);
+        }
+        Ok(with_type(stored, rt))
+    }
+
+    /// Removes an object and, as the garbage collector would, its dependents (or, with
+    /// `orphan`, their owner references to it).
+    fn remove(&mut self, live: &broadcast::Sender<Arc<Change>>, rt: &ResourceType, namespace: &str, name: &str, orphan: bool) -> Value {
+        let key = key_of(rt);
+        let old = self
+            .objects
+            .get_mut(&key)
+            .and_then(|m| m.remove(&(scoped(rt, namespace), name.to_string())))
+            .expect("caller checked the object exists");
+        let uid = old["metadata"]["uid"].as_str().unwrap_or_default().to_string();
+        let mut last = old.clone();
+        self.rv += 1;
+        last["metadata"]["resourceVersion"] = json!(self.rv.to_string());
+        self.publish(live, Change {
+            rv: self.rv,
+            resource: key,
+            namespace: scoped(rt, namespace),
+            name: name.into(),
+            kind: ChangeKind::Deleted,
+            object: last.clone(),
+            old: Some(old),
+        });
+        if rt.kind == "Namespace" {
+            self.delete_namespace_contents(live, name);
+        }
+        self.collect_dependents(live, &uid, orphan);
+        last
+    }
+
+    fn delete_namespace_contents(&mut self, live: &broadcast::Sender<Arc<Change>>, namespace: &str) {
+        let doomed: Vec<(ResourceType, String)> = self
+            .objects
+            .iter()
+            .flat_map(|(key, objs)| {
+                objs.keys().filter(|(ns, _)| ns == namespace).map(move |(_, name)| (key.clone(), name.clone()))
+            })
+            .filter_map(|(key, name)| Some((self.type_for(&key)?, name)))
+            .collect();
+        for (rt, name) in doomed {
+            if self.find(&rt, namespace, &name).is_some() {
+                self.remove(live, &rt, namespace, &name, false);
+            }
+        }
+    }
+
+    fn collect_dependents(&mut self, live: &broadcast::Sender<Arc<Change>>, owner_uid: &str, orphan: bool) {
+        if owner_uid.is_empty() {
+            return;
+        }
+        let live_uids: std::collections::HashSet<String> = self
+            .objects
+            .values()
+            .flat_map(|m| m.values())
+            .filter_map(|o| o["metadata"]["uid"].as_str().map(str::to_string))
+            .collect();
+        let dependents: Vec<(ResourceKey, String, String, Value)> = self
+            .objects
+            .iter()
+            .flat_map(|(key, objs)| objs.iter().map(move |((ns, name), o)| (key.clone(), ns.clone(), name.clone(), o)))
+            .filter(|(_, _, _, o)| owner_uids(o).any(|u| u == owner_uid))
+            .map(|(k, ns, name, o)| (k, ns, name, o.clone()))
+            .collect();
+        for (key, namespace, name, object) in dependents {
+            let Some(rt) = self.type_for(&key) else { continue };
+            if orphan {
+                let mut next = object.clone();
+                if let Some(refs) = next["metadata"]["ownerReferences"].as_array_mut() {
+                    refs.retain(|r| r["uid"].as_str() != Some(owner_uid));
+                }
+                self.commit(live, &rt, &namespace, &name, ChangeKind::Modified, next, Some(object));
+            } else if !owner_uids(&object).any(|u| u != owner_uid && live_uids.contains(u))
+                && self.find(&rt, &namespace, &name).is_some()
+            {
+                if object["metadata"]["finalizers"].as_array().is_some_and(|f| !f.is_empty()) {
+                    if !object["metadata"]["deletionTimestamp"].is_string() {
+                        let mut marked = object.clone();
+                        marked["metadata"]["deletionTimestamp"] = json!(now());
+                        self.commit(live, &rt, &namespace, &name, ChangeKind::Modified, marked, Some(object));
+                    }
+                } else {
+                    self.remove(live, &rt, &namespace, &name, false);
+                }
+            }
+        }
+    }
+
+    fn type_for(&self, key: &ResourceKey) -> Option<ResourceType> {
+        self.types.iter().find(|t| t.group == key.0 && t.plural == key.1).cloned()
+    }
+
+    /// Stamps a new resourceVersion, stores, records and publishes.
+    #[allow(clippy::too_many_arguments)]
+    fn commit(
+        &mut self,
+        live: &broadcast::Sender<Arc<Change>>,
+        rt: &ResourceType,
+        namespace: &str,
+        name: &str,
+        kind: ChangeKind,
+        mut object: Value,
+        old: Option<Value>,
+    ) -> Value {
+        self.rv += 1;
+        object["metadata"]["resourceVersion"] = json!(self.rv.to_string());
+        let object = with_type(object, rt);
+        let namespace = scoped(rt, namespace);
+        self.objects.entry(key_of(rt)).or_default().insert((namespace.clone(), name.to_string()), object.clone());
+        self.publish(live, Change {
+            rv: self.rv,
+            resource: key_of(rt),
+            namespace,
+            name: name.into(),
+            kind,
+            object: object.clone(),
+            old,
+        });
+        object
+    }
+
+    fn publish(&mut self, live: &broadcast::Sender<Arc<Change>>, change: Change) {
+        let change = Arc::new(change);
+        self.history.push_back(change.clone());
+        while self.history.len() > self.history_limit {
+            if let Some(dropped) = self.history.pop_front() {
+                self.compacted = dropped.rv;
+            }
+        }
+        // No receiver is fine: nobody is watching.
+        let _ = live.send(change);
+    }
+
+    /// The objects of one resource as they were at `rv`, rebuilt by undoing newer changes.
+    fn snapshot_at(&self, key: &ResourceKey, rv: u64) -> Result<BTreeMap<(String, String), Value>, ApiError> {
+        let mut objects = self.objects.get(key).cloned().unwrap_or_default();
+        if rv == self.rv {
+            return Ok(objects);
+        }
+        if rv < self.compacted {
+            return Err(ApiError::Expired { requested: rv, oldest: self.compacted });
+        }
+        for change in self.history.iter().rev().take_while(|c| c.rv > rv).filter(|c| c.resource == *key) {
+            let id = (change.namespace.clone(), change.name.clone());
+            match &change.old {
+                None => {
+                    objects.remove(&id);
+                }
+                Some(old) => {
+                    objects.insert(id, old.clone());
+                }
+            }
+        }
+        Ok(objects)
+    }
+
+    fn register_crd(&mut self, crd: &Value) {
+        for rt in resources::from_crd(crd) {
+            self.types.retain(|t| !(t.group == rt.group && t.version == rt.version && t.plural == rt.plural));
+            self.types.push(rt);
+        }
+    }
+}
+
+fn owner_uids(object: &Value) -> impl Iterator<Item = &str> {
+    object["metadata"]["ownerReferences"].as_array().into_iter().flatten().filter_map(|r| r["uid"].as_str())
+}
+
+/// A CRD is established at once (there is no naming controller to wait for).
+fn accept_crd(crd: &mut Value) {
+    let names = crd["spec"]["names"].clone();
+    crd["status"] = json!({
+        "acceptedNames": names,
+        "storedVersions": crd["spec"]["versions"].as_array().into_iter().flatten()
+            .filter(|v| v["storage"].as_bool() == Some(true)).map(|v| v["name"].clone()).collect::<Vec<_>>(),
+        "conditions": [
+            {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found", "lastTransitionTime": now()},
+            {"type": "Established", "status": "True", "reason": "InitialNamesAccepted", "message": "the initial names have been accepted", "lastTransitionTime": now()},
+        ],
+    });
+}
+
+pub fn key_of(rt: &ResourceType) -> ResourceKey {
+    (rt.group.clone(), rt.plural.clone())
+}
+
+fn scoped(rt: &ResourceType, namespace: &str) -> String {
+    if rt.namespaced { namespace.to_string() } else { String::new() }
+}
+
+/// What `generation` tracks: everything but metadata (and status, when it has its own endpoint).
+fn spec_of(object: &Value, rt: &ResourceType) -> Value {
+    let mut spec = object.clone();
+    if let Some(o) = spec.as_object_mut() {
+        o.remove("metadata");
+        if rt.status_subresource {
+            o.remove("status");
+        }
+    }
+    spec
+}
+
+/// Sets `apiVersion`/`kind` to the version being served.
+pub fn with_type(mut object: Value, rt: &ResourceType) -> Value {
+    if let Some(o) = object.as_object_mut() {
+        o.insert("apiVersion".into(), json!(rt.api_version()));
+        o.insert("kind".into(), json!(rt.kind));
+    }
+    object
+}
+
+fn metadata_mut(body: &mut Value) -> Result<&mut Map<String, Value>, ApiError> {
+    let object = body.as_object_mut().ok_or_else(|| ApiError::BadRequest("the request body must be a JSON object".into()))?;
+    let meta = object.entry("metadata").or_insert_with(|| json!({}));
+    meta.as_object_mut().ok_or_else(|| ApiError::BadRequest("metadata must be an object".into()))
+}
+
+/// The body's apiVersion/kind, when given, must be the resource's.
+fn check_type(body: &Value, rt: &ResourceType) -> Result<(), ApiError> {
+    if !body.is_object() {
+        return Err(ApiError::BadRequest("the request body must be a JSON object".into()));
+    }
+    if let Some(kind) = body.get("kind").and_then(Value::as_str)
+        && kind != rt.kind
+    {
+        return Err(ApiError::BadRequest(format!(
+            "the object provided is unrecognized (must be of type {}): kind {kind:?} does not match",
+            rt.kind
+        )));
+    }
+    if let Some(api_version) = body.get("apiVersion").and_then(Value::as_str)
+        && api_version != rt.api_version()
+    {
+        return Err(ApiError::BadRequest(format!(
+            "the API version in the data ({api_version}) does not match the expected API version ({})",
+            rt.api_version()
+        )));
+    }
+    Ok(())
+}
+
+fn validate_name(rt: &ResourceType, name: &str) -> Result<(), ApiError> {
+    let valid = name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        });
+    if valid {
+        return Ok(());
+    }
+    Err(invalid(
+        rt,
+        name,
+        "metadata.name",
+        &format!(
+            "Invalid value: {name:?}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"
+        ),
+    ))
+}
+
+fn invalid(rt: &ResourceType, name: &str, field: &str, message: &str) -> ApiError {
+    ApiError::Invalid {
+        kind: rt.kind.clone(),
+        name: name.into(),
+        group: rt.group.clone(),
+        field: field.into(),
+        message: if field.is_empty() { message.to_string() } else { format!("{field}: {message}") },
+    }
+}
+
+pub fn not_found(rt: &ResourceType, name: &str) -> ApiError {
+    ApiError::NotFound { resource: rt.qualified_plural(), name: name.into(), group: rt.group.clone(), kind: rt.plural.clone() }
+}
+
+pub fn now() -> String {
+    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+fn hex(s: &str) -> String {
+    s.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<String> {
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    let bytes: Option<Vec<u8>> = (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect();
+    String::from_utf8(bytes?).ok()
+}
+
+/// Opaque to clients: the snapshot version and the last key served.
+fn encode_continue(rv: u64, last: &(String, String)) -> String {
+    format!("{rv}-{}-{}", hex(&last.0), hex(&last.1))
+}
+
+fn decode_continue(token: &str) -> Result<(u64, (String, String)), ApiError> {
+    let bad = || ApiError::BadRequest(format!("invalid continue token {token:?}"));
+    let mut parts = token.splitn(3, '-');
+    let rv = parts.next().and_then(|p| p.parse().ok()).ok_or_else(bad)?;
+    let ns = parts.next().and_then(unhex).ok_or_else(bad)?;
+    let name = parts.next().and_then(unhex).ok_or_else(bad)?;
+    Ok((rv, (ns, name)))
+}
