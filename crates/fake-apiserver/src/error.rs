@@ -7,17 +7,44 @@ use serde_json::{Value, json};
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ApiError {
     #[error("{resource} \"{name}\" not found")]
-    NotFound { resource: String, name: String, group: String, kind: String },
+    NotFound {
+        resource: String,
+        name: String,
+        group: String,
+        kind: String,
+    },
     #[error("{resource} \"{name}\" already exists")]
-    AlreadyExists { resource: String, name: String, group: String, kind: String },
+    AlreadyExists {
+        resource: String,
+        name: String,
+        group: String,
+        kind: String,
+    },
     #[error(
         "Operation cannot be fulfilled on {resource} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
     )]
-    Conflict { resource: String, name: String, group: String, kind: String },
+    Conflict {
+        resource: String,
+        name: String,
+        group: String,
+        kind: String,
+    },
     #[error("Operation cannot be fulfilled on {resource} \"{name}\": {message}")]
-    PreconditionFailed { resource: String, name: String, group: String, kind: String, message: String },
+    PreconditionFailed {
+        resource: String,
+        name: String,
+        group: String,
+        kind: String,
+        message: String,
+    },
     #[error("{kind} \"{name}\" is invalid: {message}")]
-    Invalid { kind: String, name: String, group: String, field: String, message: String },
+    Invalid {
+        kind: String,
+        name: String,
+        group: String,
+        field: String,
+        message: String,
+    },
     #[error("{0}")]
     BadRequest(String),
     #[error("the server could not find the requested resource")]
@@ -40,7 +67,9 @@ impl ApiError {
     pub fn code(&self) -> u16 {
         match self {
             Self::NotFound { .. } | Self::NoSuchResource => 404,
-            Self::AlreadyExists { .. } | Self::Conflict { .. } | Self::PreconditionFailed { .. } => 409,
+            Self::AlreadyExists { .. }
+            | Self::Conflict { .. }
+            | Self::PreconditionFailed { .. } => 409,
             Self::Invalid { .. } => 422,
             Self::BadRequest(_) => 400,
             Self::MethodNotAllowed => 405,
@@ -71,13 +100,37 @@ impl ApiError {
     /// The `Status` object, as in responses and in watch ERROR events.
     pub fn status(&self) -> Value {
         let details = match self {
-            Self::NotFound { resource, name, group, .. }
-            | Self::AlreadyExists { resource, name, group, .. }
-            | Self::Conflict { resource, name, group, .. }
-            | Self::PreconditionFailed { resource, name, group, .. } => {
-                Some(json!({"name": name, "group": group, "kind": resource_plural(resource)}))
+            Self::NotFound {
+                resource,
+                name,
+                group,
+                ..
             }
-            Self::Invalid { kind, name, group, field, message } => Some(json!({
+            | Self::AlreadyExists {
+                resource,
+                name,
+                group,
+                ..
+            }
+            | Self::Conflict {
+                resource,
+                name,
+                group,
+                ..
+            }
+            | Self::PreconditionFailed {
+                resource,
+                name,
+                group,
+                ..
+            } => Some(json!({"name": name, "group": group, "kind": resource_plural(resource)})),
+            Self::Invalid {
+                kind,
+                name,
+                group,
+                field,
+                message,
+            } => Some(json!({
                 "name": name, "group": group, "kind": kind,
                 "causes": [{"reason": "FieldValueInvalid", "message": message, "field": field}],
             })),
@@ -107,6 +160,11 @@ fn resource_plural(resource: &str) -> &str {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let code = StatusCode::from_u16(self.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        (code, [(axum::http::header::CONTENT_TYPE, "application/json")], self.status().to_string()).into_response()
+        (
+            code,
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            self.status().to_string(),
+        )
+            .into_response()
     }
 }

@@ -64,7 +64,12 @@ impl FakeApiServer {
                 tracing::error!("fake apiserver stopped: {e}");
             }
         });
-        Ok(Self { addr, app, shutdown: Some(shutdown), task: Some(task) })
+        Ok(Self {
+            addr,
+            app,
+            shutdown: Some(shutdown),
+            task: Some(task),
+        })
     }
 
     pub fn addr(&self) -> SocketAddr {
