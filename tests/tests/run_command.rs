@@ -12,13 +12,8 @@ fn xtask_run_prints_every_crd() {
         .current_dir(edgegrid_tests::workspace_root())
         .output()
         .expect("cargo runs");
-    assert!(
-        output.status.success(),
-        "stderr: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert!(output.status.success(), "stderr: {}", String::from_utf8_lossy(&output.stderr));
     let stdout = String::from_utf8(output.stdout).expect("utf-8 YAML");
-    let printed: Vec<CustomResourceDefinition> =
-        serde_saphyr::from_multiple(&stdout).expect("multi-document CRD YAML");
+    let printed: Vec<CustomResourceDefinition> = serde_saphyr::from_multiple(&stdout).expect("multi-document CRD YAML");
     assert_eq!(printed, edgegrid_core::crd::all_crds());
 }

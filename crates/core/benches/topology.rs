@@ -27,10 +27,7 @@ struct Lcg(u64);
 
 impl Lcg {
     fn next(&mut self, bound: usize) -> usize {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         ((self.0 >> 33) as usize) % bound
     }
 }
@@ -42,10 +39,7 @@ fn cluster() -> PrunedView {
         view.apply(change).expect("valid fixture");
     };
     for n in 0..NODES {
-        apply(InputChange::NodeUpserted {
-            name: format!("node-{n}"),
-            labels: unit_labels(n % UNITS),
-        });
+        apply(InputChange::NodeUpserted { name: format!("node-{n}"), labels: unit_labels(n % UNITS) });
     }
     for s in 0..SERVICES {
         let name = format!("svc-{s}");
@@ -64,11 +58,7 @@ fn cluster() -> PrunedView {
         for k in 0..SLICES_PER_SERVICE {
             let endpoints = (0..ENDPOINTS_PER_SLICE)
                 .map(|e| Endpoint {
-                    addresses: vec![format!(
-                        "10.244.{}.{}",
-                        (s * SLICES_PER_SERVICE + k) % 250,
-                        e + 1
-                    )],
+                    addresses: vec![format!("10.244.{}.{}", (s * SLICES_PER_SERVICE + k) % 250, e + 1)],
                     node_name: Some(format!("node-{}", rng.next(NODES))),
                     ..Default::default()
                 })
@@ -77,10 +67,7 @@ fn cluster() -> PrunedView {
                 metadata: ObjectMeta {
                     namespace: Some("default".into()),
                     name: Some(format!("{name}-{k}")),
-                    labels: Some(BTreeMap::from([(
-                        keys::SERVICE_NAME_LABEL.to_string(),
-                        name.clone(),
-                    )])),
+                    labels: Some(BTreeMap::from([(keys::SERVICE_NAME_LABEL.to_string(), name.clone())])),
                     ..Default::default()
                 },
                 address_type: "IPv4".into(),
@@ -102,13 +89,7 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             flip = !flip;
             let labels = unit_labels(if flip { 1 } else { 2 });
-            black_box(
-                view.apply(InputChange::NodeUpserted {
-                    name: "node-1234".into(),
-                    labels,
-                })
-                .expect("valid"),
-            )
+            black_box(view.apply(InputChange::NodeUpserted { name: "node-1234".into(), labels }).expect("valid"))
         })
     });
 
@@ -119,20 +100,12 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             flip = !flip;
             let labels = unit_labels(if flip { 1 } else { 0 });
-            black_box(
-                view.apply(InputChange::NodeUpserted {
-                    name: "node-0".into(),
-                    labels,
-                })
-                .expect("valid"),
-            )
+            black_box(view.apply(InputChange::NodeUpserted { name: "node-0".into(), labels }).expect("valid"))
         })
     });
 
     // (b) SuperEdge's strategy on any node/service change: re-prune every object
-    group.bench_function("full_rebuild", |b| {
-        b.iter(|| black_box(view.full_rebuild()))
-    });
+    group.bench_function("full_rebuild", |b| b.iter(|| black_box(view.full_rebuild())));
     group.finish();
 }
 

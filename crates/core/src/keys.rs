@@ -82,10 +82,7 @@ mod tests {
         let pinned = [
             (super::GRID_GROUP, "superedge.io"),
             (super::TOPOLOGY_KEYS_ANNOTATION, "topologyKeys"),
-            (
-                super::LOCAL_ENDPOINT_ANNOTATION,
-                "superedge.io/local-endpoint",
-            ),
+            (super::LOCAL_ENDPOINT_ANNOTATION, "superedge.io/local-endpoint"),
             (super::LOCAL_PORT_ANNOTATION, "superedge.io/local-port"),
             (super::SERVICE_NAME_LABEL, "kubernetes.io/service-name"),
             (super::GRID_SELECTOR_LABEL, "superedge.io/grid-selector"),
@@ -93,10 +90,7 @@ mod tests {
             (super::NODE_UNHEALTH_ANNOTATION, "nodeunhealth"),
             (super::NODE_UNHEALTH_YES, "yes"),
             (super::TAINT_UNREACHABLE, "node.kubernetes.io/unreachable"),
-            (
-                super::INITIAL_EVENTS_END_ANNOTATION,
-                "k8s.io/initial-events-end",
-            ),
+            (super::INITIAL_EVENTS_END_ANNOTATION, "k8s.io/initial-events-end"),
         ];
         for (constant, wire) in pinned {
             assert_eq!(constant, wire);

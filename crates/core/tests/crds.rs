@@ -11,9 +11,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 fn repo(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .join(path)
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(path)
 }
 
 fn read(path: &str) -> String {
@@ -27,8 +25,7 @@ fn committed_yaml_parses_back_into_the_generated_crds() {
     for generated in crds {
         let name = generated.metadata.name.clone().expect("named");
         let committed: CustomResourceDefinition =
-            serde_saphyr::from_str(&read(&format!("charts/edgegrid/crds/{name}.yaml")))
-                .expect("valid CRD YAML");
+            serde_saphyr::from_str(&read(&format!("charts/edgegrid/crds/{name}.yaml"))).expect("valid CRD YAML");
         assert_eq!(committed, generated, "{name}: run `cargo xtask gen-crds`");
     }
 }
@@ -36,24 +33,9 @@ fn committed_yaml_parses_back_into_the_generated_crds() {
 #[test]
 fn names_groups_scopes_and_subresources() {
     let want = [
-        (
-            "servicegrids.superedge.io",
-            "ServiceGrid",
-            "sg",
-            vec!["Key", "Service", "Age"],
-        ),
-        (
-            "deploymentgrids.superedge.io",
-            "DeploymentGrid",
-            "dg",
-            vec!["Key", "Units", "Ready", "Workloads", "Age"],
-        ),
-        (
-            "statefulsetgrids.superedge.io",
-            "StatefulSetGrid",
-            "ssg",
-            vec!["Key", "Units", "Ready", "Workloads", "Age"],
-        ),
+        ("servicegrids.superedge.io", "ServiceGrid", "sg", vec!["Key", "Service", "Age"]),
+        ("deploymentgrids.superedge.io", "DeploymentGrid", "dg", vec!["Key", "Units", "Ready", "Workloads", "Age"]),
+        ("statefulsetgrids.superedge.io", "StatefulSetGrid", "ssg", vec!["Key", "Units", "Ready", "Workloads", "Age"]),
     ];
     for (crd, (name, kind, short, columns)) in crd::all_crds().iter().zip(want) {
         assert_eq!(crd.metadata.name.as_deref(), Some(name));
@@ -61,37 +43,18 @@ fn names_groups_scopes_and_subresources() {
         assert_eq!(crd.spec.names.kind, kind);
         assert_eq!(crd.spec.names.short_names, Some(vec![short.to_string()]));
         assert_eq!(crd.spec.scope, "Namespaced");
-        let [version] = crd.spec.versions.as_slice() else {
-            panic!("{name}: exactly one version")
-        };
+        let [version] = crd.spec.versions.as_slice() else { panic!("{name}: exactly one version") };
         assert_eq!(version.name, keys::GRID_VERSION);
         assert!(version.served && version.storage);
-        assert!(
-            version
-                .subresources
-                .as_ref()
-                .and_then(|s| s.status.as_ref())
-                .is_some(),
-            "{name}: status subresource"
-        );
-        let got: Vec<&str> = version
-            .additional_printer_columns
-            .iter()
-            .flatten()
-            .map(|c| c.name.as_str())
-            .collect();
+        assert!(version.subresources.as_ref().and_then(|s| s.status.as_ref()).is_some(), "{name}: status subresource");
+        let got: Vec<&str> = version.additional_printer_columns.iter().flatten().map(|c| c.name.as_str()).collect();
         assert_eq!(got, columns, "{name}: printer columns");
     }
 }
 
 /// Checks the structural-schema rules the apiserver enforces on CRDs, collecting every
 /// violation with its path.
-fn structural_violations(
-    schema: &JSONSchemaProps,
-    path: &str,
-    out: &mut Vec<String>,
-    preserved: &mut Vec<String>,
-) {
+fn structural_violations(schema: &JSONSchemaProps, path: &str, out: &mut Vec<String>, preserved: &mut Vec<String>) {
     let int_or_string = schema.x_kubernetes_int_or_string == Some(true);
     let preserve = schema.x_kubernetes_preserve_unknown_fields == Some(true);
     if preserve {
@@ -103,21 +66,10 @@ fn structural_violations(
     if schema.ref_path.is_some() || schema.definitions.is_some() {
         out.push(format!("{path}: $ref/definitions are not allowed"));
     }
-    if schema.properties.is_some()
-        && matches!(
-            schema.additional_properties,
-            Some(JSONSchemaPropsOrBool::Schema(_))
-        )
-    {
-        out.push(format!(
-            "{path}: properties and additionalProperties together"
-        ));
+    if schema.properties.is_some() && matches!(schema.additional_properties, Some(JSONSchemaPropsOrBool::Schema(_))) {
+        out.push(format!("{path}: properties and additionalProperties together"));
     }
-    for (junctor, list) in [
-        ("allOf", &schema.all_of),
-        ("anyOf", &schema.any_of),
-        ("oneOf", &schema.one_of),
-    ] {
+    for (junctor, list) in [("allOf", &schema.all_of), ("anyOf", &schema.any_of), ("oneOf", &schema.one_of)] {
         for (i, branch) in list.iter().flatten().enumerate() {
             // inside logical junctors only value validations may appear
             if branch.type_.is_some()
@@ -126,9 +78,7 @@ fn structural_violations(
                 || branch.additional_properties.is_some()
                 || branch.nullable.is_some()
             {
-                out.push(format!(
-                    "{path}.{junctor}[{i}]: junctor branch declares type/description/default"
-                ));
+                out.push(format!("{path}.{junctor}[{i}]: junctor branch declares type/description/default"));
             }
         }
     }
@@ -136,12 +86,8 @@ fn structural_violations(
         structural_violations(child, &format!("{path}.{name}"), out, preserved);
     }
     match &schema.items {
-        Some(JSONSchemaPropsOrArray::Schema(s)) => {
-            structural_violations(s, &format!("{path}[]"), out, preserved)
-        }
-        Some(JSONSchemaPropsOrArray::Schemas(_)) => {
-            out.push(format!("{path}: tuple items are not structural"))
-        }
+        Some(JSONSchemaPropsOrArray::Schema(s)) => structural_violations(s, &format!("{path}[]"), out, preserved),
+        Some(JSONSchemaPropsOrArray::Schemas(_)) => out.push(format!("{path}: tuple items are not structural")),
         None => {}
     }
     if let Some(JSONSchemaPropsOrBool::Schema(s)) = &schema.additional_properties {
@@ -153,89 +99,51 @@ fn structural_violations(
 fn schemas_are_structural_without_untyped_fields() {
     for crd in crd::all_crds() {
         let name = crd.metadata.name.clone().unwrap_or_default();
-        let schema = crd.spec.versions[0]
-            .schema
-            .as_ref()
-            .and_then(|s| s.open_api_v3_schema.as_ref())
-            .expect("schema");
+        let schema = crd.spec.versions[0].schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref()).expect("schema");
         let (mut violations, mut preserved) = (Vec::new(), Vec::new());
         structural_violations(schema, "", &mut violations, &mut preserved);
         assert_eq!(violations, Vec::<String>::new(), "{name}");
         // No field escapes the schema: every embedded Kubernetes spec is fully typed.
-        assert_eq!(
-            preserved,
-            Vec::<String>::new(),
-            "{name}: x-kubernetes-preserve-unknown-fields used"
-        );
+        assert_eq!(preserved, Vec::<String>::new(), "{name}: x-kubernetes-preserve-unknown-fields used");
     }
 }
 
 #[test]
 fn embedded_specs_are_compacted_but_our_fields_keep_their_docs() {
     let dg = &crd::all_crds()[1];
-    let spec = &dg.spec.versions[0]
-        .schema
-        .as_ref()
-        .unwrap()
-        .open_api_v3_schema
-        .as_ref()
-        .unwrap()
-        .properties
-        .as_ref()
-        .unwrap()["spec"];
+    let spec =
+        &dg.spec.versions[0].schema.as_ref().unwrap().open_api_v3_schema.as_ref().unwrap().properties.as_ref().unwrap()
+            ["spec"];
     let props = spec.properties.as_ref().unwrap();
     assert!(props["gridUniqKey"].description.is_some());
-    assert!(
-        props["template"].description.is_some(),
-        "the embedding field keeps its own doc"
-    );
+    assert!(props["template"].description.is_some(), "the embedding field keeps its own doc");
     let replicas = &props["template"].properties.as_ref().unwrap()["replicas"];
-    assert_eq!(
-        (replicas.type_.as_deref(), replicas.description.as_ref()),
-        (Some("integer"), None)
-    );
+    assert_eq!((replicas.type_.as_deref(), replicas.description.as_ref()), (Some("integer"), None));
     // compact JSON stays well under client-side `kubectl apply`'s 256 KiB annotation limit
     let json = serde_json::to_vec(dg).unwrap();
-    assert!(
-        json.len() < 200 * 1024,
-        "DeploymentGrid CRD is {} bytes",
-        json.len()
-    );
+    assert!(json.len() < 200 * 1024, "DeploymentGrid CRD is {} bytes", json.len());
 }
 
 #[test]
 fn superedge_servicegrid_manifest_deserialises() {
-    let sg: ServiceGrid =
-        serde_saphyr::from_str(&read("examples/servicegrid.yaml")).expect("valid ServiceGrid");
+    let sg: ServiceGrid = serde_saphyr::from_str(&read("examples/servicegrid.yaml")).expect("valid ServiceGrid");
     assert_eq!(sg.metadata.name.as_deref(), Some("echo"));
     assert_eq!(sg.spec.grid_uniq_key, "zone1");
     let ports = sg.spec.template.ports.as_ref().expect("ports");
-    assert_eq!(
-        (ports[0].port, ports[0].target_port.clone()),
-        (80, Some(IntOrString::Int(8080)))
-    );
-    assert_eq!(
-        sg.spec.template.selector.as_ref().unwrap()["appGrid"],
-        "echo"
-    );
-    assert_eq!(
-        crd::service_name_for_grid(sg.metadata.name.as_deref().unwrap()),
-        "echo-svc"
-    );
+    assert_eq!((ports[0].port, ports[0].target_port.clone()), (80, Some(IntOrString::Int(8080))));
+    assert_eq!(sg.spec.template.selector.as_ref().unwrap()["appGrid"], "echo");
+    assert_eq!(crd::service_name_for_grid(sg.metadata.name.as_deref().unwrap()), "echo-svc");
     assert!(sg.status.is_none());
 }
 
 #[test]
 fn superedge_deploymentgrid_manifest_deserialises() {
-    let dg: DeploymentGrid = serde_saphyr::from_str(&read("examples/deploymentgrid.yaml"))
-        .expect("valid DeploymentGrid");
+    let dg: DeploymentGrid =
+        serde_saphyr::from_str(&read("examples/deploymentgrid.yaml")).expect("valid DeploymentGrid");
     assert_eq!(dg.spec.grid_uniq_key, "zone1");
     assert_eq!(dg.spec.template.replicas, Some(2));
     let pod = dg.spec.template.template.spec.as_ref().expect("pod spec");
-    assert_eq!(
-        pod.containers[0].image.as_deref(),
-        Some("superedge/echoserver:2.2")
-    );
+    assert_eq!(pod.containers[0].image.as_deref(), Some("superedge/echoserver:2.2"));
     assert!(dg.spec.template_pool.is_empty() && dg.spec.templates.is_empty());
     assert_eq!(dg.spec.default_template_name, None);
     assert!(!dg.spec.auto_delete_unused_template);
@@ -243,8 +151,7 @@ fn superedge_deploymentgrid_manifest_deserialises() {
 
 #[test]
 fn statefulsetgrid_manifest_with_template_pool_deserialises() {
-    let ssg: StatefulSetGrid =
-        serde_saphyr::from_str(&read("examples/statefulsetgrid.yaml")).expect("valid");
+    let ssg: StatefulSetGrid = serde_saphyr::from_str(&read("examples/statefulsetgrid.yaml")).expect("valid");
     assert_eq!(ssg.spec.template_pool["large"].replicas, Some(3));
     assert_eq!(ssg.spec.templates["unit-b"], "large");
 }
@@ -259,20 +166,13 @@ fn status_round_trips_with_typed_conditions() {
             "message": "unit value \"Bad_Value\" is not a DNS-1123 label", "lastTransitionTime": "2026-11-21T10:00:00Z",
             "observedGeneration": 3}]
     });
-    let status: crd::WorkloadGridStatus =
-        serde_json::from_value(status_json.clone()).expect("valid status");
-    assert_eq!(
-        status.conditions[0].type_,
-        crd::GridConditionType::UnitNamesValid
-    );
+    let status: crd::WorkloadGridStatus = serde_json::from_value(status_json.clone()).expect("valid status");
+    assert_eq!(status.conditions[0].type_, crd::GridConditionType::UnitNamesValid);
     assert_eq!(status.conditions[0].status, crd::ConditionStatus::False);
     assert_eq!(status.states["unit-a"].ready_replicas, 1);
     assert_eq!(serde_json::to_value(&status).unwrap(), status_json);
     let bad = serde_json::json!({"conditions": [{"type": "Sideways", "status": "True", "reason": "X", "lastTransitionTime": "2026-11-21T10:00:00Z"}]});
-    assert!(
-        serde_json::from_value::<crd::WorkloadGridStatus>(bad).is_err(),
-        "unknown condition types are rejected"
-    );
+    assert!(serde_json::from_value::<crd::WorkloadGridStatus>(bad).is_err(), "unknown condition types are rejected");
 }
 
 #[test]

@@ -7,44 +7,17 @@ use serde_json::{Value, json};
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ApiError {
     #[error("{resource} \"{name}\" not found")]
-    NotFound {
-        resource: String,
-        name: String,
-        group: String,
-        kind: String,
-    },
+    NotFound { resource: String, name: String, group: String, kind: String },
     #[error("{resource} \"{name}\" already exists")]
-    AlreadyExists {
-        resource: String,
-        name: String,
-        group: String,
-        kind: String,
-    },
+    AlreadyExists { resource: String, name: String, group: String, kind: String },
     #[error(
         "Operation cannot be fulfilled on {resource} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
     )]
-    Conflict {
-        resource: String,
-        name: String,
-        group: String,
-        kind: String,
-    },
+    Conflict { resource: String, name: String, group: String, kind: String },
     #[error("Operation cannot be fulfilled on {resource} \"{name}\": {message}")]
-    PreconditionFailed {
-        resource: String,
-        name: String,
-        group: String,
-        kind: String,
-        message: String,
-    },
+    PreconditionFailed { resource: String, name: String, group: String, kind: String, message: String },
     #[error("{kind} \"{name}\" is invalid: {message}")]
-    Invalid {
-        kind: String,
-        name: String,
-        group: String,
-        field: String,
-        message: String,
-    },
+    Invalid { kind: String, name: String, group: String, field: String, message: String },
     #[error("{0}")]
     BadRequest(String),
     #[error("the server could not find the requested resource")]
@@ -61,15 +34,17 @@ pub enum ApiError {
     Internal(String),
     #[error("the server is currently unable to handle the request: {0}")]
     Unavailable(String),
+    #[error("Too many requests: {0}")]
+    TooManyRequests(String),
+    #[error("Timeout: {0}")]
+    Timeout(String),
 }
 
 impl ApiError {
     pub fn code(&self) -> u16 {
         match self {
             Self::NotFound { .. } | Self::NoSuchResource => 404,
-            Self::AlreadyExists { .. }
-            | Self::Conflict { .. }
-            | Self::PreconditionFailed { .. } => 409,
+            Self::AlreadyExists { .. } | Self::Conflict { .. } | Self::PreconditionFailed { .. } => 409,
             Self::Invalid { .. } => 422,
             Self::BadRequest(_) => 400,
             Self::MethodNotAllowed => 405,
@@ -78,6 +53,8 @@ impl ApiError {
             Self::TooLarge { .. } => 413,
             Self::Internal(_) => 500,
             Self::Unavailable(_) => 503,
+            Self::TooManyRequests(_) => 429,
+            Self::Timeout(_) => 504,
         }
     }
 
@@ -94,43 +71,21 @@ impl ApiError {
             Self::TooLarge { .. } => "RequestEntityTooLarge",
             Self::Internal(_) => "InternalError",
             Self::Unavailable(_) => "ServiceUnavailable",
+            Self::TooManyRequests(_) => "TooManyRequests",
+            Self::Timeout(_) => "Timeout",
         }
     }
 
     /// The `Status` object, as in responses and in watch ERROR events.
     pub fn status(&self) -> Value {
         let details = match self {
-            Self::NotFound {
-                resource,
-                name,
-                group,
-                ..
+            Self::NotFound { resource, name, group, .. }
+            | Self::AlreadyExists { resource, name, group, .. }
+            | Self::Conflict { resource, name, group, .. }
+            | Self::PreconditionFailed { resource, name, group, .. } => {
+                Some(json!({"name": name, "group": group, "kind": resource_plural(resource)}))
             }
-            | Self::AlreadyExists {
-                resource,
-                name,
-                group,
-                ..
-            }
-            | Self::Conflict {
-                resource,
-                name,
-                group,
-                ..
-            }
-            | Self::PreconditionFailed {
-                resource,
-                name,
-                group,
-                ..
-            } => Some(json!({"name": name, "group": group, "kind": resource_plural(resource)})),
-            Self::Invalid {
-                kind,
-                name,
-                group,
-                field,
-                message,
-            } => Some(json!({
+            Self::Invalid { kind, name, group, field, message } => Some(json!({
                 "name": name, "group": group, "kind": kind,
                 "causes": [{"reason": "FieldValueInvalid", "message": message, "field": field}],
             })),
@@ -160,11 +115,6 @@ fn resource_plural(resource: &str) -> &str {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let code = StatusCode::from_u16(self.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        (
-            code,
-            [(axum::http::header::CONTENT_TYPE, "application/json")],
-            self.status().to_string(),
-        )
-            .into_response()
+        (code, [(axum::http::header::CONTENT_TYPE, "application/json")], self.status().to_string()).into_response()
     }
 }

@@ -13,6 +13,7 @@
 //! field selectors accept any dotted path; `generation` is tracked for every resource.
 
 mod error;
+mod faults;
 mod resources;
 mod selectors;
 mod server;
@@ -22,6 +23,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 pub use error::ApiError;
+pub use faults::Fault;
 pub use resources::ResourceType;
 pub use server::{ServerConfig, router};
 pub use store::Store;
@@ -47,13 +49,18 @@ impl FakeApiServer {
     /// Starts on `port` (0 = ephemeral) of 127.0.0.1.
     pub async fn start_with(port: u16, config: ServerConfig) -> std::io::Result<Self> {
         let listener = TcpListener::bind(("127.0.0.1", port)).await?;
-        let addr = listener.local_addr()?;
         let (watch_generation, _) = watch::channel(0);
         let app = Arc::new(server::App {
             store: Arc::new(Store::new(config.history_limit, config.watch_buffer)),
             config,
+            faults: Default::default(),
             watch_generation,
         });
+        Ok(Self::serve(listener, app))
+    }
+
+    fn serve(listener: TcpListener, app: Arc<server::App>) -> Self {
+        let addr = listener.local_addr().expect("a bound listener has an address");
         let (shutdown, stopped) = oneshot::channel::<()>();
         let router = router(app.clone());
         let task = tokio::spawn(async move {
@@ -64,12 +71,29 @@ impl FakeApiServer {
                 tracing::error!("fake apiserver stopped: {e}");
             }
         });
-        Ok(Self {
-            addr,
-            app,
-            shutdown: Some(shutdown),
-            task: Some(task),
-        })
+        Self { addr, app, shutdown: Some(shutdown), task: Some(task) }
+    }
+
+    /// Fault: the server goes away and comes back on the same port with the same
+    /// objects (as an apiserver restart does); with `lose_history`, watches cannot resume.
+    pub async fn restart(mut self, lose_history: bool) -> std::io::Result<Self> {
+        let app = self.app.clone();
+        let addr = self.addr;
+        self.shutdown_and_wait().await;
+        if lose_history {
+            app.store.compact_history();
+        }
+        let listener = TcpListener::bind(addr).await?;
+        Ok(Self::serve(listener, app))
+    }
+
+    /// Fault: make requests for a resource plural (or `*`) fail, hang or slow down.
+    pub fn set_fault(&self, resource: &str, fault: Fault) {
+        self.app.faults.set(resource, fault);
+    }
+
+    pub fn clear_faults(&self) {
+        self.app.faults.clear();
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -98,7 +122,13 @@ impl FakeApiServer {
 
     /// Stops serving and waits until the listener is closed.
     pub async fn stop(mut self) {
+        self.shutdown_and_wait().await;
+    }
+
+    async fn shutdown_and_wait(&mut self) {
         self.drop_watches();
+        // hung requests must not hold the graceful shutdown open
+        self.app.faults.clear();
         if let Some(shutdown) = self.shutdown.take() {
             let _ = shutdown.send(());
         }

@@ -17,14 +17,7 @@ pub struct ResourceType {
 }
 
 impl ResourceType {
-    pub fn new(
-        group: &str,
-        version: &str,
-        plural: &str,
-        kind: &str,
-        namespaced: bool,
-        status: bool,
-    ) -> Self {
+    pub fn new(group: &str, version: &str, plural: &str, kind: &str, namespaced: bool, status: bool) -> Self {
         Self {
             group: group.into(),
             version: version.into(),
@@ -43,34 +36,17 @@ impl ResourceType {
     }
 
     pub fn api_version(&self) -> String {
-        if self.group.is_empty() {
-            self.version.clone()
-        } else {
-            format!("{}/{}", self.group, self.version)
-        }
+        if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
     }
 
     /// `pods` or `deployments.apps`, as error messages name resources.
     pub fn qualified_plural(&self) -> String {
-        if self.group.is_empty() {
-            self.plural.clone()
-        } else {
-            format!("{}.{}", self.plural, self.group)
-        }
+        if self.group.is_empty() { self.plural.clone() } else { format!("{}.{}", self.plural, self.group) }
     }
 
     /// The `APIResource` entries (resource and its status subresource) for discovery.
     pub fn discovery_entries(&self) -> Vec<Value> {
-        let verbs = json!([
-            "create",
-            "delete",
-            "deletecollection",
-            "get",
-            "list",
-            "patch",
-            "update",
-            "watch"
-        ]);
+        let verbs = json!(["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]);
         let mut out = vec![json!({
             "name": self.plural,
             "singularName": self.singular,
@@ -106,26 +82,12 @@ pub fn builtin() -> Vec<ResourceType> {
         R::new("", "v1", "events", "Event", true, false).short(&["ev"]),
         R::new("", "v1", "serviceaccounts", "ServiceAccount", true, false).short(&["sa"]),
         R::new("events.k8s.io", "v1", "events", "Event", true, false).short(&["ev"]),
-        R::new(
-            "discovery.k8s.io",
-            "v1",
-            "endpointslices",
-            "EndpointSlice",
-            true,
-            false,
-        ),
+        R::new("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", true, false),
         R::new("coordination.k8s.io", "v1", "leases", "Lease", true, false),
         R::new("apps", "v1", "deployments", "Deployment", true, true).short(&["deploy"]),
         R::new("apps", "v1", "statefulsets", "StatefulSet", true, true).short(&["sts"]),
         R::new("apps", "v1", "daemonsets", "DaemonSet", true, true).short(&["ds"]),
-        R::new(
-            "networking.k8s.io",
-            "v1",
-            "servicecidrs",
-            "ServiceCIDR",
-            false,
-            true,
-        ),
+        R::new("networking.k8s.io", "v1", "servicecidrs", "ServiceCIDR", false, true),
         R::new(
             "admissionregistration.k8s.io",
             "v1",
@@ -142,39 +104,24 @@ pub fn builtin() -> Vec<ResourceType> {
             false,
             false,
         ),
-        R::new(
-            "apiextensions.k8s.io",
-            "v1",
-            "customresourcedefinitions",
-            "CustomResourceDefinition",
-            false,
-            true,
-        )
-        .short(&["crd", "crds"]),
+        R::new("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", false, true)
+            .short(&["crd", "crds"]),
     ]
 }
 
 /// The resource types a `CustomResourceDefinition` object declares (one per served version).
 pub fn from_crd(crd: &Value) -> Vec<ResourceType> {
     let spec = &crd["spec"];
-    let (Some(group), Some(plural), Some(kind)) = (
-        spec["group"].as_str(),
-        spec["names"]["plural"].as_str(),
-        spec["names"]["kind"].as_str(),
-    ) else {
+    let (Some(group), Some(plural), Some(kind)) =
+        (spec["group"].as_str(), spec["names"]["plural"].as_str(), spec["names"]["kind"].as_str())
+    else {
         return Vec::new();
     };
     let namespaced = spec["scope"].as_str() == Some("Namespaced");
-    let singular = spec["names"]["singular"]
-        .as_str()
-        .map_or_else(|| kind.to_lowercase(), str::to_string);
+    let singular = spec["names"]["singular"].as_str().map_or_else(|| kind.to_lowercase(), str::to_string);
     let short_names: Vec<String> = spec["names"]["shortNames"]
         .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|s| s.as_str().map(str::to_string))
-                .collect()
-        })
+        .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect())
         .unwrap_or_default();
     spec["versions"]
         .as_array()

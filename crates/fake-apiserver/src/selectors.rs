@@ -71,34 +71,19 @@ fn check_key<'a>(key: &'a str, part: &str) -> Result<&'a str, ApiError> {
     let key = key.trim();
     let valid = !key.is_empty()
         && key.len() <= 317
-        && key
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'));
-    if valid {
-        Ok(key)
-    } else {
-        Err(bad(part, "invalid label key"))
-    }
+        && key.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'));
+    if valid { Ok(key) } else { Err(bad(part, "invalid label key")) }
 }
 
 fn check_value<'a>(value: &'a str, part: &str) -> Result<&'a str, ApiError> {
     let value = value.trim();
-    let valid = value.len() <= 63
-        && value
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    if valid {
-        Ok(value)
-    } else {
-        Err(bad(part, "invalid label value"))
-    }
+    let valid = value.len() <= 63 && value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if valid { Ok(value) } else { Err(bad(part, "invalid label value")) }
 }
 
 fn parse_requirement(part: &str) -> Result<LabelRequirement, ApiError> {
     if let Some(key) = part.strip_prefix('!') {
-        return Ok(LabelRequirement::DoesNotExist(
-            check_key(key, part)?.to_string(),
-        ));
+        return Ok(LabelRequirement::DoesNotExist(check_key(key, part)?.to_string()));
     }
     for (op, negated) in [(" notin ", true), (" in ", false)] {
         if let Some((key, set)) = part.split_once(op) {
@@ -107,29 +92,17 @@ fn parse_requirement(part: &str) -> Result<LabelRequirement, ApiError> {
                 .strip_prefix('(')
                 .and_then(|s| s.strip_suffix(')'))
                 .ok_or_else(|| bad(part, "set must be parenthesised"))?;
-            let values = inner
-                .split(',')
-                .map(|v| check_value(v, part).map(str::to_string))
-                .collect::<Result<Vec<_>, _>>()?;
+            let values =
+                inner.split(',').map(|v| check_value(v, part).map(str::to_string)).collect::<Result<Vec<_>, _>>()?;
             let key = check_key(key, part)?.to_string();
-            return Ok(if negated {
-                LabelRequirement::NotIn(key, values)
-            } else {
-                LabelRequirement::In(key, values)
-            });
+            return Ok(if negated { LabelRequirement::NotIn(key, values) } else { LabelRequirement::In(key, values) });
         }
     }
     if let Some((key, value)) = part.split_once("!=") {
-        return Ok(LabelRequirement::NotEquals(
-            check_key(key, part)?.into(),
-            check_value(value, part)?.into(),
-        ));
+        return Ok(LabelRequirement::NotEquals(check_key(key, part)?.into(), check_value(value, part)?.into()));
     }
     if let Some((key, value)) = part.split_once("==").or_else(|| part.split_once('=')) {
-        return Ok(LabelRequirement::Equals(
-            check_key(key, part)?.into(),
-            check_value(value, part)?.into(),
-        ));
+        return Ok(LabelRequirement::Equals(check_key(key, part)?.into(), check_value(value, part)?.into()));
     }
     Ok(LabelRequirement::Exists(check_key(part, part)?.to_string()))
 }
@@ -149,9 +122,7 @@ impl FieldSelector {
             } else if let Some((p, v)) = part.split_once("==").or_else(|| part.split_once('=')) {
                 (p, true, v)
             } else {
-                return Err(ApiError::BadRequest(format!(
-                    "invalid field selector: {part:?}"
-                )));
+                return Err(ApiError::BadRequest(format!("invalid field selector: {part:?}")));
             };
             out.push((path.trim().to_string(), equal, value.trim().to_string()));
         }
@@ -207,8 +178,7 @@ mod tests {
             ("app=web,tier=back", false),
         ];
         for (selector, want) in cases {
-            let parsed =
-                LabelSelector::parse(selector).unwrap_or_else(|e| panic!("{selector}: {e}"));
+            let parsed = LabelSelector::parse(selector).unwrap_or_else(|e| panic!("{selector}: {e}"));
             assert_eq!(parsed.matches(&o), want, "{selector}");
         }
     }
@@ -217,11 +187,7 @@ mod tests {
     fn malformed_label_selectors_are_bad_requests() {
         for selector in ["app in web", "app=we b", "a b c=d", "=x", "app in (x y)"] {
             let err = LabelSelector::parse(selector).expect_err(selector);
-            assert_eq!(
-                (err.code(), err.reason()),
-                (400, "BadRequest"),
-                "{selector}"
-            );
+            assert_eq!((err.code(), err.reason()), (400, "BadRequest"), "{selector}");
         }
     }
 
@@ -236,15 +202,8 @@ mod tests {
             ("spec.clusterIP=None", true),
             ("spec.nodeName=", true),
         ] {
-            assert_eq!(
-                FieldSelector::parse(selector).unwrap().matches(&o),
-                want,
-                "{selector}"
-            );
+            assert_eq!(FieldSelector::parse(selector).unwrap().matches(&o), want, "{selector}");
         }
-        assert_eq!(
-            FieldSelector::parse("metadata.name").unwrap_err().code(),
-            400
-        );
+        assert_eq!(FieldSelector::parse("metadata.name").unwrap_err().code(), 400);
     }
 }

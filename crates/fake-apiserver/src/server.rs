@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc, watch};
 
 use crate::error::ApiError;
+use crate::faults::{Fault, Faults};
 use crate::resources::ResourceType;
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::store::{ChangeKind, DeleteOptions, ListOptions, PatchKind, Store, key_of, with_type};
@@ -52,6 +53,7 @@ impl Default for ServerConfig {
 pub struct App {
     pub store: Arc<Store>,
     pub config: ServerConfig,
+    pub faults: Faults,
     /// Bumped to cut every open watch (fault injection).
     pub watch_generation: watch::Sender<u64>,
 }
@@ -61,12 +63,7 @@ pub fn router(app: Arc<App>) -> Router {
 }
 
 fn json_response(code: StatusCode, value: &Value) -> Response {
-    (
-        code,
-        [(header::CONTENT_TYPE, "application/json")],
-        value.to_string(),
-    )
-        .into_response()
+    (code, [(header::CONTENT_TYPE, "application/json")], value.to_string()).into_response()
 }
 
 fn ok(value: &Value) -> Response {
@@ -107,17 +104,19 @@ async fn handle(
     body: Body,
 ) -> Result<Response, ApiError> {
     let segments: Vec<&str> = uri.path().split('/').filter(|s| !s.is_empty()).collect();
+    if segments.first() == Some(&CONTROL_PREFIX) {
+        return control(app, method, &segments[1..], body).await;
+    }
     if method == Method::GET
         && let Some(response) = discovery(app, &segments)
     {
         return Ok(response);
     }
     let target = resolve(&app.store, &segments)?;
+    app.faults.apply(&target.rt.plural).await?;
     let body = axum::body::to_bytes(body, app.config.max_body_bytes)
         .await
-        .map_err(|_| ApiError::TooLarge {
-            limit: app.config.max_body_bytes,
-        })?;
+        .map_err(|_| ApiError::TooLarge { limit: app.config.max_body_bytes })?;
     let store = &app.store;
     let rt = &target.rt;
     let namespace = target.namespace.as_deref().unwrap_or_default();
@@ -131,18 +130,9 @@ async fn handle(
             let created = store.create(rt, namespace, parse_json(&body)?)?;
             Ok(json_response(StatusCode::CREATED, &created))
         }
-        (Method::PUT, Some(name)) => Ok(ok(&store.update(
-            rt,
-            namespace,
-            name,
-            parse_json(&body)?,
-            target.status,
-        )?)),
+        (Method::PUT, Some(name)) => Ok(ok(&store.update(rt, namespace, name, parse_json(&body)?, target.status)?)),
         (Method::PATCH, Some(name)) => {
-            let content_type = headers
-                .get(header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default();
+            let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
             let kind = match content_type.split(';').next().unwrap_or_default().trim() {
                 "application/json-patch+json" => PatchKind::Json,
                 "application/merge-patch+json" => PatchKind::Merge,
@@ -153,14 +143,7 @@ async fn handle(
                     )));
                 }
             };
-            Ok(ok(&store.patch(
-                rt,
-                namespace,
-                name,
-                kind,
-                &body,
-                target.status,
-            )?))
+            Ok(ok(&store.patch(rt, namespace, name, kind, &body, target.status)?))
         }
         (Method::DELETE, Some(name)) if !target.status => {
             let opts = delete_options(&body, query)?;
@@ -170,28 +153,47 @@ async fn handle(
     }
 }
 
-fn parse_json(body: &Bytes) -> Result<Value, ApiError> {
-    serde_json::from_slice(body)
-        .map_err(|e| ApiError::BadRequest(format!("the request body is not valid JSON: {e}")))
+/// Reserved path of the fault-injection endpoints (used only by tests and the local cluster).
+pub const CONTROL_PREFIX: &str = "fake-apiserver";
+
+async fn control(app: &App, method: &Method, segments: &[&str], body: Body) -> Result<Response, ApiError> {
+    match (method.clone(), segments) {
+        (Method::GET, ["faults"]) => Ok(ok(&serde_json::to_value(app.faults.list()).unwrap_or_default())),
+        (Method::PUT, ["faults", resource]) => {
+            let body =
+                axum::body::to_bytes(body, 64 * 1024).await.map_err(|_| ApiError::TooLarge { limit: 64 * 1024 })?;
+            let fault: Fault = serde_json::from_slice(&body).map_err(|e| {
+                ApiError::BadRequest(format!(r#"a fault is {{"error":503}}, "hang" or {{"latencyMs":200}}: {e}"#))
+            })?;
+            app.faults.set(resource, fault);
+            Ok(ok(&serde_json::to_value(app.faults.list()).unwrap_or_default()))
+        }
+        (Method::DELETE, ["faults"]) => {
+            app.faults.clear();
+            Ok(ok(&json!({})))
+        }
+        (Method::POST, ["compact"]) => {
+            app.store.compact_history();
+            Ok(ok(&json!({"compactedTo": app.store.current_rv().to_string()})))
+        }
+        (Method::POST, ["drop-watches"]) => {
+            app.watch_generation.send_modify(|g| *g += 1);
+            Ok(ok(&json!({})))
+        }
+        _ => Err(ApiError::NoSuchResource),
+    }
 }
 
-fn delete_options(
-    body: &Bytes,
-    query: &HashMap<String, String>,
-) -> Result<DeleteOptions, ApiError> {
-    let options: Value = if body.is_empty() {
-        json!({})
-    } else {
-        parse_json(body)?
-    };
-    let policy = options["propagationPolicy"]
-        .as_str()
-        .or(query.get("propagationPolicy").map(String::as_str));
+fn parse_json(body: &Bytes) -> Result<Value, ApiError> {
+    serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(format!("the request body is not valid JSON: {e}")))
+}
+
+fn delete_options(body: &Bytes, query: &HashMap<String, String>) -> Result<DeleteOptions, ApiError> {
+    let options: Value = if body.is_empty() { json!({}) } else { parse_json(body)? };
+    let policy = options["propagationPolicy"].as_str().or(query.get("propagationPolicy").map(String::as_str));
     Ok(DeleteOptions {
         uid: options["preconditions"]["uid"].as_str().map(str::to_string),
-        resource_version: options["preconditions"]["resourceVersion"]
-            .as_str()
-            .map(str::to_string),
+        resource_version: options["preconditions"]["resourceVersion"].as_str().map(str::to_string),
         orphan: policy == Some("Orphan") || options["orphanDependents"].as_bool() == Some(true),
     })
 }
@@ -214,33 +216,23 @@ fn resolve(store: &Store, segments: &[&str]) -> Result<Target, ApiError> {
     let (rt, name, status) = match rest.as_slice() {
         [plural] => (lookup(plural), None, false),
         [plural, name] => (lookup(plural), Some(name.to_string()), false),
-        [plural, name, "status"] => (
-            lookup(plural).filter(|rt| rt.status_subresource),
-            Some(name.to_string()),
-            true,
-        ),
+        [plural, name, "status"] => (lookup(plural).filter(|rt| rt.status_subresource), Some(name.to_string()), true),
         _ => (None, None, false),
     };
     let rt = rt.ok_or(ApiError::NoSuchResource)?;
     if rt.namespaced && namespace.is_none() && name.is_some() {
         return Err(ApiError::NoSuchResource);
     }
-    Ok(Target {
-        rt,
-        namespace,
-        name,
-        status,
-    })
+    Ok(Target { rt, namespace, name, status })
 }
 
 fn list_options(target: &Target, query: &HashMap<String, String>) -> Result<ListOptions, ApiError> {
     let rv = match query.get("resourceVersion").map(String::as_str) {
         None | Some("") => None,
-        Some(rv) => Some(rv.parse::<u64>().map_err(|_| {
-            ApiError::BadRequest(format!(
-                "resourceVersion {rv:?} is not a valid resource version"
-            ))
-        })?),
+        Some(rv) => Some(
+            rv.parse::<u64>()
+                .map_err(|_| ApiError::BadRequest(format!("resourceVersion {rv:?} is not a valid resource version")))?,
+        ),
     };
     Ok(ListOptions {
         namespace: target.namespace.clone(),
@@ -249,17 +241,11 @@ fn list_options(target: &Target, query: &HashMap<String, String>) -> Result<List
         limit: query.get("limit").and_then(|l| l.parse().ok()),
         continue_token: query.get("continue").filter(|c| !c.is_empty()).cloned(),
         resource_version: rv,
-        exact: query
-            .get("resourceVersionMatch")
-            .is_some_and(|m| m == "Exact"),
+        exact: query.get("resourceVersionMatch").is_some_and(|m| m == "Exact"),
     })
 }
 
-fn list(
-    store: &Store,
-    target: &Target,
-    query: &HashMap<String, String>,
-) -> Result<Response, ApiError> {
+fn list(store: &Store, target: &Target, query: &HashMap<String, String>) -> Result<Response, ApiError> {
     let opts = list_options(target, query)?;
     let page = store.list(&target.rt, &opts)?;
     let mut metadata = json!({"resourceVersion": page.rv.to_string()});
@@ -285,10 +271,8 @@ struct WatchFilter {
 
 impl WatchFilter {
     fn matches(&self, object: &Value) -> bool {
-        let in_namespace = self
-            .namespace
-            .as_ref()
-            .is_none_or(|ns| object["metadata"]["namespace"].as_str() == Some(ns.as_str()));
+        let in_namespace =
+            self.namespace.as_ref().is_none_or(|ns| object["metadata"]["namespace"].as_str() == Some(ns.as_str()));
         in_namespace && self.labels.matches(object) && self.fields.matches(object)
     }
 
@@ -333,28 +317,17 @@ fn bookmark(rt: &ResourceType, rv: u64, initial_events_end: bool) -> Bytes {
     if initial_events_end {
         metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
     }
-    event_line(
-        "BOOKMARK",
-        &json!({"kind": rt.kind, "apiVersion": rt.api_version(), "metadata": metadata}),
-    )
+    event_line("BOOKMARK", &json!({"kind": rt.kind, "apiVersion": rt.api_version(), "metadata": metadata}))
 }
 
-fn watch(
-    app: &Arc<App>,
-    target: &Target,
-    query: &HashMap<String, String>,
-) -> Result<Response, ApiError> {
+fn watch(app: &Arc<App>, target: &Target, query: &HashMap<String, String>) -> Result<Response, ApiError> {
     let opts = list_options(target, query)?;
-    let bookmarks = query
-        .get("allowWatchBookmarks")
-        .is_some_and(|b| b == "true" || b == "1");
+    let bookmarks = query.get("allowWatchBookmarks").is_some_and(|b| b == "true" || b == "1");
     let send_initial = match query.get("sendInitialEvents").map(String::as_str) {
         Some("true" | "1") => true,
         Some("false" | "0") | None => false,
         Some(other) => {
-            return Err(ApiError::BadRequest(format!(
-                "invalid sendInitialEvents {other:?}"
-            )));
+            return Err(ApiError::BadRequest(format!("invalid sendInitialEvents {other:?}")));
         }
     };
     if send_initial {
@@ -372,10 +345,7 @@ fn watch(
             ));
         }
         if !bookmarks {
-            return Err(field(
-                "allowWatchBookmarks",
-                "sendInitialEvents requires setting allowWatchBookmarks=true",
-            ));
+            return Err(field("allowWatchBookmarks", "sendInitialEvents requires setting allowWatchBookmarks=true"));
         }
     }
     let timeout = query
@@ -394,9 +364,7 @@ fn watch(
         fields: opts.fields,
     };
     let (tx, rx) = mpsc::channel::<Bytes>(64);
-    let start = app
-        .store
-        .watch(&target.rt, target.namespace.as_deref(), from);
+    let start = app.store.watch(&target.rt, target.namespace.as_deref(), from);
     let kill = app.watch_generation.subscribe();
     let interval = app.config.bookmark_interval;
     tokio::spawn(async move {
@@ -407,26 +375,11 @@ fn watch(
                 return;
             }
         };
-        stream_watch(
-            start,
-            filter,
-            send_initial,
-            bookmarks,
-            interval,
-            timeout,
-            kill,
-            tx,
-        )
-        .await;
+        stream_watch(start, filter, send_initial, bookmarks, interval, timeout, kill, tx).await;
     });
-    let stream = futures::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))
-    });
-    Ok((
-        [(header::CONTENT_TYPE, "application/json")],
-        Body::from_stream(stream),
-    )
-        .into_response())
+    let stream =
+        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx)) });
+    Ok(([(header::CONTENT_TYPE, "application/json")], Body::from_stream(stream)).into_response())
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -452,8 +405,7 @@ async fn stream_watch(
     }
     for change in &start.backlog {
         last = change.rv;
-        if let Some((kind, object)) =
-            filter.event_for(change.kind, &change.object, change.old.as_ref(), change.rv)
+        if let Some((kind, object)) = filter.event_for(change.kind, &change.object, change.old.as_ref(), change.rv)
             && tx.send(event_line(kind, &object)).await.is_err()
         {
             return;
@@ -462,10 +414,7 @@ async fn stream_watch(
     let mut live = start.live;
     let deadline = tokio::time::sleep(timeout);
     tokio::pin!(deadline);
-    let mut ticker = tokio::time::interval_at(
-        tokio::time::Instant::now() + bookmark_interval,
-        bookmark_interval,
-    );
+    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + bookmark_interval, bookmark_interval);
     loop {
         tokio::select! {
             received = live.recv() => match received {
@@ -509,9 +458,7 @@ fn discovery(app: &App, segments: &[&str]) -> Option<Response> {
         let mut groups: Vec<(String, Vec<String>)> = Vec::new();
         for t in types.iter().filter(|t| !t.group.is_empty()) {
             match groups.iter_mut().find(|(g, _)| *g == t.group) {
-                Some((_, versions)) if !versions.contains(&t.version) => {
-                    versions.push(t.version.clone())
-                }
+                Some((_, versions)) if !versions.contains(&t.version) => versions.push(t.version.clone()),
                 Some(_) => {}
                 None => groups.push((t.group.clone(), vec![t.version.clone()])),
             }
@@ -519,10 +466,8 @@ fn discovery(app: &App, segments: &[&str]) -> Option<Response> {
         groups
     };
     let group_json = |name: &str, versions: &[String]| {
-        let entries: Vec<Value> = versions
-            .iter()
-            .map(|v| json!({"groupVersion": format!("{name}/{v}"), "version": v}))
-            .collect();
+        let entries: Vec<Value> =
+            versions.iter().map(|v| json!({"groupVersion": format!("{name}/{v}"), "version": v})).collect();
         json!({"name": name, "versions": entries, "preferredVersion": entries[0]})
     };
     let resource_list = |group: &str, version: &str| {
@@ -531,11 +476,7 @@ fn discovery(app: &App, segments: &[&str]) -> Option<Response> {
             .filter(|t| t.group == group && t.version == version)
             .flat_map(ResourceType::discovery_entries)
             .collect();
-        let group_version = if group.is_empty() {
-            version.to_string()
-        } else {
-            format!("{group}/{version}")
-        };
+        let group_version = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
         (!resources.is_empty()).then(|| {
             ok(&json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}))
         })
@@ -547,9 +488,7 @@ fn discovery(app: &App, segments: &[&str]) -> Option<Response> {
             "compiler": "rustc", "platform": "linux/amd64",
         }))),
         ["healthz" | "readyz" | "livez"] => Some((StatusCode::OK, "ok").into_response()),
-        ["api"] => Some(ok(
-            &json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}),
-        )),
+        ["api"] => Some(ok(&json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}))),
         ["api", version] => resource_list("", version),
         ["apis"] => Some(ok(&json!({
             "kind": "APIGroupList", "apiVersion": "v1",

@@ -114,13 +114,9 @@ impl Store {
             }),
             live,
         };
-        let namespaces = store
-            .resolve("", "v1", "namespaces")
-            .expect("namespaces are built in");
+        let namespaces = store.resolve("", "v1", "namespaces").expect("namespaces are built in");
         for ns in INITIAL_NAMESPACES {
-            store
-                .create(&namespaces, "", json!({"metadata": {"name": ns}}))
-                .expect("fresh store accepts namespaces");
+            store.create(&namespaces, "", json!({"metadata": {"name": ns}})).expect("fresh store accepts namespaces");
         }
         store
     }
@@ -132,11 +128,7 @@ impl Store {
     }
 
     pub fn resolve(&self, group: &str, version: &str, plural: &str) -> Option<ResourceType> {
-        self.lock()
-            .types
-            .iter()
-            .find(|t| t.group == group && t.version == version && t.plural == plural)
-            .cloned()
+        self.lock().types.iter().find(|t| t.group == group && t.version == version && t.plural == plural).cloned()
     }
 
     pub fn types(&self) -> Vec<ResourceType> {
@@ -156,10 +148,7 @@ impl Store {
 
     pub fn get(&self, rt: &ResourceType, namespace: &str, name: &str) -> Result<Value, ApiError> {
         let inner = self.lock();
-        inner
-            .find(rt, namespace, name)
-            .map(|o| with_type(o.clone(), rt))
-            .ok_or_else(|| not_found(rt, name))
+        inner.find(rt, namespace, name).map(|o| with_type(o.clone(), rt)).ok_or_else(|| not_found(rt, name))
     }
 
     pub fn list(&self, rt: &ResourceType, opts: &ListOptions) -> Result<ListPage, ApiError> {
@@ -173,10 +162,7 @@ impl Store {
             None => (inner.rv, None),
         };
         if snapshot_rv > inner.rv {
-            return Err(ApiError::Unavailable(format!(
-                "Too large resource version: {snapshot_rv}, current: {}",
-                inner.rv
-            )));
+            return Err(ApiError::Timeout(format!("Too large resource version: {snapshot_rv}, current: {}", inner.rv)));
         }
         let objects = inner.snapshot_at(&key_of(rt), snapshot_rv)?;
         let matching: Vec<(&(String, String), &Value)> = objects
@@ -186,34 +172,16 @@ impl Store {
             .filter(|(_, o)| opts.labels.matches(o) && opts.fields.matches(o))
             .collect();
         // resourceVersion=0 is served from the watch cache, which ignores limit.
-        let limit = if opts.resource_version == Some(0) {
-            None
-        } else {
-            opts.limit.filter(|l| *l > 0)
-        };
+        let limit = if opts.resource_version == Some(0) { None } else { opts.limit.filter(|l| *l > 0) };
         let take = limit.unwrap_or(usize::MAX).min(matching.len());
         let remaining = matching.len() - take;
-        let continue_token =
-            (remaining > 0).then(|| encode_continue(snapshot_rv, matching[take - 1].0));
-        let items = matching[..take]
-            .iter()
-            .map(|(_, o)| with_type((*o).clone(), rt))
-            .collect();
-        Ok(ListPage {
-            items,
-            rv: snapshot_rv,
-            continue_token,
-            remaining,
-        })
+        let continue_token = (remaining > 0).then(|| encode_continue(snapshot_rv, matching[take - 1].0));
+        let items = matching[..take].iter().map(|(_, o)| with_type((*o).clone(), rt)).collect();
+        Ok(ListPage { items, rv: snapshot_rv, continue_token, remaining })
     }
 
     /// Snapshots (`from = None`) or replays history after `from`, and subscribes, atomically.
-    pub fn watch(
-        &self,
-        rt: &ResourceType,
-        namespace: Option<&str>,
-        from: Option<u64>,
-    ) -> Result<WatchStart, ApiError> {
+    pub fn watch(&self, rt: &ResourceType, namespace: Option<&str>, from: Option<u64>) -> Result<WatchStart, ApiError> {
         let inner = self.lock();
         let key = key_of(rt);
         let live = self.live.subscribe();
@@ -227,48 +195,27 @@ impl Store {
                     .filter(|((ns, _), _)| namespace.is_none_or(|want| want == ns))
                     .map(|(_, o)| with_type(o.clone(), rt))
                     .collect();
-                Ok(WatchStart {
-                    initial,
-                    backlog: Vec::new(),
-                    start_rv: inner.rv,
-                    live,
-                })
+                Ok(WatchStart { initial, backlog: Vec::new(), start_rv: inner.rv, live })
             }
-            Some(rv) if rv < inner.compacted => Err(ApiError::Expired {
-                requested: rv,
-                oldest: inner.compacted,
-            }),
+            Some(rv) if rv < inner.compacted => Err(ApiError::Expired { requested: rv, oldest: inner.compacted }),
+            // A version this server never issued (state restored from elsewhere): the real
+            // server times out with this message, and client-go relists.
+            Some(rv) if rv > inner.rv => {
+                Err(ApiError::Timeout(format!("Too large resource version: {rv}, current: {}", inner.rv)))
+            }
             Some(rv) => {
-                let backlog = inner
-                    .history
-                    .iter()
-                    .filter(|c| c.rv > rv && c.resource == key)
-                    .cloned()
-                    .collect();
-                Ok(WatchStart {
-                    initial: Vec::new(),
-                    backlog,
-                    start_rv: rv.max(inner.compacted),
-                    live,
-                })
+                let backlog = inner.history.iter().filter(|c| c.rv > rv && c.resource == key).cloned().collect();
+                Ok(WatchStart { initial: Vec::new(), backlog, start_rv: rv.max(inner.compacted), live })
             }
         }
     }
 
-    pub fn create(
-        &self,
-        rt: &ResourceType,
-        namespace: &str,
-        mut body: Value,
-    ) -> Result<Value, ApiError> {
+    pub fn create(&self, rt: &ResourceType, namespace: &str, mut body: Value) -> Result<Value, ApiError> {
         check_type(&body, rt)?;
         let mut inner = self.lock();
         let meta = metadata_mut(&mut body)?;
         let namespace = inner.request_namespace(rt, namespace, meta)?;
-        let name = match (
-            meta.get("name").and_then(Value::as_str),
-            meta.get("generateName").and_then(Value::as_str),
-        ) {
+        let name = match (meta.get("name").and_then(Value::as_str), meta.get("generateName").and_then(Value::as_str)) {
             (Some(name), _) if !name.is_empty() => name.to_string(),
             (_, Some(prefix)) if !prefix.is_empty() => {
                 let name = format!("{prefix}{}", inner.generated_suffix());
@@ -276,12 +223,7 @@ impl Store {
                 name
             }
             _ => {
-                return Err(invalid(
-                    rt,
-                    "",
-                    "metadata.name",
-                    "name or generateName is required",
-                ));
+                return Err(invalid(rt, "", "metadata.name", "name or generateName is required"));
             }
         };
         validate_name(rt, &name)?;
@@ -295,12 +237,7 @@ impl Store {
         }
         let uid = inner.next_uid();
         let meta = metadata_mut(&mut body)?;
-        for transient in [
-            "resourceVersion",
-            "deletionTimestamp",
-            "deletionGracePeriodSeconds",
-            "managedFields",
-        ] {
+        for transient in ["resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"] {
             meta.remove(transient);
         }
         meta.insert("uid".into(), json!(uid));
@@ -317,15 +254,7 @@ impl Store {
             "CustomResourceDefinition" => accept_crd(&mut body),
             _ => {}
         }
-        let stored = inner.commit(
-            &self.live,
-            rt,
-            &namespace,
-            &name,
-            ChangeKind::Added,
-            body,
-            None,
-        );
+        let stored = inner.commit(&self.live, rt, &namespace, &name, ChangeKind::Added, body, None);
         if rt.kind == "CustomResourceDefinition" {
             inner.register_crd(&stored);
         }
@@ -342,10 +271,7 @@ impl Store {
     ) -> Result<Value, ApiError> {
         check_type(&body, rt)?;
         let mut inner = self.lock();
-        let old = inner
-            .find(rt, namespace, name)
-            .cloned()
-            .ok_or_else(|| not_found(rt, name))?;
+        let old = inner.find(rt, namespace, name).cloned().ok_or_else(|| not_found(rt, name))?;
         inner.write(&self.live, rt, namespace, name, old, body, status_only)
     }
 
@@ -369,9 +295,7 @@ impl Store {
                         rt,
                         name,
                         "",
-                        &format!(
-                            "the server rejected our request due to an error in our request: {e}"
-                        ),
+                        &format!("the server rejected our request due to an error in our request: {e}"),
                     )
                 })?;
                 target
@@ -416,10 +340,7 @@ impl Store {
         opts: &DeleteOptions,
     ) -> Result<Value, ApiError> {
         let mut inner = self.lock();
-        let old = inner
-            .find(rt, namespace, name)
-            .cloned()
-            .ok_or_else(|| not_found(rt, name))?;
+        let old = inner.find(rt, namespace, name).cloned().ok_or_else(|| not_found(rt, name))?;
         let precondition = |field: &str, want: &Option<String>| -> Result<(), ApiError> {
             let have = old["metadata"][field].as_str().unwrap_or_default();
             match want {
@@ -437,9 +358,7 @@ impl Store {
         };
         precondition("uid", &opts.uid)?;
         precondition("resourceVersion", &opts.resource_version)?;
-        let has_finalizers = old["metadata"]["finalizers"]
-            .as_array()
-            .is_some_and(|f| !f.is_empty());
+        let has_finalizers = old["metadata"]["finalizers"].as_array().is_some_and(|f| !f.is_empty());
         if has_finalizers {
             if old["metadata"]["deletionTimestamp"].is_string() {
                 return Ok(with_type(old, rt));
@@ -447,15 +366,7 @@ impl Store {
             let mut marked = old.clone();
             marked["metadata"]["deletionTimestamp"] = json!(now());
             marked["metadata"]["deletionGracePeriodSeconds"] = json!(0);
-            let stored = inner.commit(
-                &self.live,
-                rt,
-                namespace,
-                name,
-                ChangeKind::Modified,
-                marked,
-                Some(old),
-            );
+            let stored = inner.commit(&self.live, rt, namespace, name, ChangeKind::Modified, marked, Some(old));
             return Ok(with_type(stored, rt));
         }
         let removed = inner.remove(&self.live, rt, namespace, name, opts.orphan);
@@ -465,9 +376,7 @@ impl Store {
 
 impl Inner {
     fn find(&self, rt: &ResourceType, namespace: &str, name: &str) -> Option<&Value> {
-        self.objects
-            .get(&key_of(rt))?
-            .get(&(scoped(rt, namespace), name.to_string()))
+        self.objects.get(&key_of(rt))?.get(&(scoped(rt, namespace), name.to_string()))
     }
 
     fn next_uid(&mut self) -> String {
@@ -507,10 +416,8 @@ impl Inner {
             ));
         }
         let namespaces = ("".to_string(), "namespaces".to_string());
-        let exists = self
-            .objects
-            .get(&namespaces)
-            .is_some_and(|m| m.contains_key(&(String::new(), url_ns.to_string())));
+        let exists =
+            self.objects.get(&namespaces).is_some_and(|m| m.contains_key(&(String::new(), url_ns.to_string())));
         if !exists {
             return Err(ApiError::NotFound {
                 resource: "namespaces".into(),
@@ -542,14 +449,8 @@ impl Inner {
                 "the name of the object ({body_name}) does not match the name on the URL ({name})"
             )));
         }
-        let sent_rv = meta
-            .get("resourceVersion")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        let have_rv = old["metadata"]["resourceVersion"]
-            .as_str()
-            .unwrap_or_default();
+        let sent_rv = meta.get("resourceVersion").and_then(Value::as_str).unwrap_or_default().to_string();
+        let have_rv = old["metadata"]["resourceVersion"].as_str().unwrap_or_default();
         if !sent_rv.is_empty() && sent_rv != have_rv {
             return Err(ApiError::Conflict {
                 resource: rt.qualified_plural(),
@@ -606,18 +507,8 @@ impl Inner {
             next["metadata"]["generation"] = json!(generation);
         }
         let deleting = next["metadata"]["deletionTimestamp"].is_string();
-        let finalizers_left = next["metadata"]["finalizers"]
-            .as_array()
-            .is_some_and(|f| !f.is_empty());
-        let stored = self.commit(
-            live,
-            rt,
-            namespace,
-            name,
-            ChangeKind::Modified,
-            next,
-            Some(old),
-        );
+        let finalizers_left = next["metadata"]["finalizers"].as_array().is_some_and(|f| !f.is_empty());
+        let stored = self.commit(live, rt, namespace, name, ChangeKind::Modified, next, Some(old));
         if deleting && !finalizers_left {
             return Ok(with_type(self.remove(live, rt, namespace, name, false), rt));
         }
@@ -643,10 +534,7 @@ impl Inner {
             .get_mut(&key)
             .and_then(|m| m.remove(&(scoped(rt, namespace), name.to_string())))
             .expect("caller checked the object exists");
-        let uid = old["metadata"]["uid"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
+        let uid = old["metadata"]["uid"].as_str().unwrap_or_default().to_string();
         let mut last = old.clone();
         self.rv += 1;
         last["metadata"]["resourceVersion"] = json!(self.rv.to_string());
@@ -669,18 +557,12 @@ impl Inner {
         last
     }
 
-    fn delete_namespace_contents(
-        &mut self,
-        live: &broadcast::Sender<Arc<Change>>,
-        namespace: &str,
-    ) {
+    fn delete_namespace_contents(&mut self, live: &broadcast::Sender<Arc<Change>>, namespace: &str) {
         let doomed: Vec<(ResourceType, String)> = self
             .objects
             .iter()
             .flat_map(|(key, objs)| {
-                objs.keys()
-                    .filter(|(ns, _)| ns == namespace)
-                    .map(move |(_, name)| (key.clone(), name.clone()))
+                objs.keys().filter(|(ns, _)| ns == namespace).map(move |(_, name)| (key.clone(), name.clone()))
             })
             .filter_map(|(key, name)| Some((self.type_for(&key)?, name)))
             .collect();
@@ -691,12 +573,7 @@ impl Inner {
         }
     }
 
-    fn collect_dependents(
-        &mut self,
-        live: &broadcast::Sender<Arc<Change>>,
-        owner_uid: &str,
-        orphan: bool,
-    ) {
+    fn collect_dependents(&mut self, live: &broadcast::Sender<Arc<Change>>, owner_uid: &str, orphan: bool) {
         if owner_uid.is_empty() {
             return;
         }
@@ -709,10 +586,7 @@ impl Inner {
         let dependents: Vec<(ResourceKey, String, String, Value)> = self
             .objects
             .iter()
-            .flat_map(|(key, objs)| {
-                objs.iter()
-                    .map(move |((ns, name), o)| (key.clone(), ns.clone(), name.clone(), o))
-            })
+            .flat_map(|(key, objs)| objs.iter().map(move |((ns, name), o)| (key.clone(), ns.clone(), name.clone(), o)))
             .filter(|(_, _, _, o)| owner_uids(o).any(|u| u == owner_uid))
             .map(|(k, ns, name, o)| (k, ns, name, o.clone()))
             .collect();
@@ -725,34 +599,15 @@ impl Inner {
                 if let Some(refs) = next["metadata"]["ownerReferences"].as_array_mut() {
                     refs.retain(|r| r["uid"].as_str() != Some(owner_uid));
                 }
-                self.commit(
-                    live,
-                    &rt,
-                    &namespace,
-                    &name,
-                    ChangeKind::Modified,
-                    next,
-                    Some(object),
-                );
+                self.commit(live, &rt, &namespace, &name, ChangeKind::Modified, next, Some(object));
             } else if !owner_uids(&object).any(|u| u != owner_uid && live_uids.contains(u))
                 && self.find(&rt, &namespace, &name).is_some()
             {
-                if object["metadata"]["finalizers"]
-                    .as_array()
-                    .is_some_and(|f| !f.is_empty())
-                {
+                if object["metadata"]["finalizers"].as_array().is_some_and(|f| !f.is_empty()) {
                     if !object["metadata"]["deletionTimestamp"].is_string() {
                         let mut marked = object.clone();
                         marked["metadata"]["deletionTimestamp"] = json!(now());
-                        self.commit(
-                            live,
-                            &rt,
-                            &namespace,
-                            &name,
-                            ChangeKind::Modified,
-                            marked,
-                            Some(object),
-                        );
+                        self.commit(live, &rt, &namespace, &name, ChangeKind::Modified, marked, Some(object));
                     }
                 } else {
                     self.remove(live, &rt, &namespace, &name, false);
@@ -762,10 +617,7 @@ impl Inner {
     }
 
     fn type_for(&self, key: &ResourceKey) -> Option<ResourceType> {
-        self.types
-            .iter()
-            .find(|t| t.group == key.0 && t.plural == key.1)
-            .cloned()
+        self.types.iter().find(|t| t.group == key.0 && t.plural == key.1).cloned()
     }
 
     /// Stamps a new resourceVersion, stores, records and publishes.
@@ -784,10 +636,7 @@ impl Inner {
         object["metadata"]["resourceVersion"] = json!(self.rv.to_string());
         let object = with_type(object, rt);
         let namespace = scoped(rt, namespace);
-        self.objects
-            .entry(key_of(rt))
-            .or_default()
-            .insert((namespace.clone(), name.to_string()), object.clone());
+        self.objects.entry(key_of(rt)).or_default().insert((namespace.clone(), name.to_string()), object.clone());
         self.publish(
             live,
             Change {
@@ -816,28 +665,15 @@ impl Inner {
     }
 
     /// The objects of one resource as they were at `rv`, rebuilt by undoing newer changes.
-    fn snapshot_at(
-        &self,
-        key: &ResourceKey,
-        rv: u64,
-    ) -> Result<BTreeMap<(String, String), Value>, ApiError> {
+    fn snapshot_at(&self, key: &ResourceKey, rv: u64) -> Result<BTreeMap<(String, String), Value>, ApiError> {
         let mut objects = self.objects.get(key).cloned().unwrap_or_default();
         if rv == self.rv {
             return Ok(objects);
         }
         if rv < self.compacted {
-            return Err(ApiError::Expired {
-                requested: rv,
-                oldest: self.compacted,
-            });
+            return Err(ApiError::Expired { requested: rv, oldest: self.compacted });
         }
-        for change in self
-            .history
-            .iter()
-            .rev()
-            .take_while(|c| c.rv > rv)
-            .filter(|c| c.resource == *key)
-        {
+        for change in self.history.iter().rev().take_while(|c| c.rv > rv).filter(|c| c.resource == *key) {
             let id = (change.namespace.clone(), change.name.clone());
             match &change.old {
                 None => {
@@ -853,20 +689,14 @@ impl Inner {
 
     fn register_crd(&mut self, crd: &Value) {
         for rt in resources::from_crd(crd) {
-            self.types.retain(|t| {
-                !(t.group == rt.group && t.version == rt.version && t.plural == rt.plural)
-            });
+            self.types.retain(|t| !(t.group == rt.group && t.version == rt.version && t.plural == rt.plural));
             self.types.push(rt);
         }
     }
 }
 
 fn owner_uids(object: &Value) -> impl Iterator<Item = &str> {
-    object["metadata"]["ownerReferences"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|r| r["uid"].as_str())
+    object["metadata"]["ownerReferences"].as_array().into_iter().flatten().filter_map(|r| r["uid"].as_str())
 }
 
 /// A CRD is established at once (there is no naming controller to wait for).
@@ -888,11 +718,7 @@ pub fn key_of(rt: &ResourceType) -> ResourceKey {
 }
 
 fn scoped(rt: &ResourceType, namespace: &str) -> String {
-    if rt.namespaced {
-        namespace.to_string()
-    } else {
-        String::new()
-    }
+    if rt.namespaced { namespace.to_string() } else { String::new() }
 }
 
 /// What `generation` tracks: everything but metadata (and status, when it has its own endpoint).
@@ -917,20 +743,16 @@ pub fn with_type(mut object: Value, rt: &ResourceType) -> Value {
 }
 
 fn metadata_mut(body: &mut Value) -> Result<&mut Map<String, Value>, ApiError> {
-    let object = body
-        .as_object_mut()
-        .ok_or_else(|| ApiError::BadRequest("the request body must be a JSON object".into()))?;
+    let object =
+        body.as_object_mut().ok_or_else(|| ApiError::BadRequest("the request body must be a JSON object".into()))?;
     let meta = object.entry("metadata").or_insert_with(|| json!({}));
-    meta.as_object_mut()
-        .ok_or_else(|| ApiError::BadRequest("metadata must be an object".into()))
+    meta.as_object_mut().ok_or_else(|| ApiError::BadRequest("metadata must be an object".into()))
 }
 
 /// The body's apiVersion/kind, when given, must be the resource's.
 fn check_type(body: &Value, rt: &ResourceType) -> Result<(), ApiError> {
     if !body.is_object() {
-        return Err(ApiError::BadRequest(
-            "the request body must be a JSON object".into(),
-        ));
+        return Err(ApiError::BadRequest("the request body must be a JSON object".into()));
     }
     if let Some(kind) = body.get("kind").and_then(Value::as_str)
         && kind != rt.kind
@@ -955,9 +777,7 @@ fn validate_name(rt: &ResourceType, name: &str) -> Result<(), ApiError> {
     let valid = name.len() <= 253
         && name.split('.').all(|label| {
             !label.is_empty()
-                && label
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && label.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
                 && !label.starts_with('-')
                 && !label.ends_with('-')
         });
@@ -980,11 +800,7 @@ fn invalid(rt: &ResourceType, name: &str, field: &str, message: &str) -> ApiErro
         name: name.into(),
         group: rt.group.clone(),
         field: field.into(),
-        message: if field.is_empty() {
-            message.to_string()
-        } else {
-            format!("{field}: {message}")
-        },
+        message: if field.is_empty() { message.to_string() } else { format!("{field}: {message}") },
     }
 }
 
@@ -998,9 +814,7 @@ pub fn not_found(rt: &ResourceType, name: &str) -> ApiError {
 }
 
 pub fn now() -> String {
-    jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
+    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
 fn hex(s: &str) -> String {
@@ -1011,10 +825,8 @@ fn unhex(s: &str) -> Option<String> {
     if !s.len().is_multiple_of(2) {
         return None;
     }
-    let bytes: Option<Vec<u8>> = (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect();
+    let bytes: Option<Vec<u8>> =
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect();
     String::from_utf8(bytes?).ok()
 }
 

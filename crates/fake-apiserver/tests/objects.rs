@@ -6,19 +6,14 @@ mod common;
 use common::*;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
-use kube::api::{
-    Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions, PropagationPolicy,
-};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions, PropagationPolicy};
 use serde_json::json;
 
 #[tokio::test]
 async fn create_get_replace_patch_delete() {
     let (_server, client) = server().await;
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
-    let created = api
-        .create(&PostParams::default(), &config_map("cfg", &[("a", "1")]))
-        .await
-        .unwrap();
+    let created = api.create(&PostParams::default(), &config_map("cfg", &[("a", "1")])).await.unwrap();
     let meta = &created.metadata;
     assert_eq!(meta.namespace.as_deref(), Some("default"));
     assert!(meta.uid.is_some() && meta.creation_timestamp.is_some());
@@ -30,124 +25,62 @@ async fn create_get_replace_patch_delete() {
 
     let mut changed = got.clone();
     changed.data = Some([("a".to_string(), "2".to_string())].into());
-    let replaced = api
-        .replace("cfg", &PostParams::default(), &changed)
-        .await
-        .unwrap();
+    let replaced = api.replace("cfg", &PostParams::default(), &changed).await.unwrap();
     assert!(rv(&replaced.metadata) > first_rv);
     assert_eq!(replaced.metadata.uid, created.metadata.uid);
     assert_eq!(replaced.data, changed.data);
 
     // stale resourceVersion: 409 Conflict
-    assert_eq!(
-        status_of(api.replace("cfg", &PostParams::default(), &changed).await),
-        (409, "Conflict".into())
-    );
+    assert_eq!(status_of(api.replace("cfg", &PostParams::default(), &changed).await), (409, "Conflict".into()));
 
-    let merged = api
-        .patch(
-            "cfg",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"data": {"b": "3"}})),
-        )
-        .await
-        .unwrap();
-    assert_eq!(
-        merged.data,
-        Some([("a".into(), "2".into()), ("b".into(), "3".into())].into())
-    );
-    let ops: json_patch::Patch =
-        serde_json::from_value(json!([{"op": "remove", "path": "/data/a"}])).unwrap();
-    let patched = api
-        .patch("cfg", &PatchParams::default(), &Patch::<()>::Json(ops))
-        .await
-        .unwrap();
+    let merged = api.patch("cfg", &PatchParams::default(), &Patch::Merge(json!({"data": {"b": "3"}}))).await.unwrap();
+    assert_eq!(merged.data, Some([("a".into(), "2".into()), ("b".into(), "3".into())].into()));
+    let ops: json_patch::Patch = serde_json::from_value(json!([{"op": "remove", "path": "/data/a"}])).unwrap();
+    let patched = api.patch("cfg", &PatchParams::default(), &Patch::<()>::Json(ops)).await.unwrap();
     assert_eq!(patched.data, Some([("b".into(), "3".into())].into()));
 
     // a write that changes nothing bumps nothing
-    let same = api
-        .replace("cfg", &PostParams::default(), &patched)
-        .await
-        .unwrap();
-    assert_eq!(
-        same.metadata.resource_version,
-        patched.metadata.resource_version
-    );
+    let same = api.replace("cfg", &PostParams::default(), &patched).await.unwrap();
+    assert_eq!(same.metadata.resource_version, patched.metadata.resource_version);
 
     let deleted = api.delete("cfg", &DeleteParams::default()).await.unwrap();
-    assert_eq!(
-        deleted.left().map(|c| c.metadata.name),
-        Some(Some("cfg".to_string()))
-    );
+    assert_eq!(deleted.left().map(|c| c.metadata.name), Some(Some("cfg".to_string())));
     assert_eq!(status_of(api.get("cfg").await), (404, "NotFound".into()));
-    assert_eq!(
-        status_of(api.delete("cfg", &DeleteParams::default()).await),
-        (404, "NotFound".into())
-    );
+    assert_eq!(status_of(api.delete("cfg", &DeleteParams::default()).await), (404, "NotFound".into()));
 }
 
 #[tokio::test]
 async fn errors_have_the_real_reasons_and_codes() {
     let (_server, client) = server().await;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    api.create(&PostParams::default(), &config_map("dup", &[]))
-        .await
-        .unwrap();
+    api.create(&PostParams::default(), &config_map("dup", &[])).await.unwrap();
     assert_eq!(
-        status_of(
-            api.create(&PostParams::default(), &config_map("dup", &[]))
-                .await
-        ),
+        status_of(api.create(&PostParams::default(), &config_map("dup", &[])).await),
         (409, "AlreadyExists".into())
     );
-    for bad in [
-        "Bad_Name",
-        "-leading",
-        "trailing-",
-        "a..b",
-        &"x".repeat(254),
-    ] {
+    for bad in ["Bad_Name", "-leading", "trailing-", "a..b", &"x".repeat(254)] {
         assert_eq!(
-            status_of(
-                api.create(&PostParams::default(), &config_map(bad, &[]))
-                    .await
-            ),
+            status_of(api.create(&PostParams::default(), &config_map(bad, &[])).await),
             (422, "Invalid".into()),
             "{bad}"
         );
     }
     let missing_ns: Api<ConfigMap> = Api::namespaced(client.clone(), "nowhere");
     assert_eq!(
-        status_of(
-            missing_ns
-                .create(&PostParams::default(), &config_map("x", &[]))
-                .await
-        ),
+        status_of(missing_ns.create(&PostParams::default(), &config_map("x", &[])).await),
         (404, "NotFound".into())
     );
     // generateName
     let mut generated = config_map("", &[]);
     generated.metadata.name = None;
     generated.metadata.generate_name = Some("gen-".into());
-    let made = api
-        .create(&PostParams::default(), &generated)
-        .await
-        .unwrap();
+    let made = api.create(&PostParams::default(), &generated).await.unwrap();
     let name = made.metadata.name.unwrap();
     assert!(name.starts_with("gen-") && name.len() == 9, "{name}");
     // delete preconditions
-    let stale = Preconditions {
-        resource_version: Some("1".into()),
-        uid: None,
-    };
-    let params = DeleteParams {
-        preconditions: Some(stale),
-        ..Default::default()
-    };
-    assert_eq!(
-        status_of(api.delete("dup", &params).await),
-        (409, "Conflict".into())
-    );
+    let stale = Preconditions { resource_version: Some("1".into()), uid: None };
+    let params = DeleteParams { preconditions: Some(stale), ..Default::default() };
+    assert_eq!(status_of(api.delete("dup", &params).await), (409, "Conflict".into()));
 }
 
 #[tokio::test]
@@ -158,46 +91,21 @@ async fn malformed_bodies_get_status_objects() {
         let client = client.clone();
         let url = url.clone();
         async move {
-            let request = http::Request::post(url)
-                .header("content-type", "application/json")
-                .body(body)
-                .unwrap();
-            let response = client
-                .send(request.map(kube::client::Body::from))
-                .await
-                .unwrap();
+            let request = http::Request::post(url).header("content-type", "application/json").body(body).unwrap();
+            let response = client.send(request.map(kube::client::Body::from)).await.unwrap();
             let code = response.status().as_u16();
-            let body =
-                axum::body::to_bytes(axum::body::Body::new(response.into_body()), usize::MAX)
-                    .await
-                    .unwrap();
+            let body = axum::body::to_bytes(axum::body::Body::new(response.into_body()), usize::MAX).await.unwrap();
             let status: serde_json::Value = serde_json::from_slice(&body).unwrap();
-            (
-                code,
-                status["reason"].as_str().unwrap_or_default().to_string(),
-                status["code"].as_u64(),
-            )
+            (code, status["reason"].as_str().unwrap_or_default().to_string(), status["code"].as_u64())
         }
     };
-    assert_eq!(
-        send(b"{not json".to_vec()).await,
-        (400, "BadRequest".into(), Some(400))
-    );
+    assert_eq!(send(b"{not json".to_vec()).await, (400, "BadRequest".into(), Some(400)));
     let wrong_kind = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "x"}});
-    assert_eq!(
-        send(wrong_kind.to_string().into_bytes()).await,
-        (400, "BadRequest".into(), Some(400))
-    );
+    assert_eq!(send(wrong_kind.to_string().into_bytes()).await, (400, "BadRequest".into(), Some(400)));
     let wrong_version = json!({"apiVersion": "v2", "kind": "ConfigMap", "metadata": {"name": "x"}});
-    assert_eq!(
-        send(wrong_version.to_string().into_bytes()).await,
-        (400, "BadRequest".into(), Some(400))
-    );
+    assert_eq!(send(wrong_version.to_string().into_bytes()).await, (400, "BadRequest".into(), Some(400)));
     let huge = json!({"metadata": {"name": "x"}, "data": {"a": "y".repeat(4 * 1024 * 1024)}});
-    assert_eq!(
-        send(huge.to_string().into_bytes()).await,
-        (413, "RequestEntityTooLarge".into(), Some(413))
-    );
+    assert_eq!(send(huge.to_string().into_bytes()).await, (413, "RequestEntityTooLarge".into(), Some(413)));
 }
 
 #[tokio::test]
@@ -211,10 +119,7 @@ async fn status_subresource_and_generation() {
         "status": {"replicas": 99}
     }))
     .unwrap();
-    let created = api
-        .create(&PostParams::default(), &deployment)
-        .await
-        .unwrap();
+    let created = api.create(&PostParams::default(), &deployment).await.unwrap();
     assert_eq!(created.status, None, "status is not settable on create");
 
     let with_status = api
@@ -225,15 +130,8 @@ async fn status_subresource_and_generation() {
         )
         .await
         .unwrap();
-    assert_eq!(
-        with_status.status.as_ref().and_then(|s| s.ready_replicas),
-        Some(1)
-    );
-    assert_eq!(
-        with_status.metadata.generation,
-        Some(1),
-        "status writes do not bump generation"
-    );
+    assert_eq!(with_status.status.as_ref().and_then(|s| s.ready_replicas), Some(1));
+    assert_eq!(with_status.metadata.generation, Some(1), "status writes do not bump generation");
 
     let scaled = api
         .patch(
@@ -244,11 +142,7 @@ async fn status_subresource_and_generation() {
         .await
         .unwrap();
     assert_eq!(scaled.metadata.generation, Some(2));
-    assert_eq!(
-        scaled.status.as_ref().and_then(|s| s.replicas),
-        Some(1),
-        "main resource writes ignore status"
-    );
+    assert_eq!(scaled.status.as_ref().and_then(|s| s.replicas), Some(1), "main resource writes ignore status");
 
     let applied = api
         .patch(
@@ -258,30 +152,16 @@ async fn status_subresource_and_generation() {
         )
         .await
         .unwrap();
-    assert_eq!(
-        applied.metadata.labels,
-        Some([("x".to_string(), "y".to_string())].into())
-    );
+    assert_eq!(applied.metadata.labels, Some([("x".to_string(), "y".to_string())].into()));
     assert_eq!(applied.spec.as_ref().and_then(|s| s.replicas), Some(3));
     // server-side apply creates what does not exist
     let fresh = api
-        .patch(
-            "api",
-            &PatchParams::apply("test"),
-            &Patch::Apply(serde_json::to_value(&deployment).unwrap()),
-        )
+        .patch("api", &PatchParams::apply("test"), &Patch::Apply(serde_json::to_value(&deployment).unwrap()))
         .await
         .unwrap();
     assert_eq!(fresh.metadata.name.as_deref(), Some("api"));
     assert_eq!(
-        status_of(
-            api.patch(
-                "web",
-                &PatchParams::default(),
-                &Patch::Strategic(json!({"spec": {}}))
-            )
-            .await
-        ),
+        status_of(api.patch("web", &PatchParams::default(), &Patch::Strategic(json!({"spec": {}}))).await),
         (415, "UnsupportedMediaType".into())
     );
 }
@@ -295,64 +175,26 @@ async fn finalizers_and_garbage_collection() {
     let mut guarded = config_map("guarded", &[]);
     guarded.metadata.finalizers = Some(vec!["example.com/hold".into()]);
     maps.create(&PostParams::default(), &guarded).await.unwrap();
-    let pending = maps
-        .delete("guarded", &DeleteParams::default())
-        .await
-        .unwrap()
-        .left()
-        .unwrap();
+    let pending = maps.delete("guarded", &DeleteParams::default()).await.unwrap().left().unwrap();
     assert!(pending.metadata.deletion_timestamp.is_some());
-    assert!(
-        maps.get("guarded")
-            .await
-            .unwrap()
-            .metadata
-            .deletion_timestamp
-            .is_some(),
-        "kept until finalized"
-    );
-    maps.patch(
-        "guarded",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-    )
-    .await
-    .unwrap();
-    assert_eq!(
-        status_of(maps.get("guarded").await),
-        (404, "NotFound".into())
-    );
-
-    let owner = maps
-        .create(&PostParams::default(), &config_map("owner", &[]))
+    assert!(maps.get("guarded").await.unwrap().metadata.deletion_timestamp.is_some(), "kept until finalized");
+    maps.patch("guarded", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}})))
         .await
         .unwrap();
+    assert_eq!(status_of(maps.get("guarded").await), (404, "NotFound".into()));
+
+    let owner = maps.create(&PostParams::default(), &config_map("owner", &[])).await.unwrap();
     let owner_ref = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
         "uid": owner.metadata.uid.clone().unwrap(), "controller": true}]);
     for name in ["dep-1", "dep-2"] {
         let mut dependent = pod(name, &[]);
-        dependent.metadata.owner_references =
-            Some(serde_json::from_value(owner_ref.clone()).unwrap());
-        pods.create(&PostParams::default(), &dependent)
-            .await
-            .unwrap();
+        dependent.metadata.owner_references = Some(serde_json::from_value(owner_ref.clone()).unwrap());
+        pods.create(&PostParams::default(), &dependent).await.unwrap();
     }
-    maps.delete("owner", &DeleteParams::background())
-        .await
-        .unwrap();
-    assert!(
-        pods.list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .is_empty(),
-        "dependents collected"
-    );
+    maps.delete("owner", &DeleteParams::background()).await.unwrap();
+    assert!(pods.list(&ListParams::default()).await.unwrap().items.is_empty(), "dependents collected");
 
-    let owner = maps
-        .create(&PostParams::default(), &config_map("owner", &[]))
-        .await
-        .unwrap();
+    let owner = maps.create(&PostParams::default(), &config_map("owner", &[])).await.unwrap();
     let mut orphan = pod("orphan", &[]);
     orphan.metadata.owner_references = Some(
         serde_json::from_value(json!([{"apiVersion": "v1", "kind": "ConfigMap",
@@ -360,35 +202,20 @@ async fn finalizers_and_garbage_collection() {
         .unwrap(),
     );
     pods.create(&PostParams::default(), &orphan).await.unwrap();
-    let params = DeleteParams {
-        propagation_policy: Some(PropagationPolicy::Orphan),
-        ..Default::default()
-    };
+    let params = DeleteParams { propagation_policy: Some(PropagationPolicy::Orphan), ..Default::default() };
     maps.delete("owner", &params).await.unwrap();
     let kept = pods.get("orphan").await.unwrap();
-    assert_eq!(
-        kept.metadata.owner_references,
-        Some(vec![]),
-        "orphaned: reference removed, pod kept"
-    );
+    assert_eq!(kept.metadata.owner_references, Some(vec![]), "orphaned: reference removed, pod kept");
 
     // deleting a namespace deletes what is in it
     let namespaces: Api<Namespace> = Api::all(client.clone());
     namespaces
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": "team"}})).unwrap(),
-        )
+        .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "team"}})).unwrap())
         .await
         .unwrap();
     let team: Api<ConfigMap> = Api::namespaced(client, "team");
-    team.create(&PostParams::default(), &config_map("c", &[]))
-        .await
-        .unwrap();
-    namespaces
-        .delete("team", &DeleteParams::default())
-        .await
-        .unwrap();
+    team.create(&PostParams::default(), &config_map("c", &[])).await.unwrap();
+    namespaces.delete("team", &DeleteParams::default()).await.unwrap();
     assert_eq!(status_of(team.get("c").await), (404, "NotFound".into()));
 }
 
@@ -398,20 +225,12 @@ async fn crds_are_served_after_creation() {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let (_server, client) = server().await;
     let grids: Api<ServiceGrid> = Api::namespaced(client.clone(), "default");
-    assert_eq!(
-        status_of(grids.list(&ListParams::default()).await),
-        (404, "NotFound".into())
-    );
+    assert_eq!(status_of(grids.list(&ListParams::default()).await), (404, "NotFound".into()));
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in all_crds() {
         let created = crds.create(&PostParams::default(), &crd).await.unwrap();
-        let established = created
-            .status
-            .unwrap()
-            .conditions
-            .unwrap()
-            .iter()
-            .any(|c| c.type_ == "Established" && c.status == "True");
+        let established =
+            created.status.unwrap().conditions.unwrap().iter().any(|c| c.type_ == "Established" && c.status == "True");
         assert!(established);
     }
     let manifest: ServiceGrid = serde_json::from_value(json!({
@@ -419,26 +238,13 @@ async fn crds_are_served_after_creation() {
         "spec": {"gridUniqKey": "zone1", "template": {"ports": [{"port": 80}]}}
     }))
     .unwrap();
-    let created = grids
-        .create(&PostParams::default(), &manifest)
-        .await
-        .unwrap();
+    let created = grids.create(&PostParams::default(), &manifest).await.unwrap();
     assert_eq!(created.spec, manifest.spec);
-    assert_eq!(
-        grids.list(&ListParams::default()).await.unwrap().items,
-        vec![created]
-    );
+    assert_eq!(grids.list(&ListParams::default()).await.unwrap().items, vec![created]);
 
     let discovery = kube::Discovery::new(client).run().await.unwrap();
     let group = discovery.get("superedge.io").expect("group discovered");
-    let mut kinds: Vec<String> = group
-        .recommended_resources()
-        .into_iter()
-        .map(|(r, _)| r.kind)
-        .collect();
+    let mut kinds: Vec<String> = group.recommended_resources().into_iter().map(|(r, _)| r.kind).collect();
     kinds.sort();
-    assert_eq!(
-        kinds,
-        vec!["DeploymentGrid", "ServiceGrid", "StatefulSetGrid"]
-    );
+    assert_eq!(kinds, vec!["DeploymentGrid", "ServiceGrid", "StatefulSetGrid"]);
 }

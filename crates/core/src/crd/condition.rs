@@ -52,10 +52,7 @@ pub fn set_condition(conditions: &mut Vec<GridCondition>, new: GridCondition) ->
             } else {
                 new.last_transition_time.clone()
             };
-            let updated = GridCondition {
-                last_transition_time: transition_time,
-                ..new
-            };
+            let updated = GridCondition { last_transition_time: transition_time, ..new };
             if *existing == updated {
                 return false;
             }
@@ -73,12 +70,7 @@ mod tests {
         Time(k8s_openapi::jiff::Timestamp::from_second(seconds).expect("valid timestamp"))
     }
 
-    fn cond(
-        type_: GridConditionType,
-        status: ConditionStatus,
-        reason: &str,
-        t: i64,
-    ) -> GridCondition {
+    fn cond(type_: GridConditionType, status: ConditionStatus, reason: &str, t: i64) -> GridCondition {
         GridCondition {
             type_,
             status,
@@ -92,109 +84,36 @@ mod tests {
     #[test]
     fn adds_a_missing_condition() {
         let mut conditions = vec![];
-        let ready = cond(
-            GridConditionType::Ready,
-            ConditionStatus::True,
-            "Synced",
-            10,
-        );
+        let ready = cond(GridConditionType::Ready, ConditionStatus::True, "Synced", 10);
         assert!(set_condition(&mut conditions, ready.clone()));
         assert_eq!(conditions, vec![ready]);
     }
 
     #[test]
     fn same_status_keeps_transition_time_but_takes_new_reason() {
-        let mut conditions = vec![cond(
-            GridConditionType::Ready,
-            ConditionStatus::True,
-            "Synced",
-            10,
-        )];
+        let mut conditions = vec![cond(GridConditionType::Ready, ConditionStatus::True, "Synced", 10)];
         assert!(set_condition(
             &mut conditions,
-            cond(
-                GridConditionType::Ready,
-                ConditionStatus::True,
-                "AllUnitsSynced",
-                20
-            )
+            cond(GridConditionType::Ready, ConditionStatus::True, "AllUnitsSynced", 20)
         ));
-        assert_eq!(
-            conditions,
-            vec![cond(
-                GridConditionType::Ready,
-                ConditionStatus::True,
-                "AllUnitsSynced",
-                10
-            )]
-        );
+        assert_eq!(conditions, vec![cond(GridConditionType::Ready, ConditionStatus::True, "AllUnitsSynced", 10)]);
     }
 
     #[test]
     fn identical_condition_is_not_a_change() {
-        let mut conditions = vec![cond(
-            GridConditionType::Ready,
-            ConditionStatus::True,
-            "Synced",
-            10,
-        )];
-        assert!(!set_condition(
-            &mut conditions,
-            cond(
-                GridConditionType::Ready,
-                ConditionStatus::True,
-                "Synced",
-                99
-            )
-        ));
-        assert_eq!(
-            conditions,
-            vec![cond(
-                GridConditionType::Ready,
-                ConditionStatus::True,
-                "Synced",
-                10
-            )]
-        );
+        let mut conditions = vec![cond(GridConditionType::Ready, ConditionStatus::True, "Synced", 10)];
+        assert!(!set_condition(&mut conditions, cond(GridConditionType::Ready, ConditionStatus::True, "Synced", 99)));
+        assert_eq!(conditions, vec![cond(GridConditionType::Ready, ConditionStatus::True, "Synced", 10)]);
     }
 
     #[test]
     fn status_flip_moves_transition_time_and_leaves_other_types_alone() {
-        let names = cond(
-            GridConditionType::UnitNamesValid,
-            ConditionStatus::True,
-            "AllValid",
-            5,
-        );
-        let mut conditions = vec![
-            names.clone(),
-            cond(
-                GridConditionType::Ready,
-                ConditionStatus::True,
-                "Synced",
-                10,
-            ),
-        ];
+        let names = cond(GridConditionType::UnitNamesValid, ConditionStatus::True, "AllValid", 5);
+        let mut conditions = vec![names.clone(), cond(GridConditionType::Ready, ConditionStatus::True, "Synced", 10)];
         assert!(set_condition(
             &mut conditions,
-            cond(
-                GridConditionType::Ready,
-                ConditionStatus::False,
-                "CreateFailed",
-                30
-            )
+            cond(GridConditionType::Ready, ConditionStatus::False, "CreateFailed", 30)
         ));
-        assert_eq!(
-            conditions,
-            vec![
-                names,
-                cond(
-                    GridConditionType::Ready,
-                    ConditionStatus::False,
-                    "CreateFailed",
-                    30
-                )
-            ]
-        );
+        assert_eq!(conditions, vec![names, cond(GridConditionType::Ready, ConditionStatus::False, "CreateFailed", 30)]);
     }
 }

@@ -27,14 +27,7 @@ use kube::CustomResourceExt;
 /// Every CRD this project installs, in a stable order (used by `cargo xtask gen-crds`).
 /// Use these rather than `Kind::crd()`: they carry the compacted schemas.
 pub fn all_crds() -> Vec<CustomResourceDefinition> {
-    [
-        ServiceGrid::crd(),
-        DeploymentGrid::crd(),
-        StatefulSetGrid::crd(),
-    ]
-    .into_iter()
-    .map(compact)
-    .collect()
+    [ServiceGrid::crd(), DeploymentGrid::crd(), StatefulSetGrid::crd()].into_iter().map(compact).collect()
 }
 
 /// Fields of `spec` that embed whole Kubernetes specs (ServiceSpec, DeploymentSpec, ...).
@@ -67,12 +60,7 @@ fn compact(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
 fn strip_nested_descriptions(schema: &mut JSONSchemaProps) {
     let mut children: Vec<&mut JSONSchemaProps> = Vec::new();
     children.extend(schema.properties.iter_mut().flat_map(|p| p.values_mut()));
-    children.extend(
-        schema
-            .pattern_properties
-            .iter_mut()
-            .flat_map(|p| p.values_mut()),
-    );
+    children.extend(schema.pattern_properties.iter_mut().flat_map(|p| p.values_mut()));
     for list in [&mut schema.all_of, &mut schema.any_of, &mut schema.one_of] {
         children.extend(list.iter_mut().flatten());
     }

@@ -30,11 +30,7 @@ use super::GridCondition;
         json_path = ".status.service",
         description = "the generated Service"
     ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ServiceGridSpec {

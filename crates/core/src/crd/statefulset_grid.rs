@@ -45,11 +45,7 @@ use super::WorkloadGridStatus;
         description = "generated StatefulSets",
         priority = 1
     ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct StatefulSetGridSpec {

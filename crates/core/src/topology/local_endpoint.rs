@@ -24,36 +24,21 @@ impl LocalEndpoint {
         let meta = &endpoints.metadata;
         let is_apiserver = meta.namespace.as_deref() == Some(keys::KUBERNETES_SERVICE_NAMESPACE)
             && meta.name.as_deref() == Some(keys::KUBERNETES_SERVICE_NAME);
-        if is_apiserver {
-            Self::announced(meta)
-        } else {
-            None
-        }
+        if is_apiserver { Self::announced(meta) } else { None }
     }
 
     /// The local endpoint announced on a slice of `default/kubernetes`, if any.
     pub fn for_slice(slice: &EndpointSlice) -> Option<Self> {
         let meta = &slice.metadata;
         let is_apiserver = meta.namespace.as_deref() == Some(keys::KUBERNETES_SERVICE_NAMESPACE)
-            && meta
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(keys::SERVICE_NAME_LABEL))
-                .map(String::as_str)
+            && meta.labels.as_ref().and_then(|l| l.get(keys::SERVICE_NAME_LABEL)).map(String::as_str)
                 == Some(keys::KUBERNETES_SERVICE_NAME);
-        if is_apiserver {
-            Self::announced(meta)
-        } else {
-            None
-        }
+        if is_apiserver { Self::announced(meta) } else { None }
     }
 
     fn announced(meta: &ObjectMeta) -> Option<Self> {
         let annotations = meta.annotations.as_ref()?;
-        let ip = annotations
-            .get(keys::LOCAL_ENDPOINT_ANNOTATION)?
-            .parse()
-            .ok()?;
+        let ip = annotations.get(keys::LOCAL_ENDPOINT_ANNOTATION)?.parse().ok()?;
         let port: i32 = annotations.get(keys::LOCAL_PORT_ANNOTATION)?.parse().ok()?;
         (1..=65535).contains(&port).then_some(Self { ip, port })
     }
@@ -62,10 +47,7 @@ impl LocalEndpoint {
         Endpoints {
             metadata: endpoints.metadata.clone(),
             subsets: Some(vec![EndpointSubset {
-                addresses: Some(vec![EndpointAddress {
-                    ip: self.ip.to_string(),
-                    ..Default::default()
-                }]),
+                addresses: Some(vec![EndpointAddress { ip: self.ip.to_string(), ..Default::default() }]),
                 not_ready_addresses: None,
                 ports: Some(vec![EndpointPort {
                     name: Some(keys::KUBERNETES_SERVICE_PORT_NAME.to_string()),

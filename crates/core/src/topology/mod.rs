@@ -19,10 +19,8 @@ mod view_tests;
 pub use local_endpoint::LocalEndpoint;
 pub use policy::{OrderedKey, PolicyError, TopologyPolicy};
 pub use prune::{
-    Candidate, EndpointFilter, Labels, NodeLabels, PruneContext, Selection, prune_endpoints,
-    prune_service_slices,
+    Candidate, EndpointFilter, Labels, NodeLabels, PruneContext, Selection, prune_endpoints, prune_service_slices,
 };
 pub use view::{
-    InputChange, NamespacedName, ObjectKey, ObjectKind, PrunedObject, PrunedView, ViewChange,
-    ViewChangeKind,
+    InputChange, NamespacedName, ObjectKey, ObjectKind, PrunedObject, PrunedView, ViewChange, ViewChangeKind,
 };

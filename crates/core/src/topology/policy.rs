@@ -38,40 +38,22 @@ pub enum OrderedKey {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PolicyError {
     #[error("annotation {annotation} must be a JSON list of strings, got {value:?}: {reason}")]
-    MalformedKeys {
-        annotation: &'static str,
-        value: String,
-        reason: String,
-    },
+    MalformedKeys { annotation: &'static str, value: String, reason: String },
     #[error("annotation {annotation} must be \"any\" or \"ordered\", got {value:?}")]
-    UnknownMode {
-        annotation: &'static str,
-        value: String,
-    },
+    UnknownMode { annotation: &'static str, value: String },
     #[error("in ordered mode \"*\" must be the last entry of {annotation}, got {keys:?}")]
-    WildcardNotLast {
-        annotation: &'static str,
-        keys: Vec<String>,
-    },
+    WildcardNotLast { annotation: &'static str, keys: Vec<String> },
     #[error("{annotation} contains an empty key: {keys:?}")]
-    EmptyKey {
-        annotation: &'static str,
-        keys: Vec<String>,
-    },
+    EmptyKey { annotation: &'static str, keys: Vec<String> },
 }
 
 impl TopologyPolicy {
     /// Reads the policy from a Service's annotations.
-    pub fn from_annotations(
-        annotations: Option<&BTreeMap<String, String>>,
-    ) -> Result<Self, PolicyError> {
+    pub fn from_annotations(annotations: Option<&BTreeMap<String, String>>) -> Result<Self, PolicyError> {
         let Some(annotations) = annotations else {
             return Ok(Self::PassThrough);
         };
-        let ordered = match annotations
-            .get(keys::TOPOLOGY_MODE_ANNOTATION)
-            .map(String::as_str)
-        {
+        let ordered = match annotations.get(keys::TOPOLOGY_MODE_ANNOTATION).map(String::as_str) {
             None | Some("any") => false,
             Some("ordered") => true,
             Some(other) => {
@@ -84,40 +66,27 @@ impl TopologyPolicy {
         let Some(raw) = annotations.get(keys::TOPOLOGY_KEYS_ANNOTATION) else {
             return Ok(Self::PassThrough);
         };
-        let list: Vec<String> =
-            serde_json::from_str(raw).map_err(|e| PolicyError::MalformedKeys {
-                annotation: keys::TOPOLOGY_KEYS_ANNOTATION,
-                value: raw.clone(),
-                reason: e.to_string(),
-            })?;
+        let list: Vec<String> = serde_json::from_str(raw).map_err(|e| PolicyError::MalformedKeys {
+            annotation: keys::TOPOLOGY_KEYS_ANNOTATION,
+            value: raw.clone(),
+            reason: e.to_string(),
+        })?;
         if list.is_empty() {
             return Ok(Self::PassThrough);
         }
         if list.iter().any(String::is_empty) {
-            return Err(PolicyError::EmptyKey {
-                annotation: keys::TOPOLOGY_KEYS_ANNOTATION,
-                keys: list,
-            });
+            return Err(PolicyError::EmptyKey { annotation: keys::TOPOLOGY_KEYS_ANNOTATION, keys: list });
         }
         if !ordered {
             return Ok(Self::AnyKey(list));
         }
         let last = list.len() - 1;
         if list[..last].iter().any(|k| k == keys::TOPOLOGY_WILDCARD) {
-            return Err(PolicyError::WildcardNotLast {
-                annotation: keys::TOPOLOGY_KEYS_ANNOTATION,
-                keys: list,
-            });
+            return Err(PolicyError::WildcardNotLast { annotation: keys::TOPOLOGY_KEYS_ANNOTATION, keys: list });
         }
         Ok(Self::Ordered(
             list.into_iter()
-                .map(|k| {
-                    if k == keys::TOPOLOGY_WILDCARD {
-                        OrderedKey::Wildcard
-                    } else {
-                        OrderedKey::Label(k)
-                    }
-                })
+                .map(|k| if k == keys::TOPOLOGY_WILDCARD { OrderedKey::Wildcard } else { OrderedKey::Label(k) })
                 .collect(),
         ))
     }
@@ -140,10 +109,7 @@ mod tests {
     const MODE: &str = keys::TOPOLOGY_MODE_ANNOTATION;
 
     fn parse(pairs: &[(&str, &str)]) -> Result<TopologyPolicy, PolicyError> {
-        let map: BTreeMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let map: BTreeMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         TopologyPolicy::from_annotations(Some(&map))
     }
 
@@ -152,19 +118,11 @@ mod tests {
         use OrderedKey::*;
         use TopologyPolicy::*;
         let label = |s: &str| Label(s.to_string());
-        type Case = (
-            &'static str,
-            Vec<(&'static str, &'static str)>,
-            Result<TopologyPolicy, PolicyError>,
-        );
+        type Case = (&'static str, Vec<(&'static str, &'static str)>, Result<TopologyPolicy, PolicyError>);
         let cases: Vec<Case> = vec![
             ("no annotations", vec![], Ok(PassThrough)),
             ("unrelated annotation", vec![("a", "b")], Ok(PassThrough)),
-            (
-                "superedge default",
-                vec![(KEYS, r#"["zone1"]"#)],
-                Ok(AnyKey(vec!["zone1".into()])),
-            ),
+            ("superedge default", vec![(KEYS, r#"["zone1"]"#)], Ok(AnyKey(vec!["zone1".into()]))),
             (
                 "explicit any mode",
                 vec![(KEYS, r#"["a","b"]"#), (MODE, "any")],
@@ -181,34 +139,21 @@ mod tests {
                 vec![(KEYS, r#"["unit","zone","*"]"#), (MODE, "ordered")],
                 Ok(Ordered(vec![label("unit"), label("zone"), Wildcard])),
             ),
-            (
-                "mode without keys",
-                vec![(MODE, "ordered")],
-                Ok(PassThrough),
-            ),
+            ("mode without keys", vec![(MODE, "ordered")], Ok(PassThrough)),
             (
                 "wildcard not last",
                 vec![(KEYS, r#"["*","zone"]"#), (MODE, "ordered")],
-                Err(PolicyError::WildcardNotLast {
-                    annotation: KEYS,
-                    keys: vec!["*".into(), "zone".into()],
-                }),
+                Err(PolicyError::WildcardNotLast { annotation: KEYS, keys: vec!["*".into(), "zone".into()] }),
             ),
             (
                 "unknown mode",
                 vec![(KEYS, r#"["zone"]"#), (MODE, "Ordered")],
-                Err(PolicyError::UnknownMode {
-                    annotation: MODE,
-                    value: "Ordered".into(),
-                }),
+                Err(PolicyError::UnknownMode { annotation: MODE, value: "Ordered".into() }),
             ),
             (
                 "empty key",
                 vec![(KEYS, r#"["zone",""]"#)],
-                Err(PolicyError::EmptyKey {
-                    annotation: KEYS,
-                    keys: vec!["zone".into(), "".into()],
-                }),
+                Err(PolicyError::EmptyKey { annotation: KEYS, keys: vec!["zone".into(), "".into()] }),
             ),
         ];
         for (name, annotations, want) in cases {
@@ -221,9 +166,7 @@ mod tests {
     fn malformed_keys_name_the_annotation_and_value() {
         for raw in ["zone1", r#"{"a":1}"#, "[1,2]", r#"["a""#] {
             match parse(&[(KEYS, raw)]) {
-                Err(PolicyError::MalformedKeys {
-                    annotation, value, ..
-                }) => {
+                Err(PolicyError::MalformedKeys { annotation, value, .. }) => {
                     assert_eq!(annotation, KEYS);
                     assert_eq!(value, raw);
                 }

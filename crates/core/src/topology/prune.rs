@@ -54,18 +54,12 @@ pub fn slice_candidates(slice: &EndpointSlice) -> impl Iterator<Item = Candidate
 /// `notReadyAddresses`.
 pub fn endpoints_candidates(endpoints: &Endpoints) -> impl Iterator<Item = Candidate<'_>> {
     endpoints.subsets.iter().flatten().flat_map(|subset| {
-        let ready = subset.addresses.iter().flatten().map(|a| Candidate {
-            node: a.node_name.as_deref(),
-            ready: true,
-        });
+        let ready = subset.addresses.iter().flatten().map(|a| Candidate { node: a.node_name.as_deref(), ready: true });
         let not_ready = subset
             .not_ready_addresses
             .iter()
             .flatten()
-            .map(|a| Candidate {
-                node: a.node_name.as_deref(),
-                ready: false,
-            });
+            .map(|a| Candidate { node: a.node_name.as_deref(), ready: false });
         ready.chain(not_ready)
     })
 }
@@ -110,20 +104,12 @@ pub fn service_filter<'a>(
     nodes: &impl NodeLabels,
     candidates: impl Iterator<Item = Candidate<'a>>,
 ) -> EndpointFilter {
-    let local_pair = |key: &String| {
-        local
-            .and_then(|l| l.get(key))
-            .map(|v| (key.clone(), v.clone()))
-    };
+    let local_pair = |key: &String| local.and_then(|l| l.get(key)).map(|v| (key.clone(), v.clone()));
     match policy {
         TopologyPolicy::PassThrough => EndpointFilter::All,
         TopologyPolicy::AnyKey(keys) => {
             let pairs: Vec<_> = keys.iter().filter_map(local_pair).collect();
-            if pairs.is_empty() {
-                EndpointFilter::Nothing
-            } else {
-                EndpointFilter::SameValueFor(pairs)
-            }
+            if pairs.is_empty() { EndpointFilter::Nothing } else { EndpointFilter::SameValueFor(pairs) }
         }
         TopologyPolicy::Ordered(keys) => {
             let ready: Vec<Candidate<'a>> = candidates.filter(|c| c.ready).collect();
@@ -174,11 +160,7 @@ pub fn select<'a>(
             kept.push(u32::try_from(i).expect("an object holds fewer than 2^32 endpoints"));
         }
     }
-    if kept.len() == total {
-        Selection::All
-    } else {
-        Selection::Kept(kept)
-    }
+    if kept.len() == total { Selection::All } else { Selection::Kept(kept) }
 }
 
 /// The pruned slice. Copies only the endpoints that survive.
@@ -189,10 +171,7 @@ pub fn materialize_slice(slice: &EndpointSlice, selection: &Selection) -> Endpoi
             metadata: slice.metadata.clone(),
             address_type: slice.address_type.clone(),
             ports: slice.ports.clone(),
-            endpoints: kept
-                .iter()
-                .map(|&i| slice.endpoints[i as usize].clone())
-                .collect(),
+            endpoints: kept.iter().map(|&i| slice.endpoints[i as usize].clone()).collect(),
         },
         Selection::LocalRewrite(local) => local.rewrite_slice(slice),
     }
@@ -228,8 +207,7 @@ pub fn materialize_endpoints(endpoints: &Endpoints, selection: &Selection) -> En
                     + subset.not_ready_addresses.as_ref().map_or(0, Vec::len);
                 let addresses = take(&subset.addresses);
                 let not_ready_addresses = take(&subset.not_ready_addresses);
-                let after = addresses.as_ref().map_or(0, Vec::len)
-                    + not_ready_addresses.as_ref().map_or(0, Vec::len);
+                let after = addresses.as_ref().map_or(0, Vec::len) + not_ready_addresses.as_ref().map_or(0, Vec::len);
                 (before == 0 || after > 0).then(|| EndpointSubset {
                     addresses,
                     not_ready_addresses,
@@ -238,10 +216,7 @@ pub fn materialize_endpoints(endpoints: &Endpoints, selection: &Selection) -> En
             })
             .collect()
     });
-    Endpoints {
-        metadata: endpoints.metadata.clone(),
-        subsets,
-    }
+    Endpoints { metadata: endpoints.metadata.clone(), subsets }
 }
 
 /// Everything pruning needs besides the object and its policy.
@@ -269,12 +244,7 @@ pub fn prune_service_slices<N: NodeLabels>(
     slices: &[&EndpointSlice],
     ctx: PruneContext<'_, N>,
 ) -> Vec<EndpointSlice> {
-    let filter = service_filter(
-        policy,
-        ctx.local,
-        ctx.nodes,
-        slices.iter().flat_map(|s| slice_candidates(s)),
-    );
+    let filter = service_filter(policy, ctx.local, ctx.nodes, slices.iter().flat_map(|s| slice_candidates(s)));
     slices
         .iter()
         .map(|slice| {
@@ -290,12 +260,7 @@ pub fn prune_endpoints<N: NodeLabels>(
     endpoints: &Endpoints,
     ctx: PruneContext<'_, N>,
 ) -> Endpoints {
-    let filter = service_filter(
-        policy,
-        ctx.local,
-        ctx.nodes,
-        endpoints_candidates(endpoints),
-    );
+    let filter = service_filter(policy, ctx.local, ctx.nodes, endpoints_candidates(endpoints));
     materialize_endpoints(endpoints, &endpoints_selection(endpoints, &filter, ctx))
 }
 

@@ -21,19 +21,12 @@ fn cluster() -> BTreeMap<String, Labels> {
 }
 
 fn policy(annotations: Vec<(&'static str, String)>) -> TopologyPolicy {
-    let map: BTreeMap<String, String> = annotations
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
+    let map: BTreeMap<String, String> = annotations.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
     TopologyPolicy::from_annotations(Some(&map)).expect("valid policy in test table")
 }
 
 fn no_node(ip: &str) -> Ep<'_> {
-    Ep {
-        ip,
-        node: None,
-        ready: Some(true),
-    }
+    Ep { ip, node: None, ready: Some(true) }
 }
 
 struct Case {
@@ -46,38 +39,19 @@ struct Case {
 
 fn run(case: Case) {
     let nodes = cluster();
-    let ctx = PruneContext {
-        local: case.local.and_then(|l| nodes.get(l)),
-        nodes: &nodes,
-        rewrite_local_apiserver: false,
-    };
-    let slices: Vec<_> = case
-        .slices
-        .iter()
-        .enumerate()
-        .map(|(i, eps)| slice("ns", &format!("svc-{i}"), Some("svc"), eps))
-        .collect();
+    let ctx =
+        PruneContext { local: case.local.and_then(|l| nodes.get(l)), nodes: &nodes, rewrite_local_apiserver: false };
+    let slices: Vec<_> =
+        case.slices.iter().enumerate().map(|(i, eps)| slice("ns", &format!("svc-{i}"), Some("svc"), eps)).collect();
     let refs: Vec<_> = slices.iter().collect();
     let pruned = prune_service_slices(&case.policy, &refs, ctx);
     let got: Vec<Vec<String>> = pruned.iter().map(slice_ips).collect();
-    let want: Vec<Vec<String>> = case
-        .want
-        .iter()
-        .map(|w| w.iter().map(|s| s.to_string()).collect())
-        .collect();
+    let want: Vec<Vec<String>> = case.want.iter().map(|w| w.iter().map(|s| s.to_string()).collect()).collect();
     assert_eq!(got, want, "case: {}", case.name);
     for (before, after) in slices.iter().zip(&pruned) {
-        assert_eq!(
-            before.metadata, after.metadata,
-            "case {}: metadata kept",
-            case.name
-        );
+        assert_eq!(before.metadata, after.metadata, "case {}: metadata kept", case.name);
         assert_eq!(before.ports, after.ports, "case {}: ports kept", case.name);
-        assert_eq!(
-            before.address_type, after.address_type,
-            "case {}",
-            case.name
-        );
+        assert_eq!(before.address_type, after.address_type, "case {}", case.name);
     }
 }
 
@@ -90,29 +64,10 @@ fn any_key_mode_table() {
         slices: vec![eps],
         want: vec![want],
     };
-    let all = || {
-        vec![
-            ep("10.244.0.1", "n1"),
-            ep("10.244.0.2", "n2"),
-            ep("10.244.0.3", "n3"),
-            ep("10.244.0.4", "n4"),
-        ]
-    };
+    let all = || vec![ep("10.244.0.1", "n1"), ep("10.244.0.2", "n2"), ep("10.244.0.3", "n3"), ep("10.244.0.4", "n4")];
     for case in [
-        one(
-            all(),
-            vec!["10.244.0.1", "10.244.0.2"],
-            "same unit kept",
-            r#"["unit"]"#,
-            Some("n1"),
-        ),
-        one(
-            all(),
-            vec!["10.244.0.3", "10.244.0.4"],
-            "other local node, other unit",
-            r#"["unit"]"#,
-            Some("n4"),
-        ),
+        one(all(), vec!["10.244.0.1", "10.244.0.2"], "same unit kept", r#"["unit"]"#, Some("n1")),
+        one(all(), vec!["10.244.0.3", "10.244.0.4"], "other local node, other unit", r#"["unit"]"#, Some("n4")),
         one(
             all(),
             vec!["10.244.0.1", "10.244.0.2", "10.244.0.3"],
@@ -120,13 +75,7 @@ fn any_key_mode_table() {
             r#"["unit","zone"]"#,
             Some("n1"),
         ),
-        one(
-            all(),
-            vec![],
-            "local node lacks every key",
-            r#"["unit"]"#,
-            Some("n5"),
-        ),
+        one(all(), vec![], "local node lacks every key", r#"["unit"]"#, Some("n5")),
         one(all(), vec![], "local node unknown", r#"["unit"]"#, None),
         one(
             all(),
@@ -136,66 +85,35 @@ fn any_key_mode_table() {
             Some("n1"),
         ),
         one(
-            vec![
-                ep("10.244.0.1", "n1"),
-                no_node("10.244.0.9"),
-                ep("10.244.0.8", "ghost"),
-            ],
+            vec![ep("10.244.0.1", "n1"), no_node("10.244.0.9"), ep("10.244.0.8", "ghost")],
             vec!["10.244.0.1"],
             "no nodeName and unknown node dropped",
             r#"["unit"]"#,
             Some("n1"),
         ),
         one(
-            vec![
-                not_ready("10.244.0.1", "n1"),
-                ep("10.244.0.2", "n2"),
-                not_ready("10.244.0.3", "n3"),
-            ],
+            vec![not_ready("10.244.0.1", "n1"), ep("10.244.0.2", "n2"), not_ready("10.244.0.3", "n3")],
             vec!["10.244.0.1", "10.244.0.2"],
             "not-ready endpoints pruned alike, never promoted",
             r#"["unit"]"#,
             Some("n1"),
         ),
         one(
-            vec![
-                Ep {
-                    ip: "10.244.0.1",
-                    node: Some("n1"),
-                    ready: None,
-                },
-                ep("10.244.0.3", "n3"),
-            ],
+            vec![Ep { ip: "10.244.0.1", node: Some("n1"), ready: None }, ep("10.244.0.3", "n3")],
             vec!["10.244.0.1"],
             "unset ready condition",
             r#"["unit"]"#,
             Some("n1"),
         ),
+        one(all(), vec![], "endpoint nodes lack the key", r#"["rack"]"#, Some("n1")),
         one(
-            all(),
-            vec![],
-            "endpoint nodes lack the key",
-            r#"["rack"]"#,
-            Some("n1"),
-        ),
-        one(
-            vec![
-                ep("10.244.0.6", "n6"),
-                ep("10.244.0.7", "n7"),
-                ep("10.244.0.5", "n5"),
-            ],
+            vec![ep("10.244.0.6", "n6"), ep("10.244.0.7", "n7"), ep("10.244.0.5", "n5")],
             vec!["10.244.0.6", "10.244.0.7"],
             "empty label values are equal values, absent is not",
             r#"["unit"]"#,
             Some("n6"),
         ),
-        one(
-            all(),
-            vec![],
-            "wildcard is an ordinary (absent) key in any mode",
-            r#"["*"]"#,
-            Some("n1"),
-        ),
+        one(all(), vec![], "wildcard is an ordinary (absent) key in any mode", r#"["*"]"#, Some("n1")),
         one(vec![], vec![], "empty slice", r#"["unit"]"#, Some("n1")),
     ] {
         run(case);
@@ -208,43 +126,27 @@ fn pass_through_keeps_everything_even_without_nodes() {
         name: "pass through",
         policy: TopologyPolicy::PassThrough,
         local: None,
-        slices: vec![vec![
-            ep("10.244.0.3", "n3"),
-            no_node("10.244.0.9"),
-            ep("10.244.0.8", "ghost"),
-        ]],
+        slices: vec![vec![ep("10.244.0.3", "n3"), no_node("10.244.0.9"), ep("10.244.0.8", "ghost")]],
         want: vec![vec!["10.244.0.3", "10.244.0.9", "10.244.0.8"]],
     });
 }
 
 #[test]
 fn ordered_mode_table() {
-    let terminating = Ep {
-        ip: "10.244.0.1",
-        node: Some("n1"),
-        ready: Some(false),
-    };
+    let terminating = Ep { ip: "10.244.0.1", node: Some("n1"), ready: Some(false) };
     let cases = [
         Case {
             name: "first key with a ready endpoint wins",
             policy: policy(ordered_keys(r#"["unit","zone","*"]"#)),
             local: Some("n1"),
-            slices: vec![vec![
-                ep("10.244.0.1", "n1"),
-                ep("10.244.0.2", "n2"),
-                ep("10.244.0.3", "n3"),
-            ]],
+            slices: vec![vec![ep("10.244.0.1", "n1"), ep("10.244.0.2", "n2"), ep("10.244.0.3", "n3")]],
             want: vec![vec!["10.244.0.1", "10.244.0.2"]],
         },
         Case {
             name: "first key only not ready: second key wins",
             policy: policy(ordered_keys(r#"["unit","zone","*"]"#)),
             local: Some("n1"),
-            slices: vec![vec![
-                not_ready("10.244.0.2", "n2"),
-                ep("10.244.0.3", "n3"),
-                ep("10.244.0.4", "n4"),
-            ]],
+            slices: vec![vec![not_ready("10.244.0.2", "n2"), ep("10.244.0.3", "n3"), ep("10.244.0.4", "n4")]],
             want: vec![vec!["10.244.0.3"]],
         },
         Case {
@@ -258,22 +160,14 @@ fn ordered_mode_table() {
             name: "wildcard reached keeps all, nodeless and unknown included",
             policy: policy(ordered_keys(r#"["unit","*"]"#)),
             local: Some("n1"),
-            slices: vec![vec![
-                ep("10.244.0.3", "n3"),
-                no_node("10.244.0.9"),
-                ep("10.244.0.8", "ghost"),
-            ]],
+            slices: vec![vec![ep("10.244.0.3", "n3"), no_node("10.244.0.9"), ep("10.244.0.8", "ghost")]],
             want: vec![vec!["10.244.0.3", "10.244.0.9", "10.244.0.8"]],
         },
         Case {
             name: "no key wins, no wildcard: first applicable key still applies (no leak)",
             policy: policy(ordered_keys(r#"["unit","zone"]"#)),
             local: Some("n1"),
-            slices: vec![vec![
-                not_ready("10.244.0.2", "n2"),
-                not_ready("10.244.0.3", "n3"),
-                ep("10.244.0.4", "n4"),
-            ]],
+            slices: vec![vec![not_ready("10.244.0.2", "n2"), not_ready("10.244.0.3", "n3"), ep("10.244.0.4", "n4")]],
             want: vec![vec!["10.244.0.2"]],
         },
         Case {
@@ -311,10 +205,7 @@ fn ordered_mode_table() {
             name: "decision spans slices: no ready local anywhere, all slices fall back together",
             policy: policy(ordered_keys(r#"["unit","*"]"#)),
             local: Some("n1"),
-            slices: vec![
-                vec![ep("10.244.0.3", "n3")],
-                vec![not_ready("10.244.0.2", "n2")],
-            ],
+            slices: vec![vec![ep("10.244.0.3", "n3")], vec![not_ready("10.244.0.2", "n2")]],
             want: vec![vec!["10.244.0.3"], vec!["10.244.0.2"]],
         },
     ];
@@ -326,32 +217,15 @@ fn ordered_mode_table() {
 #[test]
 fn core_endpoints_prune_ready_and_not_ready_addresses() {
     let nodes = cluster();
-    let ctx = PruneContext {
-        local: nodes.get("n1"),
-        nodes: &nodes,
-        rewrite_local_apiserver: false,
-    };
+    let ctx = PruneContext { local: nodes.get("n1"), nodes: &nodes, rewrite_local_apiserver: false };
     let source = endpoints(
         "ns",
         "svc",
         &[
-            (
-                &[ep("10.244.0.1", "n1"), ep("10.244.0.3", "n3")],
-                &[not_ready("10.244.0.2", "n2")],
-            ),
+            (&[ep("10.244.0.1", "n1"), ep("10.244.0.3", "n3")], &[not_ready("10.244.0.2", "n2")]),
             (&[ep("10.244.0.4", "n4")], &[not_ready("10.244.0.5", "n3")]),
             (&[], &[]),
-            (
-                &[
-                    Ep {
-                        ip: "10.244.0.9",
-                        node: None,
-                        ready: Some(true),
-                    },
-                    ep("10.244.0.6", "n2"),
-                ],
-                &[],
-            ),
+            (&[Ep { ip: "10.244.0.9", node: None, ready: Some(true) }, ep("10.244.0.6", "n2")], &[]),
         ],
     );
     let pruned = prune_endpoints(&policy(any_keys(r#"["unit"]"#)), &source, ctx);
@@ -366,26 +240,16 @@ fn core_endpoints_prune_ready_and_not_ready_addresses() {
         ]
     );
     assert_eq!(pruned.metadata, source.metadata);
-    assert_eq!(
-        pruned.subsets.as_ref().unwrap()[0].ports,
-        source.subsets.as_ref().unwrap()[0].ports
-    );
+    assert_eq!(pruned.subsets.as_ref().unwrap()[0].ports, source.subsets.as_ref().unwrap()[0].ports);
 
     // ordered over core Endpoints: unit a has only a not-ready address (n2), zone z1 has
     // n3 ready, so zone wins and unit a's not-ready address goes
     let ordered_source = endpoints(
         "ns",
         "svc",
-        &[(
-            &[ep("10.244.0.3", "n3"), ep("10.244.0.4", "n4")],
-            &[not_ready("10.244.0.2", "n2")],
-        )],
+        &[(&[ep("10.244.0.3", "n3"), ep("10.244.0.4", "n4")], &[not_ready("10.244.0.2", "n2")])],
     );
-    let pruned = prune_endpoints(
-        &policy(ordered_keys(r#"["unit","zone"]"#)),
-        &ordered_source,
-        ctx,
-    );
+    let pruned = prune_endpoints(&policy(ordered_keys(r#"["unit","zone"]"#)), &ordered_source, ctx);
     assert_eq!(endpoints_ips(&pruned), vec![(s(&["10.244.0.3"]), s(&[]))]);
 
     let untouched = prune_endpoints(&TopologyPolicy::PassThrough, &source, ctx);
@@ -404,30 +268,13 @@ fn with_annotations<T>(
 #[test]
 fn kubernetes_endpoints_rewritten_to_the_local_cache() {
     let nodes = cluster();
-    let on = PruneContext {
-        local: nodes.get("n1"),
-        nodes: &nodes,
-        rewrite_local_apiserver: true,
-    };
-    let off = PruneContext {
-        rewrite_local_apiserver: false,
-        ..on
-    };
-    let announce = [
-        (keys::LOCAL_ENDPOINT_ANNOTATION, "169.254.0.2"),
-        (keys::LOCAL_PORT_ANNOTATION, "51003"),
-    ];
+    let on = PruneContext { local: nodes.get("n1"), nodes: &nodes, rewrite_local_apiserver: true };
+    let off = PruneContext { rewrite_local_apiserver: false, ..on };
+    let announce = [(keys::LOCAL_ENDPOINT_ANNOTATION, "169.254.0.2"), (keys::LOCAL_PORT_ANNOTATION, "51003")];
     let apiserver = endpoints(
         keys::KUBERNETES_SERVICE_NAMESPACE,
         keys::KUBERNETES_SERVICE_NAME,
-        &[(
-            &[Ep {
-                ip: "10.244.9.1",
-                node: None,
-                ready: None,
-            }],
-            &[],
-        )],
+        &[(&[Ep { ip: "10.244.9.1", node: None, ready: None }], &[])],
     );
     let announced = with_annotations(apiserver.clone(), |e| &mut e.metadata, &announce);
 
@@ -447,80 +294,35 @@ fn kubernetes_endpoints_rewritten_to_the_local_cache() {
     };
     assert_eq!(rewritten, want);
     // the rewrite wins over a topology policy: the local cache is local by definition
-    assert_eq!(
-        prune_endpoints(&policy(any_keys(r#"["unit"]"#)), &announced, on),
-        want
-    );
+    assert_eq!(prune_endpoints(&policy(any_keys(r#"["unit"]"#)), &announced, on), want);
 
-    assert_eq!(
-        prune_endpoints(&TopologyPolicy::PassThrough, &announced, off),
-        announced,
-        "out of cluster: no rewrite"
-    );
-    assert_eq!(
-        prune_endpoints(&TopologyPolicy::PassThrough, &apiserver, on),
-        apiserver,
-        "no annotations: no rewrite"
-    );
+    assert_eq!(prune_endpoints(&TopologyPolicy::PassThrough, &announced, off), announced, "out of cluster: no rewrite");
+    assert_eq!(prune_endpoints(&TopologyPolicy::PassThrough, &apiserver, on), apiserver, "no annotations: no rewrite");
     for bad in [
-        [
-            (keys::LOCAL_ENDPOINT_ANNOTATION, "not-an-ip"),
-            (keys::LOCAL_PORT_ANNOTATION, "51003"),
-        ],
-        [
-            (keys::LOCAL_ENDPOINT_ANNOTATION, "169.254.0.2"),
-            (keys::LOCAL_PORT_ANNOTATION, "70000"),
-        ],
-        [
-            (keys::LOCAL_ENDPOINT_ANNOTATION, "169.254.0.2"),
-            (keys::LOCAL_PORT_ANNOTATION, "0"),
-        ],
-        [
-            (keys::LOCAL_ENDPOINT_ANNOTATION, "169.254.0.2"),
-            (keys::LOCAL_PORT_ANNOTATION, "https"),
-        ],
+        [(keys::LOCAL_ENDPOINT_ANNOTATION, "not-an-ip"), (keys::LOCAL_PORT_ANNOTATION, "51003")],
+        [(keys::LOCAL_ENDPOINT_ANNOTATION, "169.254.0.2"), (keys::LOCAL_PORT_ANNOTATION, "70000")],
+        [(keys::LOCAL_ENDPOINT_ANNOTATION, "169.254.0.2"), (keys::LOCAL_PORT_ANNOTATION, "0")],
+        [(keys::LOCAL_ENDPOINT_ANNOTATION, "169.254.0.2"), (keys::LOCAL_PORT_ANNOTATION, "https")],
     ] {
         let obj = with_annotations(apiserver.clone(), |e| &mut e.metadata, &bad);
-        assert_eq!(
-            prune_endpoints(&TopologyPolicy::PassThrough, &obj, on),
-            obj,
-            "{bad:?}"
-        );
+        assert_eq!(prune_endpoints(&TopologyPolicy::PassThrough, &obj, on), obj, "{bad:?}");
     }
-    let elsewhere = with_annotations(
-        endpoints("kube-system", keys::KUBERNETES_SERVICE_NAME, &[]),
-        |e| &mut e.metadata,
-        &announce,
-    );
-    assert_eq!(
-        prune_endpoints(&TopologyPolicy::PassThrough, &elsewhere, on),
-        elsewhere,
-        "only default/kubernetes"
-    );
+    let elsewhere =
+        with_annotations(endpoints("kube-system", keys::KUBERNETES_SERVICE_NAME, &[]), |e| &mut e.metadata, &announce);
+    assert_eq!(prune_endpoints(&TopologyPolicy::PassThrough, &elsewhere, on), elsewhere, "only default/kubernetes");
 }
 
 #[test]
 fn kubernetes_slice_rewritten_by_label_not_name() {
     let nodes = cluster();
-    let on = PruneContext {
-        local: nodes.get("n1"),
-        nodes: &nodes,
-        rewrite_local_apiserver: true,
-    };
-    let announce = [
-        (keys::LOCAL_ENDPOINT_ANNOTATION, "fd00::2"),
-        (keys::LOCAL_PORT_ANNOTATION, "6443"),
-    ];
+    let on = PruneContext { local: nodes.get("n1"), nodes: &nodes, rewrite_local_apiserver: true };
+    let announce = [(keys::LOCAL_ENDPOINT_ANNOTATION, "fd00::2"), (keys::LOCAL_PORT_ANNOTATION, "6443")];
     let apiserver = with_annotations(
         slice(
             keys::KUBERNETES_SERVICE_NAMESPACE,
             "kubernetes-x8k2p",
             Some(keys::KUBERNETES_SERVICE_NAME),
-            &[Ep {
-                ip: "10.244.9.1",
-                node: None,
-                ready: None,
-            }],
+            &[Ep { ip: "10.244.9.1", node: None, ready: None }],
         ),
         |s| &mut s.metadata,
         &announce,
@@ -540,11 +342,7 @@ fn kubernetes_slice_rewritten_by_label_not_name() {
     let port = &rewritten.ports.as_ref().unwrap()[0];
     assert_eq!(
         (port.name.as_deref(), port.port, port.protocol.as_deref()),
-        (
-            Some(keys::KUBERNETES_SERVICE_PORT_NAME),
-            Some(6443),
-            Some("TCP")
-        )
+        (Some(keys::KUBERNETES_SERVICE_PORT_NAME), Some(6443), Some("TCP"))
     );
 
     // named after the apiserver Service but belonging to another Service: not the apiserver's slice
@@ -558,10 +356,7 @@ fn kubernetes_slice_rewritten_by_label_not_name() {
         |s| &mut s.metadata,
         &announce,
     );
-    assert_eq!(
-        prune_service_slices(&TopologyPolicy::PassThrough, &[&impostor], on)[0],
-        impostor
-    );
+    assert_eq!(prune_service_slices(&TopologyPolicy::PassThrough, &[&impostor], on)[0], impostor);
 }
 
 mod never_adds {
@@ -578,24 +373,18 @@ mod never_adds {
             prop::sample::select(vec!["a", "b", ""]),
             0..=3,
         )
-        .prop_map(|m| {
-            m.into_iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect()
-        })
+        .prop_map(|m| m.into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
     }
 
     fn arb_policy() -> impl Strategy<Value = TopologyPolicy> {
-        let key =
-            || prop::sample::select(vec!["unit", "zone", "rack", "*"]).prop_map(str::to_string);
+        let key = || prop::sample::select(vec!["unit", "zone", "rack", "*"]).prop_map(str::to_string);
         prop::collection::vec(key(), 0..4).prop_flat_map(|keys| {
             let json = serde_json::to_string(&keys).expect("strings serialise");
             let any = vec![(keys::TOPOLOGY_KEYS_ANNOTATION, json.clone())];
             let mut ordered = any.clone();
             ordered.push((keys::TOPOLOGY_MODE_ANNOTATION, "ordered".to_string()));
             prop_oneof![Just(any), Just(ordered)].prop_filter_map("wildcard not last", |a| {
-                let map: BTreeMap<String, String> =
-                    a.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+                let map: BTreeMap<String, String> = a.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
                 TopologyPolicy::from_annotations(Some(&map)).ok()
             })
         })
@@ -607,8 +396,7 @@ mod never_adds {
                 any::<u8>(),
                 prop::option::weighted(
                     0.9,
-                    prop::sample::select(vec!["n0", "n1", "n2", "n3", "ghost"])
-                        .prop_map(str::to_string),
+                    prop::sample::select(vec!["n0", "n1", "n2", "n3", "ghost"]).prop_map(str::to_string),
                 ),
                 prop::option::of(any::<bool>()),
             ),

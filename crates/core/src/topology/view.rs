@@ -26,10 +26,7 @@ pub struct NamespacedName {
 
 impl NamespacedName {
     pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
-        Self {
-            namespace: namespace.into(),
-            name: name.into(),
-        }
+        Self { namespace: namespace.into(), name: name.into() }
     }
 
     fn of(meta: &ObjectMeta, kind: ObjectKind) -> Result<Self, ViewError> {
@@ -57,16 +54,10 @@ pub struct ObjectKey {
 
 impl ObjectKey {
     pub fn slice(namespace: impl Into<String>, name: impl Into<String>) -> Self {
-        Self {
-            kind: ObjectKind::EndpointSlice,
-            id: NamespacedName::new(namespace, name),
-        }
+        Self { kind: ObjectKind::EndpointSlice, id: NamespacedName::new(namespace, name) }
     }
     pub fn endpoints(namespace: impl Into<String>, name: impl Into<String>) -> Self {
-        Self {
-            kind: ObjectKind::Endpoints,
-            id: NamespacedName::new(namespace, name),
-        }
+        Self { kind: ObjectKind::Endpoints, id: NamespacedName::new(namespace, name) }
     }
 }
 
@@ -77,10 +68,7 @@ pub enum PrunedObject {
 }
 
 /// One input event, as an informer delivers it.
-#[allow(
-    clippy::large_enum_variant,
-    reason = "built per informer event and consumed at once"
-)]
+#[allow(clippy::large_enum_variant, reason = "built per informer event and consumed at once")]
 #[derive(Clone, Debug)]
 pub enum InputChange {
     SliceUpserted(EndpointSlice),
@@ -184,34 +172,28 @@ impl PrunedView {
 
     /// Services whose topology annotations could not be read (they pass through).
     pub fn policy_errors(&self) -> impl Iterator<Item = (&NamespacedName, &PolicyError)> {
-        self.services
-            .iter()
-            .filter_map(|(id, entry)| entry.error.as_ref().map(|e| (id, e)))
+        self.services.iter().filter_map(|(id, entry)| entry.error.as_ref().map(|e| (id, e)))
     }
 
     /// The pruned form of one cached object.
     pub fn pruned(&self, key: &ObjectKey) -> Option<PrunedObject> {
         match key.kind {
-            ObjectKind::EndpointSlice => self
-                .slices
+            ObjectKind::EndpointSlice => {
+                self.slices.get(&key.id).map(|c| PrunedObject::Slice(prune::materialize_slice(&c.object, &c.selection)))
+            }
+            ObjectKind::Endpoints => self
+                .endpoints
                 .get(&key.id)
-                .map(|c| PrunedObject::Slice(prune::materialize_slice(&c.object, &c.selection))),
-            ObjectKind::Endpoints => self.endpoints.get(&key.id).map(|c| {
-                PrunedObject::Endpoints(prune::materialize_endpoints(&c.object, &c.selection))
-            }),
+                .map(|c| PrunedObject::Endpoints(prune::materialize_endpoints(&c.object, &c.selection))),
         }
     }
 
     pub fn pruned_slices(&self) -> impl Iterator<Item = EndpointSlice> + '_ {
-        self.slices
-            .values()
-            .map(|c| prune::materialize_slice(&c.object, &c.selection))
+        self.slices.values().map(|c| prune::materialize_slice(&c.object, &c.selection))
     }
 
     pub fn pruned_endpoints(&self) -> impl Iterator<Item = Endpoints> + '_ {
-        self.endpoints
-            .values()
-            .map(|c| prune::materialize_endpoints(&c.object, &c.selection))
+        self.endpoints.values().map(|c| prune::materialize_endpoints(&c.object, &c.selection))
     }
 
     /// Applies one input change; returns the objects whose pruned form changed, sorted by key.
@@ -229,17 +211,14 @@ impl PrunedView {
             }
             InputChange::EndpointsDeleted(id) => self.replace_endpoints(id, None, &mut work),
             InputChange::ServiceUpserted(service) => {
-                let (Some(namespace), Some(name)) =
-                    (&service.metadata.namespace, &service.metadata.name)
-                else {
+                let (Some(namespace), Some(name)) = (&service.metadata.namespace, &service.metadata.name) else {
                     return Err(ViewError::ServiceWithoutName);
                 };
                 let id = NamespacedName::new(namespace.clone(), name.clone());
-                let (policy, error) =
-                    match TopologyPolicy::from_annotations(service.metadata.annotations.as_ref()) {
-                        Ok(policy) => (policy, None),
-                        Err(e) => (TopologyPolicy::PassThrough, Some(e)),
-                    };
+                let (policy, error) = match TopologyPolicy::from_annotations(service.metadata.annotations.as_ref()) {
+                    Ok(policy) => (policy, None),
+                    Err(e) => (TopologyPolicy::PassThrough, Some(e)),
+                };
                 self.set_policy(id, Some((policy, error)), &mut work);
             }
             InputChange::ServiceDeleted(id) => self.set_policy(id, None, &mut work),
@@ -265,44 +244,24 @@ impl PrunedView {
     /// reference the incremental path is tested (and benchmarked) against.
     pub fn full_rebuild(&self) -> BTreeMap<ObjectKey, PrunedObject> {
         let ctx = self.ctx();
-        let mut by_service: BTreeMap<
-            Option<NamespacedName>,
-            Vec<(&NamespacedName, &EndpointSlice)>,
-        > = BTreeMap::new();
+        let mut by_service: BTreeMap<Option<NamespacedName>, Vec<(&NamespacedName, &EndpointSlice)>> = BTreeMap::new();
         for (id, cached) in &self.slices {
-            by_service
-                .entry(service_of_slice(&cached.object))
-                .or_default()
-                .push((id, &cached.object));
+            by_service.entry(service_of_slice(&cached.object)).or_default().push((id, &cached.object));
         }
         let mut out = BTreeMap::new();
         for (service, members) in by_service {
-            let policy = service
-                .as_ref()
-                .map_or(&PASS_THROUGH, |s| self.policy_of(s));
+            let policy = service.as_ref().map_or(&PASS_THROUGH, |s| self.policy_of(s));
             let slices: Vec<&EndpointSlice> = members.iter().map(|(_, s)| *s).collect();
-            for ((id, _), pruned) in members
-                .iter()
-                .zip(prune::prune_service_slices(policy, &slices, ctx))
-            {
+            for ((id, _), pruned) in members.iter().zip(prune::prune_service_slices(policy, &slices, ctx)) {
                 out.insert(
-                    ObjectKey {
-                        kind: ObjectKind::EndpointSlice,
-                        id: (*id).clone(),
-                    },
+                    ObjectKey { kind: ObjectKind::EndpointSlice, id: (*id).clone() },
                     PrunedObject::Slice(pruned),
                 );
             }
         }
         for (id, cached) in &self.endpoints {
             let pruned = prune::prune_endpoints(self.policy_of(id), &cached.object, ctx);
-            out.insert(
-                ObjectKey {
-                    kind: ObjectKind::Endpoints,
-                    id: id.clone(),
-                },
-                PrunedObject::Endpoints(pruned),
-            );
+            out.insert(ObjectKey { kind: ObjectKind::Endpoints, id: id.clone() }, PrunedObject::Endpoints(pruned));
         }
         out
     }
@@ -316,23 +275,14 @@ impl PrunedView {
     }
 
     fn policy_of(&self, service: &NamespacedName) -> &TopologyPolicy {
-        self.services
-            .get(service)
-            .map_or(&PASS_THROUGH, |e| &e.policy)
+        self.services.get(service).map_or(&PASS_THROUGH, |e| &e.policy)
     }
 
     fn replace_slice(&mut self, id: NamespacedName, new: Option<EndpointSlice>, work: &mut Work) {
-        let key = ObjectKey {
-            kind: ObjectKind::EndpointSlice,
-            id: id.clone(),
-        };
+        let key = ObjectKey { kind: ObjectKind::EndpointSlice, id: id.clone() };
         let old_pruned = self.pruned(&key);
         if let Some(old) = self.slices.remove(&id) {
-            unindex_nodes(
-                &mut self.objects_on_node,
-                &key,
-                prune::slice_candidates(&old.object).map(|c| c.node),
-            );
+            unindex_nodes(&mut self.objects_on_node, &key, prune::slice_candidates(&old.object).map(|c| c.node));
             if let Some(service) = &old.service {
                 if let Some(members) = self.slices_of_service.get_mut(service) {
                     members.remove(&id.name);
@@ -347,68 +297,33 @@ impl PrunedView {
         }
         work.replaced.insert(key.clone(), old_pruned);
         let Some(slice) = new else { return };
-        index_nodes(
-            &mut self.objects_on_node,
-            &key,
-            prune::slice_candidates(&slice).map(|c| c.node),
-        );
+        index_nodes(&mut self.objects_on_node, &key, prune::slice_candidates(&slice).map(|c| c.node));
         let service = service_of_slice(&slice);
         if let Some(service) = &service {
-            self.slices_of_service
-                .entry(service.clone())
-                .or_default()
-                .insert(id.name.clone());
+            self.slices_of_service.entry(service.clone()).or_default().insert(id.name.clone());
             work.refilter.insert(service.clone());
         }
-        self.slices.insert(
-            id,
-            Cached {
-                object: slice,
-                service,
-                selection: Selection::All,
-            },
-        );
+        self.slices.insert(id, Cached { object: slice, service, selection: Selection::All });
     }
 
     fn replace_endpoints(&mut self, id: NamespacedName, new: Option<Endpoints>, work: &mut Work) {
-        let key = ObjectKey {
-            kind: ObjectKind::Endpoints,
-            id: id.clone(),
-        };
+        let key = ObjectKey { kind: ObjectKind::Endpoints, id: id.clone() };
         let old_pruned = self.pruned(&key);
         match self.endpoints.remove(&id) {
-            Some(old) => unindex_nodes(
-                &mut self.objects_on_node,
-                &key,
-                prune::endpoints_candidates(&old.object).map(|c| c.node),
-            ),
+            Some(old) => {
+                unindex_nodes(&mut self.objects_on_node, &key, prune::endpoints_candidates(&old.object).map(|c| c.node))
+            }
             None if new.is_none() => return,
             None => {}
         }
         work.replaced.insert(key.clone(), old_pruned);
         work.refilter.insert(id.clone());
         let Some(endpoints) = new else { return };
-        index_nodes(
-            &mut self.objects_on_node,
-            &key,
-            prune::endpoints_candidates(&endpoints).map(|c| c.node),
-        );
-        self.endpoints.insert(
-            id.clone(),
-            Cached {
-                object: endpoints,
-                service: Some(id),
-                selection: Selection::All,
-            },
-        );
+        index_nodes(&mut self.objects_on_node, &key, prune::endpoints_candidates(&endpoints).map(|c| c.node));
+        self.endpoints.insert(id.clone(), Cached { object: endpoints, service: Some(id), selection: Selection::All });
     }
 
-    fn set_policy(
-        &mut self,
-        id: NamespacedName,
-        new: Option<(TopologyPolicy, Option<PolicyError>)>,
-        work: &mut Work,
-    ) {
+    fn set_policy(&mut self, id: NamespacedName, new: Option<(TopologyPolicy, Option<PolicyError>)>, work: &mut Work) {
         let old = self.services.get(&id).map(|e| (&e.policy, &e.error));
         if old == new.as_ref().map(|(p, e)| (p, e)) {
             return;
@@ -417,12 +332,7 @@ impl PrunedView {
             Some((policy, error)) => {
                 self.services.insert(
                     id.clone(),
-                    ServiceEntry {
-                        policy,
-                        error,
-                        slice_filter: KEEP_ALL,
-                        endpoints_filter: KEEP_ALL,
-                    },
+                    ServiceEntry { policy, error, slice_filter: KEEP_ALL, endpoints_filter: KEEP_ALL },
                 );
                 work.refilter.insert(id.clone());
             }
@@ -441,10 +351,7 @@ impl PrunedView {
             });
         }
         if self.endpoints.contains_key(service) {
-            work.reselect.insert(ObjectKey {
-                kind: ObjectKind::Endpoints,
-                id: service.clone(),
-            });
+            work.reselect.insert(ObjectKey { kind: ObjectKind::Endpoints, id: service.clone() });
         }
     }
 
@@ -452,9 +359,7 @@ impl PrunedView {
         for key in self.objects_on_node.get(name).into_iter().flatten() {
             work.reselect.insert(key.clone());
             let service = match key.kind {
-                ObjectKind::EndpointSlice => {
-                    self.slices.get(&key.id).and_then(|c| c.service.clone())
-                }
+                ObjectKind::EndpointSlice => self.slices.get(&key.id).and_then(|c| c.service.clone()),
                 ObjectKind::Endpoints => Some(key.id.clone()),
             };
             // Only an ordered policy reads remote nodes when deciding its filter.
@@ -463,12 +368,8 @@ impl PrunedView {
             }
         }
         if name == self.local_node {
-            work.refilter.extend(
-                self.services
-                    .iter()
-                    .filter(|(_, e)| !e.policy.is_pass_through())
-                    .map(|(id, _)| id.clone()),
-            );
+            work.refilter
+                .extend(self.services.iter().filter(|(_, e)| !e.policy.is_pass_through()).map(|(id, _)| id.clone()));
         }
     }
 
@@ -478,10 +379,7 @@ impl PrunedView {
                 continue;
             };
             let (slice_filter, endpoints_filter) = self.decide_filters(&service, &entry.policy);
-            let entry = self
-                .services
-                .get_mut(&service)
-                .expect("entry looked up above");
+            let entry = self.services.get_mut(&service).expect("entry looked up above");
             let slices_changed = entry.slice_filter != slice_filter;
             let endpoints_changed = entry.endpoints_filter != endpoints_filter;
             entry.slice_filter = slice_filter;
@@ -495,10 +393,7 @@ impl PrunedView {
                 }
             }
             if endpoints_changed && self.endpoints.contains_key(&service) {
-                work.reselect.insert(ObjectKey {
-                    kind: ObjectKind::Endpoints,
-                    id: service,
-                });
+                work.reselect.insert(ObjectKey { kind: ObjectKind::Endpoints, id: service });
             }
         }
 
@@ -524,27 +419,17 @@ impl PrunedView {
                 changes.insert(key, ViewChangeKind::Modified);
             }
         }
-        changes
-            .into_iter()
-            .map(|(key, kind)| ViewChange { key, kind })
-            .collect()
+        changes.into_iter().map(|(key, kind)| ViewChange { key, kind }).collect()
     }
 
-    fn decide_filters(
-        &self,
-        service: &NamespacedName,
-        policy: &TopologyPolicy,
-    ) -> (EndpointFilter, EndpointFilter) {
+    fn decide_filters(&self, service: &NamespacedName, policy: &TopologyPolicy) -> (EndpointFilter, EndpointFilter) {
         let ctx = self.ctx();
         let slices = self
             .slices_of_service
             .get(service)
             .into_iter()
             .flatten()
-            .filter_map(|name| {
-                self.slices
-                    .get(&NamespacedName::new(&service.namespace, name))
-            });
+            .filter_map(|name| self.slices.get(&NamespacedName::new(&service.namespace, name)));
         let slice_filter = prune::service_filter(
             policy,
             ctx.local,
@@ -565,29 +450,17 @@ impl PrunedView {
     /// forms before and after (identical forms are possible when duplicate endpoints swap).
     fn store_selection(&mut self, key: &ObjectKey) -> Option<(PrunedObject, PrunedObject)> {
         let ctx = self.ctx();
-        let filter_of = |service: &Option<NamespacedName>,
-                         pick: fn(&ServiceEntry) -> &EndpointFilter| {
-            service
-                .as_ref()
-                .and_then(|s| self.services.get(s))
-                .map_or(&KEEP_ALL, pick)
+        let filter_of = |service: &Option<NamespacedName>, pick: fn(&ServiceEntry) -> &EndpointFilter| {
+            service.as_ref().and_then(|s| self.services.get(s)).map_or(&KEEP_ALL, pick)
         };
         let selection = match key.kind {
             ObjectKind::EndpointSlice => {
                 let cached = self.slices.get(&key.id)?;
-                prune::slice_selection(
-                    &cached.object,
-                    filter_of(&cached.service, |e| &e.slice_filter),
-                    ctx,
-                )
+                prune::slice_selection(&cached.object, filter_of(&cached.service, |e| &e.slice_filter), ctx)
             }
             ObjectKind::Endpoints => {
                 let cached = self.endpoints.get(&key.id)?;
-                prune::endpoints_selection(
-                    &cached.object,
-                    filter_of(&cached.service, |e| &e.endpoints_filter),
-                    ctx,
-                )
+                prune::endpoints_selection(&cached.object, filter_of(&cached.service, |e| &e.endpoints_filter), ctx)
             }
         };
         match key.kind {
@@ -618,11 +491,7 @@ impl PrunedView {
 /// The Service a slice belongs to, by the `kubernetes.io/service-name` label.
 fn service_of_slice(slice: &EndpointSlice) -> Option<NamespacedName> {
     let namespace = slice.metadata.namespace.as_ref()?;
-    let name = slice
-        .metadata
-        .labels
-        .as_ref()?
-        .get(keys::SERVICE_NAME_LABEL)?;
+    let name = slice.metadata.labels.as_ref()?.get(keys::SERVICE_NAME_LABEL)?;
     Some(NamespacedName::new(namespace.clone(), name.clone()))
 }
 

@@ -11,18 +11,11 @@ use super::view::*;
 use super::{PolicyError, ViewChangeKind::*};
 
 fn node(name: &str, pairs: &[(&str, &str)]) -> InputChange {
-    InputChange::NodeUpserted {
-        name: name.into(),
-        labels: labels(pairs),
-    }
+    InputChange::NodeUpserted { name: name.into(), labels: labels(pairs) }
 }
 
 fn changed(view: &mut PrunedView, change: InputChange) -> Vec<(ObjectKey, ViewChangeKind)> {
-    view.apply(change)
-        .expect("valid input")
-        .into_iter()
-        .map(|c| (c.key, c.kind))
-        .collect()
+    view.apply(change).expect("valid input").into_iter().map(|c| (c.key, c.kind)).collect()
 }
 
 fn pruned_slice_ips(view: &PrunedView, namespace: &str, name: &str) -> Vec<String> {
@@ -52,12 +45,7 @@ fn populated() -> PrunedView {
         )),
         InputChange::SliceUpserted(slice("ns", "web-2", Some("web"), &[ep("10.244.0.4", "n4")])),
         InputChange::SliceUpserted(slice("ns", "api-1", Some("api"), &[ep("10.244.0.2", "n2")])),
-        InputChange::SliceUpserted(slice(
-            "ns",
-            "plain-1",
-            Some("plain"),
-            &[ep("10.244.0.5", "n3")],
-        )),
+        InputChange::SliceUpserted(slice("ns", "plain-1", Some("plain"), &[ep("10.244.0.5", "n3")])),
         InputChange::EndpointsUpserted(endpoints(
             "ns",
             "web",
@@ -75,26 +63,14 @@ fn remote_node_label_change_reprunes_only_its_objects() {
     assert_eq!(pruned_slice_ips(&view, "ns", "web-1"), vec!["10.244.0.1"]);
     assert_eq!(
         changed(&mut view, node("n3", &[("unit", "a")])),
-        vec![
-            (ObjectKey::slice("ns", "web-1"), Modified),
-            (ObjectKey::endpoints("ns", "web"), Modified)
-        ],
+        vec![(ObjectKey::slice("ns", "web-1"), Modified), (ObjectKey::endpoints("ns", "web"), Modified)],
         "plain-1 also runs on n3 but has no policy, so its pruned form is unchanged"
     );
-    assert_eq!(
-        pruned_slice_ips(&view, "ns", "web-1"),
-        vec!["10.244.0.1", "10.244.0.3"]
-    );
+    assert_eq!(pruned_slice_ips(&view, "ns", "web-1"), vec!["10.244.0.1", "10.244.0.3"]);
     // a label the policy does not read: nothing to tell anyone
-    assert_eq!(
-        changed(&mut view, node("n3", &[("unit", "a"), ("rack", "r9")])),
-        vec![]
-    );
+    assert_eq!(changed(&mut view, node("n3", &[("unit", "a"), ("rack", "r9")])), vec![]);
     // the same labels again (informer resync): nothing
-    assert_eq!(
-        changed(&mut view, node("n3", &[("unit", "a"), ("rack", "r9")])),
-        vec![]
-    );
+    assert_eq!(changed(&mut view, node("n3", &[("unit", "a"), ("rack", "r9")])), vec![]);
 }
 
 #[test]
@@ -109,10 +85,7 @@ fn local_node_change_reprunes_every_topology_aware_object() {
             (ObjectKey::endpoints("ns", "web"), Modified),
         ]
     );
-    assert_eq!(
-        pruned_slice_ips(&view, "ns", "web-1"),
-        vec!["10.244.0.1", "10.244.0.3"]
-    );
+    assert_eq!(pruned_slice_ips(&view, "ns", "web-1"), vec!["10.244.0.1", "10.244.0.3"]);
     assert_eq!(pruned_slice_ips(&view, "ns", "web-2"), vec!["10.244.0.4"]);
     assert_eq!(pruned_slice_ips(&view, "ns", "api-1"), Vec::<String>::new());
     // losing the local node: every topology-aware object prunes to nothing
@@ -131,10 +104,7 @@ fn local_node_change_reprunes_every_topology_aware_object() {
 fn service_policy_change_reprunes_that_service_only() {
     let mut view = populated();
     assert_eq!(
-        changed(
-            &mut view,
-            InputChange::ServiceUpserted(service("ns", "web", Vec::<(&str, &str)>::new()))
-        ),
+        changed(&mut view, InputChange::ServiceUpserted(service("ns", "web", Vec::<(&str, &str)>::new()))),
         vec![
             (ObjectKey::slice("ns", "web-1"), Modified),
             (ObjectKey::slice("ns", "web-2"), Modified),
@@ -145,32 +115,15 @@ fn service_policy_change_reprunes_that_service_only() {
     // a Service update that leaves the policy alone (e.g. a port change): nothing
     let mut unchanged = service("ns", "api", any_keys(r#"["unit"]"#));
     unchanged.metadata.labels = Some(labels(&[("team", "x")]));
-    assert_eq!(
-        changed(&mut view, InputChange::ServiceUpserted(unchanged)),
-        vec![]
-    );
+    assert_eq!(changed(&mut view, InputChange::ServiceUpserted(unchanged)), vec![]);
     // deleting a Service makes its objects dangling: passed through, as SuperEdge did;
     // api-1's only endpoint is in the local unit, so its pruned form does not change
-    assert_eq!(
-        changed(
-            &mut view,
-            InputChange::ServiceDeleted(NamespacedName::new("ns", "api"))
-        ),
-        vec![]
-    );
+    assert_eq!(changed(&mut view, InputChange::ServiceDeleted(NamespacedName::new("ns", "api"))), vec![]);
     assert_eq!(pruned_slice_ips(&view, "ns", "api-1"), vec!["10.244.0.2"]);
-    view.apply(InputChange::ServiceUpserted(service(
-        "ns",
-        "web",
-        any_keys(r#"["unit"]"#),
-    )))
-    .unwrap();
+    view.apply(InputChange::ServiceUpserted(service("ns", "web", any_keys(r#"["unit"]"#)))).unwrap();
     assert_eq!(pruned_slice_ips(&view, "ns", "web-2"), Vec::<String>::new());
     assert_eq!(
-        changed(
-            &mut view,
-            InputChange::ServiceDeleted(NamespacedName::new("ns", "web"))
-        ),
+        changed(&mut view, InputChange::ServiceDeleted(NamespacedName::new("ns", "web"))),
         vec![
             (ObjectKey::slice("ns", "web-1"), Modified),
             (ObjectKey::slice("ns", "web-2"), Modified),
@@ -185,63 +138,28 @@ fn slices_map_to_services_by_label_never_by_name() {
     // SuperEdge defect: it looked the Service up by the slice's name.
     let mut view = populated();
     assert_eq!(
-        changed(
-            &mut view,
-            InputChange::SliceUpserted(slice(
-                "ns",
-                "plain",
-                Some("web"),
-                &[ep("10.244.0.9", "n4")]
-            ))
-        ),
+        changed(&mut view, InputChange::SliceUpserted(slice("ns", "plain", Some("web"), &[ep("10.244.0.9", "n4")]))),
         vec![(ObjectKey::slice("ns", "plain"), Added)]
     );
-    assert_eq!(
-        pruned_slice_ips(&view, "ns", "plain"),
-        Vec::<String>::new(),
-        "governed by web's policy"
-    );
+    assert_eq!(pruned_slice_ips(&view, "ns", "plain"), Vec::<String>::new(), "governed by web's policy");
     // relabelled to another Service: now passes through under plain's (empty) policy
     assert_eq!(
-        changed(
-            &mut view,
-            InputChange::SliceUpserted(slice(
-                "ns",
-                "plain",
-                Some("plain"),
-                &[ep("10.244.0.9", "n4")]
-            ))
-        ),
+        changed(&mut view, InputChange::SliceUpserted(slice("ns", "plain", Some("plain"), &[ep("10.244.0.9", "n4")]))),
         vec![(ObjectKey::slice("ns", "plain"), Modified)]
     );
     assert_eq!(pruned_slice_ips(&view, "ns", "plain"), vec!["10.244.0.9"]);
     // and web's policy change no longer touches it
     assert_eq!(
-        changed(
-            &mut view,
-            InputChange::ServiceUpserted(service("ns", "web", any_keys(r#"["zone"]"#)))
-        ),
-        vec![
-            (ObjectKey::slice("ns", "web-1"), Modified),
-            (ObjectKey::endpoints("ns", "web"), Modified)
-        ],
+        changed(&mut view, InputChange::ServiceUpserted(service("ns", "web", any_keys(r#"["zone"]"#)))),
+        vec![(ObjectKey::slice("ns", "web-1"), Modified), (ObjectKey::endpoints("ns", "web"), Modified)],
     );
 }
 
 #[test]
 fn object_lifecycle_changes() {
     let mut view = populated();
-    let web1 = slice(
-        "ns",
-        "web-1",
-        Some("web"),
-        &[ep("10.244.0.1", "n1"), ep("10.244.0.3", "n3")],
-    );
-    assert_eq!(
-        changed(&mut view, InputChange::SliceUpserted(web1.clone())),
-        vec![],
-        "identical resync"
-    );
+    let web1 = slice("ns", "web-1", Some("web"), &[ep("10.244.0.1", "n1"), ep("10.244.0.3", "n3")]);
+    assert_eq!(changed(&mut view, InputChange::SliceUpserted(web1.clone())), vec![], "identical resync");
     let mut relabelled = web1.clone();
     relabelled.metadata.resource_version = Some("42".into());
     assert_eq!(
@@ -250,30 +168,15 @@ fn object_lifecycle_changes() {
         "a new upstream version is a new pruned form"
     );
     assert_eq!(
-        changed(
-            &mut view,
-            InputChange::SliceDeleted(NamespacedName::new("ns", "web-1"))
-        ),
+        changed(&mut view, InputChange::SliceDeleted(NamespacedName::new("ns", "web-1"))),
         vec![(ObjectKey::slice("ns", "web-1"), Deleted)]
     );
-    assert_eq!(
-        changed(
-            &mut view,
-            InputChange::SliceDeleted(NamespacedName::new("ns", "web-1"))
-        ),
-        vec![]
-    );
+    assert_eq!(changed(&mut view, InputChange::SliceDeleted(NamespacedName::new("ns", "web-1"))), vec![]);
     assert_eq!(view.pruned(&ObjectKey::slice("ns", "web-1")), None);
     // n3 no longer carries any web slice endpoint: only the Endpoints object reacts
+    assert_eq!(changed(&mut view, node("n3", &[("unit", "a")])), vec![(ObjectKey::endpoints("ns", "web"), Modified)]);
     assert_eq!(
-        changed(&mut view, node("n3", &[("unit", "a")])),
-        vec![(ObjectKey::endpoints("ns", "web"), Modified)]
-    );
-    assert_eq!(
-        changed(
-            &mut view,
-            InputChange::EndpointsDeleted(NamespacedName::new("ns", "web"))
-        ),
+        changed(&mut view, InputChange::EndpointsDeleted(NamespacedName::new("ns", "web"))),
         vec![(ObjectKey::endpoints("ns", "web"), Deleted)]
     );
     assert_eq!(changed(&mut view, node("n3", &[("unit", "b")])), vec![]);
@@ -297,17 +200,9 @@ fn ordered_policy_reacts_to_readiness_in_other_slices() {
     assert_eq!(
         changed(
             &mut view,
-            InputChange::SliceUpserted(slice(
-                "ns",
-                "web-2",
-                Some("web"),
-                &[not_ready("10.244.0.2", "n2")]
-            ))
+            InputChange::SliceUpserted(slice("ns", "web-2", Some("web"), &[not_ready("10.244.0.2", "n2")]))
         ),
-        vec![
-            (ObjectKey::slice("ns", "web-1"), Modified),
-            (ObjectKey::slice("ns", "web-2"), Modified)
-        ]
+        vec![(ObjectKey::slice("ns", "web-1"), Modified), (ObjectKey::slice("ns", "web-2"), Modified)]
     );
     assert_eq!(pruned_slice_ips(&view, "ns", "web-1"), vec!["10.244.0.3"]);
     // n3 joins unit a: the unit has a ready endpoint again and the fallback ends, but the
@@ -322,59 +217,28 @@ fn bad_input_is_an_error_or_a_reported_pass_through() {
     nameless.metadata.name = None;
     assert_eq!(
         view.apply(InputChange::SliceUpserted(nameless)),
-        Err(ViewError::MissingNamespacedName {
-            kind: ObjectKind::EndpointSlice
-        })
+        Err(ViewError::MissingNamespacedName { kind: ObjectKind::EndpointSlice })
     );
     let mut no_namespace = endpoints("ns", "x", &[]);
     no_namespace.metadata.namespace = Some(String::new());
     assert_eq!(
         view.apply(InputChange::EndpointsUpserted(no_namespace)),
-        Err(ViewError::MissingNamespacedName {
-            kind: ObjectKind::Endpoints
-        })
+        Err(ViewError::MissingNamespacedName { kind: ObjectKind::Endpoints })
     );
     let mut svc = service("ns", "x", any_keys("[]"));
     svc.metadata.name = None;
-    assert_eq!(
-        view.apply(InputChange::ServiceUpserted(svc)),
-        Err(ViewError::ServiceWithoutName)
-    );
+    assert_eq!(view.apply(InputChange::ServiceUpserted(svc)), Err(ViewError::ServiceWithoutName));
 
     view.apply(node("n1", &[("unit", "a")])).unwrap();
-    view.apply(InputChange::ServiceUpserted(service(
-        "ns",
-        "web",
-        any_keys("unit"),
-    )))
-    .unwrap();
-    view.apply(InputChange::SliceUpserted(slice(
-        "ns",
-        "web-1",
-        Some("web"),
-        &[ep("10.244.0.3", "n3")],
-    )))
-    .unwrap();
-    assert_eq!(
-        pruned_slice_ips(&view, "ns", "web-1"),
-        vec!["10.244.0.3"],
-        "malformed policy passes through"
-    );
+    view.apply(InputChange::ServiceUpserted(service("ns", "web", any_keys("unit")))).unwrap();
+    view.apply(InputChange::SliceUpserted(slice("ns", "web-1", Some("web"), &[ep("10.244.0.3", "n3")]))).unwrap();
+    assert_eq!(pruned_slice_ips(&view, "ns", "web-1"), vec!["10.244.0.3"], "malformed policy passes through");
     let errors: Vec<_> = view.policy_errors().collect();
     assert_eq!(errors.len(), 1);
     assert_eq!(errors[0].0, &NamespacedName::new("ns", "web"));
     assert!(matches!(errors[0].1, PolicyError::MalformedKeys { .. }));
-    view.apply(InputChange::ServiceUpserted(service(
-        "ns",
-        "web",
-        any_keys(r#"["unit"]"#),
-    )))
-    .unwrap();
-    assert_eq!(
-        view.policy_errors().count(),
-        0,
-        "fixing the annotation clears the error"
-    );
+    view.apply(InputChange::ServiceUpserted(service("ns", "web", any_keys(r#"["unit"]"#)))).unwrap();
+    assert_eq!(view.policy_errors().count(), 0, "fixing the annotation clears the error");
     assert_eq!(pruned_slice_ips(&view, "ns", "web-1"), Vec::<String>::new());
 }
 
@@ -389,67 +253,31 @@ fn arb_labels() -> impl Strategy<Value = Labels> {
         prop::sample::select(vec!["a", "b", ""]),
         0..=2,
     )
-    .prop_map(|m| {
-        m.into_iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    })
+    .prop_map(|m| m.into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
 }
 
 fn arb_endpoint() -> impl Strategy<Value = (u8, Option<&'static str>, Option<bool>)> {
     (
         0u8..4,
-        prop::option::weighted(
-            0.85,
-            prop::sample::select(vec!["n0", "n1", "n2", "n3", "n4", "ghost"]),
-        ),
+        prop::option::weighted(0.85, prop::sample::select(vec!["n0", "n1", "n2", "n3", "n4", "ghost"])),
         prop::option::of(any::<bool>()),
     )
 }
 
-fn build_slice(
-    name: &str,
-    service: Option<&str>,
-    eps: &[(u8, Option<&'static str>, Option<bool>)],
-) -> InputChange {
-    let ips: Vec<String> = eps
-        .iter()
-        .map(|(ip, _, _)| format!("10.244.0.{ip}"))
-        .collect();
-    let eps: Vec<Ep<'_>> = eps
-        .iter()
-        .zip(&ips)
-        .map(|((_, node, ready), ip)| Ep {
-            ip,
-            node: *node,
-            ready: *ready,
-        })
-        .collect();
+fn build_slice(name: &str, service: Option<&str>, eps: &[(u8, Option<&'static str>, Option<bool>)]) -> InputChange {
+    let ips: Vec<String> = eps.iter().map(|(ip, _, _)| format!("10.244.0.{ip}")).collect();
+    let eps: Vec<Ep<'_>> =
+        eps.iter().zip(&ips).map(|((_, node, ready), ip)| Ep { ip, node: *node, ready: *ready }).collect();
     InputChange::SliceUpserted(slice("ns", name, service, &eps))
 }
 
 fn build_endpoints(name: &str, eps: &[(u8, Option<&'static str>, Option<bool>)]) -> InputChange {
-    let ips: Vec<String> = eps
-        .iter()
-        .map(|(ip, _, _)| format!("10.244.1.{ip}"))
-        .collect();
-    let all: Vec<Ep<'_>> = eps
-        .iter()
-        .zip(&ips)
-        .map(|((_, node, ready), ip)| Ep {
-            ip,
-            node: *node,
-            ready: *ready,
-        })
-        .collect();
-    let (ready, not_ready): (Vec<Ep<'_>>, Vec<Ep<'_>>) =
-        all.into_iter().partition(|e| e.ready != Some(false));
+    let ips: Vec<String> = eps.iter().map(|(ip, _, _)| format!("10.244.1.{ip}")).collect();
+    let all: Vec<Ep<'_>> =
+        eps.iter().zip(&ips).map(|((_, node, ready), ip)| Ep { ip, node: *node, ready: *ready }).collect();
+    let (ready, not_ready): (Vec<Ep<'_>>, Vec<Ep<'_>>) = all.into_iter().partition(|e| e.ready != Some(false));
     let half = ready.len() / 2;
-    InputChange::EndpointsUpserted(endpoints(
-        "ns",
-        name,
-        &[(&ready[..half], &not_ready), (&ready[half..], &[])],
-    ))
+    InputChange::EndpointsUpserted(endpoints("ns", name, &[(&ready[..half], &not_ready), (&ready[half..], &[])]))
 }
 
 fn arb_policy() -> impl Strategy<Value = Vec<(&'static str, String)>> {
@@ -481,26 +309,16 @@ fn arb_change() -> impl Strategy<Value = InputChange> {
     ]
 }
 
-fn diff(
-    before: &BTreeMap<ObjectKey, PrunedObject>,
-    after: &BTreeMap<ObjectKey, PrunedObject>,
-) -> Vec<ViewChange> {
+fn diff(before: &BTreeMap<ObjectKey, PrunedObject>, after: &BTreeMap<ObjectKey, PrunedObject>) -> Vec<ViewChange> {
     let mut out = Vec::new();
-    for key in before
-        .keys()
-        .chain(after.keys())
-        .collect::<std::collections::BTreeSet<_>>()
-    {
+    for key in before.keys().chain(after.keys()).collect::<std::collections::BTreeSet<_>>() {
         let kind = match (before.get(key), after.get(key)) {
             (None, Some(_)) => Added,
             (Some(_), None) => Deleted,
             (Some(a), Some(b)) if a != b => Modified,
             _ => continue,
         };
-        out.push(ViewChange {
-            key: key.clone(),
-            kind,
-        });
+        out.push(ViewChange { key: key.clone(), kind });
     }
     out
 }

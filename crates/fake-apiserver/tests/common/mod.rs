@@ -15,9 +15,7 @@ pub async fn server() -> (FakeApiServer, Client) {
 }
 
 pub async fn server_with(config: ServerConfig) -> (FakeApiServer, Client) {
-    let server = FakeApiServer::start_with(0, config)
-        .await
-        .expect("bind 127.0.0.1");
+    let server = FakeApiServer::start_with(0, config).await.expect("bind 127.0.0.1");
     let config = kube::Config::new(server.url().parse().expect("valid url"));
     let client = Client::try_from(config).expect("client for http url");
     (server, client)
@@ -25,15 +23,8 @@ pub async fn server_with(config: ServerConfig) -> (FakeApiServer, Client) {
 
 pub fn config_map(name: &str, data: &[(&str, &str)]) -> ConfigMap {
     ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        data: Some(
-            data.iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        ),
+        metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
+        data: Some(data.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
         ..Default::default()
     }
 }
@@ -42,12 +33,7 @@ pub fn pod(name: &str, labels: &[(&str, &str)]) -> Pod {
     Pod {
         metadata: ObjectMeta {
             name: Some(name.into()),
-            labels: Some(
-                labels
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect::<BTreeMap<_, _>>(),
-            ),
+            labels: Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>()),
             ..Default::default()
         },
         ..Default::default()
@@ -63,15 +49,10 @@ pub fn status_of<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> (u16, St
 }
 
 pub fn rv(meta: &ObjectMeta) -> u64 {
-    meta.resource_version
-        .as_deref()
-        .and_then(|v| v.parse().ok())
-        .expect("numeric resourceVersion")
+    meta.resource_version.as_deref().and_then(|v| v.parse().ok()).expect("numeric resourceVersion")
 }
 
 /// Waits for a future, failing the test instead of hanging it.
 pub async fn within<F: std::future::Future>(what: &str, fut: F) -> F::Output {
-    tokio::time::timeout(Duration::from_secs(10), fut)
-        .await
-        .unwrap_or_else(|_| panic!("timed out: {what}"))
+    tokio::time::timeout(Duration::from_secs(10), fut).await.unwrap_or_else(|_| panic!("timed out: {what}"))
 }
