@@ -290,7 +290,7 @@ impl Store {
             (PatchKind::Json, Some(mut target)) => {
                 let ops: json_patch::Patch = serde_json::from_slice(patch)
                     .map_err(|e| ApiError::BadRequest(format!("invalid JSON patch: {e}")))?;
-                json_patch::patch(&mut target, &ops).map_err(|e| {
+                apply_json_patch(&mut target, ops).map_err(|e| {
                     invalid(
                         rt,
                         name,
@@ -693,6 +693,23 @@ impl Inner {
             self.types.push(rt);
         }
     }
+}
+
+/// RFC 6902 as the apiserver applies it: a `test` for `null` passes when the path is
+/// absent (kube-rs' finalizer helper relies on this to add the first finalizer).
+fn apply_json_patch(target: &mut Value, ops: json_patch::Patch) -> Result<(), json_patch::PatchError> {
+    let mut work = target.clone();
+    for op in ops.0 {
+        if let json_patch::PatchOperation::Test(test) = &op
+            && test.value.is_null()
+            && work.pointer(test.path.as_str()).is_none()
+        {
+            continue;
+        }
+        json_patch::patch(&mut work, &[op])?;
+    }
+    *target = work;
+    Ok(())
 }
 
 fn owner_uids(object: &Value) -> impl Iterator<Item = &str> {
