@@ -9,7 +9,9 @@
 //! cluster; shipped binaries only ever reach it over HTTP.
 //!
 //! Approximations (the real server does more): server-side apply is a JSON merge of the
-//! applied object without field ownership; strategic merge patch is refused with 415;
+//! applied object without field ownership; strategic merge patch knows the merge keys
+//! of the commonly patched built-in lists by field name (custom resources get 415, as
+//! from the real server);
 //! field selectors accept any dotted path; `generation` is tracked for every resource.
 
 mod error;
@@ -18,6 +20,7 @@ mod resources;
 mod selectors;
 mod server;
 mod store;
+mod strategic;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

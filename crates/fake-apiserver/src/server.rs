@@ -136,10 +136,11 @@ async fn handle(
             let kind = match content_type.split(';').next().unwrap_or_default().trim() {
                 "application/json-patch+json" => PatchKind::Json,
                 "application/merge-patch+json" => PatchKind::Merge,
+                "application/strategic-merge-patch+json" => PatchKind::Strategic,
                 "application/apply-patch+yaml" | "application/apply-patch+json" => PatchKind::Apply,
                 other => {
                     return Err(ApiError::UnsupportedMediaType(format!(
-                        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml (got {other:?}; strategic merge patch is not implemented by this fake)"
+                        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml (got {other:?})"
                     )));
                 }
             };

@@ -70,6 +70,7 @@ pub struct ListOptions {
 pub enum PatchKind {
     Json,
     Merge,
+    Strategic,
     Apply,
 }
 
@@ -298,6 +299,18 @@ impl Store {
                         &format!("the server rejected our request due to an error in our request: {e}"),
                     )
                 })?;
+                target
+            }
+            (PatchKind::Strategic, _) if !inner.is_builtin(rt) => {
+                return Err(ApiError::UnsupportedMediaType(format!(
+                    "strategic merge patch is not supported for custom resource {}",
+                    rt.qualified_plural()
+                )));
+            }
+            (PatchKind::Strategic, Some(mut target)) => {
+                let doc: Value = serde_json::from_slice(patch)
+                    .map_err(|e| ApiError::BadRequest(format!("invalid strategic merge patch: {e}")))?;
+                crate::strategic::apply(&mut target, &doc);
                 target
             }
             (PatchKind::Merge, Some(mut target)) => {
@@ -614,6 +627,10 @@ impl Inner {
                 }
             }
         }
+    }
+
+    fn is_builtin(&self, rt: &ResourceType) -> bool {
+        resources::builtin().iter().any(|b| b.group == rt.group && b.plural == rt.plural)
     }
 
     fn type_for(&self, key: &ResourceKey) -> Option<ResourceType> {

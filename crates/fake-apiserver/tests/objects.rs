@@ -160,10 +160,11 @@ async fn status_subresource_and_generation() {
         .await
         .unwrap();
     assert_eq!(fresh.metadata.name.as_deref(), Some("api"));
-    assert_eq!(
-        status_of(api.patch("web", &PatchParams::default(), &Patch::Strategic(json!({"spec": {}}))).await),
-        (415, "UnsupportedMediaType".into())
-    );
+    let containers = json!({"spec": {"template": {"spec": {"containers": [{"name": "sidecar", "image": "s"}]}}}});
+    let merged = api.patch("web", &PatchParams::default(), &Patch::Strategic(containers)).await.unwrap();
+    let names: Vec<String> =
+        merged.spec.unwrap().template.spec.unwrap().containers.into_iter().map(|c| c.name).collect();
+    assert_eq!(names, ["c", "sidecar"], "strategic merge keeps containers by name");
 }
 
 #[tokio::test]
@@ -241,6 +242,11 @@ async fn crds_are_served_after_creation() {
     let created = grids.create(&PostParams::default(), &manifest).await.unwrap();
     assert_eq!(created.spec, manifest.spec);
     assert_eq!(grids.list(&ListParams::default()).await.unwrap().items, vec![created]);
+    assert_eq!(
+        status_of(grids.patch("echo", &PatchParams::default(), &Patch::Strategic(json!({"spec": {}}))).await),
+        (415, "UnsupportedMediaType".into()),
+        "no strategic merge for custom resources"
+    );
 
     let discovery = kube::Discovery::new(client).run().await.unwrap();
     let group = discovery.get("superedge.io").expect("group discovered");

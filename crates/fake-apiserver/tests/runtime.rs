@@ -25,7 +25,8 @@ async fn reflector_mirrors_the_server() {
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
     api.create(&PostParams::default(), &config_map("a", &[])).await.unwrap();
     let (reader, writer) = reflector::store::<ConfigMap>();
-    let driver = tokio::spawn(reflector(writer, watcher(api.clone(), watcher::Config::default())).for_each(|_| async {}));
+    let driver =
+        tokio::spawn(reflector(writer, watcher(api.clone(), watcher::Config::default())).for_each(|_| async {}));
     within("initial sync", reader.wait_until_ready()).await.unwrap();
     api.create(&PostParams::default(), &config_map("b", &[("k", "v")])).await.unwrap();
     api.delete("a", &DeleteParams::default()).await.unwrap();
@@ -76,9 +77,7 @@ async fn reconcile_child(parent: Arc<ConfigMap>, ctx: Arc<Ctx>) -> Result<Action
         ),
         ..Default::default()
     };
-    secrets
-        .patch(&child.name_any(), &PatchParams::apply("test-controller").force(), &Patch::Apply(&child))
-        .await?;
+    secrets.patch(&child.name_any(), &PatchParams::apply("test-controller").force(), &Patch::Apply(&child)).await?;
     Ok(Action::await_change())
 }
 
@@ -114,7 +113,14 @@ async fn controller_with_owned_children() {
     // drain, then touch the child: `owns` maps it back to its parent
     tokio::time::sleep(Duration::from_millis(200)).await;
     while seen.try_recv().is_ok() {}
-    secrets.patch("parent-child", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"touched": "yes"}}}))).await.unwrap();
+    secrets
+        .patch(
+            "parent-child",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"touched": "yes"}}})),
+        )
+        .await
+        .unwrap();
     assert_eq!(within("reconcile after child change", seen.recv()).await.as_deref(), Some("parent"));
 
     parents.delete("parent", &DeleteParams::background()).await.unwrap();
