@@ -108,6 +108,11 @@ impl FakeApiServer {
         format!("http://{}", self.addr)
     }
 
+    /// A kubeconfig that points kubectl and kube-rs clients at this server.
+    pub fn kubeconfig(&self) -> String {
+        kubeconfig_for(&self.url())
+    }
+
     pub fn store(&self) -> &Store {
         &self.app.store
     }
@@ -139,6 +144,14 @@ impl FakeApiServer {
             let _ = task.await;
         }
     }
+}
+
+/// A kubeconfig with one context, `fake`, for the server at `url` (no credentials: the
+/// fake does not authenticate).
+pub fn kubeconfig_for(url: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {url}\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\n    namespace: default\ncurrent-context: fake\nusers:\n- name: fake\n  user: {{}}\n"
+    )
 }
 
 impl Drop for FakeApiServer {

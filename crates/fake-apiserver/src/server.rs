@@ -502,6 +502,41 @@ fn discovery(app: &App, segments: &[&str]) -> Option<Response> {
             ok(&body)
         }),
         ["apis", group, version] => resource_list(group, version),
+        ["openapi", "v3"] => Some(ok(&openapi_index(&types))),
+        ["openapi", "v3", "api", version] => Some(ok(&openapi_group_version(&types, "", version))),
+        ["openapi", "v3", "apis", group, version] => Some(ok(&openapi_group_version(&types, group, version))),
         _ => None,
     }
+}
+
+/// `/openapi/v3`: one entry per group-version, as the real server lists them.
+fn openapi_index(types: &[ResourceType]) -> Value {
+    let mut paths = serde_json::Map::new();
+    for t in types {
+        let path =
+            if t.group.is_empty() { format!("api/{}", t.version) } else { format!("apis/{}/{}", t.group, t.version) };
+        paths.insert(path.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{path}?hash=fake")}));
+    }
+    json!({"paths": paths})
+}
+
+/// The OpenAPI v3 document of one group-version, reduced to what clients probe: each
+/// resource's PATCH operation, tagged with its kind and declaring the `fieldValidation`
+/// query parameter, so kubectl uses server-side field validation. Object schemas are not
+/// served (this server does not validate fields), so `kubectl explain` has nothing to show.
+fn openapi_group_version(types: &[ResourceType], group: &str, version: &str) -> Value {
+    let mut paths = serde_json::Map::new();
+    for t in types.iter().filter(|t| t.group == group && t.version == version) {
+        let prefix = if group.is_empty() { format!("/api/{version}") } else { format!("/apis/{group}/{version}") };
+        let scope = if t.namespaced { "/namespaces/{namespace}" } else { "" };
+        let gvk = json!({"group": t.group, "version": t.version, "kind": t.kind});
+        let patch = json!({
+            "x-kubernetes-action": "patch",
+            "x-kubernetes-group-version-kind": gvk,
+            "parameters": [{"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": true}}],
+            "responses": {"200": {"description": "OK"}},
+        });
+        paths.insert(format!("{prefix}{scope}/{}/{{name}}", t.plural), json!({"patch": patch}));
+    }
+    json!({"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.33.0-fake"}, "paths": paths})
 }

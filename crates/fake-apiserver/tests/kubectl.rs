@@ -1,0 +1,142 @@
+//! A real kubectl against the `serve` binary: apply (client- and server-side), get,
+//! delete, get -w, and a clean exit on SIGTERM. kubectl comes from `.ci/install-tools`
+//! (or `$KUBECTL`); without it the test prints why and reports itself skipped.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn find_kubectl() -> Option<PathBuf> {
+    let candidates = [std::env::var_os("KUBECTL").map(PathBuf::from), Some(workspace().join(".tools/bin/kubectl"))];
+    candidates.into_iter().flatten().find(|p| p.is_file())
+}
+
+struct Served {
+    child: Child,
+    kubeconfig: PathBuf,
+    dir: PathBuf,
+}
+
+impl Served {
+    fn start() -> Self {
+        let dir = std::env::temp_dir().join(format!("fake-apiserver-kubectl-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let kubeconfig = dir.join("kubeconfig");
+        let _ = std::fs::remove_file(&kubeconfig);
+        let child = Command::new(env!("CARGO_BIN_EXE_fake-apiserver"))
+            .args(["serve", "--port", "0", "--kubeconfig-out"])
+            .arg(&kubeconfig)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("serve binary starts");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !kubeconfig.exists() {
+            assert!(Instant::now() < deadline, "serve did not write its kubeconfig");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Self { child, kubeconfig, dir }
+    }
+
+    fn kubectl(&self, kubectl: &Path, args: &[&str]) -> Output {
+        Command::new(kubectl).env("KUBECONFIG", &self.kubeconfig).args(args).current_dir(workspace()).output().unwrap()
+    }
+
+    fn ok(&self, kubectl: &Path, args: &[&str]) -> String {
+        let out = self.kubectl(kubectl, args);
+        assert!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[test]
+fn kubectl_against_the_serve_binary() {
+    let Some(kubectl) = find_kubectl() else {
+        println!(
+            "SKIPPED kubectl_against_the_serve_binary: no kubectl at $KUBECTL or .tools/bin (run .ci/install-tools)"
+        );
+        return;
+    };
+    let mut served = Served::start();
+
+    assert_eq!(
+        served.ok(&kubectl, &["get", "namespaces", "-o", "name"]),
+        "namespace/default\nnamespace/kube-node-lease\nnamespace/kube-public\nnamespace/kube-system\n"
+    );
+
+    // client-side apply twice (create, then a strategic-merge update)
+    let manifest = served.dir.join("cm.yaml");
+    let write = |value: &str| {
+        std::fs::write(
+            &manifest,
+            format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: demo\ndata:\n  a: \"{value}\"\n"),
+        )
+        .unwrap()
+    };
+    write("1");
+    let path = manifest.to_str().unwrap();
+    assert_eq!(served.ok(&kubectl, &["apply", "-f", path]), "configmap/demo created\n");
+    write("2");
+    assert_eq!(served.ok(&kubectl, &["apply", "-f", path]), "configmap/demo configured\n");
+    assert_eq!(served.ok(&kubectl, &["get", "configmap", "demo", "-o", "jsonpath={.data.a}"]), "2");
+
+    // the project's CRDs and SuperEdge-style examples
+    served.ok(&kubectl, &["apply", "-f", "charts/edgegrid/crds/"]);
+    assert_eq!(
+        served.ok(&kubectl, &["apply", "-f", "examples/servicegrid.yaml"]),
+        "servicegrid.superedge.io/echo created\n"
+    );
+    assert_eq!(
+        served.ok(&kubectl, &["apply", "--server-side", "-f", "examples/deploymentgrid.yaml"]),
+        "deploymentgrid.superedge.io/echo serverside-applied\n"
+    );
+    assert_eq!(served.ok(&kubectl, &["get", "sg", "echo", "-o", "jsonpath={.spec.gridUniqKey}"]), "zone1");
+
+    // get -w: the current object, then its deletion (read as they stream, no sleeps)
+    let mut watch = Command::new(&kubectl)
+        .env("KUBECONFIG", &served.kubeconfig)
+        .args(["get", "configmaps", "--watch", "--output-watch-events", "-o", "json", "--request-timeout=10s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut events =
+        serde_json::Deserializer::from_reader(watch.stdout.take().unwrap()).into_iter::<serde_json::Value>().map(|e| {
+            let e = e.expect("kubectl prints JSON watch events");
+            format!(
+                "{} {}",
+                e["type"].as_str().unwrap_or_default(),
+                e["object"]["metadata"]["name"].as_str().unwrap_or_default()
+            )
+        });
+    assert_eq!(events.next().as_deref(), Some("ADDED demo"));
+    assert_eq!(
+        served.ok(&kubectl, &["delete", "configmap", "demo"]),
+        "configmap \"demo\" deleted from default namespace\n"
+    );
+    assert_eq!(events.next().as_deref(), Some("DELETED demo"));
+    let _ = watch.kill();
+    let _ = watch.wait();
+    let missing = served.kubectl(&kubectl, &["get", "configmap", "demo"]);
+    assert!(!missing.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&missing.stderr).trim(),
+        "Error from server (NotFound): configmaps \"demo\" not found"
+    );
+
+    // SIGTERM: clean exit 0
+    let pid = served.child.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let status = served.child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+}
