@@ -34,6 +34,8 @@ pub enum ApiError {
     Internal(String),
     #[error("the server is currently unable to handle the request: {0}")]
     Unavailable(String),
+    #[error("admission webhook \"{webhook}\" denied the request: {message}")]
+    Denied { webhook: String, code: u16, message: String },
     #[error("Too many requests: {0}")]
     TooManyRequests(String),
     #[error("Timeout: {0}")]
@@ -54,6 +56,7 @@ impl ApiError {
             Self::Internal(_) => 500,
             Self::Unavailable(_) => 503,
             Self::TooManyRequests(_) => 429,
+            Self::Denied { code, .. } => *code,
             Self::Timeout(_) => 504,
         }
     }
@@ -72,6 +75,10 @@ impl ApiError {
             Self::Internal(_) => "InternalError",
             Self::Unavailable(_) => "ServiceUnavailable",
             Self::TooManyRequests(_) => "TooManyRequests",
+            Self::Denied { code: 403, .. } => "Forbidden",
+            Self::Denied { code: 422, .. } => "Invalid",
+            Self::Denied { code: 409, .. } => "Conflict",
+            Self::Denied { .. } => "BadRequest",
             Self::Timeout(_) => "Timeout",
         }
     }

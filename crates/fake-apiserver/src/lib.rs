@@ -14,6 +14,7 @@
 //! from the real server);
 //! field selectors accept any dotted path; `generation` is tracked for every resource.
 
+mod admission;
 mod error;
 mod faults;
 mod resources;

@@ -17,11 +17,12 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc, watch};
 
+use crate::admission::{self, Operation};
 use crate::error::ApiError;
 use crate::faults::{Fault, Faults};
 use crate::resources::ResourceType;
 use crate::selectors::{FieldSelector, LabelSelector};
-use crate::store::{ChangeKind, DeleteOptions, ListOptions, PatchKind, Store, key_of, with_type};
+use crate::store::{ChangeKind, DeleteOptions, ListOptions, PatchKind, Patched, Store, key_of, with_type};
 
 /// Tunables of one server instance.
 #[derive(Clone, Debug)]
@@ -127,10 +128,34 @@ async fn handle(
         (Method::GET, None) => list(store, &target, query),
         (Method::GET, Some(name)) => Ok(ok(&store.get(rt, namespace, name)?)),
         (Method::POST, None) => {
-            let created = store.create(rt, namespace, parse_json(&body)?)?;
-            Ok(json_response(StatusCode::CREATED, &created))
+            let object = parse_json(&body)?;
+            let name = object["metadata"]["name"].as_str().unwrap_or_default().to_string();
+            let request = admission::Request {
+                rt,
+                operation: Operation::Create,
+                namespace,
+                name: &name,
+                status_only: false,
+                object,
+                old: None,
+            };
+            let admitted = admission::admit(store, request).await?;
+            Ok(json_response(StatusCode::CREATED, &store.create(rt, namespace, admitted)?))
         }
-        (Method::PUT, Some(name)) => Ok(ok(&store.update(rt, namespace, name, parse_json(&body)?, target.status)?)),
+        (Method::PUT, Some(name)) => {
+            let old = store.get(rt, namespace, name)?;
+            let request = admission::Request {
+                rt,
+                operation: Operation::Update,
+                namespace,
+                name,
+                status_only: target.status,
+                object: parse_json(&body)?,
+                old: Some(&old),
+            };
+            let admitted = admission::admit(store, request).await?;
+            Ok(ok(&store.update(rt, namespace, name, admitted, target.status)?))
+        }
         (Method::PATCH, Some(name)) => {
             let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
             let kind = match content_type.split(';').next().unwrap_or_default().trim() {
@@ -144,7 +169,7 @@ async fn handle(
                     )));
                 }
             };
-            Ok(ok(&store.patch(rt, namespace, name, kind, &body, target.status)?))
+            patch_with_admission(store, &target, name, kind, &body).await.map(|o| ok(&o))
         }
         (Method::DELETE, Some(name)) if !target.status => {
             let opts = delete_options(&body, query)?;
@@ -182,6 +207,46 @@ async fn control(app: &App, method: &Method, segments: &[&str], body: Body) -> R
             Ok(ok(&json!({})))
         }
         _ => Err(ApiError::NoSuchResource),
+    }
+}
+
+/// Conflicts between computing a patch and writing it are retried, as the real server's
+/// update loop does; admission runs in between, outside the store lock.
+const PATCH_ATTEMPTS: usize = 5;
+
+async fn patch_with_admission(
+    store: &Store,
+    target: &Target,
+    name: &str,
+    kind: PatchKind,
+    body: &Bytes,
+) -> Result<Value, ApiError> {
+    let (rt, namespace) = (&target.rt, target.namespace.as_deref().unwrap_or_default());
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let (operation, object, old) = match store.prepare_patch(rt, namespace, name, kind, body, target.status)? {
+            Patched::Create(object) => (Operation::Create, object, None),
+            Patched::Update { old, new } => (Operation::Update, new, Some(old)),
+        };
+        let request = admission::Request {
+            rt,
+            operation,
+            namespace,
+            name,
+            status_only: target.status,
+            object,
+            old: old.as_ref(),
+        };
+        let admitted = admission::admit(store, request).await?;
+        let written = match &old {
+            None => store.create(rt, namespace, admitted),
+            Some(old) => store.replace_if_unchanged(rt, namespace, name, old, admitted, target.status),
+        };
+        match written {
+            Err(ApiError::Conflict { .. } | ApiError::AlreadyExists { .. }) if attempt < PATCH_ATTEMPTS => continue,
+            other => return other,
+        }
     }
 }
 

@@ -67,11 +67,19 @@ pub struct ListOptions {
     pub exact: bool,
 }
 
+#[derive(Clone, Copy)]
 pub enum PatchKind {
     Json,
     Merge,
     Strategic,
     Apply,
+}
+
+/// What a patch produces: a new version of an object, or (server-side apply of an
+/// absent object) a new object.
+pub enum Patched {
+    Update { old: Value, new: Value },
+    Create(Value),
 }
 
 #[derive(Default)]
@@ -276,6 +284,8 @@ impl Store {
         inner.write(&self.live, rt, namespace, name, old, body, status_only)
     }
 
+    /// Patches an object: computes the patched form, then writes it if nothing changed
+    /// in between (see [`Store::prepare_patch`] for callers that act in between).
     pub fn patch(
         &self,
         rt: &ResourceType,
@@ -285,7 +295,23 @@ impl Store {
         patch: &[u8],
         status_only: bool,
     ) -> Result<Value, ApiError> {
-        let mut inner = self.lock();
+        match self.prepare_patch(rt, namespace, name, kind, patch, status_only)? {
+            Patched::Create(object) => self.create(rt, namespace, object),
+            Patched::Update { old, new } => self.replace_if_unchanged(rt, namespace, name, &old, new, status_only),
+        }
+    }
+
+    /// The object a patch would produce, without writing it.
+    pub fn prepare_patch(
+        &self,
+        rt: &ResourceType,
+        namespace: &str,
+        name: &str,
+        kind: PatchKind,
+        patch: &[u8],
+        status_only: bool,
+    ) -> Result<Patched, ApiError> {
+        let inner = self.lock();
         let current = inner.find(rt, namespace, name).cloned();
         let patched = match (kind, current.clone()) {
             (PatchKind::Json, Some(mut target)) => {
@@ -328,10 +354,9 @@ impl Store {
                 match current {
                     None if status_only => return Err(not_found(rt, name)),
                     None => {
-                        drop(inner);
                         let mut applied = applied;
                         metadata_mut(&mut applied)?.insert("name".into(), json!(name));
-                        return self.create(rt, namespace, applied);
+                        return Ok(Patched::Create(applied));
                     }
                     Some(mut target) => {
                         json_patch::merge(&mut target, &applied);
@@ -342,7 +367,31 @@ impl Store {
             (_, None) => return Err(not_found(rt, name)),
         };
         let old = current.ok_or_else(|| not_found(rt, name))?;
-        inner.write(&self.live, rt, namespace, name, old, patched, status_only)
+        Ok(Patched::Update { old, new: patched })
+    }
+
+    /// Writes `new` in place of `old`, unless the stored object moved on since `old` was
+    /// read (409 Conflict, as an etcd compare-and-swap would fail).
+    pub fn replace_if_unchanged(
+        &self,
+        rt: &ResourceType,
+        namespace: &str,
+        name: &str,
+        old: &Value,
+        new: Value,
+        status_only: bool,
+    ) -> Result<Value, ApiError> {
+        let mut inner = self.lock();
+        let current = inner.find(rt, namespace, name).cloned().ok_or_else(|| not_found(rt, name))?;
+        if current["metadata"]["resourceVersion"] != old["metadata"]["resourceVersion"] {
+            return Err(ApiError::Conflict {
+                resource: rt.qualified_plural(),
+                name: name.into(),
+                group: rt.group.clone(),
+                kind: rt.plural.clone(),
+            });
+        }
+        inner.write(&self.live, rt, namespace, name, current, new, status_only)
     }
 
     pub fn delete(

@@ -1,0 +1,315 @@
+//! Mutating admission: CREATE and UPDATE of a resource matched by a registered
+//! `MutatingWebhookConfiguration` are sent to the webhook as a real `admission.k8s.io/v1`
+//! AdmissionReview over HTTPS (trusting the configured `caBundle`), and the JSON patch it
+//! returns is applied before the object is stored.
+//!
+//! As the real server: webhooks run in configuration-name order, then list order; the
+//! URL gets `?timeout=<n>s`; `failurePolicy` (default Fail) decides what a call failure
+//! means; a denial carries the webhook's message and code. Approximations: only
+//! `clientConfig.url` is supported (a `service` reference fails the call, so it follows
+//! `failurePolicy`); `reinvocationPolicy` and `matchConditions` are ignored; every request
+//! is made by `system:admin`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, ServerName};
+use serde_json::{Value, json};
+
+use crate::error::ApiError;
+use crate::resources::ResourceType;
+use crate::selectors::LabelSelector;
+use crate::store::{ListOptions, Store};
+
+/// What is being admitted.
+pub struct Request<'a> {
+    pub rt: &'a ResourceType,
+    pub operation: Operation,
+    pub namespace: &'a str,
+    pub name: &'a str,
+    pub status_only: bool,
+    pub object: Value,
+    pub old: Option<&'a Value>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operation {
+    Create,
+    Update,
+}
+
+impl Operation {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Create => "CREATE",
+            Self::Update => "UPDATE",
+        }
+    }
+}
+
+const RESPONSE_LIMIT: usize = 3 * 1024 * 1024;
+
+/// Runs every matching mutating webhook; returns the (possibly mutated) object.
+pub async fn admit(store: &Store, mut request: Request<'_>) -> Result<Value, ApiError> {
+    let Some(configs_type) = store.resolve("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations")
+    else {
+        return Ok(request.object);
+    };
+    let configs = store.list(&configs_type, &ListOptions::default())?.items;
+    if configs.is_empty() {
+        return Ok(request.object);
+    }
+    let namespace_labels = namespace_labels(store, request.rt, request.namespace);
+    for config in &configs {
+        for webhook in config["webhooks"].as_array().into_iter().flatten() {
+            if !matches(webhook, &request, namespace_labels.as_ref()) {
+                continue;
+            }
+            let name = webhook["name"].as_str().unwrap_or("<unnamed>").to_string();
+            let fail_closed = webhook["failurePolicy"].as_str() != Some("Ignore");
+            match call(webhook, &request).await {
+                Ok(Verdict::Allowed(Some(patch))) => {
+                    let ops: json_patch::Patch = serde_json::from_slice(&patch).map_err(|e| {
+                        ApiError::Internal(format!("admission webhook \"{name}\" returned an invalid JSON patch: {e}"))
+                    })?;
+                    json_patch::patch(&mut request.object, &ops).map_err(|e| {
+                        ApiError::Internal(format!(
+                            "admission webhook \"{name}\" returned a patch that does not apply: {e}"
+                        ))
+                    })?;
+                }
+                Ok(Verdict::Allowed(None)) => {}
+                Ok(Verdict::Denied { code, message }) => {
+                    return Err(ApiError::Denied { webhook: name, code, message });
+                }
+                Err(e) if fail_closed => {
+                    return Err(ApiError::Internal(format!("failed calling webhook \"{name}\": {e}")));
+                }
+                Err(e) => tracing::warn!(webhook = %name, "webhook call failed, ignored by failurePolicy: {e}"),
+            }
+        }
+    }
+    Ok(request.object)
+}
+
+fn namespace_labels(store: &Store, rt: &ResourceType, namespace: &str) -> Option<Value> {
+    if !rt.namespaced {
+        return None;
+    }
+    let namespaces = store.resolve("", "v1", "namespaces")?;
+    store.get(&namespaces, "", namespace).ok().map(|ns| ns["metadata"]["labels"].clone())
+}
+
+/// Whether a webhook's rules and selectors select this request.
+fn matches(webhook: &Value, request: &Request<'_>, namespace_labels: Option<&Value>) -> bool {
+    let rt = request.rt;
+    let rule_matches = |rule: &Value| {
+        let any = |field: &str, want: &str| {
+            rule[field].as_array().is_some_and(|list| list.iter().any(|v| v == "*" || v == want))
+        };
+        // "*" is every resource but no subresource; "*/*" everything; "pods/*" every pods subresource
+        let resource_matches = rule["resources"].as_array().is_some_and(|list| {
+            list.iter().filter_map(Value::as_str).any(|r| match r.split_once('/') {
+                _ if r == "*/*" => true,
+                None => !request.status_only && (r == "*" || r == rt.plural),
+                Some((res, sub)) => {
+                    request.status_only && (res == "*" || res == rt.plural) && (sub == "*" || sub == "status")
+                }
+            })
+        });
+        let scope = rule["scope"].as_str().unwrap_or("*");
+        let scope_matches = match scope {
+            "Cluster" => !rt.namespaced,
+            "Namespaced" => rt.namespaced,
+            _ => true,
+        };
+        any("apiGroups", &rt.group)
+            && any("apiVersions", &rt.version)
+            && any("operations", request.operation.as_str())
+            && resource_matches
+            && scope_matches
+    };
+    if !webhook["rules"].as_array().is_some_and(|rules| rules.iter().any(rule_matches)) {
+        return false;
+    }
+    let selected = |selector: &Value, labels: &Value| {
+        let subject = json!({"metadata": {"labels": labels}});
+        selector_from(selector).is_some_and(|s| s.matches(&subject))
+    };
+    let object_labels = &request.object["metadata"]["labels"];
+    let old_labels = request.old.map(|o| &o["metadata"]["labels"]);
+    let object_ok = selected(&webhook["objectSelector"], object_labels)
+        || old_labels.is_some_and(|l| selected(&webhook["objectSelector"], l));
+    let namespace_ok = namespace_labels.is_none_or(|labels| selected(&webhook["namespaceSelector"], labels));
+    object_ok && namespace_ok
+}
+
+/// A `metav1.LabelSelector` object as a selector; absent means "everything".
+fn selector_from(selector: &Value) -> Option<LabelSelector> {
+    let mut parts = Vec::new();
+    for (k, v) in selector["matchLabels"].as_object().into_iter().flatten() {
+        parts.push(format!("{k}={}", v.as_str()?));
+    }
+    for expr in selector["matchExpressions"].as_array().into_iter().flatten() {
+        let key = expr["key"].as_str()?;
+        let values: Vec<&str> = expr["values"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+        parts.push(match expr["operator"].as_str()? {
+            "In" => format!("{key} in ({})", values.join(",")),
+            "NotIn" => format!("{key} notin ({})", values.join(",")),
+            "Exists" => key.to_string(),
+            "DoesNotExist" => format!("!{key}"),
+            _ => return None,
+        });
+    }
+    LabelSelector::parse(&parts.join(",")).ok()
+}
+
+enum Verdict {
+    /// Allowed, with the JSON patch to apply, if any.
+    Allowed(Option<Vec<u8>>),
+    Denied {
+        code: u16,
+        message: String,
+    },
+}
+
+#[derive(Debug, thiserror::Error)]
+enum CallError {
+    #[error("{0}")]
+    Config(String),
+    #[error("Post {url:?}: {reason}")]
+    Transport { url: String, reason: String },
+    #[error("Post {0:?}: context deadline exceeded")]
+    Timeout(String),
+    #[error("received invalid webhook response: {0}")]
+    BadResponse(String),
+}
+
+async fn call(webhook: &Value, request: &Request<'_>) -> Result<Verdict, CallError> {
+    let client_config = &webhook["clientConfig"];
+    let Some(url) = client_config["url"].as_str() else {
+        return Err(CallError::Config("only clientConfig.url is supported by this server".into()));
+    };
+    let timeout = Duration::from_secs(webhook["timeoutSeconds"].as_u64().unwrap_or(10).clamp(1, 30));
+    let separator = if url.contains('?') { '&' } else { '?' };
+    let url = format!("{url}{separator}timeout={}s", timeout.as_secs());
+    let uid = format!("{:016x}-{}", rand_u64(), request.name);
+    let rt = request.rt;
+    let gvk = json!({"group": rt.group, "version": rt.version, "kind": rt.kind});
+    let gvr = json!({"group": rt.group, "version": rt.version, "resource": rt.plural});
+    let mut review_request = json!({
+        "uid": uid,
+        "kind": gvk, "resource": gvr, "requestKind": gvk, "requestResource": gvr,
+        "name": request.name,
+        "operation": request.operation.as_str(),
+        "userInfo": {"username": "system:admin", "groups": ["system:masters", "system:authenticated"]},
+        "object": request.object,
+        "oldObject": request.old.cloned().unwrap_or(Value::Null),
+        "dryRun": false,
+        "options": {"apiVersion": "meta.k8s.io/v1",
+                    "kind": if request.operation == Operation::Create { "CreateOptions" } else { "UpdateOptions" }},
+    });
+    if rt.namespaced {
+        review_request["namespace"] = json!(request.namespace);
+    }
+    if request.status_only {
+        review_request["subResource"] = json!("status");
+        review_request["requestSubResource"] = json!("status");
+    }
+    let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": review_request});
+    let ca_bundle = match client_config["caBundle"].as_str() {
+        Some(b64) => BASE64.decode(b64).map_err(|e| CallError::Config(format!("caBundle is not base64: {e}")))?,
+        None => Vec::new(),
+    };
+    let body = tokio::time::timeout(timeout, post(&url, &ca_bundle, review.to_string()))
+        .await
+        .map_err(|_| CallError::Timeout(url.clone()))??;
+    let reply: Value = serde_json::from_slice(&body).map_err(|e| CallError::BadResponse(e.to_string()))?;
+    let response = &reply["response"];
+    if response["uid"].as_str() != Some(uid.as_str()) {
+        return Err(CallError::BadResponse(format!("expected response.uid={uid:?}, got {:?}", response["uid"])));
+    }
+    if response["allowed"].as_bool() != Some(true) {
+        let status = &response["status"];
+        return Ok(Verdict::Denied {
+            code: status["code"].as_u64().and_then(|c| u16::try_from(c).ok()).filter(|c| *c >= 400).unwrap_or(400),
+            message: status["message"].as_str().unwrap_or_default().to_string(),
+        });
+    }
+    match (response["patchType"].as_str(), response["patch"].as_str()) {
+        (_, None) => Ok(Verdict::Allowed(None)),
+        (Some("JSONPatch"), Some(patch)) => {
+            BASE64.decode(patch).map(|p| Verdict::Allowed(Some(p))).map_err(|e| CallError::BadResponse(e.to_string()))
+        }
+        (other, Some(_)) => Err(CallError::BadResponse(format!("unsupported patchType {other:?}"))),
+    }
+}
+
+/// One HTTPS POST over a fresh connection, trusting only `ca_bundle_pem`.
+async fn post(url: &str, ca_bundle_pem: &[u8], body: String) -> Result<Bytes, CallError> {
+    let transport = |reason: String| CallError::Transport { url: url.to_string(), reason };
+    let uri: http::Uri = url.parse().map_err(|e| CallError::Config(format!("invalid webhook url: {e}")))?;
+    if uri.scheme_str() != Some("https") {
+        return Err(CallError::Config(format!("webhook url must be https: {url}")));
+    }
+    let host = uri.host().ok_or_else(|| CallError::Config("webhook url has no host".into()))?.to_string();
+    let port = uri.port_u16().unwrap_or(443);
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_bundle_pem) {
+        let cert = cert.map_err(|e| CallError::Config(format!("caBundle: {e}")))?;
+        roots.add(cert).map_err(|e| CallError::Config(format!("caBundle: {e}")))?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| CallError::Config(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let host_for_sni = host.trim_start_matches('[').trim_end_matches(']').to_string();
+    let server_name = ServerName::try_from(host_for_sni).map_err(|e| CallError::Config(format!("server name: {e}")))?;
+    let tcp = tokio::net::TcpStream::connect((host.trim_start_matches('[').trim_end_matches(']'), port))
+        .await
+        .map_err(|e| transport(e.to_string()))?;
+    let stream = tokio_rustls::TlsConnector::from(Arc::new(tls))
+        .connect(server_name, tcp)
+        .await
+        .map_err(|e| transport(format!("tls: {e}")))?;
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|e| transport(e.to_string()))?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
+    let request = http::Request::post(path)
+        .header(http::header::HOST, format!("{host}:{port}"))
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .header(http::header::ACCEPT, "application/json")
+        .body(Full::new(Bytes::from(body)))
+        .map_err(|e| CallError::Config(e.to_string()))?;
+    let response = sender.send_request(request).await.map_err(|e| transport(e.to_string()))?;
+    let status = response.status();
+    let bytes = Limited::new(response.into_body(), RESPONSE_LIMIT)
+        .collect()
+        .await
+        .map_err(|e| transport(format!("reading response: {e}")))?
+        .to_bytes();
+    if !status.is_success() {
+        return Err(CallError::BadResponse(format!("HTTP {status}: {}", String::from_utf8_lossy(&bytes))));
+    }
+    Ok(bytes)
+}
+
+/// Request uids only need to be unique per server; no RNG dependency for that.
+fn rand_u64() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    nanos ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
