@@ -53,14 +53,7 @@ impl FakeApiServer {
     /// Starts on `port` (0 = ephemeral) of 127.0.0.1.
     pub async fn start_with(port: u16, config: ServerConfig) -> std::io::Result<Self> {
         let listener = TcpListener::bind(("127.0.0.1", port)).await?;
-        let (watch_generation, _) = watch::channel(0);
-        let app = Arc::new(server::App {
-            store: Arc::new(Store::new(config.history_limit, config.watch_buffer)),
-            config,
-            faults: Default::default(),
-            watch_generation,
-        });
-        Ok(Self::serve(listener, app))
+        Ok(Self::serve(listener, new_app(config)))
     }
 
     fn serve(listener: TcpListener, app: Arc<server::App>) -> Self {
@@ -98,6 +91,14 @@ impl FakeApiServer {
 
     pub fn clear_faults(&self) {
         self.app.faults.clear();
+    }
+
+    /// The server's router and store without a socket, e.g. for
+    /// `kube::Client::new(router, "default")` in-process. Fault injection still works
+    /// through the reserved HTTP paths.
+    pub fn in_process(config: ServerConfig) -> (axum::Router, Arc<Store>) {
+        let app = new_app(config);
+        (router(app.clone()), app.store.clone())
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -145,6 +146,16 @@ impl FakeApiServer {
             let _ = task.await;
         }
     }
+}
+
+fn new_app(config: ServerConfig) -> Arc<server::App> {
+    let (watch_generation, _) = watch::channel(0);
+    Arc::new(server::App {
+        store: Arc::new(Store::new(config.history_limit, config.watch_buffer)),
+        config,
+        faults: Default::default(),
+        watch_generation,
+    })
 }
 
 /// A kubeconfig with one context, `fake`, for the server at `url` (no credentials: the

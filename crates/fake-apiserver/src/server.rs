@@ -171,6 +171,16 @@ async fn handle(
             };
             patch_with_admission(store, &target, name, kind, &body).await.map(|o| ok(&o))
         }
+        (Method::DELETE, None) => {
+            let deleted =
+                store.delete_collection(rt, &list_options(&target, query)?, &delete_options(&body, query)?)?;
+            Ok(ok(&json!({
+                "kind": format!("{}List", rt.kind),
+                "apiVersion": rt.api_version(),
+                "metadata": {"resourceVersion": store.current_rv().to_string()},
+                "items": deleted,
+            })))
+        }
         (Method::DELETE, Some(name)) if !target.status => {
             let opts = delete_options(&body, query)?;
             Ok(ok(&store.delete(rt, namespace, name, &opts)?))

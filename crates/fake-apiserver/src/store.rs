@@ -55,7 +55,7 @@ pub struct ListPage {
     pub remaining: usize,
 }
 
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct ListOptions {
     pub namespace: Option<String>,
     pub labels: LabelSelector,
@@ -394,6 +394,29 @@ impl Store {
         inner.write(&self.live, rt, namespace, name, current, new, status_only)
     }
 
+    /// DELETE on a collection: every object the options select, one by one (each follows
+    /// the single-object rules: finalizers, garbage collection). Returns what was deleted.
+    pub fn delete_collection(
+        &self,
+        rt: &ResourceType,
+        list: &ListOptions,
+        opts: &DeleteOptions,
+    ) -> Result<Vec<Value>, ApiError> {
+        let page = self.list(rt, &ListOptions { limit: None, continue_token: None, ..list.clone() })?;
+        let mut deleted = Vec::new();
+        for item in page.items {
+            let namespace = item["metadata"]["namespace"].as_str().unwrap_or_default().to_string();
+            let name = item["metadata"]["name"].as_str().unwrap_or_default().to_string();
+            match self.delete(rt, &namespace, &name, opts) {
+                Ok(object) => deleted.push(object),
+                // deleted meanwhile (e.g. garbage-collected with an earlier item)
+                Err(ApiError::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(deleted)
+    }
+
     pub fn delete(
         &self,
         rt: &ResourceType,
@@ -615,6 +638,9 @@ impl Inner {
         if rt.kind == "Namespace" {
             self.delete_namespace_contents(live, name);
         }
+        if rt.kind == "CustomResourceDefinition" {
+            self.unregister_crd(live, &last);
+        }
         self.collect_dependents(live, &uid, orphan);
         last
     }
@@ -751,6 +777,18 @@ impl Inner {
             }
         }
         Ok(objects)
+    }
+
+    /// A deleted CRD takes its custom resources with it and stops being served.
+    fn unregister_crd(&mut self, live: &broadcast::Sender<Arc<Change>>, crd: &Value) {
+        let served = resources::from_crd(crd);
+        let Some(first) = served.first().cloned() else { return };
+        let ids: Vec<(String, String)> =
+            self.objects.get(&key_of(&first)).map(|m| m.keys().cloned().collect()).unwrap_or_default();
+        for (namespace, name) in ids {
+            self.remove(live, &first, &namespace, &name, false);
+        }
+        self.types.retain(|t| !(t.group == first.group && t.plural == first.plural));
     }
 
     fn register_crd(&mut self, crd: &Value) {

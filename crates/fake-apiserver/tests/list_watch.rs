@@ -249,3 +249,12 @@ async fn bookmarks_and_streaming_list_validation() {
     let response = client.send(http::Request::get(url).body(kube::client::Body::empty()).unwrap()).await.unwrap();
     assert_eq!(response.status().as_u16(), 422);
 }
+
+#[tokio::test]
+async fn watch_ends_after_timeout_seconds() {
+    let (_server, client) = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let mut stream = api.watch(&WatchParams::default().timeout(1), "0").await.unwrap().boxed();
+    // no objects and no bookmark due within a second: the stream simply ends at the timeout
+    assert!(within("watch timeout", stream.try_next()).await.unwrap().is_none());
+}

@@ -253,4 +253,45 @@ async fn crds_are_served_after_creation() {
     let mut kinds: Vec<String> = group.recommended_resources().into_iter().map(|(r, _)| r.kind).collect();
     kinds.sort();
     assert_eq!(kinds, vec!["DeploymentGrid", "ServiceGrid", "StatefulSetGrid"]);
+
+    // deleting the CRD deletes its objects and stops serving the resource
+    crds.delete("servicegrids.superedge.io", &DeleteParams::default()).await.unwrap();
+    assert_eq!(status_of(grids.list(&ListParams::default()).await), (404, "NotFound".into()));
+}
+
+#[tokio::test]
+async fn delete_collection_by_selector() {
+    let (_server, client) = server().await;
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    for (name, app) in [("a1", "a"), ("a2", "a"), ("b1", "b")] {
+        pods.create(&PostParams::default(), &pod(name, &[("app", app)])).await.unwrap();
+    }
+    let deleted =
+        pods.delete_collection(&DeleteParams::default(), &ListParams::default().labels("app=a")).await.unwrap();
+    let names: Vec<String> = deleted.left().unwrap().items.into_iter().map(|p| p.metadata.name.unwrap()).collect();
+    assert_eq!(names, ["a1", "a2"]);
+    let left: Vec<String> =
+        pods.list(&ListParams::default()).await.unwrap().items.into_iter().map(|p| p.metadata.name.unwrap()).collect();
+    assert_eq!(left, ["b1"]);
+}
+
+#[tokio::test]
+async fn in_process_client_without_a_socket() {
+    use futures::StreamExt;
+    let (router, store) = fake_apiserver::FakeApiServer::in_process(Default::default());
+    let client = kube::Client::new(router, "default");
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    let created = api.create(&PostParams::default(), &config_map("inproc", &[])).await.unwrap();
+    assert_eq!(created.metadata.resource_version, Some(store.current_rv().to_string()));
+    let mut events = kube::runtime::watcher(api.clone(), Default::default()).boxed();
+    let mut seen = Vec::new();
+    while seen.len() < 3 {
+        seen.push(
+            format!("{:?}", within("in-process watch", events.next()).await.unwrap().unwrap())
+                .chars()
+                .take(9)
+                .collect::<String>(),
+        );
+    }
+    assert_eq!(seen, ["Init", "InitApply", "InitDone"]);
 }
