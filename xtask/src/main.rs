@@ -1,7 +1,9 @@
 //! Project automation: `cargo xtask gen-crds` writes the CRD YAML into the Helm chart;
 //! `cargo xtask check` fails when the committed YAML differs from what the code generates;
-//! `cargo xtask run` runs the system (for now: prints the CRDs to install, as one
-//! multi-document YAML stream that `kubectl apply -f -` accepts).
+//! `cargo xtask run` runs the system (see `local_cluster`); `cargo xtask crds` prints
+//! the CRDs as one multi-document stream for `kubectl apply -f -`.
+
+mod local_cluster;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -17,12 +19,18 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("gen-crds") => gen_crds(),
         Some("check") => check(),
-        Some("run") => run(),
+        Some("crds") => print_crds(),
+        Some("run") => local_cluster::RunArgs::parse(&args[1..], &workspace_root()).and_then(|run_args| {
+            let runtime = tokio::runtime::Runtime::new()?;
+            runtime.block_on(local_cluster::run(run_args, &workspace_root()))
+        }),
         _ => {
-            eprintln!("usage: cargo xtask <gen-crds|check|run>");
+            eprintln!("usage: cargo xtask <gen-crds|check|crds|run>");
             eprintln!("  gen-crds  write the CRD YAML into {CRD_DIR}");
             eprintln!("  check     fail when the committed generated files are stale");
-            eprintln!("  run       print the CRDs to install (kubectl apply -f -)");
+            eprintln!("  crds      print the CRDs to install (kubectl apply -f -)");
+            eprintln!("  run       start the embedded local cluster, or with --kubeconfig/KUBECONFIG");
+            eprintln!("            install into that cluster");
             return ExitCode::from(2);
         }
     };
@@ -85,7 +93,7 @@ fn check() -> Result<()> {
     Ok(())
 }
 
-fn run() -> Result<()> {
+fn print_crds() -> Result<()> {
     let mut out = String::new();
     for (_, content) in rendered_crds()? {
         out.push_str("---\n");
