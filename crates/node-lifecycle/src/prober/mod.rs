@@ -1,0 +1,13 @@
+//! Kubelet-style probing: probe kinds, the worker state machine, workers and a manager.
+
+mod manager;
+mod probes;
+mod state;
+mod worker;
+
+pub use manager::{ProbeManager, ResultChange, spread_by_key};
+pub use probes::{
+    HttpProbe, MAX_BODY_BYTES, NetworkProber, ProbeReport, ProbeTarget, Prober, ProberError, TlsVerification, run_probe,
+};
+pub use state::{Outcome, ProbeRole, ProbeState, ProberErrorSeen, Skip, Thresholds};
+pub use worker::{MAX_PROBE_ATTEMPTS, WorkerSpec};
