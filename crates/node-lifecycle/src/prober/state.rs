@@ -205,7 +205,8 @@ mod tests {
 
     #[test]
     fn threshold_table() {
-        let cases: Vec<(&str, ProbeRole, Thresholds, Vec<Result<Outcome, ProberErrorSeen>>, Vec<Option<Outcome>>)> = vec![
+        type Results = Vec<Result<Outcome, ProberErrorSeen>>;
+        let cases: Vec<(&str, ProbeRole, Thresholds, Results, Vec<Option<Outcome>>)> = vec![
             (
                 "readiness starts failed; one success publishes",
                 ProbeRole::Readiness,
