@@ -205,8 +205,8 @@ mod tests {
 
     #[test]
     fn threshold_table() {
-        type Results = Vec<Result<Outcome, ProberErrorSeen>>;
-        let cases: Vec<(&str, ProbeRole, Thresholds, Results, Vec<Option<Outcome>>)> = vec![
+        type Case = (&'static str, ProbeRole, Thresholds, Vec<Result<Outcome, ProberErrorSeen>>, Vec<Option<Outcome>>);
+        let cases: Vec<Case> = vec![
             (
                 "readiness starts failed; one success publishes",
                 ProbeRole::Readiness,
