@@ -1,0 +1,251 @@
+//! One node lifecycle controller, minus the API: each monitor pass turns node snapshots
+//! into actions (conditions to Unknown, NoSchedule taints, NoExecute taints through the
+//! per-zone rate-limited queues), with the edge rule on top.
+
+use std::collections::{BTreeMap, HashMap};
+
+use tokio::time::Instant;
+
+use super::LifecycleConfig;
+use super::health::{HealthTracker, NodeReport, ReadyStatus};
+use super::queue::RateLimitedTimedQueue;
+use super::tolerations::Taint;
+use super::zones::{ZoneKey, ZoneState, eviction_rate, zone_state};
+use edgegrid_core::keys;
+
+/// A node as the controller reads it from the API.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeSnapshot {
+    pub name: String,
+    pub zone: ZoneKey,
+    pub report: NodeReport,
+    /// The node carries `nodeunhealth: "yes"`: its unit's peers voted it unhealthy.
+    pub voted_unhealthy: bool,
+    pub taints: Vec<Taint>,
+}
+
+/// The four taints the controller manages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TaintRef {
+    NotReadyNoSchedule,
+    UnreachableNoSchedule,
+    NotReadyNoExecute,
+    UnreachableNoExecute,
+}
+
+impl TaintRef {
+    pub fn taint(self) -> Taint {
+        let (key, effect) = match self {
+            Self::NotReadyNoSchedule => (keys::TAINT_NOT_READY, keys::TAINT_EFFECT_NO_SCHEDULE),
+            Self::UnreachableNoSchedule => (keys::TAINT_UNREACHABLE, keys::TAINT_EFFECT_NO_SCHEDULE),
+            Self::NotReadyNoExecute => (keys::TAINT_NOT_READY, keys::TAINT_EFFECT_NO_EXECUTE),
+            Self::UnreachableNoExecute => (keys::TAINT_UNREACHABLE, keys::TAINT_EFFECT_NO_EXECUTE),
+        };
+        Taint { key: key.to_string(), value: None, effect: effect.to_string() }
+    }
+
+    fn on(self, taints: &[Taint]) -> bool {
+        let want = self.taint();
+        taints.iter().any(|t| t.key == want.key && t.effect == want.effect)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Set the node's conditions to Unknown (its kubelet stopped reporting) and mark its
+    /// pods not ready.
+    MarkUnknown {
+        node: String,
+    },
+    AddTaint {
+        node: String,
+        taint: TaintRef,
+    },
+    RemoveTaint {
+        node: String,
+        taint: TaintRef,
+    },
+}
+
+pub struct MonitorCore {
+    config: LifecycleConfig,
+    health: HealthTracker,
+    zones: BTreeMap<ZoneKey, (ZoneState, usize)>,
+    queues: BTreeMap<ZoneKey, RateLimitedTimedQueue>,
+    /// Per node, from the last pass: its zone and whether it still wants a NoExecute taint.
+    pending: HashMap<String, (ZoneKey, Option<TaintRef>)>,
+}
+
+impl MonitorCore {
+    pub fn new(config: LifecycleConfig) -> Self {
+        Self {
+            config,
+            health: HealthTracker::default(),
+            zones: BTreeMap::new(),
+            queues: BTreeMap::new(),
+            pending: HashMap::new(),
+        }
+    }
+
+    pub fn config(&self) -> &LifecycleConfig {
+        &self.config
+    }
+
+    pub fn zone_states(&self) -> impl Iterator<Item = (&ZoneKey, ZoneState)> {
+        self.zones.iter().map(|(k, (s, _))| (k, *s))
+    }
+
+    pub fn queue_rate(&self, zone: &ZoneKey) -> Option<f64> {
+        self.queues.get(zone).map(RateLimitedTimedQueue::rate)
+    }
+
+    /// The readiness the controller judges a node to have now.
+    pub fn status(&self, node: &str, now: Instant) -> ReadyStatus {
+        self.health.status(node, now, self.config.grace_period, self.config.startup_grace_period)
+    }
+
+    /// Whether the edge rule protects the node: Unknown, and not voted unhealthy.
+    pub fn protected(&self, node: &NodeSnapshot, now: Instant) -> bool {
+        self.status(&node.name, now) == ReadyStatus::Unknown && !node.voted_unhealthy
+    }
+
+    /// One monitor pass over every node (nodes absent from `nodes` are forgotten).
+    /// Actions come in node-name order.
+    pub fn monitor(&mut self, nodes: &[NodeSnapshot], now: Instant) -> Vec<Action> {
+        let mut nodes: Vec<&NodeSnapshot> = nodes.iter().collect();
+        nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        let known: std::collections::HashSet<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
+        let gone: Vec<String> = self.pending.keys().filter(|n| !known.contains(n.as_str())).cloned().collect();
+        for name in gone {
+            self.health.forget(&name);
+            if let Some((zone, _)) = self.pending.remove(&name)
+                && let Some(queue) = self.queues.get_mut(&zone)
+            {
+                queue.remove(&name);
+            }
+        }
+
+        let mut actions = Vec::new();
+        let mut counts: BTreeMap<ZoneKey, (usize, usize)> = BTreeMap::new();
+        for node in &nodes {
+            self.health.observe(&node.name, node.report.clone(), now);
+            let status = self.status(&node.name, now);
+            let count = counts.entry(node.zone.clone()).or_default();
+            if status == ReadyStatus::True {
+                count.0 += 1
+            } else {
+                count.1 += 1
+            }
+            if status == ReadyStatus::Unknown && node.report.ready != Some(ReadyStatus::Unknown) {
+                actions.push(Action::MarkUnknown { node: node.name.clone() });
+            }
+            no_schedule_taints(node, status, &mut actions);
+            let wanted = self.no_execute_taints(node, status, now, &mut actions);
+            self.pending.insert(node.name.clone(), (node.zone.clone(), wanted));
+        }
+
+        self.zones = counts
+            .into_iter()
+            .map(|(zone, (ready, not_ready))| {
+                let state = zone_state(ready, not_ready, self.config.unhealthy_zone_threshold);
+                (zone, (state, ready + not_ready))
+            })
+            .collect();
+        for zone in self.zones.keys() {
+            let rate = eviction_rate(zone, &self.zones, &self.config);
+            self.queues
+                .entry(zone.clone())
+                .or_insert_with(|| RateLimitedTimedQueue::new(rate, now))
+                .swap_rate(rate, now);
+        }
+        actions
+    }
+
+    /// NoExecute decisions for one node; returns the NoExecute taint it is queued for.
+    fn no_execute_taints(
+        &mut self,
+        node: &NodeSnapshot,
+        status: ReadyStatus,
+        now: Instant,
+        actions: &mut Vec<Action>,
+    ) -> Option<TaintRef> {
+        use TaintRef::{NotReadyNoExecute as NotReady, UnreachableNoExecute as Unreachable};
+        let queue = self
+            .queues
+            .entry(node.zone.clone())
+            .or_insert_with(|| RateLimitedTimedQueue::new(self.config.eviction_rate, now));
+        let remove = |taint: TaintRef, actions: &mut Vec<Action>| {
+            if taint.on(&node.taints) {
+                actions.push(Action::RemoveTaint { node: node.name.clone(), taint });
+            }
+        };
+        let (wanted, other) = match status {
+            ReadyStatus::True => {
+                queue.remove(&node.name);
+                remove(NotReady, actions);
+                remove(Unreachable, actions);
+                return None;
+            }
+            ReadyStatus::Unknown if !node.voted_unhealthy => {
+                // the edge rule: peers see it alive, so the cloud link is what failed
+                queue.remove(&node.name);
+                remove(NotReady, actions);
+                remove(Unreachable, actions);
+                return None;
+            }
+            ReadyStatus::False => (NotReady, Unreachable),
+            ReadyStatus::Unknown => (Unreachable, NotReady),
+        };
+        if wanted.on(&node.taints) {
+            queue.remove(&node.name);
+            return None;
+        }
+        if other.on(&node.taints) {
+            // never both NoExecute variants: swap at once, no new rate-limit wait
+            actions.push(Action::RemoveTaint { node: node.name.clone(), taint: other });
+            actions.push(Action::AddTaint { node: node.name.clone(), taint: wanted });
+            queue.remove(&node.name);
+            return None;
+        }
+        queue.add(&node.name, now);
+        Some(wanted)
+    }
+
+    /// Drains the per-zone queues at their rates: the NoExecute taints now due.
+    pub fn drain(&mut self, now: Instant) -> Vec<Action> {
+        let mut actions = Vec::new();
+        for queue in self.queues.values_mut() {
+            let pending = &self.pending;
+            queue.try_process(now, |name| {
+                if let Some((_, Some(taint))) = pending.get(name) {
+                    actions.push(Action::AddTaint { node: name.to_string(), taint: *taint });
+                }
+                Ok(())
+            });
+        }
+        for action in &actions {
+            if let Action::AddTaint { node, .. } = action
+                && let Some(entry) = self.pending.get_mut(node)
+            {
+                entry.1 = None;
+            }
+        }
+        actions
+    }
+}
+
+fn no_schedule_taints(node: &NodeSnapshot, status: ReadyStatus, actions: &mut Vec<Action>) {
+    let wanted = match status {
+        ReadyStatus::True => None,
+        ReadyStatus::False => Some(TaintRef::NotReadyNoSchedule),
+        ReadyStatus::Unknown => Some(TaintRef::UnreachableNoSchedule),
+    };
+    for taint in [TaintRef::NotReadyNoSchedule, TaintRef::UnreachableNoSchedule] {
+        let on = taint.on(&node.taints);
+        if Some(taint) == wanted && !on {
+            actions.push(Action::AddTaint { node: node.name.clone(), taint });
+        } else if Some(taint) != wanted && on {
+            actions.push(Action::RemoveTaint { node: node.name.clone(), taint });
+        }
+    }
+}
