@@ -136,23 +136,23 @@ mod tests {
             tol(Some("node.kubernetes.io/unreachable"), Some("Exists"), None, Some("NoExecute"), Some(300)),
         ];
         assert_eq!(
-            eviction_decision(&[], &[no_schedule.clone()], t0),
+            eviction_decision(&[], std::slice::from_ref(&no_schedule), t0),
             EvictionDecision::Keep,
             "NoSchedule never evicts"
         );
-        assert_eq!(eviction_decision(&[], &[unreachable.clone()], t0), EvictionDecision::EvictNow);
+        assert_eq!(eviction_decision(&[], std::slice::from_ref(&unreachable), t0), EvictionDecision::EvictNow);
         assert_eq!(
-            eviction_decision(&default_tolerations, &[unreachable.clone()], t0),
+            eviction_decision(&default_tolerations, std::slice::from_ref(&unreachable), t0),
             EvictionDecision::EvictAt(t0 + Duration::from_secs(300))
         );
         let forever = vec![tol(Some("node.kubernetes.io/unreachable"), Some("Exists"), None, None, None)];
-        assert_eq!(eviction_decision(&forever, &[unreachable.clone()], t0), EvictionDecision::Keep);
+        assert_eq!(eviction_decision(&forever, std::slice::from_ref(&unreachable), t0), EvictionDecision::Keep);
         let mixed = vec![
             tol(Some("node.kubernetes.io/unreachable"), Some("Exists"), None, None, Some(30)),
             tol(None, Some("Exists"), None, None, Some(600)),
         ];
         assert_eq!(
-            eviction_decision(&mixed, &[unreachable.clone()], t0),
+            eviction_decision(&mixed, std::slice::from_ref(&unreachable), t0),
             EvictionDecision::EvictAt(t0 + Duration::from_secs(600)),
             "the most generous matching toleration wins"
         );
