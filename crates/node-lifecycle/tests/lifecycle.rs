@@ -25,6 +25,7 @@ struct Sim {
     added: Vec<(u64, String, TaintRef)>,
     removed: Vec<(u64, String, TaintRef)>,
     marked_unknown: Vec<(u64, String)>,
+    pods_not_ready: Vec<(u64, String)>,
 }
 
 fn zone(name: &str) -> ZoneKey {
@@ -40,6 +41,7 @@ impl Sim {
             added: vec![],
             removed: vec![],
             marked_unknown: vec![],
+            pods_not_ready: vec![],
         }
     }
 
@@ -107,6 +109,7 @@ impl Sim {
                 self.nodes.get_mut(&node).unwrap().reported = Some(ReadyStatus::Unknown);
                 self.marked_unknown.push((t, node));
             }
+            Action::MarkPodsNotReady { node } => self.pods_not_ready.push((t, node)),
             Action::AddTaint { node, taint } => {
                 self.nodes.get_mut(&node).unwrap().taints.push(taint.taint());
                 self.added.push((t, node, taint));
@@ -143,6 +146,9 @@ fn hundred_nodes_three_zones_scripted_failures() {
     let first_unknown = |zone: &str| sim.marked_unknown.iter().find(|(_, n)| n.starts_with(zone)).map(|(t, _)| *t);
     assert_eq!((first_unknown("a"), first_unknown("b"), first_unknown("c")), (Some(145), Some(245), Some(345)));
     assert_eq!(sim.marked_unknown.len(), 5 + 30 + 20);
+    // pods lose readiness only where peers voted the node unhealthy: never in zone b
+    assert_eq!(sim.pods_not_ready.len(), 5 + 20);
+    assert!(sim.pods_not_ready.iter().all(|(_, n)| !n.starts_with("b-")));
 
     assert_eq!(
         sim.no_execute_added(),
@@ -237,6 +243,19 @@ fn per_node_taint_rules() {
             ],
         ),
         (
+            "Unknown and voted unhealthy: conditions Unknown, pods not ready, unreachable taints",
+            NodeSnapshot {
+                report: NodeReport { ready: None, heartbeat: None, lease_renew: None },
+                ..node("n", ReadyStatus::Unknown, true, &[])
+            },
+            vec![
+                Action::MarkUnknown { node: "n".into() },
+                Action::MarkPodsNotReady { node: "n".into() },
+                Action::AddTaint { node: "n".into(), taint: UnreachableNoSchedule },
+                Action::AddTaint { node: "n".into(), taint: UnreachableNoExecute },
+            ],
+        ),
+        (
             "unreachable NoExecute swapped to not-ready at once",
             node("n", ReadyStatus::False, false, &[UnreachableNoSchedule, UnreachableNoExecute]),
             vec![
@@ -250,6 +269,7 @@ fn per_node_taint_rules() {
             "Unknown and voted unhealthy while not-ready NoExecute: swapped to unreachable",
             node("n", ReadyStatus::Unknown, true, &[UnreachableNoSchedule, NotReadyNoExecute]),
             vec![
+                Action::MarkPodsNotReady { node: "n".into() },
                 Action::RemoveTaint { node: "n".into(), taint: NotReadyNoExecute },
                 Action::AddTaint { node: "n".into(), taint: UnreachableNoExecute },
             ],

@@ -52,9 +52,13 @@ impl TaintRef {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
-    /// Set the node's conditions to Unknown (its kubelet stopped reporting) and mark its
-    /// pods not ready.
+    /// Set the node's conditions to Unknown: its kubelet stopped reporting.
     MarkUnknown {
+        node: String,
+    },
+    /// Mark the node's pods not ready (their endpoints stop taking traffic). Not done for
+    /// a node the edge rule protects: its pods are still serving their unit.
+    MarkPodsNotReady {
         node: String,
     },
     AddTaint {
@@ -74,6 +78,8 @@ pub struct MonitorCore {
     queues: BTreeMap<ZoneKey, RateLimitedTimedQueue>,
     /// Per node, from the last pass: its zone and whether it still wants a NoExecute taint.
     pending: HashMap<String, (ZoneKey, Option<TaintRef>)>,
+    /// Nodes whose pods were marked not ready since they were last Ready.
+    pods_marked: std::collections::HashSet<String>,
 }
 
 impl MonitorCore {
@@ -84,6 +90,7 @@ impl MonitorCore {
             zones: BTreeMap::new(),
             queues: BTreeMap::new(),
             pending: HashMap::new(),
+            pods_marked: Default::default(),
         }
     }
 
@@ -118,6 +125,7 @@ impl MonitorCore {
         let gone: Vec<String> = self.pending.keys().filter(|n| !known.contains(n.as_str())).cloned().collect();
         for name in gone {
             self.health.forget(&name);
+            self.pods_marked.remove(&name);
             if let Some((zone, _)) = self.pending.remove(&name)
                 && let Some(queue) = self.queues.get_mut(&zone)
             {
@@ -138,6 +146,15 @@ impl MonitorCore {
             }
             if status == ReadyStatus::Unknown && node.report.ready != Some(ReadyStatus::Unknown) {
                 actions.push(Action::MarkUnknown { node: node.name.clone() });
+            }
+            match status {
+                ReadyStatus::True => {
+                    self.pods_marked.remove(&node.name);
+                }
+                ReadyStatus::Unknown if node.voted_unhealthy && self.pods_marked.insert(node.name.clone()) => {
+                    actions.push(Action::MarkPodsNotReady { node: node.name.clone() });
+                }
+                _ => {}
             }
             no_schedule_taints(node, status, &mut actions);
             let wanted = self.no_execute_taints(node, status, now, &mut actions);
