@@ -1,0 +1,368 @@
+//! The controller loop: caches Nodes, node Leases and Pods, runs the lifecycle logic every
+//! monitor period, drains the NoExecute queues, and runs the taint manager, only while
+//! leader. Every decision is the pure core's; this module only reads caches and writes.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use edgegrid_core::keys;
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use node_lifecycle::lifecycle::{
+    Action, EvictionDecision, LifecycleConfig, MonitorCore, Taint, Toleration, eviction_decision,
+};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::metrics::Metrics;
+use crate::snapshot::node_snapshot;
+
+#[derive(Clone, Debug)]
+pub struct ControllerConfig {
+    pub lifecycle: LifecycleConfig,
+    /// How often the NoExecute queues are drained (kube-controller-manager: 100 ms).
+    pub drain_period: Duration,
+    /// How often the taint manager looks at pods on NoExecute-tainted nodes.
+    pub taint_manager_period: Duration,
+    /// Taint manager workers; nodes are sharded over them by name hash.
+    pub taint_manager_shards: usize,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        Self {
+            lifecycle: LifecycleConfig::default(),
+            drain_period: Duration::from_millis(100),
+            taint_manager_period: Duration::from_secs(1),
+            taint_manager_shards: 8,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("node {0} is not in the cache")]
+    NodeNotCached(String),
+    #[error("kubernetes API: {0}")]
+    Api(#[from] kube::Error),
+}
+
+impl Error {
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Self::NodeNotCached(_) => "node_not_cached",
+            Self::Api(kube::Error::Api(s)) if s.code == 409 => "conflict",
+            Self::Api(_) => "api",
+        }
+    }
+}
+
+struct Caches {
+    nodes: Store<Node>,
+    leases: Store<Lease>,
+    pods: Store<Pod>,
+}
+
+/// Runs until `shutdown` flips to true. Acts only while `leader` is true; `ready` turns
+/// true once every cache has synced.
+pub async fn run(
+    client: Client,
+    config: ControllerConfig,
+    metrics: Arc<Metrics>,
+    leader: watch::Receiver<bool>,
+    ready: Arc<AtomicBool>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let (caches, drivers) = start_caches(&client);
+    tokio::select! {
+        _ = async {
+            let _ = caches.nodes.wait_until_ready().await;
+            let _ = caches.leases.wait_until_ready().await;
+            let _ = caches.pods.wait_until_ready().await;
+        } => {}
+        _ = shutdown.changed() => return,
+    }
+    ready.store(true, Ordering::SeqCst);
+    tracing::info!("caches synced");
+
+    let mut core = MonitorCore::new(config.lifecycle.clone());
+    let mut ticker = tokio::time::interval(config.drain_period);
+    let mut next_monitor = Instant::now();
+    let mut next_taint_manager = Instant::now();
+    let nodes_api: Api<Node> = Api::all(client.clone());
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = shutdown.changed() => break,
+        }
+        if !*leader.borrow() {
+            continue;
+        }
+        let now = Instant::now();
+        let mut actions = Vec::new();
+        if now >= next_monitor {
+            next_monitor = now + config.lifecycle.monitor_period;
+            let snapshots = snapshots(&caches);
+            actions.extend(core.monitor(&snapshots, now));
+            metrics.monitor_passes.inc();
+            for (zone, state) in core.zone_states() {
+                metrics.set_zone_state(&zone.region, &zone.zone, state);
+            }
+        }
+        actions.extend(core.drain(now));
+        for action in actions {
+            let kind = action_label(&action);
+            match execute(&client, &nodes_api, &caches, &action).await {
+                Ok(()) => metrics.action(kind),
+                Err(e) => {
+                    tracing::warn!(?action, "action failed (retried on a later pass): {e}");
+                    metrics.error(e.metric_label());
+                }
+            }
+        }
+        if now >= next_taint_manager {
+            next_taint_manager = now + config.taint_manager_period;
+            taint_manager_pass(&client, &caches, &core, &metrics, config.taint_manager_shards).await;
+        }
+    }
+    for driver in drivers {
+        driver.abort();
+    }
+}
+
+fn start_caches(client: &Client) -> (Caches, Vec<tokio::task::JoinHandle<()>>) {
+    fn cache<K>(api: Api<K>) -> (Store<K>, tokio::task::JoinHandle<()>)
+    where
+        K: kube::Resource<DynamicType = ()>
+            + Clone
+            + std::fmt::Debug
+            + serde::de::DeserializeOwned
+            + Send
+            + Sync
+            + 'static,
+    {
+        let (reader, writer) = reflector::store();
+        let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()).default_backoff());
+        let driver = tokio::spawn(async move {
+            stream
+                .for_each(|event| async move {
+                    if let Err(e) = event {
+                        tracing::warn!("watch error: {e}");
+                    }
+                })
+                .await;
+        });
+        (reader, driver)
+    }
+    let (nodes, n) = cache(Api::<Node>::all(client.clone()));
+    let (leases, l) = cache(Api::<Lease>::namespaced(client.clone(), keys::NODE_LEASE_NAMESPACE));
+    let (pods, p) = cache(Api::<Pod>::all(client.clone()));
+    (Caches { nodes, leases, pods }, vec![n, l, p])
+}
+
+fn snapshots(caches: &Caches) -> Vec<node_lifecycle::lifecycle::NodeSnapshot> {
+    let leases: BTreeMap<String, Arc<Lease>> = caches.leases.state().into_iter().map(|l| (l.name_any(), l)).collect();
+    caches
+        .nodes
+        .state()
+        .iter()
+        .map(|node| node_snapshot(node, leases.get(&node.name_any()).map(|l| l.as_ref())))
+        .collect()
+}
+
+fn action_label(action: &Action) -> &'static str {
+    match action {
+        Action::MarkUnknown { .. } => "mark_unknown",
+        Action::MarkPodsNotReady { .. } => "mark_pods_not_ready",
+        Action::AddTaint { .. } => "add_taint",
+        Action::RemoveTaint { .. } => "remove_taint",
+    }
+}
+
+fn now_rfc3339() -> String {
+    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+fn cached_node(caches: &Caches, name: &str) -> Result<Arc<Node>, Error> {
+    caches.nodes.state().into_iter().find(|n| n.name_any() == name).ok_or_else(|| Error::NodeNotCached(name.into()))
+}
+
+async fn execute(client: &Client, nodes: &Api<Node>, caches: &Caches, action: &Action) -> Result<(), Error> {
+    match action {
+        Action::MarkUnknown { node } => {
+            let cached = cached_node(caches, node)?;
+            let now = now_rfc3339();
+            let mut conditions: Vec<Value> = cached
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .into_iter()
+                .flatten()
+                .map(|c| serde_json::to_value(c).unwrap_or_default())
+                .collect();
+            if !conditions.iter().any(|c| c["type"] == keys::NODE_CONDITION_READY) {
+                conditions.push(json!({"type": keys::NODE_CONDITION_READY, "reason": "NodeStatusNeverUpdated",
+                    "message": "Kubelet never posted node status."}));
+            }
+            for condition in &mut conditions {
+                if condition["status"] != keys::CONDITION_UNKNOWN {
+                    condition["lastTransitionTime"] = json!(now);
+                }
+                condition["status"] = json!(keys::CONDITION_UNKNOWN);
+                if condition["reason"] != "NodeStatusNeverUpdated" {
+                    condition["reason"] = json!("NodeStatusUnknown");
+                    condition["message"] = json!("Kubelet stopped posting node status.");
+                }
+            }
+            let patch = json!({
+                "metadata": {"resourceVersion": cached.resource_version()},
+                "status": {"conditions": conditions},
+            });
+            nodes.patch_status(node, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        }
+        Action::MarkPodsNotReady { node } => {
+            for pod in pods_on(caches, node) {
+                let ready = pod
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .and_then(|c| c.iter().find(|c| c.type_ == keys::NODE_CONDITION_READY))
+                    .map(|c| c.status.clone());
+                if ready.as_deref() == Some(keys::CONDITION_FALSE) {
+                    continue;
+                }
+                let api: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace().unwrap_or_default());
+                let patch = json!({"status": {"conditions": [{"type": keys::NODE_CONDITION_READY,
+                    "status": keys::CONDITION_FALSE, "lastTransitionTime": now_rfc3339()}]}});
+                api.patch_status(&pod.name_any(), &PatchParams::default(), &Patch::Strategic(&patch)).await?;
+            }
+        }
+        Action::AddTaint { node, taint } | Action::RemoveTaint { node, taint } => {
+            let cached = cached_node(caches, node)?;
+            let wanted = taint.taint();
+            let mut taints: Vec<Value> = cached
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.as_ref())
+                .into_iter()
+                .flatten()
+                .filter(|t| !(t.key == wanted.key && t.effect == wanted.effect))
+                .map(|t| serde_json::to_value(t).unwrap_or_default())
+                .collect();
+            if matches!(action, Action::AddTaint { .. }) {
+                let mut added = json!({"key": wanted.key, "effect": wanted.effect});
+                if wanted.effect == keys::TAINT_EFFECT_NO_EXECUTE {
+                    added["timeAdded"] = json!(now_rfc3339());
+                }
+                taints.push(added);
+            }
+            let patch = json!({"metadata": {"resourceVersion": cached.resource_version()}, "spec": {"taints": taints}});
+            nodes.patch(node, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        }
+    }
+    Ok(())
+}
+
+fn pods_on(caches: &Caches, node: &str) -> Vec<Arc<Pod>> {
+    caches
+        .pods
+        .state()
+        .into_iter()
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+        .collect()
+}
+
+/// A node with NoExecute taints: the node, those taints, and since when it carries them.
+type TaintedNode = (Arc<Node>, Vec<Taint>, Instant);
+
+/// Evicts pods that do not tolerate their node's NoExecute taints (now, or once their
+/// `tolerationSeconds` ran out), never on a node the edge rule protects. Decisions are
+/// recomputed every pass, so a taint that goes away cancels pending evictions.
+async fn taint_manager_pass(client: &Client, caches: &Caches, core: &MonitorCore, metrics: &Metrics, shards: usize) {
+    let now = Instant::now();
+    let wall_now = jiff::Timestamp::now();
+    let mut work: Vec<Vec<TaintedNode>> = vec![Vec::new(); shards.max(1)];
+    for node in caches.nodes.state() {
+        let snapshot = node_snapshot(&node, None);
+        let no_execute: Vec<Taint> =
+            snapshot.taints.iter().filter(|t| t.effect == keys::TAINT_EFFECT_NO_EXECUTE).cloned().collect();
+        if no_execute.is_empty() || core.protected(&snapshot, now) {
+            continue;
+        }
+        let added = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.as_ref())
+            .into_iter()
+            .flatten()
+            .filter(|t| t.effect == keys::TAINT_EFFECT_NO_EXECUTE)
+            .filter_map(|t| t.time_added.as_ref().map(|time| time.0))
+            .min();
+        let ago =
+            added.map_or(Duration::ZERO, |t| Duration::try_from(wall_now.duration_since(t)).unwrap_or(Duration::ZERO));
+        let tainted_at = now.checked_sub(ago).unwrap_or(now);
+        let shard = shard_of(&snapshot.name, work.len());
+        work[shard].push((node, no_execute, tainted_at));
+    }
+    let passes = work.into_iter().map(|nodes| async move {
+        for (node, taints, tainted_at) in nodes {
+            for pod in pods_on(caches, &node.name_any()) {
+                if pod.metadata.deletion_timestamp.is_some() {
+                    continue;
+                }
+                let tolerations: Vec<Toleration> = pod
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.tolerations.as_ref())
+                    .into_iter()
+                    .flatten()
+                    .map(|t| Toleration {
+                        key: t.key.clone(),
+                        operator: t.operator.clone(),
+                        value: t.value.clone(),
+                        effect: t.effect.clone(),
+                        toleration_seconds: t.toleration_seconds,
+                    })
+                    .collect();
+                let due = match eviction_decision(&tolerations, &taints, tainted_at) {
+                    EvictionDecision::Keep => false,
+                    EvictionDecision::EvictNow => true,
+                    EvictionDecision::EvictAt(at) => at <= now,
+                };
+                if !due {
+                    continue;
+                }
+                let api: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace().unwrap_or_default());
+                let params = DeleteParams {
+                    preconditions: Some(Preconditions { uid: pod.uid(), resource_version: None }),
+                    ..Default::default()
+                };
+                match api.delete(&pod.name_any(), &params).await {
+                    Ok(_) => {
+                        tracing::info!(pod = %pod.name_any(), node = %node.name_any(), "evicted by the taint manager");
+                        metrics.evictions.inc();
+                    }
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(e) => metrics.error(Error::from(e).metric_label()),
+                }
+            }
+        }
+    });
+    futures::future::join_all(passes).await;
+}
+
+/// The taint manager worker a node belongs to (stable for a node name).
+pub fn shard_of(node: &str, shards: usize) -> usize {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    node.hash(&mut hasher);
+    (hasher.finish() % shards.max(1) as u64) as usize
+}

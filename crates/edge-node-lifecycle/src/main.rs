@@ -1,0 +1,161 @@
+//! `edge-node-lifecycle`: flags, logging, client, leader election, then the controller.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Parser;
+use edge_node_lifecycle::controller::{self, ControllerConfig};
+use edge_node_lifecycle::flags::parse_duration;
+use edge_node_lifecycle::http::{Probes, router};
+use edge_node_lifecycle::leader::{self, LeaderConfig};
+use edge_node_lifecycle::metrics::Metrics;
+use node_lifecycle::lifecycle::LifecycleConfig;
+use tokio::sync::watch;
+
+#[derive(Parser, Debug)]
+#[command(version, about = "Edge-aware node lifecycle controller (replaces kube-controller-manager's)")]
+struct Flags {
+    /// Kubeconfig to use; in-cluster configuration (or KUBECONFIG) when absent.
+    #[arg(long, env = "KUBECONFIG")]
+    kubeconfig: Option<PathBuf>,
+    /// Address for /healthz and /readyz.
+    #[arg(long, default_value = "0.0.0.0:10258")]
+    bind_address: SocketAddr,
+    /// Address for /metrics (may equal --bind-address).
+    #[arg(long, default_value = "0.0.0.0:10259")]
+    metrics_bind_address: SocketAddr,
+    /// Identity in the leader lease (defaults to the host name).
+    #[arg(long, env = "NODE_NAME")]
+    node_name: Option<String>,
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    node_monitor_period: Duration,
+    #[arg(long, default_value = "50s", value_parser = parse_duration)]
+    node_monitor_grace_period: Duration,
+    #[arg(long, default_value = "1m", value_parser = parse_duration)]
+    node_startup_grace_period: Duration,
+    #[arg(long, default_value_t = 0.55)]
+    unhealthy_zone_threshold: f64,
+    #[arg(long, default_value_t = 50)]
+    large_cluster_size_threshold: usize,
+    #[arg(long, default_value_t = 0.1)]
+    node_eviction_rate: f64,
+    #[arg(long, default_value_t = 0.01)]
+    secondary_node_eviction_rate: f64,
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    leader_elect: bool,
+    #[arg(long, default_value = "kube-system")]
+    leader_elect_resource_namespace: String,
+    #[arg(long, default_value = "edge-node-lifecycle")]
+    leader_elect_resource_name: String,
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    leader_elect_lease_duration: Duration,
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    leader_elect_retry_period: Duration,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .init();
+    let flags = Flags::parse();
+    if !(0.0..=1.0).contains(&flags.unhealthy_zone_threshold) {
+        anyhow::bail!("--unhealthy-zone-threshold must be within [0, 1], got {}", flags.unhealthy_zone_threshold);
+    }
+    if flags.node_eviction_rate < 0.0 || flags.secondary_node_eviction_rate < 0.0 {
+        anyhow::bail!("eviction rates must not be negative");
+    }
+    let client = match &flags.kubeconfig {
+        Some(path) => {
+            let kubeconfig =
+                kube::config::Kubeconfig::read_from(path).with_context(|| format!("reading {}", path.display()))?;
+            kube::Client::try_from(kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?)?
+        }
+        None => kube::Client::try_default().await.context("in-cluster configuration")?,
+    };
+    let identity = flags
+        .node_name
+        .clone()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|h| h.trim().to_string()))
+        .unwrap_or_else(|| "edge-node-lifecycle".into());
+
+    let metrics = Arc::new(Metrics::default());
+    let ready = Arc::new(AtomicBool::new(false));
+    let (shutdown_tx, shutdown) = watch::channel(false);
+    let probes = Probes { metrics: metrics.clone(), ready: ready.clone() };
+    let mut servers = Vec::new();
+    for addr in [flags.bind_address, flags.metrics_bind_address] {
+        if servers.iter().any(|(a, _)| *a == addr) {
+            continue;
+        }
+        let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
+        let mut stop = shutdown.clone();
+        let app = router(probes.clone());
+        servers.push((
+            addr,
+            tokio::spawn(async move {
+                let _ = axum::serve(listener, app)
+                    .with_graceful_shutdown(async move {
+                        let _ = stop.changed().await;
+                    })
+                    .await;
+            }),
+        ));
+    }
+
+    let (leader_tx, leader_rx) = watch::channel(!flags.leader_elect);
+    let election = flags.leader_elect.then(|| {
+        let config = LeaderConfig {
+            namespace: flags.leader_elect_resource_namespace.clone(),
+            name: flags.leader_elect_resource_name.clone(),
+            identity: identity.clone(),
+            lease_duration: flags.leader_elect_lease_duration,
+            retry_period: flags.leader_elect_retry_period,
+        };
+        tokio::spawn(leader::run(client.clone(), config, leader_tx, shutdown.clone()))
+    });
+    let mut leader_gauge = leader_rx.clone();
+    let gauge_metrics = metrics.clone();
+    tokio::spawn(async move {
+        loop {
+            gauge_metrics.leader.set(i64::from(*leader_gauge.borrow()));
+            if leader_gauge.changed().await.is_err() {
+                break;
+            }
+        }
+    });
+    let config = ControllerConfig {
+        lifecycle: LifecycleConfig {
+            monitor_period: flags.node_monitor_period,
+            grace_period: flags.node_monitor_grace_period,
+            startup_grace_period: flags.node_startup_grace_period,
+            unhealthy_zone_threshold: flags.unhealthy_zone_threshold,
+            large_cluster_threshold: flags.large_cluster_size_threshold,
+            eviction_rate: flags.node_eviction_rate,
+            secondary_eviction_rate: flags.secondary_node_eviction_rate,
+        },
+        ..Default::default()
+    };
+    let running = tokio::spawn(controller::run(client, config, metrics, leader_rx, ready, shutdown.clone()));
+    tracing::info!(%identity, "edge-node-lifecycle started");
+
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    tracing::info!("shutting down");
+    shutdown_tx.send_replace(true);
+    let _ = running.await;
+    if let Some(election) = election {
+        let _ = election.await;
+    }
+    for (_, server) in servers {
+        let _ = server.await;
+    }
+    Ok(())
+}

@@ -1,0 +1,94 @@
+//! Node + Lease objects -> what the lifecycle logic reads. Pure.
+
+use edgegrid_core::keys;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Node;
+use node_lifecycle::lifecycle::{NodeReport, NodeSnapshot, ReadyStatus, Taint, ZoneKey};
+
+pub fn node_snapshot(node: &Node, lease: Option<&Lease>) -> NodeSnapshot {
+    let labels = node.metadata.labels.clone().unwrap_or_default();
+    let annotations = node.metadata.annotations.clone().unwrap_or_default();
+    let ready = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == keys::NODE_CONDITION_READY));
+    NodeSnapshot {
+        name: node.metadata.name.clone().unwrap_or_default(),
+        zone: ZoneKey {
+            region: labels.get(keys::TOPOLOGY_REGION_LABEL).cloned().unwrap_or_default(),
+            zone: labels.get(keys::TOPOLOGY_ZONE_LABEL).cloned().unwrap_or_default(),
+        },
+        report: NodeReport {
+            ready: ready.map(|c| match c.status.as_str() {
+                s if s == keys::CONDITION_TRUE => ReadyStatus::True,
+                s if s == keys::CONDITION_FALSE => ReadyStatus::False,
+                _ => ReadyStatus::Unknown,
+            }),
+            heartbeat: ready.and_then(|c| c.last_heartbeat_time.as_ref()).map(|t| t.0.to_string()),
+            lease_renew: lease
+                .and_then(|l| l.spec.as_ref())
+                .and_then(|s| s.renew_time.as_ref())
+                .map(|t| t.0.to_string()),
+        },
+        voted_unhealthy: annotations.get(keys::NODE_UNHEALTH_ANNOTATION).map(String::as_str)
+            == Some(keys::NODE_UNHEALTH_YES),
+        taints: node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.as_ref())
+            .into_iter()
+            .flatten()
+            .map(|t| Taint { key: t.key.clone(), value: t.value.clone(), effect: t.effect.clone() })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn reads_zone_ready_heartbeats_vote_and_taints() {
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {"name": "edge-1",
+                "labels": {"topology.kubernetes.io/region": "r1", "topology.kubernetes.io/zone": "z1"},
+                "annotations": {"nodeunhealth": "yes"}},
+            "spec": {"taints": [{"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"}]},
+            "status": {"conditions": [
+                {"type": "MemoryPressure", "status": "False"},
+                {"type": "Ready", "status": "Unknown", "lastHeartbeatTime": "2026-11-21T10:00:00Z"}
+            ]}
+        }))
+        .unwrap();
+        let lease: Lease = serde_json::from_value(json!({
+            "metadata": {"name": "edge-1", "namespace": "kube-node-lease"},
+            "spec": {"renewTime": "2026-11-21T10:00:05.000000Z"}
+        }))
+        .unwrap();
+        let snapshot = node_snapshot(&node, Some(&lease));
+        assert_eq!(
+            snapshot,
+            NodeSnapshot {
+                name: "edge-1".into(),
+                zone: ZoneKey { region: "r1".into(), zone: "z1".into() },
+                report: NodeReport {
+                    ready: Some(ReadyStatus::Unknown),
+                    heartbeat: Some("2026-11-21T10:00:00Z".into()),
+                    lease_renew: Some("2026-11-21T10:00:05Z".into()),
+                },
+                voted_unhealthy: true,
+                taints: vec![Taint {
+                    key: "node.kubernetes.io/unreachable".into(),
+                    value: None,
+                    effect: "NoSchedule".into()
+                }],
+            }
+        );
+        let bare: Node =
+            serde_json::from_value(json!({"metadata": {"name": "n", "annotations": {"nodeunhealth": "no"}}})).unwrap();
+        let snapshot = node_snapshot(&bare, None);
+        assert_eq!((snapshot.report, snapshot.voted_unhealthy), (NodeReport::default(), false));
+    }
+}
