@@ -75,39 +75,17 @@ async fn selectors_and_consistent_pagination() {
     );
 }
 
-/// Drives a watcher until it has produced `n` events (errors included, as strings).
-async fn take_events(
-    stream: &mut (impl futures::Stream<Item = Result<watcher::Event<ConfigMap>, watcher::Error>> + Unpin),
-    n: usize,
-) -> Vec<String> {
-    let mut out = Vec::new();
-    while out.len() < n {
-        let event = within("watcher event", stream.next()).await.expect("watcher stream ended");
-        out.push(match event {
-            Ok(watcher::Event::Init) => "Init".to_string(),
-            Ok(watcher::Event::InitApply(o)) => format!("InitApply {}", o.name_any()),
-            Ok(watcher::Event::InitDone) => "InitDone".to_string(),
-            Ok(watcher::Event::Apply(o)) => {
-                format!("Apply {} {:?}", o.name_any(), o.data.unwrap_or_default())
-            }
-            Ok(watcher::Event::Delete(o)) => format!("Delete {}", o.name_any()),
-            Err(e) => format!("Error {e}"),
-        });
-    }
-    out
-}
-
 async fn watcher_sees_exact_sequence(config: watcher::Config) {
     let (_server, client) = server().await;
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
     api.create(&PostParams::default(), &config_map("a", &[])).await.unwrap();
     api.create(&PostParams::default(), &config_map("b", &[])).await.unwrap();
     let mut stream = watcher(api.clone(), config).boxed();
-    assert_eq!(take_events(&mut stream, 4).await, ["Init", "InitApply a", "InitApply b", "InitDone"]);
+    assert_eq!(watcher_events(&mut stream, 4).await, ["Init", "InitApply a", "InitApply b", "InitDone"]);
     api.create(&PostParams::default(), &config_map("c", &[])).await.unwrap();
     api.patch("a", &PatchParams::default(), &Patch::Merge(json!({"data": {"k": "v"}}))).await.unwrap();
     api.delete("b", &DeleteParams::default()).await.unwrap();
-    assert_eq!(take_events(&mut stream, 3).await, ["Apply c {}", r#"Apply a {"k": "v"}"#, "Delete b"]);
+    assert_eq!(watcher_events(&mut stream, 3).await, ["Apply c {}", r#"Apply a {"k": "v"}"#, "Delete b"]);
 }
 
 #[tokio::test]
@@ -126,7 +104,7 @@ async fn watcher_relists_after_history_is_lost() {
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
     api.create(&PostParams::default(), &config_map("a", &[])).await.unwrap();
     let mut stream = watcher(api.clone(), watcher::Config::default()).boxed();
-    assert_eq!(take_events(&mut stream, 3).await, ["Init", "InitApply a", "InitDone"]);
+    assert_eq!(watcher_events(&mut stream, 3).await, ["Init", "InitApply a", "InitDone"]);
     // The watch is cut, a change happens, then history is compacted past the watcher's
     // version (the watcher is not polled meanwhile, so it cannot resume early): its
     // resume gets 410 and it relists.
@@ -134,7 +112,7 @@ async fn watcher_relists_after_history_is_lost() {
     api.create(&PostParams::default(), &config_map("b", &[])).await.unwrap();
     server.compact_history();
     api.create(&PostParams::default(), &config_map("c", &[])).await.unwrap();
-    let events = take_events(&mut stream, 6).await;
+    let events = watcher_events(&mut stream, 6).await;
     assert!(events[0].starts_with("Error") && events[0].contains("Expired"), "{events:?}");
     assert_eq!(events[1..], ["Init", "InitApply a", "InitApply b", "InitApply c", "InitDone"]);
 }

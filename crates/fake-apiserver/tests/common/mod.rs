@@ -56,3 +56,28 @@ pub fn rv(meta: &ObjectMeta) -> u64 {
 pub async fn within<F: std::future::Future>(what: &str, fut: F) -> F::Output {
     tokio::time::timeout(Duration::from_secs(10), fut).await.unwrap_or_else(|_| panic!("timed out: {what}"))
 }
+
+/// Drives a kube-runtime watcher until it produced `n` events, rendered as
+/// `Init`, `InitApply <name>`, `InitDone`, `Apply <name> <data>`, `Delete <name>` or
+/// `Error <message>`.
+pub async fn watcher_events<S>(stream: &mut S, n: usize) -> Vec<String>
+where
+    S: futures::Stream<Item = Result<kube::runtime::watcher::Event<ConfigMap>, kube::runtime::watcher::Error>> + Unpin,
+{
+    use futures::StreamExt;
+    use kube::ResourceExt;
+    use kube::runtime::watcher::Event;
+    let mut out = Vec::new();
+    while out.len() < n {
+        let event = within("watcher event", stream.next()).await.expect("watcher stream ended");
+        out.push(match event {
+            Ok(Event::Init) => "Init".to_string(),
+            Ok(Event::InitApply(o)) => format!("InitApply {}", o.name_any()),
+            Ok(Event::InitDone) => "InitDone".to_string(),
+            Ok(Event::Apply(o)) => format!("Apply {} {:?}", o.name_any(), o.data.unwrap_or_default()),
+            Ok(Event::Delete(o)) => format!("Delete {}", o.name_any()),
+            Err(e) => format!("Error {e}"),
+        });
+    }
+    out
+}
