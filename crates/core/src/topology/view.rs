@@ -175,6 +175,18 @@ impl PrunedView {
         self.services.iter().filter_map(|(id, entry)| entry.error.as_ref().map(|e| (id, e)))
     }
 
+    /// Cached slices and Endpoints with at least one endpoint on `node`, sorted.
+    pub fn objects_on_node(&self, node: &str) -> Vec<ObjectKey> {
+        let mut keys: Vec<ObjectKey> = self.objects_on_node.get(node).into_iter().flatten().cloned().collect();
+        keys.sort();
+        keys
+    }
+
+    /// Names of the cached slices labelled as belonging to `service`, sorted.
+    pub fn slices_of_service(&self, service: &NamespacedName) -> Vec<String> {
+        self.slices_of_service.get(service).into_iter().flatten().cloned().collect()
+    }
+
     /// The pruned form of one cached object.
     pub fn pruned(&self, key: &ObjectKey) -> Option<PrunedObject> {
         match key.kind {

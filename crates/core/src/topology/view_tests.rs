@@ -58,6 +58,26 @@ fn populated() -> PrunedView {
 }
 
 #[test]
+fn indexes_answer_by_node_and_by_service() {
+    let mut view = populated();
+    assert_eq!(
+        view.objects_on_node("n3"),
+        vec![ObjectKey::slice("ns", "plain-1"), ObjectKey::slice("ns", "web-1"), ObjectKey::endpoints("ns", "web")]
+    );
+    assert_eq!(view.objects_on_node("n9"), Vec::<ObjectKey>::new());
+    assert_eq!(view.slices_of_service(&NamespacedName::new("ns", "web")), ["web-1", "web-2"]);
+    // a slice moving to another node and another Service moves in both indexes
+    view.apply(InputChange::SliceUpserted(slice("ns", "web-1", Some("api"), &[ep("10.244.0.7", "n4")]))).unwrap();
+    assert_eq!(view.objects_on_node("n3"), vec![ObjectKey::slice("ns", "plain-1"), ObjectKey::endpoints("ns", "web")]);
+    assert_eq!(view.objects_on_node("n1"), vec![ObjectKey::endpoints("ns", "web")]);
+    assert_eq!(view.slices_of_service(&NamespacedName::new("ns", "web")), ["web-2"]);
+    assert_eq!(view.slices_of_service(&NamespacedName::new("ns", "api")), ["api-1", "web-1"]);
+    view.apply(InputChange::SliceDeleted(NamespacedName::new("ns", "web-2"))).unwrap();
+    assert_eq!(view.slices_of_service(&NamespacedName::new("ns", "web")), Vec::<String>::new());
+    assert_eq!(view.objects_on_node("n4"), vec![ObjectKey::slice("ns", "web-1")]);
+}
+
+#[test]
 fn remote_node_label_change_reprunes_only_its_objects() {
     let mut view = populated();
     assert_eq!(pruned_slice_ips(&view, "ns", "web-1"), vec!["10.244.0.1"]);
@@ -323,6 +343,37 @@ fn diff(before: &BTreeMap<ObjectKey, PrunedObject>, after: &BTreeMap<ObjectKey, 
     out
 }
 
+/// The node names of the raw objects, kept beside the view from the same changes, so the
+/// view's node index can be checked against a brute-force scan.
+fn track_nodes(raw: &mut BTreeMap<ObjectKey, Vec<String>>, change: &InputChange) {
+    let key_of = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+        NamespacedName::new(meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default())
+    };
+    match change {
+        InputChange::SliceUpserted(s) => {
+            let nodes = s.endpoints.iter().filter_map(|e| e.node_name.clone()).collect();
+            raw.insert(ObjectKey { kind: ObjectKind::EndpointSlice, id: key_of(&s.metadata) }, nodes);
+        }
+        InputChange::SliceDeleted(id) => {
+            raw.remove(&ObjectKey { kind: ObjectKind::EndpointSlice, id: id.clone() });
+        }
+        InputChange::EndpointsUpserted(e) => {
+            let nodes = e
+                .subsets
+                .iter()
+                .flatten()
+                .flat_map(|s| s.addresses.iter().flatten().chain(s.not_ready_addresses.iter().flatten()))
+                .filter_map(|a| a.node_name.clone())
+                .collect();
+            raw.insert(ObjectKey { kind: ObjectKind::Endpoints, id: key_of(&e.metadata) }, nodes);
+        }
+        InputChange::EndpointsDeleted(id) => {
+            raw.remove(&ObjectKey { kind: ObjectKind::Endpoints, id: id.clone() });
+        }
+        _ => {}
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(3000))]
 
@@ -336,12 +387,19 @@ proptest! {
     ) {
         let mut view = PrunedView::new(LOCAL, rewrite);
         let mut before = view.full_rebuild();
+        let mut raw_nodes = BTreeMap::new();
         for change in changes {
+            track_nodes(&mut raw_nodes, &change);
             let got = view.apply(change.clone()).expect("generated input is valid");
             let after = view.full_rebuild();
             prop_assert_eq!(&got, &diff(&before, &after), "change {:?}", change);
             for (key, want) in &after {
                 prop_assert_eq!(view.pruned(key), Some(want.clone()));
+            }
+            for node in NODES.iter().chain(["ghost"].iter()) {
+                let brute: Vec<ObjectKey> =
+                    raw_nodes.iter().filter(|(_, nodes)| nodes.iter().any(|n| n == node)).map(|(k, _)| k.clone()).collect();
+                prop_assert_eq!(view.objects_on_node(node), brute, "node {}", node);
             }
             before = after;
         }
