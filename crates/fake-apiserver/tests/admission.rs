@@ -117,23 +117,21 @@ fn webhook(name: &str, url: String, ca_pem: &str, resources: &[&str], extra: Val
     hook
 }
 
-#[tokio::test]
-async fn patches_are_applied_on_create_and_update_for_matching_objects_only() {
+/// A fake apiserver with one webhook `<mode>.example.com` registered for `resources`,
+/// served by a fresh HTTPS webhook server answering in `mode`.
+async fn with_webhook(mode: &str, resources: &[&str], extra: Value) -> (fake_apiserver::FakeApiServer, Client, Seen) {
     let pki = pki();
     let (addr, seen) = webhook_server(pki.server.clone()).await;
-    let (_server, client) = server().await;
-    register(
-        &client,
-        "mutate",
-        webhook(
-            "mutate.example.com",
-            format!("https://{addr}/mutate"),
-            &pki.ca_pem,
-            &["configmaps"],
-            json!({"objectSelector": {"matchExpressions": [{"key": "skip", "operator": "DoesNotExist"}]}}),
-        ),
-    )
-    .await;
+    let (server, client) = server().await;
+    let hook = webhook(&format!("{mode}.example.com"), format!("https://{addr}/{mode}"), &pki.ca_pem, resources, extra);
+    register(&client, mode, hook).await;
+    (server, client, seen)
+}
+
+#[tokio::test]
+async fn patches_are_applied_on_create_and_update_for_matching_objects_only() {
+    let selector = json!({"objectSelector": {"matchExpressions": [{"key": "skip", "operator": "DoesNotExist"}]}});
+    let (_server, client, seen) = with_webhook("mutate", &["configmaps"], selector).await;
     let maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let created = maps.create(&PostParams::default(), &config_map("a", &[])).await.unwrap();
     assert_eq!(created.labels().get("mutated").map(String::as_str), Some("yes"));
@@ -164,15 +162,7 @@ async fn patches_are_applied_on_create_and_update_for_matching_objects_only() {
 
 #[tokio::test]
 async fn denials_carry_the_webhook_message_and_code() {
-    let pki = pki();
-    let (addr, _) = webhook_server(pki.server.clone()).await;
-    let (_server, client) = server().await;
-    register(
-        &client,
-        "deny",
-        webhook("deny.example.com", format!("https://{addr}/deny"), &pki.ca_pem, &["configmaps"], json!({})),
-    )
-    .await;
+    let (_server, client, _) = with_webhook("deny", &["configmaps"], json!({})).await;
     let maps: Api<ConfigMap> = Api::namespaced(client, "default");
     match maps.create(&PostParams::default(), &config_map("a", &[])).await {
         Err(kube::Error::Api(status)) => {
@@ -231,15 +221,7 @@ async fn failure_policy_decides_on_unreachable_slow_untrusted_or_broken_webhooks
 
 #[tokio::test]
 async fn status_subresource_rules() {
-    let pki = pki();
-    let (addr, seen) = webhook_server(pki.server.clone()).await;
-    let (_server, client) = server().await;
-    register(
-        &client,
-        "status",
-        webhook("status.example.com", format!("https://{addr}/mutate"), &pki.ca_pem, &["nodes/status"], json!({})),
-    )
-    .await;
+    let (_server, client, seen) = with_webhook("mutate", &["nodes/status"], json!({})).await;
     let nodes: Api<Node> = Api::all(client);
     let node = nodes
         .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "n1"}})).unwrap())
