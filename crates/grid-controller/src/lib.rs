@@ -7,3 +7,4 @@
 
 pub mod names;
 pub mod plan;
+pub mod reconcile;
