@@ -3,8 +3,5 @@
 //! node lifecycle controller (run the latter with `--controllers=*,-node-lifecycle-controller`).
 
 pub mod controller;
-pub mod flags;
-pub mod http;
-pub mod leader;
 pub mod metrics;
 pub mod snapshot;

@@ -3,15 +3,14 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use anyhow::Context;
 use clap::Parser;
+use controller_support::flags::parse_duration;
+use controller_support::leader::{self, LeaderConfig};
+use controller_support::probes::{self, Probes};
+use controller_support::process;
 use edge_node_lifecycle::controller::{self, ControllerConfig};
-use edge_node_lifecycle::flags::parse_duration;
-use edge_node_lifecycle::http::{Probes, router};
-use edge_node_lifecycle::leader::{self, LeaderConfig};
 use edge_node_lifecycle::metrics::Metrics;
 use node_lifecycle::lifecycle::LifecycleConfig;
 use tokio::sync::watch;
@@ -59,9 +58,7 @@ struct Flags {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-        .init();
+    process::init_tracing();
     let flags = Flags::parse();
     if !(0.0..=1.0).contains(&flags.unhealthy_zone_threshold) {
         anyhow::bail!("--unhealthy-zone-threshold must be within [0, 1], got {}", flags.unhealthy_zone_threshold);
@@ -69,43 +66,14 @@ async fn main() -> anyhow::Result<()> {
     if flags.node_eviction_rate < 0.0 || flags.secondary_node_eviction_rate < 0.0 {
         anyhow::bail!("eviction rates must not be negative");
     }
-    let client = match &flags.kubeconfig {
-        Some(path) => {
-            let kubeconfig =
-                kube::config::Kubeconfig::read_from(path).with_context(|| format!("reading {}", path.display()))?;
-            kube::Client::try_from(kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?)?
-        }
-        None => kube::Client::try_default().await.context("in-cluster configuration")?,
-    };
-    let identity = flags
-        .node_name
-        .clone()
-        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|h| h.trim().to_string()))
-        .unwrap_or_else(|| "edge-node-lifecycle".into());
+    let client = process::client(flags.kubeconfig.as_deref()).await?;
+    let identity = process::identity(flags.node_name.clone(), "edge-node-lifecycle");
 
     let metrics = Arc::new(Metrics::default());
-    let ready = Arc::new(AtomicBool::new(false));
+    let probes = Probes::new(metrics.registry());
     let (shutdown_tx, shutdown) = watch::channel(false);
-    let probes = Probes { metrics: metrics.clone(), ready: ready.clone() };
-    let mut servers = Vec::new();
-    for addr in [flags.bind_address, flags.metrics_bind_address] {
-        if servers.iter().any(|(a, _)| *a == addr) {
-            continue;
-        }
-        let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
-        let mut stop = shutdown.clone();
-        let app = router(probes.clone());
-        servers.push((
-            addr,
-            tokio::spawn(async move {
-                let _ = axum::serve(listener, app)
-                    .with_graceful_shutdown(async move {
-                        let _ = stop.changed().await;
-                    })
-                    .await;
-            }),
-        ));
-    }
+    let servers =
+        probes::serve(probes.clone(), &[flags.bind_address, flags.metrics_bind_address], shutdown.clone()).await?;
 
     let (leader_tx, leader_rx) = watch::channel(!flags.leader_elect);
     let election = flags.leader_elect.then(|| {
@@ -140,21 +108,18 @@ async fn main() -> anyhow::Result<()> {
         },
         ..Default::default()
     };
-    let running = tokio::spawn(controller::run(client, config, metrics, leader_rx, ready, shutdown.clone()));
+    let running =
+        tokio::spawn(controller::run(client, config, metrics, leader_rx, probes.ready.clone(), shutdown.clone()));
     tracing::info!(%identity, "edge-node-lifecycle started");
 
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
-    }
+    process::terminated().await?;
     tracing::info!("shutting down");
     shutdown_tx.send_replace(true);
     let _ = running.await;
     if let Some(election) = election {
         let _ = election.await;
     }
-    for (_, server) in servers {
+    for server in servers {
         let _ = server.await;
     }
     Ok(())

@@ -1,5 +1,7 @@
 //! Prometheus metrics of the controller, served on `/metrics`.
 
+use std::sync::{Arc, Mutex};
+
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -26,7 +28,7 @@ struct ZoneLabels {
 }
 
 pub struct Metrics {
-    registry: Registry,
+    registry: Arc<Mutex<Registry>>,
     actions: Family<ActionLabels, Counter>,
     errors: Family<ErrorLabels, Counter>,
     zones: Family<ZoneLabels, Gauge>,
@@ -45,7 +47,7 @@ impl Default for Metrics {
             evictions: Counter::default(),
             monitor_passes: Counter::default(),
             leader: Gauge::default(),
-            registry: Registry::default(),
+            registry: Arc::default(),
         };
         registry.register("actions", "Node writes by kind (mark_unknown, add_taint, ...)", metrics.actions.clone());
         registry.register("errors", "Failed writes and evictions by cause", metrics.errors.clone());
@@ -53,7 +55,7 @@ impl Default for Metrics {
         registry.register("evictions", "Pods deleted by the taint manager", metrics.evictions.clone());
         registry.register("monitor_passes", "Node monitor passes run", metrics.monitor_passes.clone());
         registry.register("leader", "1 while this instance holds the leader lease", metrics.leader.clone());
-        Self { registry, ..metrics }
+        Self { registry: Arc::new(Mutex::new(registry)), ..metrics }
     }
 }
 
@@ -75,10 +77,17 @@ impl Metrics {
         }
     }
 
+    /// The registry, to serve on `/metrics`.
+    pub fn registry(&self) -> Arc<Mutex<Registry>> {
+        self.registry.clone()
+    }
+
     pub fn encode(&self) -> String {
         let mut out = String::new();
-        // writing into a String cannot fail
-        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        if let Ok(registry) = self.registry.lock() {
+            // writing into a String cannot fail
+            let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
+        }
         out
     }
 }

@@ -8,8 +8,8 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use controller_support::leader::{self, LeaderConfig};
 use edge_node_lifecycle::controller::{self, ControllerConfig};
-use edge_node_lifecycle::leader::{self, LeaderConfig};
 use edge_node_lifecycle::metrics::Metrics;
 use fake_apiserver::FakeApiServer;
 use futures::StreamExt;
