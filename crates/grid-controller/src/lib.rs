@@ -5,6 +5,7 @@
 //! `plan` holds every decision as pure functions (what objects should exist, which unit
 //! values are unusable and why); the runtime only applies plans.
 
+pub mod metrics;
 pub mod names;
 pub mod plan;
 pub mod reconcile;

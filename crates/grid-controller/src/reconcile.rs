@@ -23,6 +23,7 @@ use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
+use crate::metrics::Metrics;
 use crate::plan::{self, PlanError, SkippedUnit, WorkloadPlan};
 
 /// Field manager of everything this controller applies.
@@ -51,12 +52,13 @@ impl Error {
 pub struct Context {
     pub client: Client,
     pub recorder: Recorder,
+    pub metrics: Arc<Metrics>,
 }
 
 impl Context {
-    pub fn new(client: Client) -> Arc<Self> {
+    pub fn new(client: Client, metrics: Arc<Metrics>) -> Arc<Self> {
         let reporter = Reporter { controller: MANAGER.into(), instance: std::env::var("POD_NAME").ok() };
-        Arc::new(Self { recorder: Recorder::new(client.clone(), reporter), client })
+        Arc::new(Self { recorder: Recorder::new(client.clone(), reporter), client, metrics })
     }
 
     async fn warn<K: Resource<DynamicType = ()>>(&self, grid: &K, reason: &str, note: String) {
@@ -108,6 +110,7 @@ where
 }
 
 pub async fn reconcile_service_grid(grid: Arc<ServiceGrid>, ctx: Arc<Context>) -> Result<Action, Error> {
+    ctx.metrics.reconciled("ServiceGrid");
     let namespace = grid.namespace().unwrap_or_default();
     let grids: Api<ServiceGrid> = Api::namespaced(ctx.client.clone(), &namespace);
     let mut status = grid.status.clone().unwrap_or_default();
@@ -278,6 +281,7 @@ fn statefulset_state(s: &StatefulSet) -> UnitWorkloadState {
 }
 
 pub async fn reconcile_deployment_grid(grid: Arc<DeploymentGrid>, ctx: Arc<Context>) -> Result<Action, Error> {
+    ctx.metrics.reconciled("DeploymentGrid");
     let units = units(&ctx.client, &grid.spec.grid_uniq_key).await?;
     let status = reconcile_workloads(&*grid, &ctx, plan::plan_deployment_grid(&grid, &units), deployment_state).await?;
     let status = merge_conditions(grid.status.as_ref(), status, grid.metadata.generation);
@@ -289,6 +293,7 @@ pub async fn reconcile_deployment_grid(grid: Arc<DeploymentGrid>, ctx: Arc<Conte
 }
 
 pub async fn reconcile_statefulset_grid(grid: Arc<StatefulSetGrid>, ctx: Arc<Context>) -> Result<Action, Error> {
+    ctx.metrics.reconciled("StatefulSetGrid");
     let units = units(&ctx.client, &grid.spec.grid_uniq_key).await?;
     let status =
         reconcile_workloads(&*grid, &ctx, plan::plan_statefulset_grid(&grid, &units), statefulset_state).await?;
@@ -300,14 +305,19 @@ pub async fn reconcile_statefulset_grid(grid: Arc<StatefulSetGrid>, ctx: Arc<Con
     Ok(Action::requeue(RESYNC))
 }
 
-fn error_policy<K>(_: Arc<K>, error: &Error, _: Arc<Context>) -> Action {
-    tracing::warn!(error = error.metric_label(), "reconcile failed: {error}");
+fn error_policy<K: Resource<DynamicType = ()>>(grid: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
+    tracing::warn!(grid = %grid.name_any(), error = error.metric_label(), "reconcile failed: {error}");
+    ctx.metrics.failed(&K::kind(&()), error.metric_label());
     Action::requeue(Duration::from_secs(5))
 }
 
 /// Runs the three controllers until `shutdown` resolves.
-pub async fn run(client: Client, shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
-    let ctx = Context::new(client.clone());
+pub async fn run(
+    client: Client,
+    metrics: Arc<Metrics>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let ctx = Context::new(client.clone(), metrics);
     let config = watcher::Config::default();
     let shutdown = futures::future::FutureExt::shared(Box::pin(shutdown));
 

@@ -62,7 +62,8 @@ async fn grids_generate_services_and_per_unit_deployments() {
     node(&client, "n4", "Bad_Unit").await;
 
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let controller = tokio::spawn(grid_controller::reconcile::run(client.clone(), async move {
+    let metrics = std::sync::Arc::new(grid_controller::metrics::Metrics::default());
+    let controller = tokio::spawn(grid_controller::reconcile::run(client.clone(), metrics.clone(), async move {
         let _ = stopped.await;
     }));
 
@@ -148,6 +149,8 @@ async fn grids_generate_services_and_per_unit_deployments() {
     .await;
     assert_eq!(left, ["echo-foreign"]);
 
+    let exposition = metrics.encode();
+    assert!(exposition.contains("grid_controller_reconciles_total{kind=\"DeploymentGrid\"}"), "{exposition}");
     let _ = stop.send(());
     tokio::time::timeout(Duration::from_secs(10), controller).await.expect("controllers stop on shutdown").unwrap();
 }
