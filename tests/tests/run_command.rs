@@ -68,7 +68,20 @@ async fn xtask_run_serves_the_local_cluster_until_sigterm() {
     let lp = ListParams::default();
     assert_eq!(names(Api::<ServiceGrid>::all(client.clone()).list(&lp).await.unwrap().items), ["echo"]);
     assert_eq!(names(Api::<DeploymentGrid>::all(client.clone()).list(&lp).await.unwrap().items), ["echo"]);
-    assert_eq!(names(Api::<StatefulSetGrid>::all(client).list(&lp).await.unwrap().items), ["cache"]);
+    assert_eq!(names(Api::<StatefulSetGrid>::all(client.clone()).list(&lp).await.unwrap().items), ["cache"]);
+    // the grid controller runs in the local cluster: the examples produce their objects
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(client.clone(), "default");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let generated = names(deployments.list(&lp).await.unwrap().items);
+        if generated == ["echo-unit-a", "echo-unit-b"] {
+            break;
+        }
+        assert!(Instant::now() < deadline, "grid controller did not generate the per-unit Deployments: {generated:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let services: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(client, "default");
+    assert!(services.get("echo-svc").await.is_ok(), "ServiceGrid echo produced echo-svc");
 
     assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
     assert_eq!(child.wait().unwrap().code(), Some(0));

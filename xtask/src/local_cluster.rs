@@ -1,7 +1,8 @@
 //! `cargo xtask run`: the system on a cluster. With a kubeconfig (`--kubeconfig` or
 //! `KUBECONFIG`) it installs the CRDs there. Without one it starts the embedded local
-//! cluster: the in-repo fake apiserver on 127.0.0.1 with the CRDs and the examples
-//! applied, and a kubeconfig for kubectl; Ctrl-C or SIGTERM stops it.
+//! cluster: the in-repo fake apiserver on 127.0.0.1, demo edge nodes in two units, the
+//! CRDs and the examples applied, and the grid controller running against it over HTTP;
+//! a kubeconfig for kubectl is written; Ctrl-C or SIGTERM stops it.
 
 use std::path::{Path, PathBuf};
 
@@ -59,6 +60,12 @@ pub async fn run(args: RunArgs, root: &Path) -> Result<()> {
     let config = kube::Config::new(server.url().parse()?);
     let client = Client::try_from(config)?;
     let crds = install_crds(&client).await?;
+    let nodes = create_demo_nodes(&client).await?;
+    let (stop_controllers, controllers_stopped) = tokio::sync::oneshot::channel::<()>();
+    let metrics = std::sync::Arc::new(grid_controller::metrics::Metrics::default());
+    let controllers = tokio::spawn(grid_controller::reconcile::run(client.clone(), metrics, async move {
+        let _ = controllers_stopped.await;
+    }));
     let examples = apply_examples(&client, &root.join("examples")).await?;
     if let Some(dir) = args.kubeconfig_out.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -66,11 +73,18 @@ pub async fn run(args: RunArgs, root: &Path) -> Result<()> {
     let tmp = args.kubeconfig_out.with_extension("tmp");
     std::fs::write(&tmp, server.kubeconfig())?;
     std::fs::rename(&tmp, &args.kubeconfig_out)?;
-    println!("local cluster running at {} ({crds} CRDs, {examples} example objects)", server.url());
+    println!(
+        "local cluster running at {} ({crds} CRDs, {nodes} edge nodes, {examples} example objects, grid controller)",
+        server.url()
+    );
     println!("  export KUBECONFIG={}", args.kubeconfig_out.display());
-    println!("  kubectl get servicegrids,deploymentgrids,statefulsetgrids -A");
+    println!(
+        "  kubectl get nodes -L zone1; kubectl get servicegrids,deploymentgrids,statefulsetgrids,services,deployments"
+    );
     println!("Ctrl-C stops it.");
     wait_for_shutdown().await?;
+    let _ = stop_controllers.send(());
+    let _ = controllers.await;
     server.stop().await;
     let _ = std::fs::remove_file(&args.kubeconfig_out);
     Ok(())
@@ -85,6 +99,25 @@ async fn install_crds(client: &Client) -> Result<usize> {
             .with_context(|| format!("installing CRD {}", crd.name_any()))?;
     }
     Ok(crds.len())
+}
+
+/// Edge nodes in two units of the examples' `zone1` key (a real cluster's kubelets
+/// register nodes; the local cluster has none of its own).
+const DEMO_NODES: [(&str, &str); 3] = [("edge-a-0", "unit-a"), ("edge-a-1", "unit-a"), ("edge-b-0", "unit-b")];
+
+async fn create_demo_nodes(client: &Client) -> Result<usize> {
+    let api: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    for (name, unit) in DEMO_NODES {
+        let node = serde_json::json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"zone1": unit, "kubernetes.io/hostname": name}},
+            "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}
+        });
+        api.patch(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&node))
+            .await
+            .with_context(|| format!("creating node {name}"))?;
+    }
+    Ok(DEMO_NODES.len())
 }
 
 /// Applies every `examples/*.yaml` document (server-side apply, default namespace).
