@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use edgegrid_core::crd::{DeploymentGrid, ServiceGrid, StatefulSetGrid, service_name_for_grid};
+use edgegrid_core::crd::{DeploymentGrid, ServiceGrid, StatefulSetGrid, WorkloadGridStatus, service_name_for_grid};
 use edgegrid_core::keys;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, StatefulSet, StatefulSetSpec};
 use k8s_openapi::api::core::v1::{PodTemplateSpec, Service};
@@ -176,44 +176,76 @@ where
     Ok(plan)
 }
 
-pub fn plan_deployment_grid(
-    grid: &DeploymentGrid,
-    units: &BTreeSet<String>,
-) -> Result<WorkloadPlan<Deployment>, PlanError> {
-    let templates = Templates {
-        template: &grid.spec.template,
-        pool: &grid.spec.template_pool,
-        by_unit: &grid.spec.templates,
-        default_name: grid.spec.default_template_name.as_deref(),
-    };
-    let plan = plan_workloads(grid, &grid.spec.grid_uniq_key, templates, units)?;
-    Ok(WorkloadPlan {
-        desired: plan
-            .desired
-            .into_iter()
-            .map(|(unit, (metadata, spec))| (unit, Deployment { metadata, spec: Some(spec), status: None }))
-            .collect(),
-        skipped: plan.skipped,
-    })
+/// A grid kind that produces one workload per unit: DeploymentGrid or StatefulSetGrid.
+pub trait WorkloadGrid: Resource<DynamicType = ()> {
+    type Spec: WorkloadSpec;
+    type Workload;
+    fn grid_uniq_key(&self) -> &str;
+    fn templates(&self) -> Templates<'_, Self::Spec>;
+    fn status(&self) -> Option<&WorkloadGridStatus>;
+    fn workload(metadata: ObjectMeta, spec: Self::Spec) -> Self::Workload;
 }
 
-pub fn plan_statefulset_grid(
-    grid: &StatefulSetGrid,
+impl WorkloadGrid for DeploymentGrid {
+    type Spec = DeploymentSpec;
+    type Workload = Deployment;
+
+    fn grid_uniq_key(&self) -> &str {
+        &self.spec.grid_uniq_key
+    }
+
+    fn templates(&self) -> Templates<'_, DeploymentSpec> {
+        Templates {
+            template: &self.spec.template,
+            pool: &self.spec.template_pool,
+            by_unit: &self.spec.templates,
+            default_name: self.spec.default_template_name.as_deref(),
+        }
+    }
+
+    fn status(&self) -> Option<&WorkloadGridStatus> {
+        self.status.as_ref()
+    }
+
+    fn workload(metadata: ObjectMeta, spec: DeploymentSpec) -> Deployment {
+        Deployment { metadata, spec: Some(spec), status: None }
+    }
+}
+
+impl WorkloadGrid for StatefulSetGrid {
+    type Spec = StatefulSetSpec;
+    type Workload = StatefulSet;
+
+    fn grid_uniq_key(&self) -> &str {
+        &self.spec.grid_uniq_key
+    }
+
+    fn templates(&self) -> Templates<'_, StatefulSetSpec> {
+        Templates {
+            template: &self.spec.template,
+            pool: &self.spec.template_pool,
+            by_unit: &self.spec.templates,
+            default_name: self.spec.default_template_name.as_deref(),
+        }
+    }
+
+    fn status(&self) -> Option<&WorkloadGridStatus> {
+        self.status.as_ref()
+    }
+
+    fn workload(metadata: ObjectMeta, spec: StatefulSetSpec) -> StatefulSet {
+        StatefulSet { metadata, spec: Some(spec), status: None }
+    }
+}
+
+/// The workloads a DeploymentGrid/StatefulSetGrid should own for these unit values.
+pub fn plan_workload_grid<G: WorkloadGrid>(
+    grid: &G,
     units: &BTreeSet<String>,
-) -> Result<WorkloadPlan<StatefulSet>, PlanError> {
-    let templates = Templates {
-        template: &grid.spec.template,
-        pool: &grid.spec.template_pool,
-        by_unit: &grid.spec.templates,
-        default_name: grid.spec.default_template_name.as_deref(),
-    };
-    let plan = plan_workloads(grid, &grid.spec.grid_uniq_key, templates, units)?;
+) -> Result<WorkloadPlan<G::Workload>, PlanError> {
+    let plan = plan_workloads(grid, grid.grid_uniq_key(), grid.templates(), units)?;
     Ok(WorkloadPlan {
-        desired: plan
-            .desired
-            .into_iter()
-            .map(|(unit, (metadata, spec))| (unit, StatefulSet { metadata, spec: Some(spec), status: None }))
-            .collect(),
+        desired: plan.desired.into_iter().map(|(unit, (metadata, spec))| (unit, G::workload(metadata, spec))).collect(),
         skipped: plan.skipped,
     })
 }
@@ -336,7 +368,7 @@ mod tests {
     #[test]
     fn one_deployment_per_unit_with_templates_and_skips() {
         let grid = deployment_grid(&[("large", 3), ("small", 1)], &[("unit-b", "large"), ("unit-c", "missing")], None);
-        let plan = plan_deployment_grid(&grid, &units(&["unit-a", "unit-b", "unit-c", "Unit_D"])).unwrap();
+        let plan = plan_workload_grid(&grid, &units(&["unit-a", "unit-b", "unit-c", "Unit_D"])).unwrap();
         let summary: Vec<(String, String, Option<i32>, String)> = plan
             .desired
             .iter()
@@ -365,15 +397,11 @@ mod tests {
         assert_eq!(a.labels()[keys::GRID_SELECTOR_LABEL], "echo");
         // defaultTemplateName picks a pool entry for units without their own
         let defaulted = deployment_grid(&[("small", 2)], &[], Some("small"));
-        let plan = plan_deployment_grid(&defaulted, &units(&["x"])).unwrap();
+        let plan = plan_workload_grid(&defaulted, &units(&["x"])).unwrap();
         assert_eq!(plan.desired["x"].spec.as_ref().unwrap().replicas, Some(2));
         let explicit_default = deployment_grid(&[("small", 2)], &[], Some("default"));
         assert_eq!(
-            plan_deployment_grid(&explicit_default, &units(&["x"])).unwrap().desired["x"]
-                .spec
-                .as_ref()
-                .unwrap()
-                .replicas,
+            plan_workload_grid(&explicit_default, &units(&["x"])).unwrap().desired["x"].spec.as_ref().unwrap().replicas,
             Some(1)
         );
     }
@@ -414,7 +442,7 @@ mod tests {
         #[test]
         fn every_unit_is_planned_or_skipped(values in prop::collection::btree_set("[a-zA-Z0-9_.-]{1,12}", 0..12)) {
             let grid = deployment_grid(&[], &[], None);
-            let plan = plan_deployment_grid(&grid, &values).unwrap();
+            let plan = plan_workload_grid(&grid, &values).unwrap();
             let planned: BTreeSet<String> = plan.desired.keys().cloned().collect();
             let skipped: BTreeSet<String> = plan.skipped.iter().map(|s| s.unit.clone()).collect();
             prop_assert!(planned.is_disjoint(&skipped));
@@ -435,7 +463,7 @@ mod tests {
         spec.template.spec = None;
         let mut grid = deployment_grid(&[], &[], None);
         grid.spec.template = spec;
-        let plan = plan_deployment_grid(&grid, &units(&["a"])).unwrap();
+        let plan = plan_workload_grid(&grid, &units(&["a"])).unwrap();
         let pod: &PodSpec = plan.desired["a"].spec.as_ref().unwrap().template.spec.as_ref().unwrap();
         assert_eq!(pod.node_selector, Some(BTreeMap::from([("zone1".to_string(), "a".to_string())])));
     }

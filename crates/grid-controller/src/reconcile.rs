@@ -24,7 +24,7 @@ use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
 use crate::metrics::Metrics;
-use crate::plan::{self, PlanError, SkippedUnit, WorkloadPlan};
+use crate::plan::{self, PlanError, SkippedUnit, WorkloadGrid, WorkloadPlan};
 
 /// Field manager of everything this controller applies.
 pub const MANAGER: &str = "grid-controller";
@@ -179,9 +179,7 @@ where
     let api: Api<W> = Api::namespaced(ctx.client.clone(), &namespace);
     for (unit, workload) in &plan.desired {
         let applied = api.patch(&workload.name_any(), &apply_params(), &Patch::Apply(workload)).await?;
-        let mut state = observe(&applied);
-        state.workload = applied.name_any();
-        status.states.insert(unit.clone(), state);
+        status.states.insert(unit.clone(), observe(&applied));
     }
     let uid = grid.uid().unwrap_or_default();
     let selector = format!("{}={}", keys::GRID_SELECTOR_LABEL, grid.name_any());
@@ -228,78 +226,72 @@ fn merge_conditions(
     status
 }
 
-fn workload_conditions(
-    conditions: impl Iterator<Item = (String, String, Option<String>, Option<String>, Option<Time>)>,
-) -> Vec<WorkloadCondition> {
-    conditions
-        .map(|(type_, status, reason, message, last_transition_time)| WorkloadCondition {
-            type_,
-            status,
-            reason,
-            message,
-            last_transition_time,
-        })
-        .collect()
+/// Reads a generated workload's state for the grid's `status.states`.
+pub trait ObservedWorkload {
+    fn unit_state(&self) -> UnitWorkloadState;
 }
 
-fn deployment_state(d: &Deployment) -> UnitWorkloadState {
-    let status = d.status.clone().unwrap_or_default();
-    UnitWorkloadState {
-        workload: String::new(),
-        replicas: d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
-        ready_replicas: status.ready_replicas.unwrap_or(0),
-        available_replicas: status.available_replicas.unwrap_or(0),
-        updated_replicas: status.updated_replicas.unwrap_or(0),
-        observed_generation: status.observed_generation,
-        conditions: workload_conditions(
-            status
+/// The fields Deployment and StatefulSet statuses share, by name.
+macro_rules! unit_state {
+    ($workload:expr) => {{
+        let status = $workload.status.clone().unwrap_or_default();
+        UnitWorkloadState {
+            workload: $workload.name_any(),
+            replicas: $workload.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
+            ready_replicas: status.ready_replicas.unwrap_or(0),
+            available_replicas: status.available_replicas.unwrap_or(0),
+            updated_replicas: status.updated_replicas.unwrap_or(0),
+            observed_generation: status.observed_generation,
+            conditions: status
                 .conditions
                 .unwrap_or_default()
                 .into_iter()
-                .map(|c| (c.type_, c.status, c.reason, c.message, c.last_transition_time)),
-        ),
+                .map(|c| WorkloadCondition {
+                    type_: c.type_,
+                    status: c.status,
+                    reason: c.reason,
+                    message: c.message,
+                    last_transition_time: c.last_transition_time,
+                })
+                .collect(),
+        }
+    }};
+}
+
+impl ObservedWorkload for Deployment {
+    fn unit_state(&self) -> UnitWorkloadState {
+        unit_state!(self)
     }
 }
 
-fn statefulset_state(s: &StatefulSet) -> UnitWorkloadState {
-    let status = s.status.clone().unwrap_or_default();
-    UnitWorkloadState {
-        workload: String::new(),
-        replicas: s.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
-        ready_replicas: status.ready_replicas.unwrap_or(0),
-        available_replicas: status.available_replicas.unwrap_or(0),
-        updated_replicas: status.updated_replicas.unwrap_or(0),
-        observed_generation: status.observed_generation,
-        conditions: workload_conditions(
-            status
-                .conditions
-                .unwrap_or_default()
-                .into_iter()
-                .map(|c| (c.type_, c.status, c.reason, c.message, c.last_transition_time)),
-        ),
+impl ObservedWorkload for StatefulSet {
+    fn unit_state(&self) -> UnitWorkloadState {
+        unit_state!(self)
     }
 }
 
-pub async fn reconcile_deployment_grid(grid: Arc<DeploymentGrid>, ctx: Arc<Context>) -> Result<Action, Error> {
-    ctx.metrics.reconciled("DeploymentGrid");
-    let units = units(&ctx.client, &grid.spec.grid_uniq_key).await?;
-    let status = reconcile_workloads(&*grid, &ctx, plan::plan_deployment_grid(&grid, &units), deployment_state).await?;
-    let status = merge_conditions(grid.status.as_ref(), status, grid.metadata.generation);
-    if grid.status.as_ref() != Some(&status) {
-        let api: Api<DeploymentGrid> = Api::namespaced(ctx.client.clone(), &grid.namespace().unwrap_or_default());
-        write_status(&api, &*grid, serde_json::to_value(&status)?).await?;
-    }
-    Ok(Action::requeue(RESYNC))
-}
-
-pub async fn reconcile_statefulset_grid(grid: Arc<StatefulSetGrid>, ctx: Arc<Context>) -> Result<Action, Error> {
-    ctx.metrics.reconciled("StatefulSetGrid");
-    let units = units(&ctx.client, &grid.spec.grid_uniq_key).await?;
-    let status =
-        reconcile_workloads(&*grid, &ctx, plan::plan_statefulset_grid(&grid, &units), statefulset_state).await?;
-    let status = merge_conditions(grid.status.as_ref(), status, grid.metadata.generation);
-    if grid.status.as_ref() != Some(&status) {
-        let api: Api<StatefulSetGrid> = Api::namespaced(ctx.client.clone(), &grid.namespace().unwrap_or_default());
+/// Reconciles a DeploymentGrid or StatefulSetGrid.
+pub async fn reconcile_workload_grid<G>(grid: Arc<G>, ctx: Arc<Context>) -> Result<Action, Error>
+where
+    G: WorkloadGrid
+        + Resource<Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    G::Workload: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + ObservedWorkload
+        + Clone
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    ctx.metrics.reconciled(&G::kind(&()));
+    let units = units(&ctx.client, grid.grid_uniq_key()).await?;
+    let planned = plan::plan_workload_grid(&*grid, &units);
+    let status = reconcile_workloads(&*grid, &ctx, planned, G::Workload::unit_state).await?;
+    let status = merge_conditions(grid.status(), status, grid.meta().generation);
+    if grid.status() != Some(&status) {
+        let api: Api<G> = Api::namespaced(ctx.client.clone(), &grid.namespace().unwrap_or_default());
         write_status(&api, &*grid, serde_json::to_value(&status)?).await?;
     }
     Ok(Action::requeue(RESYNC))
@@ -336,7 +328,7 @@ pub async fn run(
             deployment_grids.state().iter().map(|g| ObjectRef::from_obj(&**g)).collect::<Vec<_>>()
         })
         .graceful_shutdown_on(shutdown.clone())
-        .run(reconcile_deployment_grid, error_policy, ctx.clone())
+        .run(reconcile_workload_grid::<DeploymentGrid>, error_policy, ctx.clone())
         .for_each(|_| async {});
 
     let statefulsets = Controller::new(Api::<StatefulSetGrid>::all(client.clone()), config.clone());
@@ -347,7 +339,7 @@ pub async fn run(
             statefulset_grids.state().iter().map(|g| ObjectRef::from_obj(&**g)).collect::<Vec<_>>()
         })
         .graceful_shutdown_on(shutdown)
-        .run(reconcile_statefulset_grid, error_policy, ctx)
+        .run(reconcile_workload_grid::<StatefulSetGrid>, error_policy, ctx)
         .for_each(|_| async {});
 
     futures::join!(service_grids, deployment_grids, statefulset_grids);
