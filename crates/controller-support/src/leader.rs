@@ -9,6 +9,48 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 use tokio::sync::watch;
 
+/// The leader-election flags every controller binary takes (kube-controller-manager's names).
+#[derive(clap::Args, Clone, Debug)]
+pub struct LeaderFlags {
+    /// Run only while holding the leader Lease.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub leader_elect: bool,
+    #[arg(long, default_value = "kube-system")]
+    pub leader_elect_resource_namespace: String,
+    /// Lease name (defaults to the binary's name).
+    #[arg(long)]
+    pub leader_elect_resource_name: Option<String>,
+    #[arg(long, default_value = "15s", value_parser = crate::flags::parse_duration)]
+    pub leader_elect_lease_duration: Duration,
+    #[arg(long, default_value = "2s", value_parser = crate::flags::parse_duration)]
+    pub leader_elect_retry_period: Duration,
+}
+
+impl LeaderFlags {
+    /// Starts leader election as `identity` (or, with `--leader-elect=false`, leads at once).
+    /// Returns the leadership signal and the election task to await on shutdown.
+    pub fn start(
+        &self,
+        client: Client,
+        default_name: &str,
+        identity: String,
+        shutdown: watch::Receiver<bool>,
+    ) -> (watch::Receiver<bool>, Option<tokio::task::JoinHandle<()>>) {
+        let (leader_tx, leader_rx) = watch::channel(!self.leader_elect);
+        if !self.leader_elect {
+            return (leader_rx, None);
+        }
+        let config = LeaderConfig {
+            namespace: self.leader_elect_resource_namespace.clone(),
+            name: self.leader_elect_resource_name.clone().unwrap_or_else(|| default_name.to_string()),
+            identity,
+            lease_duration: self.leader_elect_lease_duration,
+            retry_period: self.leader_elect_retry_period,
+        };
+        (leader_rx, Some(tokio::spawn(run(client, config, leader_tx, shutdown))))
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct LeaderConfig {
     pub namespace: String,

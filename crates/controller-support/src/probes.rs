@@ -33,13 +33,21 @@ pub fn router(probes: Probes) -> Router {
         .with_state(probes)
 }
 
-async fn metrics(State(probes): State<Probes>) -> impl IntoResponse {
+/// The OpenMetrics text of a registry.
+pub fn encode(registry: &Mutex<Registry>) -> String {
     let mut out = String::new();
-    if let Ok(registry) = probes.registry.lock() {
+    if let Ok(registry) = registry.lock() {
         // writing into a String cannot fail
         let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
     }
-    ([(axum::http::header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], out)
+    out
+}
+
+async fn metrics(State(probes): State<Probes>) -> impl IntoResponse {
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+        encode(&probes.registry),
+    )
 }
 
 async fn readyz(State(probes): State<Probes>) -> impl IntoResponse {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use controller_support::flags::parse_duration;
-use controller_support::leader::{self, LeaderConfig};
+use controller_support::leader::LeaderFlags;
 use controller_support::probes::{self, Probes};
 use controller_support::process;
 use edge_node_lifecycle::controller::{self, ControllerConfig};
@@ -44,16 +44,8 @@ struct Flags {
     node_eviction_rate: f64,
     #[arg(long, default_value_t = 0.01)]
     secondary_node_eviction_rate: f64,
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
-    leader_elect: bool,
-    #[arg(long, default_value = "kube-system")]
-    leader_elect_resource_namespace: String,
-    #[arg(long, default_value = "edge-node-lifecycle")]
-    leader_elect_resource_name: String,
-    #[arg(long, default_value = "15s", value_parser = parse_duration)]
-    leader_elect_lease_duration: Duration,
-    #[arg(long, default_value = "2s", value_parser = parse_duration)]
-    leader_elect_retry_period: Duration,
+    #[command(flatten)]
+    leader: LeaderFlags,
 }
 
 #[tokio::main]
@@ -75,17 +67,8 @@ async fn main() -> anyhow::Result<()> {
     let servers =
         probes::serve(probes.clone(), &[flags.bind_address, flags.metrics_bind_address], shutdown.clone()).await?;
 
-    let (leader_tx, leader_rx) = watch::channel(!flags.leader_elect);
-    let election = flags.leader_elect.then(|| {
-        let config = LeaderConfig {
-            namespace: flags.leader_elect_resource_namespace.clone(),
-            name: flags.leader_elect_resource_name.clone(),
-            identity: identity.clone(),
-            lease_duration: flags.leader_elect_lease_duration,
-            retry_period: flags.leader_elect_retry_period,
-        };
-        tokio::spawn(leader::run(client.clone(), config, leader_tx, shutdown.clone()))
-    });
+    let (leader_rx, election) =
+        flags.leader.start(client.clone(), "edge-node-lifecycle", identity.clone(), shutdown.clone());
     let mut leader_gauge = leader_rx.clone();
     let gauge_metrics = metrics.clone();
     tokio::spawn(async move {

@@ -6,11 +6,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use clap::Parser;
-use controller_support::flags::parse_duration;
-use controller_support::leader::{self, LeaderConfig};
+use controller_support::leader::LeaderFlags;
 use controller_support::probes::{self, Probes};
 use controller_support::process;
 use grid_controller::metrics::Metrics;
@@ -31,16 +29,8 @@ struct Flags {
     /// Identity in the leader lease (defaults to the host name).
     #[arg(long, env = "NODE_NAME")]
     node_name: Option<String>,
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
-    leader_elect: bool,
-    #[arg(long, default_value = "kube-system")]
-    leader_elect_resource_namespace: String,
-    #[arg(long, default_value = "grid-controller")]
-    leader_elect_resource_name: String,
-    #[arg(long, default_value = "15s", value_parser = parse_duration)]
-    leader_elect_lease_duration: Duration,
-    #[arg(long, default_value = "2s", value_parser = parse_duration)]
-    leader_elect_retry_period: Duration,
+    #[command(flatten)]
+    leader: LeaderFlags,
 }
 
 #[tokio::main]
@@ -55,17 +45,8 @@ async fn main() -> anyhow::Result<()> {
     let servers =
         probes::serve(probes.clone(), &[flags.bind_address, flags.metrics_bind_address], shutdown.clone()).await?;
 
-    let (leader_tx, mut leader_rx) = watch::channel(!flags.leader_elect);
-    let election = flags.leader_elect.then(|| {
-        let config = LeaderConfig {
-            namespace: flags.leader_elect_resource_namespace.clone(),
-            name: flags.leader_elect_resource_name.clone(),
-            identity: identity.clone(),
-            lease_duration: flags.leader_elect_lease_duration,
-            retry_period: flags.leader_elect_retry_period,
-        };
-        tokio::spawn(leader::run(client.clone(), config, leader_tx, shutdown.clone()))
-    });
+    let (mut leader_rx, election) =
+        flags.leader.start(client.clone(), "grid-controller", identity.clone(), shutdown.clone());
 
     // standby until elected (or told to stop)
     let terminated = process::terminated();

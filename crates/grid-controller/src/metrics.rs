@@ -49,11 +49,6 @@ impl Metrics {
     }
 
     pub fn encode(&self) -> String {
-        let mut out = String::new();
-        if let Ok(registry) = self.registry.lock() {
-            // writing into a String cannot fail
-            let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
-        }
-        out
+        controller_support::probes::encode(&self.registry)
     }
 }
