@@ -88,6 +88,10 @@ pub fn builtin() -> Vec<ResourceType> {
         R::new("apps", "v1", "statefulsets", "StatefulSet", true, true).short(&["sts"]),
         R::new("apps", "v1", "daemonsets", "DaemonSet", true, true).short(&["ds"]),
         R::new("networking.k8s.io", "v1", "servicecidrs", "ServiceCIDR", false, true),
+        R::new("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", false, false),
+        R::new("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", false, false),
+        R::new("rbac.authorization.k8s.io", "v1", "roles", "Role", true, false),
+        R::new("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", true, false),
         R::new(
             "admissionregistration.k8s.io",
             "v1",

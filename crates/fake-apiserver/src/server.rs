@@ -115,6 +115,12 @@ async fn handle(
     }
     let target = resolve(&app.store, &segments)?;
     app.faults.apply(&target.rt.plural).await?;
+    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    if content_type.starts_with("application/vnd.kubernetes.protobuf") {
+        return Err(ApiError::UnsupportedMediaType(
+            "protobuf request bodies are not supported by this server: send application/json".into(),
+        ));
+    }
     let body = axum::body::to_bytes(body, app.config.max_body_bytes)
         .await
         .map_err(|_| ApiError::TooLarge { limit: app.config.max_body_bytes })?;

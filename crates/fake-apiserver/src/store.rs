@@ -895,6 +895,20 @@ fn check_type(body: &Value, rt: &ResourceType) -> Result<(), ApiError> {
 }
 
 fn validate_name(rt: &ResourceType, name: &str) -> Result<(), ApiError> {
+    if rt.group == "rbac.authorization.k8s.io" {
+        // RBAC names only need to be valid path segments (`system:controller:...` is common)
+        let valid = !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '%']);
+        return if valid {
+            Ok(())
+        } else {
+            Err(invalid(
+                rt,
+                name,
+                "metadata.name",
+                &format!("Invalid value: {name:?}: may not contain '/' or '%', or be '.' or '..'"),
+            ))
+        };
+    }
     let valid = name.len() <= 253
         && name.split('.').all(|label| {
             !label.is_empty()

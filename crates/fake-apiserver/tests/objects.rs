@@ -70,6 +70,12 @@ async fn errors_have_the_real_reasons_and_codes() {
         status_of(missing_ns.create(&PostParams::default(), &config_map("x", &[])).await),
         (404, "NotFound".into())
     );
+    // RBAC names follow the path-segment rule (colons are common), not DNS-1123
+    let roles: Api<k8s_openapi::api::rbac::v1::ClusterRole> = Api::all(client.clone());
+    let role = serde_json::from_value(json!({"metadata": {"name": "system:edge:reader"}})).unwrap();
+    assert!(roles.create(&PostParams::default(), &role).await.is_ok());
+    let bad_role = serde_json::from_value(json!({"metadata": {"name": "a/b"}})).unwrap();
+    assert_eq!(status_of(roles.create(&PostParams::default(), &bad_role).await), (422, "Invalid".into()));
     // generateName
     let mut generated = config_map("", &[]);
     generated.metadata.name = None;
@@ -104,6 +110,15 @@ async fn malformed_bodies_get_status_objects() {
     assert_eq!(send(wrong_kind.to_string().into_bytes()).await, (400, "BadRequest".into(), Some(400)));
     let wrong_version = json!({"apiVersion": "v2", "kind": "ConfigMap", "metadata": {"name": "x"}});
     assert_eq!(send(wrong_version.to_string().into_bytes()).await, (400, "BadRequest".into(), Some(400)));
+    let protobuf = {
+        let client = client.clone();
+        let request = http::Request::post(url.clone())
+            .header("content-type", "application/vnd.kubernetes.protobuf")
+            .body(b"k8s\x00".to_vec())
+            .unwrap();
+        client.send(request.map(kube::client::Body::from)).await.unwrap().status().as_u16()
+    };
+    assert_eq!(protobuf, 415, "protobuf bodies are refused clearly, not parsed as bad JSON");
     let huge = json!({"metadata": {"name": "x"}, "data": {"a": "y".repeat(4 * 1024 * 1024)}});
     assert_eq!(send(huge.to_string().into_bytes()).await, (413, "RequestEntityTooLarge".into(), Some(413)));
 }
