@@ -1,8 +1,29 @@
 //! Client construction and signals, as Kubernetes components do them.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
+
+/// How a controller binary reaches the API server and names itself.
+#[derive(clap::Args, Clone, Debug)]
+pub struct ClientFlags {
+    /// Kubeconfig to use; in-cluster configuration (or KUBECONFIG) when absent.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Identity in the leader lease (defaults to the host name).
+    #[arg(long, env = "NODE_NAME")]
+    pub node_name: Option<String>,
+}
+
+impl ClientFlags {
+    pub async fn client(&self) -> anyhow::Result<kube::Client> {
+        client(self.kubeconfig.as_deref()).await
+    }
+
+    pub fn identity(&self, fallback: &str) -> String {
+        identity(self.node_name.clone(), fallback)
+    }
+}
 
 /// A client from `--kubeconfig`/`KUBECONFIG` when given, in-cluster configuration otherwise.
 pub async fn client(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Client> {

@@ -1,7 +1,6 @@
 //! `edge-node-lifecycle`: flags, logging, client, leader election, then the controller.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,7 +8,7 @@ use clap::Parser;
 use controller_support::flags::parse_duration;
 use controller_support::leader::LeaderFlags;
 use controller_support::probes::{self, Probes};
-use controller_support::process;
+use controller_support::process::{self, ClientFlags};
 use edge_node_lifecycle::controller::{self, ControllerConfig};
 use edge_node_lifecycle::metrics::Metrics;
 use node_lifecycle::lifecycle::LifecycleConfig;
@@ -18,18 +17,14 @@ use tokio::sync::watch;
 #[derive(Parser, Debug)]
 #[command(version, about = "Edge-aware node lifecycle controller (replaces kube-controller-manager's)")]
 struct Flags {
-    /// Kubeconfig to use; in-cluster configuration (or KUBECONFIG) when absent.
-    #[arg(long, env = "KUBECONFIG")]
-    kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    client: ClientFlags,
     /// Address for /healthz and /readyz.
     #[arg(long, default_value = "0.0.0.0:10258")]
     bind_address: SocketAddr,
     /// Address for /metrics (may equal --bind-address).
     #[arg(long, default_value = "0.0.0.0:10259")]
     metrics_bind_address: SocketAddr,
-    /// Identity in the leader lease (defaults to the host name).
-    #[arg(long, env = "NODE_NAME")]
-    node_name: Option<String>,
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     node_monitor_period: Duration,
     #[arg(long, default_value = "50s", value_parser = parse_duration)]
@@ -58,8 +53,8 @@ async fn main() -> anyhow::Result<()> {
     if flags.node_eviction_rate < 0.0 || flags.secondary_node_eviction_rate < 0.0 {
         anyhow::bail!("eviction rates must not be negative");
     }
-    let client = process::client(flags.kubeconfig.as_deref()).await?;
-    let identity = process::identity(flags.node_name.clone(), "edge-node-lifecycle");
+    let client = flags.client.client().await?;
+    let identity = flags.client.identity("edge-node-lifecycle");
 
     let metrics = Arc::new(Metrics::default());
     let probes = Probes::new(metrics.registry());

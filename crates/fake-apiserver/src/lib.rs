@@ -53,11 +53,11 @@ impl FakeApiServer {
     /// Starts on `port` (0 = ephemeral) of 127.0.0.1.
     pub async fn start_with(port: u16, config: ServerConfig) -> std::io::Result<Self> {
         let listener = TcpListener::bind(("127.0.0.1", port)).await?;
-        Ok(Self::serve(listener, new_app(config)))
+        let addr = listener.local_addr()?;
+        Ok(Self::serve(listener, addr, new_app(config)))
     }
 
-    fn serve(listener: TcpListener, app: Arc<server::App>) -> Self {
-        let addr = listener.local_addr().expect("a bound listener has an address");
+    fn serve(listener: TcpListener, addr: SocketAddr, app: Arc<server::App>) -> Self {
         let (shutdown, stopped) = oneshot::channel::<()>();
         let router = router(app.clone());
         let task = tokio::spawn(async move {
@@ -81,7 +81,7 @@ impl FakeApiServer {
             app.store.compact_history();
         }
         let listener = TcpListener::bind(addr).await?;
-        Ok(Self::serve(listener, app))
+        Ok(Self::serve(listener, addr, app))
     }
 
     /// Fault: make requests for a resource plural (or `*`) fail, hang or slow down.

@@ -369,20 +369,22 @@ impl WatchFilter {
         rv: u64,
     ) -> Option<(&'static str, Value)> {
         let now = self.matches(object);
-        let before = old.is_some_and(|o| self.matches(o));
+        // the previous content, when it matched (what a DELETED for a leaving object carries)
+        let matched_before = old.filter(|o| self.matches(o));
+        let before = matched_before.is_some();
         let typed = |o: &Value| with_type(o.clone(), &self.rt);
         match kind {
             ChangeKind::Added => now.then(|| ("ADDED", typed(object))),
             ChangeKind::Deleted => before.then(|| ("DELETED", typed(object))),
-            ChangeKind::Modified => match (before, now) {
-                (true, true) => Some(("MODIFIED", typed(object))),
-                (false, true) => Some(("ADDED", typed(object))),
-                (true, false) => {
-                    let mut last = typed(old.expect("matched, so present"));
+            ChangeKind::Modified => match (matched_before, now) {
+                (Some(_), true) => Some(("MODIFIED", typed(object))),
+                (None, true) => Some(("ADDED", typed(object))),
+                (Some(previous), false) => {
+                    let mut last = typed(previous);
                     last["metadata"]["resourceVersion"] = json!(rv.to_string());
                     Some(("DELETED", last))
                 }
-                (false, false) => None,
+                (None, false) => None,
             },
         }
     }

@@ -454,7 +454,7 @@ impl Store {
             let stored = inner.commit(&self.live, rt, namespace, name, ChangeKind::Modified, marked, Some(old));
             return Ok(with_type(stored, rt));
         }
-        let removed = inner.remove(&self.live, rt, namespace, name, opts.orphan);
+        let removed = inner.remove(&self.live, rt, namespace, name, opts.orphan).ok_or_else(|| not_found(rt, name))?;
         Ok(with_type(removed, rt))
     }
 }
@@ -595,7 +595,8 @@ impl Inner {
         let finalizers_left = next["metadata"]["finalizers"].as_array().is_some_and(|f| !f.is_empty());
         let stored = self.commit(live, rt, namespace, name, ChangeKind::Modified, next, Some(old));
         if deleting && !finalizers_left {
-            return Ok(with_type(self.remove(live, rt, namespace, name, false), rt));
+            let removed = self.remove(live, rt, namespace, name, false).ok_or_else(|| not_found(rt, name))?;
+            return Ok(with_type(removed, rt));
         }
         if rt.kind == "CustomResourceDefinition" {
             self.register_crd(&stored);
@@ -604,7 +605,7 @@ impl Inner {
     }
 
     /// Removes an object and, as the garbage collector would, its dependents (or, with
-    /// `orphan`, their owner references to it).
+    /// `orphan`, their owner references to it). `None` if it was not there.
     fn remove(
         &mut self,
         live: &broadcast::Sender<Arc<Change>>,
@@ -612,13 +613,9 @@ impl Inner {
         namespace: &str,
         name: &str,
         orphan: bool,
-    ) -> Value {
+    ) -> Option<Value> {
         let key = key_of(rt);
-        let old = self
-            .objects
-            .get_mut(&key)
-            .and_then(|m| m.remove(&(scoped(rt, namespace), name.to_string())))
-            .expect("caller checked the object exists");
+        let old = self.objects.get_mut(&key).and_then(|m| m.remove(&(scoped(rt, namespace), name.to_string())))?;
         let uid = old["metadata"]["uid"].as_str().unwrap_or_default().to_string();
         let mut last = old.clone();
         self.rv += 1;
@@ -642,7 +639,7 @@ impl Inner {
             self.unregister_crd(live, &last);
         }
         self.collect_dependents(live, &uid, orphan);
-        last
+        Some(last)
     }
 
     fn delete_namespace_contents(&mut self, live: &broadcast::Sender<Arc<Change>>, namespace: &str) {
@@ -655,9 +652,8 @@ impl Inner {
             .filter_map(|(key, name)| Some((self.type_for(&key)?, name)))
             .collect();
         for (rt, name) in doomed {
-            if self.find(&rt, namespace, &name).is_some() {
-                self.remove(live, &rt, namespace, &name, false);
-            }
+            // gone already if an earlier removal garbage-collected it
+            self.remove(live, &rt, namespace, &name, false);
         }
     }
 

@@ -3,32 +3,27 @@
 //! pod rejoins as a standby); SIGTERM stops them and exits 0.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use clap::Parser;
 use controller_support::leader::LeaderFlags;
 use controller_support::probes::{self, Probes};
-use controller_support::process;
+use controller_support::process::{self, ClientFlags};
 use grid_controller::metrics::Metrics;
 use tokio::sync::watch;
 
 #[derive(Parser, Debug)]
 #[command(version, about = "Reconciles ServiceGrid, DeploymentGrid and StatefulSetGrid")]
 struct Flags {
-    /// Kubeconfig to use; in-cluster configuration (or KUBECONFIG) when absent.
-    #[arg(long, env = "KUBECONFIG")]
-    kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    client: ClientFlags,
     /// Address for /healthz and /readyz.
     #[arg(long, default_value = "0.0.0.0:8081")]
     bind_address: SocketAddr,
     /// Address for /metrics (may equal --bind-address).
     #[arg(long, default_value = "0.0.0.0:8080")]
     metrics_bind_address: SocketAddr,
-    /// Identity in the leader lease (defaults to the host name).
-    #[arg(long, env = "NODE_NAME")]
-    node_name: Option<String>,
     #[command(flatten)]
     leader: LeaderFlags,
 }
@@ -37,8 +32,8 @@ struct Flags {
 async fn main() -> anyhow::Result<()> {
     process::init_tracing();
     let flags = Flags::parse();
-    let client = process::client(flags.kubeconfig.as_deref()).await?;
-    let identity = process::identity(flags.node_name.clone(), "grid-controller");
+    let client = flags.client.client().await?;
+    let identity = flags.client.identity("grid-controller");
     let metrics = Arc::new(Metrics::default());
     let probes = Probes::new(metrics.registry());
     let (shutdown_tx, shutdown) = watch::channel(false);

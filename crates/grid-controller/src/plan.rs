@@ -186,57 +186,39 @@ pub trait WorkloadGrid: Resource<DynamicType = ()> {
     fn workload(metadata: ObjectMeta, spec: Self::Spec) -> Self::Workload;
 }
 
-impl WorkloadGrid for DeploymentGrid {
-    type Spec = DeploymentSpec;
-    type Workload = Deployment;
+/// Both workload grid kinds have the same fields around a different spec type.
+macro_rules! workload_grid {
+    ($grid:ty, $spec:ty, $workload:ident) => {
+        impl WorkloadGrid for $grid {
+            type Spec = $spec;
+            type Workload = $workload;
 
-    fn grid_uniq_key(&self) -> &str {
-        &self.spec.grid_uniq_key
-    }
+            fn grid_uniq_key(&self) -> &str {
+                &self.spec.grid_uniq_key
+            }
 
-    fn templates(&self) -> Templates<'_, DeploymentSpec> {
-        Templates {
-            template: &self.spec.template,
-            pool: &self.spec.template_pool,
-            by_unit: &self.spec.templates,
-            default_name: self.spec.default_template_name.as_deref(),
+            fn templates(&self) -> Templates<'_, $spec> {
+                Templates {
+                    template: &self.spec.template,
+                    pool: &self.spec.template_pool,
+                    by_unit: &self.spec.templates,
+                    default_name: self.spec.default_template_name.as_deref(),
+                }
+            }
+
+            fn status(&self) -> Option<&WorkloadGridStatus> {
+                self.status.as_ref()
+            }
+
+            fn workload(metadata: ObjectMeta, spec: $spec) -> $workload {
+                $workload { metadata, spec: Some(spec), status: None }
+            }
         }
-    }
-
-    fn status(&self) -> Option<&WorkloadGridStatus> {
-        self.status.as_ref()
-    }
-
-    fn workload(metadata: ObjectMeta, spec: DeploymentSpec) -> Deployment {
-        Deployment { metadata, spec: Some(spec), status: None }
-    }
+    };
 }
 
-impl WorkloadGrid for StatefulSetGrid {
-    type Spec = StatefulSetSpec;
-    type Workload = StatefulSet;
-
-    fn grid_uniq_key(&self) -> &str {
-        &self.spec.grid_uniq_key
-    }
-
-    fn templates(&self) -> Templates<'_, StatefulSetSpec> {
-        Templates {
-            template: &self.spec.template,
-            pool: &self.spec.template_pool,
-            by_unit: &self.spec.templates,
-            default_name: self.spec.default_template_name.as_deref(),
-        }
-    }
-
-    fn status(&self) -> Option<&WorkloadGridStatus> {
-        self.status.as_ref()
-    }
-
-    fn workload(metadata: ObjectMeta, spec: StatefulSetSpec) -> StatefulSet {
-        StatefulSet { metadata, spec: Some(spec), status: None }
-    }
-}
+workload_grid!(DeploymentGrid, DeploymentSpec, Deployment);
+workload_grid!(StatefulSetGrid, StatefulSetSpec, StatefulSet);
 
 /// The workloads a DeploymentGrid/StatefulSetGrid should own for these unit values.
 pub fn plan_workload_grid<G: WorkloadGrid>(

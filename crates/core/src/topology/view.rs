@@ -387,11 +387,13 @@ impl PrunedView {
 
     fn settle(&mut self, mut work: Work) -> Vec<ViewChange> {
         for service in std::mem::take(&mut work.refilter) {
-            let Some(entry) = self.services.get(&service) else {
+            let Some(policy) = self.services.get(&service).map(|e| e.policy.clone()) else {
                 continue;
             };
-            let (slice_filter, endpoints_filter) = self.decide_filters(&service, &entry.policy);
-            let entry = self.services.get_mut(&service).expect("entry looked up above");
+            let (slice_filter, endpoints_filter) = self.decide_filters(&service, &policy);
+            let Some(entry) = self.services.get_mut(&service) else {
+                continue;
+            };
             let slices_changed = entry.slice_filter != slice_filter;
             let endpoints_changed = entry.endpoints_filter != endpoints_filter;
             entry.slice_filter = slice_filter;
