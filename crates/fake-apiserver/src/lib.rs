@@ -17,6 +17,7 @@
 mod admission;
 mod error;
 mod faults;
+mod requests;
 mod resources;
 mod selectors;
 mod server;
@@ -28,6 +29,7 @@ use std::sync::Arc;
 
 pub use error::ApiError;
 pub use faults::Fault;
+pub use requests::{RecordedRequest, RequestLog};
 pub use resources::ResourceType;
 pub use server::{ServerConfig, router};
 pub use store::Store;
@@ -119,6 +121,11 @@ impl FakeApiServer {
         &self.app.store
     }
 
+    /// The requests this server answered (bounded to the newest 100k).
+    pub fn requests(&self) -> &RequestLog {
+        &self.app.requests
+    }
+
     /// Fault: forget the change history, as etcd compaction does. Watches resuming from
     /// an older resourceVersion get 410 Expired and must relist.
     pub fn compact_history(&self) {
@@ -155,6 +162,7 @@ fn new_app(config: ServerConfig) -> Arc<server::App> {
         config,
         faults: Default::default(),
         watch_generation,
+        requests: RequestLog::new(100_000),
     })
 }
 

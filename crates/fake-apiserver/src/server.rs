@@ -57,6 +57,8 @@ pub struct App {
     pub faults: Faults,
     /// Bumped to cut every open watch (fault injection).
     pub watch_generation: watch::Sender<u64>,
+    /// Every answered request, for tests that count what a client did.
+    pub requests: crate::requests::RequestLog,
 }
 
 pub fn router(app: Arc<App>) -> Router {
@@ -87,13 +89,15 @@ async fn dispatch(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    match handle(&app, &method, &uri, &query, &headers, body).await {
+    let response = match handle(&app, &method, &uri, &query, &headers, body).await {
         Ok(response) => response,
         Err(e) => {
             tracing::debug!(%method, %uri, code = e.code(), "request failed: {e}");
             e.into_response()
         }
-    }
+    };
+    app.requests.record(method.as_str(), uri.path(), uri.query().unwrap_or_default(), response.status().as_u16());
+    response
 }
 
 async fn handle(
@@ -127,12 +131,13 @@ async fn handle(
     let store = &app.store;
     let rt = &target.rt;
     let namespace = target.namespace.as_deref().unwrap_or_default();
+    let shape = Shape::accepted(headers);
     match (method.clone(), &target.name) {
         (Method::GET, None) if query.get("watch").is_some_and(|w| w == "true" || w == "1") => {
-            watch(app, &target, query)
+            watch(app, &target, query, shape)
         }
-        (Method::GET, None) => list(store, &target, query),
-        (Method::GET, Some(name)) => Ok(ok(&store.get(rt, namespace, name)?)),
+        (Method::GET, None) => list(store, &target, query, shape),
+        (Method::GET, Some(name)) => Ok(ok(&shape.present(store.get(rt, namespace, name)?))),
         (Method::POST, None) => {
             let object = parse_json(&body)?;
             let name = object["metadata"]["name"].as_str().unwrap_or_default().to_string();
@@ -327,7 +332,47 @@ fn list_options(target: &Target, query: &HashMap<String, String>) -> Result<List
     })
 }
 
-fn list(store: &Store, target: &Target, query: &HashMap<String, String>) -> Result<Response, ApiError> {
+/// The representation a client asked for in `Accept`: whole objects, or metadata only
+/// (`as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1`, what kube-rs' `metadata_watcher`
+/// and client-go's metadata informers send).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shape {
+    Full,
+    Metadata,
+}
+
+impl Shape {
+    fn accepted(headers: &HeaderMap) -> Self {
+        let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or_default();
+        if accept.split(',').any(|part| part.contains("as=PartialObjectMetadata")) {
+            Self::Metadata
+        } else {
+            Self::Full
+        }
+    }
+
+    /// One object in this representation.
+    fn present(self, object: Value) -> Value {
+        match self {
+            Self::Full => object,
+            Self::Metadata => json!({
+                "kind": "PartialObjectMetadata",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": object.get("metadata").cloned().unwrap_or_else(|| json!({})),
+            }),
+        }
+    }
+
+    /// `kind` and `apiVersion` of a list of `rt` in this representation.
+    fn list_type(self, rt: &ResourceType) -> (String, String) {
+        match self {
+            Self::Full => (format!("{}List", rt.kind), rt.api_version()),
+            Self::Metadata => ("PartialObjectMetadataList".into(), "meta.k8s.io/v1".into()),
+        }
+    }
+}
+
+fn list(store: &Store, target: &Target, query: &HashMap<String, String>, shape: Shape) -> Result<Response, ApiError> {
     let opts = list_options(target, query)?;
     let page = store.list(&target.rt, &opts)?;
     let mut metadata = json!({"resourceVersion": page.rv.to_string()});
@@ -335,11 +380,13 @@ fn list(store: &Store, target: &Target, query: &HashMap<String, String>) -> Resu
         metadata["continue"] = json!(token);
         metadata["remainingItemCount"] = json!(page.remaining);
     }
+    let (kind, api_version) = shape.list_type(&target.rt);
+    let items: Vec<Value> = page.items.into_iter().map(|o| shape.present(o)).collect();
     Ok(ok(&json!({
-        "kind": format!("{}List", target.rt.kind),
-        "apiVersion": target.rt.api_version(),
+        "kind": kind,
+        "apiVersion": api_version,
         "metadata": metadata,
-        "items": page.items,
+        "items": items,
     })))
 }
 
@@ -349,6 +396,7 @@ struct WatchFilter {
     namespace: Option<String>,
     labels: LabelSelector,
     fields: FieldSelector,
+    shape: Shape,
 }
 
 impl WatchFilter {
@@ -372,7 +420,7 @@ impl WatchFilter {
         // the previous content, when it matched (what a DELETED for a leaving object carries)
         let matched_before = old.filter(|o| self.matches(o));
         let before = matched_before.is_some();
-        let typed = |o: &Value| with_type(o.clone(), &self.rt);
+        let typed = |o: &Value| self.shape.present(with_type(o.clone(), &self.rt));
         match kind {
             ChangeKind::Added => now.then(|| ("ADDED", typed(object))),
             ChangeKind::Deleted => before.then(|| ("DELETED", typed(object))),
@@ -396,15 +444,16 @@ fn event_line(kind: &str, object: &Value) -> Bytes {
     Bytes::from(line)
 }
 
-fn bookmark(rt: &ResourceType, rv: u64, initial_events_end: bool) -> Bytes {
+fn bookmark(filter: &WatchFilter, rv: u64, initial_events_end: bool) -> Bytes {
     let mut metadata = json!({"resourceVersion": rv.to_string()});
     if initial_events_end {
         metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
     }
-    event_line("BOOKMARK", &json!({"kind": rt.kind, "apiVersion": rt.api_version(), "metadata": metadata}))
+    let object = json!({"kind": filter.rt.kind, "apiVersion": filter.rt.api_version(), "metadata": metadata});
+    event_line("BOOKMARK", &filter.shape.present(object))
 }
 
-fn watch(app: &Arc<App>, target: &Target, query: &HashMap<String, String>) -> Result<Response, ApiError> {
+fn watch(app: &Arc<App>, target: &Target, query: &HashMap<String, String>, shape: Shape) -> Result<Response, ApiError> {
     let opts = list_options(target, query)?;
     let bookmarks = query.get("allowWatchBookmarks").is_some_and(|b| b == "true" || b == "1");
     let send_initial = match query.get("sendInitialEvents").map(String::as_str) {
@@ -446,6 +495,7 @@ fn watch(app: &Arc<App>, target: &Target, query: &HashMap<String, String>) -> Re
         namespace: target.namespace.clone(),
         labels: opts.labels,
         fields: opts.fields,
+        shape,
     };
     let (tx, rx) = mpsc::channel::<Bytes>(64);
     let start = app.store.watch(&target.rt, target.namespace.as_deref(), from);
@@ -480,11 +530,12 @@ async fn stream_watch(
     let key = key_of(&filter.rt);
     let mut last = start.start_rv;
     for object in &start.initial {
-        if filter.matches(object) && tx.send(event_line("ADDED", object)).await.is_err() {
+        if filter.matches(object) && tx.send(event_line("ADDED", &filter.shape.present(object.clone()))).await.is_err()
+        {
             return;
         }
     }
-    if send_initial && tx.send(bookmark(&filter.rt, last, true)).await.is_err() {
+    if send_initial && tx.send(bookmark(&filter, last, true)).await.is_err() {
         return;
     }
     for change in &start.backlog {
@@ -525,7 +576,7 @@ async fn stream_watch(
                 Err(broadcast::error::RecvError::Closed) => return,
             },
             _ = ticker.tick(), if bookmarks => {
-                if tx.send(bookmark(&filter.rt, last, false)).await.is_err() {
+                if tx.send(bookmark(&filter, last, false)).await.is_err() {
                     return;
                 }
             }

@@ -534,6 +534,21 @@ impl Inner {
                 "the name of the object ({body_name}) does not match the name on the URL ({name})"
             )));
         }
+        // A uid in the body is a precondition, as on a real apiserver: a write meant for
+        // an object that was deleted and re-created under the same name must fail.
+        let sent_uid = meta.get("uid").and_then(Value::as_str).unwrap_or_default();
+        let have_uid = old["metadata"]["uid"].as_str().unwrap_or_default();
+        if !sent_uid.is_empty() && sent_uid != have_uid {
+            return Err(ApiError::PreconditionFailed {
+                resource: rt.qualified_plural(),
+                name: name.into(),
+                group: rt.group.clone(),
+                kind: rt.plural.clone(),
+                message: format!(
+                    "Precondition failed: UID in precondition: {sent_uid}, UID in object meta: {have_uid}"
+                ),
+            });
+        }
         let sent_rv = meta.get("resourceVersion").and_then(Value::as_str).unwrap_or_default().to_string();
         let have_rv = old["metadata"]["resourceVersion"].as_str().unwrap_or_default();
         if !sent_rv.is_empty() && sent_rv != have_rv {

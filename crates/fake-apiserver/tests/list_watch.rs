@@ -10,7 +10,7 @@ use fake_apiserver::ServerConfig;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
-use kube::runtime::watcher;
+use kube::runtime::watcher::{self, watcher};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
@@ -235,4 +235,55 @@ async fn watch_ends_after_timeout_seconds() {
     let mut stream = api.watch(&WatchParams::default().timeout(1), "0").await.unwrap().boxed();
     // no objects and no bookmark due within a second: the stream simply ends at the timeout
     assert!(within("watch timeout", stream.try_next()).await.unwrap().is_none());
+}
+
+/// `metadata_watcher` (Accept `as=PartialObjectMetadata[List]`) gets metadata only, in
+/// both the list and the watch, so a metadata informer never carries specs or status.
+#[tokio::test]
+async fn metadata_only_list_and_watch() {
+    let (server, client) = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    api.create(&PostParams::default(), &config_map("before", &[("big", "payload")])).await.unwrap();
+    let listed = api.list_metadata(&ListParams::default()).await.unwrap();
+    assert_eq!(names(&listed.items), ["before"]);
+    let raw = client
+        .request_text(
+            http::Request::get("/api/v1/namespaces/default/configmaps")
+                .header("Accept", "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1")
+                .body(Vec::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let raw: serde_json::Value = serde_json::from_str(&raw).unwrap();
+    assert_eq!(
+        (raw["kind"].as_str(), raw["apiVersion"].as_str()),
+        (Some("PartialObjectMetadataList"), Some("meta.k8s.io/v1"))
+    );
+    assert_eq!(raw["items"][0]["kind"], "PartialObjectMetadata");
+    assert_eq!(raw["items"][0].get("data"), None, "no data in a metadata-only list");
+
+    let metadata: Api<kube::core::PartialObjectMeta<ConfigMap>> = Api::namespaced(client.clone(), "default");
+    let mut events = watcher(metadata, watcher::Config::default()).boxed();
+    let mut seen = Vec::new();
+    while let Some(event) = events.try_next().await.unwrap() {
+        if let watcher::Event::InitDone = event {
+            break;
+        }
+        if let watcher::Event::InitApply(o) = event {
+            seen.push(o.name_any());
+        }
+    }
+    api.patch("before", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}})))
+        .await
+        .unwrap();
+    let changed = loop {
+        if let Some(watcher::Event::Apply(o)) = events.try_next().await.unwrap() {
+            break o;
+        }
+    };
+    assert_eq!(seen, ["before"]);
+    assert_eq!(changed.labels()["x"], "y");
+    assert_eq!(changed.types.as_ref().map(|t| t.kind.as_str()), Some("PartialObjectMetadata"));
+    drop(server);
 }

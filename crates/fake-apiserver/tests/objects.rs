@@ -6,6 +6,7 @@ mod common;
 use common::*;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions, PropagationPolicy};
 use serde_json::json;
 
@@ -309,4 +310,25 @@ async fn in_process_client_without_a_socket() {
         );
     }
     assert_eq!(seen, ["Init", "InitApply", "InitDone"]);
+}
+
+/// A uid in a write's body is a precondition, as on a real apiserver: a patch or update
+/// meant for an object that was deleted and re-created under the same name fails with 409.
+#[tokio::test]
+async fn uid_in_the_body_is_a_precondition() {
+    let (_server, client) = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let first = api.create(&PostParams::default(), &config_map("cm", &[("a", "1")])).await.unwrap();
+    api.delete("cm", &DeleteParams::default()).await.unwrap();
+    let second = api.create(&PostParams::default(), &config_map("cm", &[("a", "2")])).await.unwrap();
+    assert_ne!(first.uid(), second.uid());
+    let stale_uid = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "cm", "uid": first.uid().unwrap()}, "data": {"a": "3"}});
+    let applied = api.patch("cm", &PatchParams::apply("test").force(), &Patch::Apply(&stale_uid)).await;
+    assert_eq!(status_of(applied), (409, "Conflict".to_string()));
+    let merged = api.patch("cm", &PatchParams::default(), &Patch::Merge(&stale_uid)).await;
+    assert_eq!(status_of(merged), (409, "Conflict".to_string()));
+    let current_uid = json!({"metadata": {"uid": second.uid().unwrap()}, "data": {"a": "4"}});
+    let patched = api.patch("cm", &PatchParams::default(), &Patch::Merge(&current_uid)).await.unwrap();
+    assert_eq!(patched.data.unwrap()["a"], "4");
 }
