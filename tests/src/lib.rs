@@ -2,6 +2,9 @@
 
 use std::path::{Path, PathBuf};
 
+/// Finding kubectl/helm; also compiled into this package's and fake-apiserver's build scripts.
+pub mod tool_lookup;
+
 /// The workspace root, for tests that run the project's commands.
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ lives in the workspace root").to_path_buf()
@@ -9,6 +12,12 @@ pub fn workspace_root() -> PathBuf {
 
 /// A tool installed by `.ci/install-tools` (or named by `$<NAME in capitals>`), if present.
 pub fn tool(name: &str) -> Option<PathBuf> {
-    let from_env = std::env::var_os(name.to_uppercase()).map(PathBuf::from);
-    [from_env, Some(workspace_root().join(".tools/bin").join(name))].into_iter().flatten().find(|p| p.is_file())
+    tool_lookup::find(&workspace_root(), name)
+}
+
+/// [`tool`], or a panic saying where it looked. Tests needing a tool are also marked
+/// `#[cfg_attr(missing_<name>, ignore = "...")]`: `build.rs` sets that cfg when the tool is
+/// missing outside CI; under CI (`CI` non-empty) they run and fail here.
+pub fn require_tool(name: &str) -> PathBuf {
+    tool_lookup::require(&workspace_root(), name)
 }

@@ -1,18 +1,18 @@
 //! A real kubectl against the `serve` binary: apply (client- and server-side), get,
 //! delete, get -w, and a clean exit on SIGTERM. kubectl comes from `.ci/install-tools`
-//! (or `$KUBECTL`); without it the test prints why and reports itself skipped.
+//! (or `$KUBECTL`). Without it the test is ignored with the reason (`build.rs` sets
+//! `missing_kubectl`), except under CI (`CI` non-empty), where it runs and fails.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+#[allow(dead_code)] // the build-script half is for build.rs
+#[path = "../../../tests/src/tool_lookup.rs"]
+mod tool_lookup;
 
-fn find_kubectl() -> Option<PathBuf> {
-    let candidates = [std::env::var_os("KUBECTL").map(PathBuf::from), Some(workspace().join(".tools/bin/kubectl"))];
-    candidates.into_iter().flatten().find(|p| p.is_file())
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).expect("crates/<name> in the workspace").to_path_buf()
 }
 
 struct Served {
@@ -60,13 +60,9 @@ impl Drop for Served {
 }
 
 #[test]
+#[cfg_attr(missing_kubectl, ignore = "kubectl not found at $KUBECTL or .tools/bin: run .ci/install-tools")]
 fn kubectl_against_the_serve_binary() {
-    let Some(kubectl) = find_kubectl() else {
-        println!(
-            "SKIPPED kubectl_against_the_serve_binary: no kubectl at $KUBECTL or .tools/bin (run .ci/install-tools)"
-        );
-        return;
-    };
+    let kubectl = tool_lookup::require(&workspace(), "kubectl");
     let mut served = Served::start();
 
     assert_eq!(
