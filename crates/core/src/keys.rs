@@ -44,6 +44,10 @@ pub const TOPOLOGY_ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 pub const GRID_SELECTOR_LABEL: &str = "superedge.io/grid-selector";
 /// Label on objects a grid generated: the grid's `gridUniqKey`.
 pub const GRID_UNIQ_KEY_LABEL: &str = "superedge.io/grid-uniq-key";
+/// Annotation on objects a grid generated: a hash of the configuration last applied, so
+/// the controller sees that a field it dropped must be removed without re-applying
+/// unchanged objects on every resync.
+pub const APPLIED_HASH_ANNOTATION: &str = "superedge.io/applied-hash";
 
 /// Node annotation written by edge-health: `"yes"` means the node's unit voted it
 /// unhealthy; absent means healthy.
@@ -87,6 +91,7 @@ mod tests {
             (super::SERVICE_NAME_LABEL, "kubernetes.io/service-name"),
             (super::GRID_SELECTOR_LABEL, "superedge.io/grid-selector"),
             (super::GRID_UNIQ_KEY_LABEL, "superedge.io/grid-uniq-key"),
+            (super::APPLIED_HASH_ANNOTATION, "superedge.io/applied-hash"),
             (super::NODE_UNHEALTH_ANNOTATION, "nodeunhealth"),
             (super::NODE_UNHEALTH_YES, "yes"),
             (super::TAINT_UNREACHABLE, "node.kubernetes.io/unreachable"),

@@ -7,5 +7,8 @@
 
 pub mod metrics;
 pub mod names;
+pub mod ownership;
 pub mod plan;
 pub mod reconcile;
+pub mod status;
+pub mod units;

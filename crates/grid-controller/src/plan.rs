@@ -130,6 +130,16 @@ pub struct Templates<'a, S> {
 }
 
 impl<S> Templates<'_, S> {
+    /// `templatePool` entries that neither `templates` nor `defaultTemplateName` names:
+    /// what SuperEdge's `autoDeleteUnusedTemplate` removes from the grid's spec.
+    pub fn unused(&self) -> Vec<String> {
+        self.pool
+            .keys()
+            .filter(|name| self.default_name != Some(name.as_str()) && !self.by_unit.values().any(|n| n == *name))
+            .cloned()
+            .collect()
+    }
+
     /// The spec for a unit: its `templates` entry, else `defaultTemplateName`, else `template`.
     fn for_unit(&self, unit: &str) -> Result<&S, String> {
         let name = self.by_unit.get(unit).map(String::as_str).or(self.default_name);
@@ -183,6 +193,8 @@ pub trait WorkloadGrid: Resource<DynamicType = ()> {
     fn grid_uniq_key(&self) -> &str;
     fn templates(&self) -> Templates<'_, Self::Spec>;
     fn status(&self) -> Option<&WorkloadGridStatus>;
+    /// SuperEdge's `autoDeleteUnusedTemplate`: drop pool entries no unit is pointed at.
+    fn auto_delete_unused_template(&self) -> bool;
     fn workload(metadata: ObjectMeta, spec: Self::Spec) -> Self::Workload;
 }
 
@@ -210,6 +222,10 @@ macro_rules! workload_grid {
                 self.status.as_ref()
             }
 
+            fn auto_delete_unused_template(&self) -> bool {
+                self.spec.auto_delete_unused_template
+            }
+
             fn workload(metadata: ObjectMeta, spec: $spec) -> $workload {
                 $workload { metadata, spec: Some(spec), status: None }
             }
@@ -232,18 +248,26 @@ pub fn plan_workload_grid<G: WorkloadGrid>(
     })
 }
 
-/// Names of existing workloads this grid controls (by controller ownerReference uid)
-/// that the plan no longer wants. Objects of anyone else are never returned.
+/// An existing object to delete, with the uid to delete it under (a precondition, so an
+/// object re-created under the same name in between is never deleted).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Stale {
+    pub name: String,
+    pub uid: String,
+}
+
+/// Existing workloads this grid controls (by controller ownerReference uid) that the
+/// plan no longer wants. Objects of anyone else are never returned.
 pub fn stale_workloads<'a>(
     grid_uid: &str,
     existing: impl IntoIterator<Item = &'a ObjectMeta>,
     desired_names: &BTreeSet<String>,
-) -> Vec<String> {
-    let mut stale: Vec<String> = existing
+) -> Vec<Stale> {
+    let mut stale: Vec<Stale> = existing
         .into_iter()
         .filter(|meta| meta.owner_references.iter().flatten().any(|o| o.controller == Some(true) && o.uid == grid_uid))
-        .filter_map(|meta| meta.name.clone())
-        .filter(|name| !desired_names.contains(name))
+        .filter_map(|meta| Some(Stale { name: meta.name.clone()?, uid: meta.uid.clone()? }))
+        .filter(|stale| !desired_names.contains(&stale.name))
         .collect();
     stale.sort();
     stale
@@ -401,6 +425,7 @@ mod tests {
     fn stale_workloads_are_only_our_own() {
         let owned = |name: &str, uid: &str, controller: bool| ObjectMeta {
             name: Some(name.into()),
+            uid: Some(format!("{name}-uid")),
             owner_references: Some(vec![OwnerReference {
                 uid: uid.into(),
                 controller: Some(controller),
@@ -415,7 +440,10 @@ mod tests {
             owned("echo-not-controller", "uid-echo", false),
             ObjectMeta { name: Some("echo-unowned".into()), ..Default::default() },
         ];
-        assert_eq!(stale_workloads("uid-echo", &existing, &units(&["echo-a"])), ["echo-gone"]);
+        assert_eq!(
+            stale_workloads("uid-echo", &existing, &units(&["echo-a"])),
+            [Stale { name: "echo-gone".into(), uid: "echo-gone-uid".into() }]
+        );
     }
 
     proptest! {
@@ -437,6 +465,18 @@ mod tests {
                 prop_assert_eq!(selector.get("zone1"), Some(unit));
             }
         }
+    }
+
+    #[test]
+    fn unused_templates_are_those_nothing_names() {
+        let grid = deployment_grid(
+            &[("large", 3), ("small", 1), ("spare", 1), ("fallback", 1)],
+            &[("unit-b", "large"), ("unit-c", "large"), ("unit-d", "missing")],
+            Some("fallback"),
+        );
+        assert_eq!(grid.templates().unused(), ["small", "spare"]);
+        let none_named = deployment_grid(&[("a", 1)], &[], None);
+        assert_eq!(none_named.templates().unused(), ["a"]);
     }
 
     #[test]

@@ -1,72 +1,51 @@
 //! The grid controllers against the fake apiserver with unmodified kube-rs clients: the
-//! exact generated objects, per-unit workloads following node labels, skipped units
-//! reported, garbage collection with the grid.
+//! exact generated objects, per-unit workloads following node labels, and each way a
+//! grid must NOT act: on objects it does not control, stalled by a bad object, writing
+//! when nothing changed, or reporting success it did not have.
+
+mod common;
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
-use edgegrid_core::crd::{ConditionStatus, DeploymentGrid, GridConditionType, ServiceGrid, all_crds};
-use fake_apiserver::FakeApiServer;
-use k8s_openapi::api::apps::v1::Deployment;
+use common::*;
+use edgegrid_core::crd::{DeploymentGrid, GridConditionType, ServiceGrid, StatefulSetGrid};
+use fake_apiserver::Fault;
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{Node, Service};
-use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
-use serde_json::json;
-use tokio::time::Instant;
+use serde_json::{Value, json};
 
-async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        if let Some(value) = probe().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+fn deployment_grid(name: &str, key: &str) -> DeploymentGrid {
+    let mut grid: DeploymentGrid = read_example("deploymentgrid.yaml");
+    grid.metadata.name = Some(name.into());
+    grid.spec.grid_uniq_key = key.into();
+    grid
 }
 
-async fn node(client: &Client, name: &str, unit: &str) {
-    let node: Node = serde_json::from_value(json!({"metadata": {"name": name, "labels": {"zone1": unit}}})).unwrap();
-    Api::<Node>::all(client.clone()).create(&PostParams::default(), &node).await.unwrap();
+async fn deployments(client: &Client) -> Vec<Deployment> {
+    Api::<Deployment>::namespaced(client.clone(), "default").list(&ListParams::default()).await.expect("list").items
 }
 
-fn read_example<T: serde::de::DeserializeOwned>(file: &str) -> T {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples").join(file);
-    serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+async fn dg_status(client: &Client, name: &str) -> Option<edgegrid_core::crd::WorkloadGridStatus> {
+    Api::<DeploymentGrid>::namespaced(client.clone(), "default").get(name).await.ok()?.status
 }
 
-fn deployment_names(items: &[Deployment]) -> Vec<String> {
-    let mut names: Vec<String> = items.iter().map(|d| d.name_any()).collect();
-    names.sort();
-    names
+fn raw(object: &impl serde::Serialize) -> Value {
+    serde_json::to_value(object).expect("serialise")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grids_generate_services_and_per_unit_deployments() {
-    let server = FakeApiServer::start().await.unwrap();
-    let client = Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in all_crds() {
-        crds.create(&PostParams::default(), &crd).await.unwrap();
-    }
-    // three nodes in two units, plus one whose unit value cannot name a Deployment
-    node(&client, "n1", "unit-a").await;
-    node(&client, "n2", "unit-a").await;
-    node(&client, "n3", "unit-b").await;
-    node(&client, "n4", "Bad_Unit").await;
-
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let metrics = std::sync::Arc::new(grid_controller::metrics::Metrics::default());
-    let controller = tokio::spawn(grid_controller::reconcile::run(client.clone(), metrics.clone(), async move {
-        let _ = stopped.await;
-    }));
-
+    let c = cluster(&[
+        ("n1", &[("zone1", "unit-a")]),
+        ("n2", &[("zone1", "unit-a")]),
+        ("n3", &[("zone1", "unit-b")]),
+        // a unit value that cannot name a Deployment
+        ("n4", &[("zone1", "Bad_Unit")]),
+    ])
+    .await;
+    let client = c.client.clone();
     let service_grids: Api<ServiceGrid> = Api::namespaced(client.clone(), "default");
     let deployment_grids: Api<DeploymentGrid> = Api::namespaced(client.clone(), "default");
     let sg = service_grids.create(&PostParams::default(), &read_example("servicegrid.yaml")).await.unwrap();
@@ -84,16 +63,18 @@ async fn grids_generate_services_and_per_unit_deployments() {
     })
     .await;
     assert_eq!(sg_status.service.as_deref(), Some("echo-svc"));
-    assert_eq!(sg_status.conditions[0].status, ConditionStatus::True);
+    assert_eq!(
+        condition(&sg_status.conditions, GridConditionType::Ready),
+        Some(("True".into(), "ServiceApplied".into(), String::new()))
+    );
 
     // DeploymentGrid -> one Deployment per valid unit (not per node)
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
     let listed = eventually("per-unit deployments", || async {
-        let items = deployments.list(&ListParams::default()).await.ok()?.items;
+        let items = deployments(&client).await;
         (items.len() == 2).then_some(items)
     })
     .await;
-    assert_eq!(deployment_names(&listed), ["echo-unit-a", "echo-unit-b"]);
+    assert_eq!(names(&listed), ["echo-unit-a", "echo-unit-b"]);
     for d in &listed {
         let unit = d.name_any().trim_start_matches("echo-").to_string();
         let selector = d.spec.as_ref().unwrap().template.spec.as_ref().unwrap().node_selector.clone().unwrap();
@@ -101,26 +82,47 @@ async fn grids_generate_services_and_per_unit_deployments() {
         assert_eq!(d.owner_references()[0].uid, dg.uid().unwrap());
         assert_eq!(d.spec.as_ref().unwrap().replicas, Some(2));
     }
-    let status = eventually("DeploymentGrid status", || async {
-        deployment_grids.get("echo").await.ok().and_then(|g| g.status).filter(|s| s.units == 2)
-    })
-    .await;
+    let status =
+        eventually("DeploymentGrid status", || async { dg_status(&client, "echo").await.filter(|s| s.units == 2) })
+            .await;
     assert_eq!(status.workloads, ["echo-unit-a", "echo-unit-b"]);
-    let names = status.conditions.iter().find(|c| c.type_ == GridConditionType::UnitNamesValid).unwrap();
-    assert_eq!((names.status, names.reason.as_str()), (ConditionStatus::False, "UnitsSkipped"));
-    assert!(names.message.starts_with("Bad_Unit: workload name \"echo-Bad_Unit\""), "{}", names.message);
-    let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    let (names_status, names_reason, names_message) =
+        condition(&status.conditions, GridConditionType::UnitNamesValid).unwrap();
+    assert_eq!((names_status.as_str(), names_reason.as_str()), ("False", "UnitsSkipped"));
+    assert!(names_message.starts_with("Bad_Unit: workload name \"echo-Bad_Unit\""), "{names_message}");
+    // applied, but not Ready: no replica is available yet (readyUnits 0 means not ready)
+    assert_eq!(status.ready_units, 0);
+    assert_eq!(
+        condition(&status.conditions, GridConditionType::Applied),
+        Some(("True".into(), "AllApplied".into(), String::new()))
+    );
+    assert_eq!(
+        condition(&status.conditions, GridConditionType::Ready),
+        Some(("False".into(), "UnitsUnavailable".into(), "unit-a: 0/2 available; unit-b: 0/2 available".into()))
+    );
     let skipped = eventually("UnitSkipped event", || async {
-        events
-            .list(&ListParams::default())
-            .await
-            .ok()?
-            .items
-            .into_iter()
-            .find(|e| e.reason.as_deref() == Some("UnitSkipped"))
+        let events = events_about(&client, "echo").await;
+        events.into_iter().find(|(_, reason, _)| reason == "UnitSkipped")
     })
     .await;
-    assert_eq!(skipped.regarding.unwrap().name.as_deref(), Some("echo"));
+    assert_eq!(skipped.0, "Warning");
+
+    // the workloads become available: Ready follows, with readyUnits
+    let deployments_api: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    for name in ["echo-unit-a", "echo-unit-b"] {
+        let available =
+            json!({"status": {"replicas": 2, "readyReplicas": 2, "availableReplicas": 2, "updatedReplicas": 2}});
+        deployments_api.patch_status(name, &PatchParams::default(), &Patch::Merge(&available)).await.unwrap();
+    }
+    let ready = eventually("Ready once every unit is available", || async {
+        dg_status(&client, "echo").await.filter(|s| s.ready_units == 2)
+    })
+    .await;
+    assert_eq!(
+        condition(&ready.conditions, GridConditionType::Ready),
+        Some(("True".into(), "AllUnitsAvailable".into(), String::new()))
+    );
+    assert_eq!(ready.observed_generation, dg.metadata.generation);
 
     // n3 moves to unit-c: echo-unit-c appears, echo-unit-b (no node left) goes
     Api::<Node>::all(client.clone())
@@ -128,29 +130,422 @@ async fn grids_generate_services_and_per_unit_deployments() {
         .await
         .unwrap();
     let relabelled = eventually("deployments follow the node labels", || async {
-        let names = deployment_names(&deployments.list(&ListParams::default()).await.ok()?.items);
+        let names = names(&deployments(&client).await);
         (names == ["echo-unit-a", "echo-unit-c"]).then_some(names)
     })
     .await;
     assert_eq!(relabelled, ["echo-unit-a", "echo-unit-c"]);
 
-    // a Deployment nobody owns is never touched
-    let foreign: Deployment = serde_json::from_value(json!({"metadata": {"name": "echo-foreign", "labels": {"superedge.io/grid-selector": "echo"}},
-        "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}}))
-    .unwrap();
-    deployments.create(&PostParams::default(), &foreign).await.unwrap();
-
-    // deleting the grid takes its Deployments (ownerReferences), not the foreign one
+    // deleting the grid takes its Deployments (ownerReferences)
     deployment_grids.delete("echo", &DeleteParams::background()).await.unwrap();
-    let left = eventually("garbage collection", || async {
-        let names = deployment_names(&deployments.list(&ListParams::default()).await.ok()?.items);
-        (names.len() == 1).then_some(names)
+    eventually("garbage collection", || async { deployments(&client).await.is_empty().then_some(()) }).await;
+
+    assert!(c.sample("grid_controller_reconciles_total{kind=\"DeploymentGrid\"}") > 0.0);
+    c.stop().await;
+}
+
+/// Reproduction: a user's Service `db-svc` was force-applied over, owned, reported
+/// Ready=True and then deleted with ServiceGrid `db`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_service_under_the_generated_name_is_left_untouched() {
+    let c = cluster(&[("n1", &[("zone1", "a")])]).await;
+    let client = c.client.clone();
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let users: Service = serde_json::from_value(json!({
+        "metadata": {"name": "db-svc"},
+        "spec": {"selector": {"app": "database"}, "ports": [{"port": 5432}]}
+    }))
+    .unwrap();
+    let before = services.create(&PostParams::default(), &users).await.unwrap();
+    let grid: ServiceGrid = serde_json::from_value(json!({
+        "apiVersion": "superedge.io/v1", "kind": "ServiceGrid", "metadata": {"name": "db"},
+        "spec": {"gridUniqKey": "zone1", "template": {"selector": {"appGrid": "db"}, "ports": [{"port": 80, "targetPort": 8080}]}}
+    }))
+    .unwrap();
+    let grids: Api<ServiceGrid> = Api::namespaced(client.clone(), "default");
+    grids.create(&PostParams::default(), &grid).await.unwrap();
+
+    let status = eventually("NameConflict in the status", || async {
+        grids.get("db").await.ok()?.status.filter(|s| !s.conditions.is_empty())
     })
     .await;
-    assert_eq!(left, ["echo-foreign"]);
+    let message = "Service default/db-svc exists and is not controlled by this grid (adopted only when labelled superedge.io/grid-selector=db)";
+    assert_eq!(
+        condition(&status.conditions, GridConditionType::Applied),
+        Some(("False".into(), "NameConflict".into(), message.into()))
+    );
+    assert_eq!(
+        condition(&status.conditions, GridConditionType::Ready),
+        Some(("False".into(), "NameConflict".into(), message.into()))
+    );
+    assert_eq!(status.service, None);
+    let events = eventually("a NameConflict event", || async {
+        let events = events_about(&client, "db").await;
+        (!events.is_empty()).then_some(events)
+    })
+    .await;
+    assert_eq!(events, [("Warning".to_string(), "NameConflict".to_string(), message.to_string())]);
+    assert_eq!(raw(&services.get("db-svc").await.unwrap()), raw(&before), "byte-for-byte untouched");
 
-    let exposition = metrics.encode();
-    assert!(exposition.contains("grid_controller_reconciles_total{kind=\"DeploymentGrid\"}"), "{exposition}");
-    let _ = stop.send(());
-    tokio::time::timeout(Duration::from_secs(10), controller).await.expect("controllers stop on shutdown").unwrap();
+    grids.delete("db", &DeleteParams::background()).await.unwrap();
+    eventually("the grid is gone", || async { grids.get_opt("db").await.ok()?.is_none().then_some(()) }).await;
+    assert_eq!(raw(&services.get("db-svc").await.unwrap()), raw(&before), "not deleted with the grid");
+    c.stop().await;
+}
+
+/// Reproduction: a user's Deployment `web-unit-e` had its image and selector replaced when
+/// a node joined `unit-e`, then was deleted when the node left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_deployment_under_a_unit_name_survives_the_unit_coming_and_going() {
+    let c = cluster(&[("n1", &[("zone1", "unit-a")]), ("n2", &[])]).await;
+    let client = c.client.clone();
+    let deployments_api: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let users: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web-unit-e", "labels": {"team": "payments"}},
+        "spec": {"selector": {"matchLabels": {"app": "pay"}},
+                 "template": {"metadata": {"labels": {"app": "pay"}}, "spec": {"containers": [{"name": "pay", "image": "pay:1"}]}}}
+    }))
+    .unwrap();
+    let before = deployments_api.create(&PostParams::default(), &users).await.unwrap();
+    Api::<DeploymentGrid>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &deployment_grid("web", "zone1"))
+        .await
+        .unwrap();
+    eventually("web-unit-a", || async { deployments_api.get("web-unit-a").await.ok() }).await;
+    let nodes: Api<Node> = Api::all(client.clone());
+    nodes
+        .patch("n2", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"zone1": "unit-e"}}})))
+        .await
+        .unwrap();
+    let status = eventually("the conflict reported, the other unit kept", || async {
+        dg_status(&client, "web").await.filter(|s| {
+            condition(&s.conditions, GridConditionType::Applied).is_some_and(|(_, reason, _)| reason == "NameConflict")
+        })
+    })
+    .await;
+    assert_eq!(status.workloads, ["web-unit-a"]);
+    assert_eq!(
+        condition(&status.conditions, GridConditionType::Applied).unwrap().2,
+        "Deployment default/web-unit-e exists and is not controlled by this grid (adopted only when labelled superedge.io/grid-selector=web)"
+    );
+    nodes
+        .patch("n2", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"zone1": null}}})))
+        .await
+        .unwrap();
+    eventually("the conflict clears when the unit goes", || async {
+        dg_status(&client, "web").await.filter(|s| {
+            condition(&s.conditions, GridConditionType::Applied).is_some_and(|(status, _, _)| status == "True")
+        })
+    })
+    .await;
+    assert_eq!(raw(&deployments_api.get("web-unit-e").await.unwrap()), raw(&before), "byte-for-byte untouched");
+    let reasons: Vec<String> = events_about(&client, "web").await.into_iter().map(|(_, r, _)| r).collect();
+    assert_eq!(reasons, ["NameConflict", "Applied"]);
+    c.stop().await;
+}
+
+/// Reproduction: DeploymentGrid `web` (unit `unit-d`) and `web-unit` (unit `d`) both
+/// generate `web-unit-d`; ownership and spec flipped on every node event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_grids_generating_one_name_do_not_fight() {
+    let c = cluster(&[("n1", &[("zone1", "unit-d")]), ("n2", &[("zone1", "d")])]).await;
+    let client = c.client.clone();
+    let grids: Api<DeploymentGrid> = Api::namespaced(client.clone(), "default");
+    let web = grids.create(&PostParams::default(), &deployment_grid("web", "zone1")).await.unwrap();
+    let deployments_api: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let contested = eventually("web-unit-d from web", || async { deployments_api.get("web-unit-d").await.ok() }).await;
+    assert_eq!(contested.owner_references()[0].uid, web.uid().unwrap());
+    grids.create(&PostParams::default(), &deployment_grid("web-unit", "zone1")).await.unwrap();
+    let loser = eventually("web-unit reports the conflict", || async {
+        dg_status(&client, "web-unit").await.filter(|s| {
+            condition(&s.conditions, GridConditionType::Applied).is_some_and(|(_, reason, _)| reason == "NameConflict")
+        })
+    })
+    .await;
+    assert_eq!(
+        condition(&loser.conditions, GridConditionType::Applied).unwrap().2,
+        "Deployment default/web-unit-d exists and is controlled by DeploymentGrid/web"
+    );
+    assert_eq!(loser.workloads, ["web-unit-unit-d"]);
+    let settled = deployments_api.get("web-unit-d").await.unwrap();
+    // node events of every kind: heartbeats, new nodes in existing units, unrelated labels
+    let nodes: Api<Node> = Api::all(client.clone());
+    for round in 0..5 {
+        let heartbeat =
+            json!({"status": {"conditions": [{"type": "Ready", "status": "True", "reason": format!("beat{round}")}]}});
+        nodes.patch_status("n1", &PatchParams::default(), &Patch::Merge(&heartbeat)).await.unwrap();
+        node(&client, &format!("extra{round}"), &[("zone1", "d"), ("rack", &round.to_string())]).await;
+    }
+    nodes
+        .patch("n2", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"disk": "ssd"}}})))
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let after = deployments_api.get("web-unit-d").await.unwrap();
+    assert_eq!(raw(&after), raw(&settled), "no flip-flop: same owner, spec, generation");
+    assert_eq!(after.metadata.generation, contested.metadata.generation);
+    let winner = dg_status(&client, "web").await.unwrap();
+    assert_eq!(condition(&winner.conditions, GridConditionType::Applied).unwrap().0, "True");
+    c.stop().await;
+}
+
+/// An orphan labelled with the grid's name is adopted (as SuperEdge did); the adopted
+/// Deployment gets the controller reference and the grid's spec.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_labelled_orphan_is_adopted() {
+    let c = cluster(&[("n1", &[("zone1", "unit-a")])]).await;
+    let client = c.client.clone();
+    let deployments_api: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let orphan: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "echo-unit-a", "labels": {"superedge.io/grid-selector": "echo"}},
+        "spec": {"replicas": 7, "selector": {"matchLabels": {"appGrid": "echo"}},
+                 "template": {"metadata": {"labels": {"appGrid": "echo"}}, "spec": {"containers": [{"name": "old", "image": "old:1"}]}}}
+    }))
+    .unwrap();
+    let orphan = deployments_api.create(&PostParams::default(), &orphan).await.unwrap();
+    let grid = Api::<DeploymentGrid>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &deployment_grid("echo", "zone1"))
+        .await
+        .unwrap();
+    let adopted = eventually("adoption", || async {
+        deployments_api.get("echo-unit-a").await.ok().filter(|d| !d.owner_references().is_empty())
+    })
+    .await;
+    assert_eq!(adopted.uid(), orphan.uid(), "the same object, not a re-created one");
+    assert_eq!(adopted.owner_references()[0].uid, grid.uid().unwrap());
+    assert_eq!(adopted.owner_references()[0].controller, Some(true));
+    assert_eq!(adopted.spec.as_ref().unwrap().replicas, Some(2));
+    c.stop().await;
+}
+
+/// Reproduction: a DeploymentGrid with `replicas: "two"`, or without `template`, got no
+/// status, Event or log, and after a relist stopped all DeploymentGrid reconciling.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_that_does_not_decode_is_reported_and_the_others_reconcile() {
+    let c = cluster(&[("n1", &[("zone1", "unit-a")])]).await;
+    let client = c.client.clone();
+    let resource = ApiResource::erase::<DeploymentGrid>(&());
+    let untyped: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &resource);
+    let mut two = raw(&deployment_grid("two", "zone1"));
+    two["spec"]["template"]["replicas"] = json!("two");
+    let mut no_template = raw(&deployment_grid("no-template", "zone1"));
+    no_template["spec"].as_object_mut().unwrap().remove("template");
+    for bad in [two, no_template] {
+        let bad: DynamicObject = serde_json::from_value(bad).unwrap();
+        untyped.create(&PostParams::default(), &bad).await.unwrap();
+    }
+    let grids: Api<DeploymentGrid> = Api::namespaced(client.clone(), "default");
+    grids.create(&PostParams::default(), &deployment_grid("good", "zone1")).await.unwrap();
+    let deployments_api: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    eventually("the valid grid reconciles", || async { deployments_api.get("good-unit-a").await.ok() }).await;
+
+    for (name, detail) in
+        [("two", "invalid type: string \"two\", expected i32"), ("no-template", "missing field `template`")]
+    {
+        let status = eventually("InvalidSpec status", || async {
+            let grid = untyped.get(name).await.ok()?;
+            let status: edgegrid_core::crd::WorkloadGridStatus =
+                serde_json::from_value(grid.data.get("status")?.clone()).ok()?;
+            Some(status)
+        })
+        .await;
+        let (state, reason, message) = condition(&status.conditions, GridConditionType::Ready).unwrap();
+        assert_eq!((state.as_str(), reason.as_str()), ("False", "InvalidSpec"));
+        assert!(
+            message.starts_with("the object does not decode as a DeploymentGrid: ") && message.contains(detail),
+            "{message}"
+        );
+        let events = eventually("InvalidSpec event", || async {
+            let events = events_about(&client, name).await;
+            (!events.is_empty()).then_some(events)
+        })
+        .await;
+        assert_eq!(events, [("Warning".to_string(), "InvalidSpec".to_string(), message.clone())]);
+    }
+    // a relist (watches dropped, history compacted) does not stall the kind either
+    c.server.compact_history();
+    c.server.drop_watches();
+    grids.create(&PostParams::default(), &deployment_grid("later", "zone1")).await.unwrap();
+    eventually("a grid created after the relist reconciles", || async {
+        deployments_api.get("later-unit-a").await.ok()
+    })
+    .await;
+    assert!(
+        c.sample("grid_controller_reconcile_failures_total{kind=\"DeploymentGrid\",error=\"invalid_spec\"}") >= 2.0
+    );
+    c.stop().await;
+}
+
+/// Steady state is free: heartbeats, nodes joining existing units, and reconciles of
+/// up-to-date grids make no write request; a node event only requeues grids keyed on a
+/// label whose set of values changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steady_state_writes_nothing_and_node_events_requeue_only_affected_grids() {
+    let c = cluster(&[("n1", &[("zone1", "a"), ("zone2", "x")]), ("n2", &[("zone1", "b"), ("zone2", "y")])]).await;
+    let client = c.client.clone();
+    Api::<ServiceGrid>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &read_example("servicegrid.yaml"))
+        .await
+        .unwrap();
+    Api::<DeploymentGrid>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &deployment_grid("zone1-grid", "zone1"))
+        .await
+        .unwrap();
+    let mut sts: StatefulSetGrid = read_example("statefulsetgrid.yaml");
+    sts.metadata.name = Some("zone2-grid".into());
+    sts.spec.grid_uniq_key = "zone2".into();
+    Api::<StatefulSetGrid>::namespaced(client.clone(), "default").create(&PostParams::default(), &sts).await.unwrap();
+    let statefulsets: Api<StatefulSet> = Api::namespaced(client.clone(), "default");
+    eventually("everything applied", || async {
+        let deployments = deployments(&client).await.len();
+        let statefulsets = statefulsets.list(&ListParams::default()).await.ok()?.items.len();
+        let dg = dg_status(&client, "zone1-grid").await?;
+        (deployments == 2 && statefulsets == 2 && dg.units == 2).then_some(())
+    })
+    .await;
+    // let the status writes and events of the first reconciles settle
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let mark = c.server.requests().mark();
+    let dg_reconciles = c.sample("grid_controller_reconciles_total{kind=\"DeploymentGrid\"}");
+    let sts_reconciles = c.sample("grid_controller_reconciles_total{kind=\"StatefulSetGrid\"}");
+
+    let nodes: Api<Node> = Api::all(client.clone());
+    for round in 0..10 {
+        let heartbeat =
+            json!({"status": {"conditions": [{"type": "Ready", "status": "True", "reason": format!("beat{round}")}]}});
+        for n in ["n1", "n2"] {
+            nodes.patch_status(n, &PatchParams::default(), &Patch::Merge(&heartbeat)).await.unwrap();
+        }
+    }
+    node(&client, "n3", &[("zone1", "a"), ("zone2", "x")]).await;
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    assert_eq!(c.sample("grid_controller_reconciles_total{kind=\"DeploymentGrid\"}"), dg_reconciles);
+    assert_eq!(c.sample("grid_controller_reconciles_total{kind=\"StatefulSetGrid\"}"), sts_reconciles);
+
+    // resyncs of up-to-date grids: touching every grid makes each reconcile, and write nothing
+    let touch = json!({"metadata": {"annotations": {"touched": "yes"}}});
+    for (plural, name) in
+        [("servicegrids", "echo"), ("deploymentgrids", "zone1-grid"), ("statefulsetgrids", "zone2-grid")]
+    {
+        let resource = match plural {
+            "servicegrids" => ApiResource::erase::<ServiceGrid>(&()),
+            "deploymentgrids" => ApiResource::erase::<DeploymentGrid>(&()),
+            _ => ApiResource::erase::<StatefulSetGrid>(&()),
+        };
+        Api::<DynamicObject>::namespaced_with(client.clone(), "default", &resource)
+            .patch(name, &PatchParams::default(), &Patch::Merge(&touch))
+            .await
+            .unwrap();
+    }
+    eventually("the touched grids reconciled", || async {
+        (c.sample("grid_controller_reconciles_total{kind=\"StatefulSetGrid\"}") > sts_reconciles
+            && c.sample("grid_controller_reconciles_total{kind=\"DeploymentGrid\"}") > dg_reconciles)
+            .then_some(())
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let ours = |path: &str| path.starts_with("/api/v1/nodes") || path.contains("grids/");
+    assert_eq!(c.writes_since(mark, ours), Vec::<String>::new(), "the controller wrote in steady state");
+
+    // a zone2 value appears: only the StatefulSetGrid keyed on zone2 is requeued
+    let dg_reconciles = c.sample("grid_controller_reconciles_total{kind=\"DeploymentGrid\"}");
+    nodes
+        .patch("n3", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"zone2": "z"}}})))
+        .await
+        .unwrap();
+    eventually("zone2-grid-z", || async { statefulsets.get("zone2-grid-z").await.ok() }).await;
+    assert_eq!(c.sample("grid_controller_reconciles_total{kind=\"DeploymentGrid\"}"), dg_reconciles);
+    c.stop().await;
+}
+
+/// Errors are not swallowed: a failing write is an error with a metric label, shown in
+/// status, and retried with backoff until it succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_writes_are_visible_and_retried() {
+    let c = cluster(&[("n1", &[("zone1", "unit-a")]), ("n2", &[("zone1", "unit-b")])]).await;
+    let client = c.client.clone();
+    Api::<DeploymentGrid>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &deployment_grid("echo", "zone1"))
+        .await
+        .unwrap();
+    eventually("two deployments", || async { (deployments(&client).await.len() == 2).then_some(()) }).await;
+    c.server.set_fault("deployments", Fault::Error(500));
+    Api::<Node>::all(client.clone())
+        .patch("n2", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"zone1": "unit-c"}}})))
+        .await
+        .unwrap();
+    let status = eventually("the failure in the status", || async {
+        dg_status(&client, "echo").await.filter(|s| {
+            condition(&s.conditions, GridConditionType::Applied).is_some_and(|(_, reason, _)| reason == "ApplyFailed")
+        })
+    })
+    .await;
+    let message = condition(&status.conditions, GridConditionType::Applied).unwrap().2;
+    assert!(message.starts_with("reading Deployment default/echo-unit-c: "), "{message}");
+    assert!(message.contains("; deleting Deployment default/echo-unit-b: "), "{message}");
+    assert_eq!(condition(&status.conditions, GridConditionType::Ready).unwrap().1, "NotApplied");
+    eventually("the failure metric", || async {
+        (c.sample("grid_controller_reconcile_failures_total{kind=\"DeploymentGrid\",error=\"apply_failed\"}") >= 1.0)
+            .then_some(())
+    })
+    .await;
+    assert_eq!(names(&deployments_via_store(&c).await), ["echo-unit-a", "echo-unit-b"]);
+    c.server.clear_faults();
+    eventually("retried until it succeeds", || async {
+        (names(&deployments(&client).await) == ["echo-unit-a", "echo-unit-c"]).then_some(())
+    })
+    .await;
+    let recovered = eventually("Applied again", || async {
+        dg_status(&client, "echo").await.filter(|s| {
+            condition(&s.conditions, GridConditionType::Applied).is_some_and(|(status, _, _)| status == "True")
+        })
+    })
+    .await;
+    assert_eq!(recovered.workloads, ["echo-unit-a", "echo-unit-c"]);
+    c.stop().await;
+}
+
+/// The deployments as stored, bypassing the faulted HTTP path.
+async fn deployments_via_store(c: &Cluster) -> Vec<Deployment> {
+    let rt = c.server.store().resolve("apps", "v1", "deployments").expect("deployments are served");
+    let page = c.server.store().list(&rt, &Default::default()).expect("list");
+    page.items.into_iter().map(|v| serde_json::from_value(v).expect("deployment")).collect()
+}
+
+/// SuperEdge's `autoDeleteUnusedTemplate`: pool entries nothing names are removed from
+/// the grid's spec, with a Normal Event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_delete_unused_template_prunes_the_pool() {
+    let c = cluster(&[("n1", &[("zone1", "unit-a")])]).await;
+    let client = c.client.clone();
+    let mut grid = deployment_grid("echo", "zone1");
+    let mut large = grid.spec.template.clone();
+    large.replicas = Some(5);
+    grid.spec.template_pool = BTreeMap::from([("large".to_string(), large.clone()), ("spare".to_string(), large)]);
+    grid.spec.templates = BTreeMap::from([("unit-a".to_string(), "large".to_string())]);
+    grid.spec.auto_delete_unused_template = true;
+    let grids: Api<DeploymentGrid> = Api::namespaced(client.clone(), "default");
+    grids.create(&PostParams::default(), &grid).await.unwrap();
+    let pruned = eventually("spare removed", || async {
+        grids.get("echo").await.ok().filter(|g| !g.spec.template_pool.contains_key("spare"))
+    })
+    .await;
+    assert_eq!(pruned.spec.template_pool.keys().collect::<Vec<_>>(), ["large"]);
+    let deployments_api: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let unit_a = eventually("echo-unit-a", || async { deployments_api.get("echo-unit-a").await.ok() }).await;
+    assert_eq!(unit_a.spec.unwrap().replicas, Some(5));
+    let events = eventually("TemplatesDeleted", || async {
+        let events = events_about(&client, "echo").await;
+        events.into_iter().find(|(_, reason, _)| reason == "TemplatesDeleted")
+    })
+    .await;
+    assert_eq!(
+        events,
+        (
+            "Normal".into(),
+            "TemplatesDeleted".into(),
+            "autoDeleteUnusedTemplate removed templatePool entries spare".into()
+        )
+    );
+    c.stop().await;
 }

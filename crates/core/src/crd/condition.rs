@@ -7,7 +7,12 @@ use serde::{Deserialize, Serialize};
 /// What a grid condition reports on.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
 pub enum GridConditionType {
-    /// Every generated object exists and matches the grid's spec.
+    /// Every generated object exists, is controlled by this grid and matches its spec.
+    /// False names what is in the way: `NameConflict` (an object with a generated name
+    /// that another owner controls), `ApplyFailed`, `DeleteFailed`, `InvalidSpec`, ...
+    Applied,
+    /// Applied, and every unit's workload is available (all replicas updated, ready and
+    /// available); for a ServiceGrid, the Service is applied.
     Ready,
     /// Every unit value yields a valid DNS-1123 object name; when False, the message
     /// lists the unit values that were skipped (SuperEdge produced invalid names silently).
