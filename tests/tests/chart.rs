@@ -101,6 +101,8 @@ async fn chart_lints_renders_and_applies() {
         ("edgegrid:grid-controller", "apps", "statefulsets", "patch"),
         ("edgegrid:grid-controller", "", "services", "patch"),
         ("edgegrid:grid-controller", "superedge.io", "servicegrids/status", "patch"),
+        ("edgegrid:grid-controller", "superedge.io", "deploymentgrids", "patch"),
+        ("edgegrid:grid-controller", "superedge.io", "statefulsetgrids", "patch"),
         ("edgegrid:grid-controller", "", "nodes", "watch"),
         ("edgegrid:grid-controller", "events.k8s.io", "events", "create"),
         ("edgegrid:grid-controller-leader", "coordination.k8s.io", "leases", "update"),
