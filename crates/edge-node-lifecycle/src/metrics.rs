@@ -1,4 +1,5 @@
-//! Prometheus metrics of the controller, served on `/metrics`.
+//! Prometheus metrics of the controller, served on `/metrics` (the runtime adds
+//! `edge_node_lifecycle_leader`).
 
 use std::sync::{Arc, Mutex};
 
@@ -34,7 +35,6 @@ pub struct Metrics {
     zones: Family<ZoneLabels, Gauge>,
     pub evictions: Counter,
     pub monitor_passes: Counter,
-    pub leader: Gauge,
 }
 
 impl Default for Metrics {
@@ -46,7 +46,6 @@ impl Default for Metrics {
             zones: Family::default(),
             evictions: Counter::default(),
             monitor_passes: Counter::default(),
-            leader: Gauge::default(),
             registry: Arc::default(),
         };
         registry.register("actions", "Node writes by kind (mark_unknown, add_taint, ...)", metrics.actions.clone());
@@ -54,7 +53,6 @@ impl Default for Metrics {
         registry.register("zone_state", "1 for the current disruption state of each zone", metrics.zones.clone());
         registry.register("evictions", "Pods deleted by the taint manager", metrics.evictions.clone());
         registry.register("monitor_passes", "Node monitor passes run", metrics.monitor_passes.clone());
-        registry.register("leader", "1 while this instance holds the leader lease", metrics.leader.clone());
         Self { registry: Arc::new(Mutex::new(registry)), ..metrics }
     }
 }
@@ -83,6 +81,6 @@ impl Metrics {
     }
 
     pub fn encode(&self) -> String {
-        controller_support::probes::encode(&self.registry)
+        controller_support::admin::encode(&self.registry)
     }
 }

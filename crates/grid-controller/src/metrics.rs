@@ -1,10 +1,12 @@
-//! Prometheus metrics of the grid controllers.
+//! Prometheus metrics of the grid controllers, served on `/metrics` (the runtime adds
+//! `grid_controller_leader`).
 
 use std::sync::{Arc, Mutex};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -18,20 +20,35 @@ struct FailureLabels {
     error: String,
 }
 
+type DurationHistograms = Family<KindLabels, Histogram, fn() -> Histogram>;
+
 pub struct Metrics {
     registry: Arc<Mutex<Registry>>,
     reconciles: Family<KindLabels, Counter>,
     failures: Family<FailureLabels, Counter>,
+    durations: DurationHistograms,
+}
+
+/// 5 ms .. ~20 s: an SSA round trip to a near API server up to a large grid over a slow link.
+fn reconcile_duration_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.005, 2.0, 13))
 }
 
 impl Default for Metrics {
     fn default() -> Self {
         let reconciles = Family::<KindLabels, Counter>::default();
         let failures = Family::<FailureLabels, Counter>::default();
+        let durations: DurationHistograms = Family::new_with_constructor(reconcile_duration_histogram);
         let mut registry = Registry::with_prefix("grid_controller");
         registry.register("reconciles", "Reconciles started, by grid kind", reconciles.clone());
         registry.register("reconcile_failures", "Failed reconciles, by grid kind and cause", failures.clone());
-        Self { registry: Arc::new(Mutex::new(registry)), reconciles, failures }
+        registry.register_with_unit(
+            "reconcile_duration",
+            "How long reconciles took, by grid kind",
+            prometheus_client::registry::Unit::Seconds,
+            durations.clone(),
+        );
+        Self { registry: Arc::new(Mutex::new(registry)), reconciles, failures, durations }
     }
 }
 
@@ -44,11 +61,40 @@ impl Metrics {
         self.failures.get_or_create(&FailureLabels { kind: kind.into(), error: error.into() }).inc();
     }
 
+    pub fn observe_reconcile(&self, kind: &str, seconds: f64) {
+        self.durations.get_or_create(&KindLabels { kind: kind.into() }).observe(seconds);
+    }
+
+    /// The registry, to serve on `/metrics`.
     pub fn registry(&self) -> Arc<Mutex<Registry>> {
         self.registry.clone()
     }
 
     pub fn encode(&self) -> String {
-        controller_support::probes::encode(&self.registry)
+        controller_support::admin::encode(&self.registry)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reconcile_durations_are_a_histogram_in_seconds_by_kind() {
+        let metrics = Metrics::default();
+        metrics.observe_reconcile("ServiceGrid", 0.003);
+        metrics.observe_reconcile("ServiceGrid", 0.25);
+        let text = metrics.encode();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines.contains(&"# TYPE grid_controller_reconcile_duration_seconds histogram"), "{text}");
+        assert!(lines.contains(&r#"grid_controller_reconcile_duration_seconds_count{kind="ServiceGrid"} 2"#), "{text}");
+        assert!(
+            lines.contains(&r#"grid_controller_reconcile_duration_seconds_bucket{le="0.005",kind="ServiceGrid"} 1"#),
+            "{text}"
+        );
+        assert!(
+            lines.contains(&r#"grid_controller_reconcile_duration_seconds_bucket{le="0.32",kind="ServiceGrid"} 2"#),
+            "{text}"
+        );
     }
 }

@@ -1,0 +1,523 @@
+//! The runtime every edgegrid binary runs in, so its `main.rs` only parses its own flags,
+//! builds its context and hands its work over: common flags, logging, the API client,
+//! the admin server, optional leader election with the `<prefix>_leader` gauge, and
+//! shutdown on SIGTERM/Ctrl-C with a bounded drain. It must never let a process outlive a
+//! signal by more than the grace period (plus a few seconds), whatever state it is in.
+//!
+//! Exit status: 0 after a signal (even when the work had to be abandoned), an error (1)
+//! when a held leader Lease was lost or the work stopped on its own.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kube::Client;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use tokio::signal::unix::{Signal, SignalKind, signal};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::Error;
+use crate::admin::{self, Admin};
+use crate::flags::{BindAddress, parse_duration};
+use crate::leader::{self, LeaderFlags};
+use crate::logging::{self, LogFormat};
+
+/// How long giving the leader Lease up may take once the work has stopped (the election
+/// bounds its own release; this is the backstop).
+const ELECTION_STOP_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long open admin connections may hold the process once everything else stopped.
+const ADMIN_STOP_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The flags every binary takes. The admin ports are the binary's defaults, e.g.
+/// `RuntimeFlags<8081, 8080>`, so `--help` shows them.
+#[derive(clap::Args, Clone, Debug)]
+pub struct RuntimeFlags<const HEALTH_PORT: u16, const METRICS_PORT: u16> {
+    /// Kubeconfig file; without it the files in KUBECONFIG, else the in-cluster service
+    /// account.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Address for /healthz and /readyz (`:PORT` = every interface).
+    #[arg(long, default_value_t = BindAddress::AllInterfaces { port: HEALTH_PORT })]
+    pub bind_address: BindAddress,
+    /// Address for /metrics (may equal --bind-address).
+    #[arg(long, default_value_t = BindAddress::AllInterfaces { port: METRICS_PORT })]
+    pub metrics_bind_address: BindAddress,
+    /// Log as text (coloured only on a terminal) or as one JSON object a line.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// The node this process runs on (default: the host name); with a random suffix it
+    /// names this process in a leader Lease.
+    #[arg(long, env = "NODE_NAME")]
+    pub node_name: Option<String>,
+    /// How long in-flight work may take to finish after SIGTERM before the process exits
+    /// anyway.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub shutdown_grace_period: Duration,
+}
+
+/// A client from `kubeconfig` when given, else from the files in `KUBECONFIG`, else from
+/// the in-cluster service account (never `~/.kube/config`: a pod must not pick up
+/// whatever a developer left there).
+pub async fn client(kubeconfig: Option<PathBuf>) -> Result<Client, Error> {
+    let kubeconfig = match kubeconfig {
+        Some(path) => Some(
+            Kubeconfig::read_from(&path)
+                .map_err(|source| Error::Kubeconfig { from: path.display().to_string(), source })?,
+        ),
+        None => Kubeconfig::from_env().map_err(|source| Error::Kubeconfig { from: "KUBECONFIG".into(), source })?,
+    };
+    let config = match kubeconfig {
+        Some(kubeconfig) => kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .map_err(|source| Error::Kubeconfig { from: "the kubeconfig's current context".into(), source })?,
+        None => kube::Config::incluster().map_err(Error::InCluster)?,
+    };
+    Client::try_from(config).map_err(Error::Client)
+}
+
+/// The node name given, else the host name.
+pub fn node_name(given: Option<&str>) -> String {
+    given
+        .map(str::to_string)
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|h| h.trim().to_string()))
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// `<node name>_<random>`, as client-go names leader candidates: unique per process, so two
+/// replicas on one host (or sharing `--node-name`) never both believe they hold the Lease.
+pub fn identity(node_name: &str) -> String {
+    format!("{node_name}_{}", random_suffix())
+}
+
+fn random_suffix() -> String {
+    if let Ok(uuid) = std::fs::read_to_string("/proc/sys/kernel/random/uuid") {
+        let uuid = uuid.trim();
+        if !uuid.is_empty() {
+            return uuid.to_string();
+        }
+    }
+    // no procfs: std's per-process random hash keys, mixed with the pid and the time
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    hasher
+        .write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
+    format!("{:016x}", hasher.finish())
+}
+
+/// Resolves once shutdown has begun (a signal, or a lost leader Lease); what the work
+/// watches to stop.
+#[derive(Clone, Debug)]
+pub struct ShutdownSignal(watch::Receiver<bool>);
+
+impl ShutdownSignal {
+    pub fn is_signalled(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    /// Resolves when shutdown begins (at once if it has).
+    pub async fn signalled(mut self) {
+        // a dropped sender means the runtime is gone: stop as well
+        let _ = self.0.wait_for(|stop| *stop).await;
+    }
+
+    /// The same signal as a watch channel (`true` once shutdown began).
+    pub fn receiver(&self) -> watch::Receiver<bool> {
+        self.0.clone()
+    }
+}
+
+/// Sets up a [`Runtime`]; see [`Runtime::builder`].
+pub struct Builder {
+    name: String,
+    kubeconfig: Option<PathBuf>,
+    admin_addresses: [BindAddress; 2],
+    log_format: LogFormat,
+    node_name: String,
+    grace_period: Duration,
+    registry: Option<Arc<Mutex<Registry>>>,
+    leader: Option<LeaderFlags>,
+}
+
+impl Builder {
+    /// Serve this registry on `/metrics` (the leader gauge joins it, under its prefix).
+    /// Without one, the runtime keeps its own, prefixed with the binary's name.
+    pub fn metrics(mut self, registry: Arc<Mutex<Registry>>) -> Self {
+        self.registry = Some(registry);
+        self
+    }
+
+    /// Take part in leader election on Lease `<namespace>/<name>` (name defaulting to the
+    /// binary's), or lead at once with `--leader-elect=false`. Either way `<prefix>_leader`
+    /// says whether this process leads. Binaries that never elect skip this.
+    pub fn leader_election(mut self, flags: &LeaderFlags) -> Self {
+        self.leader = Some(flags.clone());
+        self
+    }
+
+    /// Starts logging, builds the client, binds and serves the admin server and starts the
+    /// election. Nothing the binary does runs yet.
+    pub async fn build(self) -> Result<Runtime, Error> {
+        if let Err(error) = logging::init(self.log_format) {
+            tracing::debug!(%error, "logging was set up before this runtime");
+        }
+        // early, so a SIGTERM during start-up is not fatal before the handler is in place
+        let signals = Signals::install()?;
+        let client = client(self.kubeconfig).await?;
+        let registry =
+            self.registry.unwrap_or_else(|| Arc::new(Mutex::new(Registry::with_prefix(self.name.replace('-', "_")))));
+        let election_config = match &self.leader {
+            Some(flags) => flags.config(&self.name, identity(&self.node_name))?,
+            None => None,
+        };
+        let identity = election_config.as_ref().map(|config| config.identity.clone());
+
+        let listeners = admin::bind(&self.admin_addresses).await?;
+        let ready = Arc::new(AtomicBool::new(false));
+        let (admin_stop, admin_stopped) = watch::channel(false);
+        let admin = admin::serve(Admin { registry: registry.clone(), ready: ready.clone() }, listeners, admin_stopped);
+
+        let (shutdown, _) = watch::channel(false);
+        let (leadership_tx, leadership) = watch::channel(false);
+        if self.leader.is_some() {
+            let gauge = Gauge::<i64>::default();
+            registry.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).register(
+                "leader",
+                "Whether this process leads (1) or stands by (0)",
+                gauge.clone(),
+            );
+            tokio::spawn(mirror_leadership(leadership.clone(), gauge));
+        }
+        let (election, constant_leadership) = match election_config {
+            Some(config) => {
+                let (stop, stopped) = watch::channel(false);
+                tracing::info!(identity = %config.identity, lease = %format!("{}/{}", config.namespace, config.name),
+                    "standing for leader");
+                let task = tokio::spawn(leader::run(client.clone(), config, leadership_tx, stopped));
+                (Some(Election { stop, task }), None)
+            }
+            None => {
+                // no election: this process acts on its own, for as long as it runs
+                leadership_tx.send_replace(true);
+                (None, Some(leadership_tx))
+            }
+        };
+        Ok(Runtime {
+            name: self.name,
+            client,
+            node_name: self.node_name,
+            identity,
+            ready,
+            registry,
+            leadership,
+            constant_leadership,
+            election,
+            shutdown,
+            admin,
+            admin_stop,
+            signals,
+            grace_period: self.grace_period,
+        }
+        .started())
+    }
+}
+
+async fn mirror_leadership(mut leadership: watch::Receiver<bool>, gauge: Gauge<i64>) {
+    loop {
+        gauge.set(i64::from(*leadership.borrow_and_update()));
+        if leadership.changed().await.is_err() {
+            gauge.set(0);
+            return;
+        }
+    }
+}
+
+struct Election {
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+struct Signals {
+    terminate: Signal,
+    interrupt: Signal,
+}
+
+impl Signals {
+    fn install() -> Result<Self, Error> {
+        Ok(Self {
+            terminate: signal(SignalKind::terminate()).map_err(Error::Signals)?,
+            interrupt: signal(SignalKind::interrupt()).map_err(Error::Signals)?,
+        })
+    }
+
+    async fn next(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.terminate.recv() => "SIGTERM",
+            _ = self.interrupt.recv() => "SIGINT",
+        }
+    }
+}
+
+/// Why the work is being stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stop {
+    Signal(&'static str),
+    LostLease,
+    WorkEnded,
+}
+
+/// A running binary: its client and admin server are up, its election (if any) is running;
+/// [`Runtime::run`] or [`Runtime::run_while_leading`] hands it the binary's work.
+pub struct Runtime {
+    name: String,
+    client: Client,
+    node_name: String,
+    identity: Option<String>,
+    ready: Arc<AtomicBool>,
+    registry: Arc<Mutex<Registry>>,
+    leadership: watch::Receiver<bool>,
+    /// Holds `leadership` true for a process that does not elect.
+    constant_leadership: Option<watch::Sender<bool>>,
+    election: Option<Election>,
+    shutdown: watch::Sender<bool>,
+    admin: Vec<(SocketAddr, JoinHandle<()>)>,
+    admin_stop: watch::Sender<bool>,
+    signals: Signals,
+    grace_period: Duration,
+}
+
+impl Runtime {
+    /// `name` is the binary's: it names the leader Lease and the default metrics prefix.
+    pub fn builder<const HEALTH_PORT: u16, const METRICS_PORT: u16>(
+        name: &str,
+        flags: &RuntimeFlags<HEALTH_PORT, METRICS_PORT>,
+    ) -> Builder {
+        Builder {
+            name: name.to_string(),
+            kubeconfig: flags.kubeconfig.clone(),
+            admin_addresses: [flags.bind_address, flags.metrics_bind_address],
+            log_format: flags.log_format,
+            node_name: node_name(flags.node_name.as_deref()),
+            grace_period: flags.shutdown_grace_period,
+            registry: None,
+            leader: None,
+        }
+    }
+
+    fn started(self) -> Self {
+        let addresses: Vec<String> = self.admin.iter().map(|(address, _)| address.to_string()).collect();
+        let identity = self.identity.as_deref();
+        tracing::info!(binary = %self.name, node = %self.node_name, identity, admin = ?addresses, "started");
+        self
+    }
+
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    /// `--node-name`, else the host name.
+    pub fn node_name(&self) -> &str {
+        &self.node_name
+    }
+
+    /// This process's name in the leader Lease, when it stands for leader.
+    pub fn identity(&self) -> Option<&str> {
+        self.identity.as_deref()
+    }
+
+    /// What `/readyz` answers; the binary turns it true once it can do its job.
+    pub fn readiness(&self) -> Arc<AtomicBool> {
+        self.ready.clone()
+    }
+
+    /// For binaries with nothing to warm up: ready as soon as they serve.
+    pub fn mark_ready(&self) {
+        self.ready.store(true, Ordering::SeqCst);
+    }
+
+    /// The registry `/metrics` serves.
+    pub fn registry(&self) -> Arc<Mutex<Registry>> {
+        self.registry.clone()
+    }
+
+    /// Whether this process leads: follows the election; always true with
+    /// `--leader-elect=false` or when the binary does not elect.
+    pub fn leadership(&self) -> watch::Receiver<bool> {
+        self.leadership.clone()
+    }
+
+    pub fn shutdown_signal(&self) -> ShutdownSignal {
+        ShutdownSignal(self.shutdown.subscribe())
+    }
+
+    /// The admin server's bound addresses (e.g. to find a port 0).
+    pub fn admin_addresses(&self) -> Vec<SocketAddr> {
+        self.admin.iter().map(|(address, _)| *address).collect()
+    }
+
+    /// Runs `work` until a signal (or, when electing, the loss of a held Lease); then
+    /// signals [`ShutdownSignal`], gives the work the grace period to finish (none after a
+    /// lost Lease), releases the Lease and stops the admin server. A second signal abandons
+    /// the work at once.
+    pub async fn run<W>(mut self, work: W) -> Result<(), Error>
+    where
+        W: Future<Output = ()> + Send + 'static,
+    {
+        let mut work = tokio::spawn(work);
+        let mut leadership = self.leadership.clone();
+        let stop = tokio::select! {
+            signal = self.signals.next() => Stop::Signal(signal),
+            _ = lost_leadership(&mut leadership) => Stop::LostLease,
+            _ = &mut work => Stop::WorkEnded,
+        };
+        match stop {
+            Stop::Signal(signal) => tracing::info!(signal, "shutting down"),
+            Stop::LostLease => tracing::error!("lost the leader lease: shutting down"),
+            Stop::WorkEnded => tracing::error!("the work stopped on its own: shutting down"),
+        }
+        self.ready.store(false, Ordering::SeqCst);
+        self.shutdown.send_replace(true);
+
+        if let Stop::Signal(_) = stop {
+            tokio::select! {
+                finished = tokio::time::timeout(self.grace_period, &mut work) => {
+                    if finished.is_err() {
+                        tracing::warn!(grace_period = ?self.grace_period, "work did not stop in time: abandoning it");
+                    }
+                }
+                signal = self.signals.next() => tracing::warn!(signal, "second signal: abandoning the work"),
+            }
+        }
+        // after a lost Lease another process may already lead: no drain, stop at once
+        work.abort();
+        // the Lease is held while the work drains, so no new leader overlaps with it
+        if let Some(election) = self.election.take() {
+            election.stop.send_replace(true);
+            let mut task = election.task;
+            if tokio::time::timeout(ELECTION_STOP_TIMEOUT, &mut task).await.is_err() {
+                tracing::warn!("leader election did not stop in time");
+                task.abort();
+            }
+        }
+        self.admin_stop.send_replace(true);
+        for (address, mut server) in std::mem::take(&mut self.admin) {
+            if tokio::time::timeout(ADMIN_STOP_TIMEOUT, &mut server).await.is_err() {
+                tracing::debug!(%address, "closing admin connections");
+                server.abort();
+            }
+        }
+        drop(self.constant_leadership.take());
+        match stop {
+            Stop::Signal(_) => Ok(()),
+            Stop::LostLease => Err(Error::LostLease),
+            Stop::WorkEnded => Err(Error::WorkEnded),
+        }
+    }
+
+    /// Like [`Runtime::run`], but starts the work only once this process leads (at once
+    /// with `--leader-elect=false`); a standby only waits. Losing the Lease stops the work
+    /// and the process exits 1, to come back as a standby with fresh state.
+    pub async fn run_while_leading<F, W>(self, work: F) -> Result<(), Error>
+    where
+        F: FnOnce(ShutdownSignal) -> W + Send + 'static,
+        W: Future<Output = ()> + Send + 'static,
+    {
+        let mut leadership = self.leadership();
+        let shutdown = self.shutdown_signal();
+        self.run(async move {
+            let elected = tokio::select! {
+                elected = leadership.wait_for(|leading| *leading) => elected.is_ok(),
+                _ = shutdown.clone().signalled() => false,
+            };
+            // not elected: shutdown began while standing by, nothing to drain
+            if elected {
+                tracing::info!("leading: starting the work");
+                work(shutdown).await;
+            }
+        })
+        .await
+    }
+}
+
+/// Resolves when a held leadership ends (or its election is gone while holding it).
+async fn lost_leadership(leadership: &mut watch::Receiver<bool>) {
+    if leadership.wait_for(|leading| *leading).await.is_err() {
+        return std::future::pending().await;
+    }
+    let _ = leadership.wait_for(|leading| !*leading).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identities_are_unique_per_process_and_name_the_node() {
+        let (a, b) = (identity("node-1"), identity("node-1"));
+        assert_ne!(a, b);
+        assert!(a.starts_with("node-1_") && a.len() > "node-1_".len() + 8, "{a}");
+    }
+
+    #[test]
+    fn node_name_defaults_to_the_host_name() {
+        assert_eq!(node_name(Some("edge-1")), "edge-1");
+        assert!(!node_name(None).is_empty());
+    }
+
+    #[test]
+    fn flags_take_go_forms() {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Flags {
+            #[command(flatten)]
+            runtime: RuntimeFlags<8081, 8080>,
+            #[command(flatten)]
+            leader: LeaderFlags,
+        }
+        let defaults = Flags::try_parse_from(["x"]).unwrap();
+        assert_eq!(defaults.runtime.bind_address, BindAddress::AllInterfaces { port: 8081 });
+        assert_eq!(defaults.runtime.metrics_bind_address, BindAddress::AllInterfaces { port: 8080 });
+        assert_eq!(defaults.runtime.log_format, LogFormat::Text);
+        assert_eq!(defaults.runtime.shutdown_grace_period, Duration::from_secs(10));
+        assert!(defaults.leader.leader_elect);
+        assert_eq!(
+            (
+                defaults.leader.leader_elect_lease_duration,
+                defaults.leader.leader_elect_renew_deadline,
+                defaults.leader.leader_elect_retry_period
+            ),
+            (Duration::from_secs(15), Duration::from_secs(10), Duration::from_secs(2))
+        );
+
+        let given = Flags::try_parse_from([
+            "x",
+            "--bind-address",
+            ":9000",
+            "--metrics-bind-address=127.0.0.1:9001",
+            "--log-format",
+            "json",
+            "--leader-elect",
+            "--leader-elect-retry-period",
+            "1.5s",
+        ])
+        .unwrap();
+        assert_eq!(given.runtime.bind_address, BindAddress::AllInterfaces { port: 9000 });
+        assert_eq!(given.runtime.metrics_bind_address, BindAddress::Socket("127.0.0.1:9001".parse().unwrap()));
+        assert_eq!(given.runtime.log_format, LogFormat::Json);
+        assert!(given.leader.leader_elect, "bare --leader-elect means true");
+        assert_eq!(given.leader.leader_elect_retry_period, Duration::from_millis(1500));
+
+        for off in [["x", "--leader-elect=false"].as_slice(), ["x", "--leader-elect", "false"].as_slice()] {
+            assert!(!Flags::try_parse_from(off).unwrap().leader.leader_elect, "{off:?}");
+        }
+        assert!(Flags::try_parse_from(["x", "--leader-elect=yes"]).is_err());
+        assert!(Flags::try_parse_from(["x", "--shutdown-grace-period", "10"]).is_err());
+    }
+}

@@ -1,0 +1,223 @@
+//! What the end-to-end tests of binaries built on this runtime share: run the binary with
+//! its stderr captured, read its admin endpoints, read one metric sample exactly, stop it
+//! with SIGTERM and time the exit, and stand-ins for an API server that hangs or is gone.
+//! Test support only: nothing in a binary calls it.
+
+use std::io::Read;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// A port free at the time of asking, on 127.0.0.1.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(0)
+}
+
+/// A kubeconfig pointing at `server` (`http://127.0.0.1:PORT`) without credentials.
+pub fn kubeconfig(server: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {server}\n\
+         contexts:\n- name: test\n  context:\n    cluster: test\n    user: test\ncurrent-context: test\n\
+         users:\n- name: test\n  user: {{}}\n"
+    )
+}
+
+/// A kubeconfig file for `server`, removed when dropped.
+pub struct KubeconfigFile {
+    path: PathBuf,
+}
+
+impl KubeconfigFile {
+    pub fn new(server: &str) -> std::io::Result<Self> {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let unique = format!("kubeconfig-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+        let path = std::env::temp_dir().join(unique);
+        std::fs::write(&path, kubeconfig(server))?;
+        Ok(Self { path })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The path as a command-line argument.
+    pub fn arg(&self) -> String {
+        self.path.display().to_string()
+    }
+}
+
+impl Drop for KubeconfigFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// The value of the unlabelled sample `name` on the `/metrics` served at `admin`.
+pub async fn metric(admin: SocketAddr, name: &str) -> Option<String> {
+    let (_, exposition) = http_get(admin, "/metrics").await?;
+    sample(&exposition, name).map(str::to_string)
+}
+
+/// `GET path` over plain HTTP/1.0: the status and body, or `None` when nothing answers.
+pub async fn http_get(address: SocketAddr, path: &str) -> Option<(u16, String)> {
+    let exchange = async {
+        let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
+        stream.write_all(format!("GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").as_bytes()).await.ok()?;
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).await.ok()?;
+        let response = String::from_utf8_lossy(&response).into_owned();
+        let (head, body) = response.split_once("\r\n\r\n")?;
+        let status = head.split_whitespace().nth(1)?.parse().ok()?;
+        Some((status, body.to_string()))
+    };
+    tokio::time::timeout(Duration::from_secs(5), exchange).await.ok().flatten()
+}
+
+/// The value of the unlabelled sample `name` in an OpenMetrics exposition, matched on the
+/// whole sample line (never on `# HELP` text that happens to contain it).
+pub fn sample<'a>(exposition: &'a str, name: &str) -> Option<&'a str> {
+    exposition.lines().find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+}
+
+/// A listener that accepts connections and never answers: an API server that hangs.
+/// Connections are held until it is dropped.
+pub struct HangingServer {
+    address: SocketAddr,
+    accepting: tokio::task::JoinHandle<()>,
+}
+
+impl HangingServer {
+    pub async fn start() -> std::io::Result<Self> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let address = listener.local_addr()?;
+        let accepting = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((connection, _)) = listener.accept().await {
+                held.push(connection);
+            }
+        });
+        Ok(Self { address, accepting })
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.address)
+    }
+}
+
+impl Drop for HangingServer {
+    fn drop(&mut self) {
+        self.accepting.abort();
+    }
+}
+
+/// The URL of a port nothing listens on: an API server that is gone.
+pub fn unreachable_url() -> String {
+    format!("http://127.0.0.1:{}", free_port())
+}
+
+/// A binary under test; killed if dropped while running.
+pub struct RunningBinary {
+    child: Child,
+    logs: Option<std::thread::JoinHandle<String>>,
+}
+
+/// How a binary ended.
+#[derive(Debug)]
+pub struct Exit {
+    pub status: ExitStatus,
+    /// From the signal to the exit.
+    pub took: Duration,
+    /// Everything it wrote to stderr.
+    pub logs: String,
+}
+
+impl RunningBinary {
+    /// Starts `program` with `args`, stdout discarded and stderr captured.
+    pub fn start(program: impl AsRef<Path>, args: &[String]) -> std::io::Result<Self> {
+        let mut child =
+            Command::new(program.as_ref()).args(args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn()?;
+        let logs = child.stderr.take().map(|mut stderr| {
+            std::thread::spawn(move || {
+                let mut text = String::new();
+                let _ = stderr.read_to_string(&mut text);
+                text
+            })
+        });
+        Ok(Self { child, logs })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether it is still running (panics with its logs if it exited, as that is never
+    /// what a waiting test expects).
+    pub fn assert_running(&mut self) {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            let logs = self.logs.take().and_then(|l| l.join().ok()).unwrap_or_default();
+            panic!("the binary exited early ({status}):\n{logs}");
+        }
+    }
+
+    /// Sends SIGTERM (as the kubelet does) and waits up to `limit` for the exit; a binary
+    /// still running then is killed and reported as an error with its logs.
+    pub async fn terminate(self, limit: Duration) -> Result<Exit, String> {
+        self.signal_and_wait("-TERM", limit).await
+    }
+
+    /// Waits up to `limit` for the binary to exit by itself.
+    pub async fn wait(self, limit: Duration) -> Result<Exit, String> {
+        self.signal_and_wait("", limit).await
+    }
+
+    async fn signal_and_wait(mut self, signal: &str, limit: Duration) -> Result<Exit, String> {
+        let start = Instant::now();
+        if !signal.is_empty() {
+            let sent = Command::new("kill").args([signal, &self.child.id().to_string()]).status();
+            if !sent.is_ok_and(|s| s.success()) {
+                return Err(format!("could not send {signal} to {}", self.child.id()));
+            }
+        }
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => {
+                    let took = start.elapsed();
+                    let logs = self.logs.take().and_then(|l| l.join().ok()).unwrap_or_default();
+                    return Ok(Exit { status, took, logs });
+                }
+                Ok(None) if start.elapsed() < limit => tokio::time::sleep(Duration::from_millis(50)).await,
+                _ => {
+                    let _ = self.child.kill();
+                    let _ = self.child.wait();
+                    let logs = self.logs.take().and_then(|l| l.join().ok()).unwrap_or_default();
+                    return Err(format!("still running {limit:?} after {signal}; killed. Logs:\n{logs}"));
+                }
+            }
+        }
+    }
+}
+
+impl Drop for RunningBinary {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_match_whole_lines_only() {
+        let exposition = "# HELP x_leader 1 while leading.\n# TYPE x_leader gauge\nx_leader 0\nx_leader_other 1\n";
+        assert_eq!(sample(exposition, "x_leader"), Some("0"));
+        assert_eq!(sample("# HELP x_leader 1 while leading.\n", "x_leader"), None);
+    }
+}
