@@ -1,70 +1,138 @@
 //! The shipped binary against an API server over HTTP: flags, /healthz, /readyz,
-//! /metrics, leadership, and a clean SIGTERM exit.
+//! /metrics, exactly one leader among instances on one node (the standby ready once its
+//! caches synced), and a clean SIGTERM exit whatever state it is in.
 
-use std::process::{Command, Stdio};
+use std::net::SocketAddr;
 use std::time::Duration;
 
+use controller_support::testing::{self, HangingServer, KubeconfigFile, RunningBinary, http_get};
 use fake_apiserver::FakeApiServer;
 use tokio::time::Instant;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+const LEADER_GAUGE: &str = "edge_node_lifecycle_leader";
+/// Every state here stops within this after SIGTERM (none needs the drain deadline).
+const PROMPT_EXIT: Duration = Duration::from_secs(5);
+
+struct Instance {
+    binary: RunningBinary,
+    health: SocketAddr,
+    metrics: SocketAddr,
 }
 
-async fn get(url: &str) -> Option<(u16, String)> {
-    let (base, path) = url.rsplit_once('/')?;
-    let client = kube::Client::try_from(kube::Config::new(base.parse().ok()?)).ok()?;
-    let request = http::Request::get(format!("/{path}")).body(kube::client::Body::empty()).ok()?;
-    let response = client.send(request).await.ok()?;
-    let status = response.status().as_u16();
-    let body = axum::body::to_bytes(axum::body::Body::new(response.into_body()), 1 << 20).await.ok()?;
-    Some((status, String::from_utf8_lossy(&body).into_owned()))
+/// The binary with separate health and metrics ports and fast leader-election retries.
+fn start(kubeconfig: &KubeconfigFile, node_name: &str) -> Instance {
+    let (health, metrics) = (testing::free_port(), testing::free_port());
+    let args: Vec<String> = [
+        "--kubeconfig",
+        &kubeconfig.arg(),
+        "--bind-address",
+        &format!("127.0.0.1:{health}"),
+        // the Go form: every interface
+        "--metrics-bind-address",
+        &format!(":{metrics}"),
+        "--node-name",
+        node_name,
+        "--leader-elect-retry-period",
+        "200ms",
+        "--node-monitor-period",
+        "1s",
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    let binary = RunningBinary::start(env!("CARGO_BIN_EXE_edge-node-lifecycle"), &args).unwrap();
+    Instance { binary, health: ([127, 0, 0, 1], health).into(), metrics: ([127, 0, 0, 1], metrics).into() }
+}
+
+impl Instance {
+    async fn ready(&self) -> Option<(u16, String)> {
+        http_get(self.health, "/readyz").await
+    }
+
+    /// Waits until /readyz answers 200 and the leader gauge's sample reads `value`.
+    async fn until_ready_with_leader_gauge(&mut self, value: &str) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let ready = self.ready().await;
+            let leader = testing::metric(self.metrics, LEADER_GAUGE).await;
+            if ready.as_ref().is_some_and(|(code, _)| *code == 200) && leader.as_deref() == Some(value) {
+                return;
+            }
+            self.binary.assert_running();
+            assert!(Instant::now() < deadline, "not ready with {LEADER_GAUGE} {value} in time: {ready:?} {leader:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+async fn server() -> (FakeApiServer, KubeconfigFile) {
+    let server = FakeApiServer::start().await.unwrap();
+    let kubeconfig = KubeconfigFile::new(&server.url()).unwrap();
+    (server, kubeconfig)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn binary_serves_probes_and_exits_cleanly_on_sigterm() {
-    let server = FakeApiServer::start().await.unwrap();
-    let dir = std::env::temp_dir().join(format!("edge-node-lifecycle-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let kubeconfig = dir.join("kubeconfig");
-    std::fs::write(&kubeconfig, server.kubeconfig()).unwrap();
-    let (health, metrics) = (free_port(), free_port());
-    let mut child = Command::new(env!("CARGO_BIN_EXE_edge-node-lifecycle"))
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .args(["--bind-address", &format!("127.0.0.1:{health}")])
-        .args(["--metrics-bind-address", &format!("127.0.0.1:{metrics}")])
-        .args(["--node-name", "instance-a", "--leader-elect-retry-period", "200ms", "--node-monitor-period", "1s"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let ready = get(&format!("http://127.0.0.1:{health}/readyz")).await;
-        let exposition = get(&format!("http://127.0.0.1:{metrics}/metrics")).await;
-        let leading = exposition.as_ref().is_some_and(|(_, body)| body.contains("edge_node_lifecycle_leader 1"));
-        if ready.as_ref().is_some_and(|(code, _)| *code == 200) && leading {
-            break;
-        }
-        assert!(child.try_wait().unwrap().is_none(), "the binary exited early");
-        assert!(Instant::now() < deadline, "not ready and leading in time: {ready:?}");
+    let (_server, kubeconfig) = server().await;
+    let mut instance = start(&kubeconfig, "instance-a");
+    instance.until_ready_with_leader_gauge("1").await;
+    assert_eq!(http_get(instance.health, "/healthz").await, Some((200, "ok".into())));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    // the leader acts: its monitor passes run
+    while testing::metric(instance.metrics, "edge_node_lifecycle_monitor_passes_total").await.as_deref() == Some("0") {
+        assert!(Instant::now() < deadline, "no monitor pass while leading");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(get(&format!("http://127.0.0.1:{health}/healthz")).await, Some((200, "ok".into())));
-    let (_, exposition) = get(&format!("http://127.0.0.1:{metrics}/metrics")).await.unwrap();
-    assert!(exposition.contains("edge_node_lifecycle_monitor_passes_total"), "{exposition}");
 
-    assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
-    let status = tokio::task::spawn_blocking(move || child.wait().unwrap()).await.unwrap();
-    assert_eq!(status.code(), Some(0));
-    let _ = std::fs::remove_dir_all(&dir);
+    let exit = instance.binary.terminate(PROMPT_EXIT).await.unwrap();
+    assert_eq!(exit.status.code(), Some(0), "{}", exit.logs);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_leader_among_instances_of_one_node_and_a_ready_standby() {
+    let (_server, kubeconfig) = server().await;
+    let mut first = start(&kubeconfig, "same-node");
+    first.until_ready_with_leader_gauge("1").await;
+    let mut second = start(&kubeconfig, "same-node");
+    second.until_ready_with_leader_gauge("0").await;
+    for _ in 0..10 {
+        assert_eq!(testing::metric(first.metrics, LEADER_GAUGE).await.as_deref(), Some("1"));
+        assert_eq!(testing::metric(second.metrics, LEADER_GAUGE).await.as_deref(), Some("0"));
+        assert_eq!(second.ready().await, Some((200, "ok".into())), "a synced standby is ready");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // the standby does not act
+    assert_eq!(testing::metric(second.metrics, "edge_node_lifecycle_monitor_passes_total").await.as_deref(), Some("0"));
+
+    let standby = second.binary.terminate(PROMPT_EXIT).await.unwrap();
+    assert_eq!(standby.status.code(), Some(0), "{}", standby.logs);
+    let leader = first.binary.terminate(PROMPT_EXIT).await.unwrap();
+    assert_eq!(leader.status.code(), Some(0), "{}", leader.logs);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_exits_promptly_while_waiting_for_caches() {
+    let hanging = HangingServer::start().await.unwrap();
+    for server_url in [testing::unreachable_url(), hanging.url()] {
+        let kubeconfig = KubeconfigFile::new(&server_url).unwrap();
+        let mut instance = start(&kubeconfig, "instance-a");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        // serving, but not ready: its caches cannot sync
+        while instance.ready().await != Some((503, "not ready".into())) {
+            instance.binary.assert_running();
+            assert!(Instant::now() < deadline, "{server_url}: admin server not up");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(testing::metric(instance.metrics, LEADER_GAUGE).await.as_deref(), Some("0"));
+        let exit = instance.binary.terminate(PROMPT_EXIT).await.unwrap();
+        assert_eq!(exit.status.code(), Some(0), "{server_url}: {}", exit.logs);
+    }
 }
 
 #[test]
 fn bad_flags_are_refused_with_a_message() {
-    let output = Command::new(env!("CARGO_BIN_EXE_edge-node-lifecycle"))
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_edge-node-lifecycle"))
         .args(["--kubeconfig", "/nonexistent", "--node-monitor-grace-period", "fifty"])
         .output()
         .unwrap();
