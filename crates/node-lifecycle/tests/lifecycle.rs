@@ -17,19 +17,35 @@ struct SimNode {
     last_heartbeat: String,
 }
 
+/// A cluster and the controller driving it, second by second. The run can be paused
+/// (`run` continues where the last one stopped), the controller restarted, and the
+/// controller cut off from the API server.
 struct Sim {
     nodes: BTreeMap<String, SimNode>,
     core: MonitorCore,
     start: Instant,
-    /// (second, node, taint) of every taint added
-    added: Vec<(u64, String, TaintRef)>,
-    removed: Vec<(u64, String, TaintRef)>,
-    marked_unknown: Vec<(u64, String)>,
-    pods_not_ready: Vec<(u64, String)>,
+    /// The next second to simulate.
+    next_t: u64,
+    /// The second of the next monitor pass (a started controller monitors at once).
+    next_monitor: u64,
+    /// [from, until): the controller's caches stop updating: it keeps seeing the cluster
+    /// as it was just before `from`.
+    view_frozen: Option<(u64, u64)>,
+    frozen: Option<Vec<NodeSnapshot>>,
+    /// [from, until): the controller's writes fail.
+    writes_fail: Option<(u64, u64)>,
+    /// (second, action) of every action carried out
+    log: Vec<(u64, Action)>,
+    /// (second, action) of every action that failed
+    failed: Vec<(u64, Action)>,
 }
 
 fn zone(name: &str) -> ZoneKey {
     ZoneKey { region: "edge".into(), zone: name.into() }
+}
+
+fn during(window: Option<(u64, u64)>, t: u64) -> bool {
+    window.is_some_and(|(from, until)| t >= from && t < until)
 }
 
 impl Sim {
@@ -38,10 +54,13 @@ impl Sim {
             nodes: BTreeMap::new(),
             core: MonitorCore::new(LifecycleConfig::default()),
             start: Instant::now(),
-            added: vec![],
-            removed: vec![],
-            marked_unknown: vec![],
-            pods_not_ready: vec![],
+            next_t: 0,
+            next_monitor: 0,
+            view_frozen: None,
+            frozen: None,
+            writes_fail: None,
+            log: vec![],
+            failed: vec![],
         }
     }
 
@@ -67,10 +86,29 @@ impl Sim {
         }
     }
 
-    /// Runs second by second: kubelets heartbeat every 10 s while alive, the controller
-    /// monitors every 5 s and drains its queues every second.
+    /// The nodes' peers vote them unhealthy (`nodeunhealth: "yes"`).
+    fn vote(&mut self, names: &[&str]) {
+        for name in names {
+            self.nodes.get_mut(*name).unwrap().voted_unhealthy = true;
+        }
+    }
+
+    /// The controller process is replaced by a new one (same flags), which monitors at once.
+    fn restart(&mut self) {
+        self.core = MonitorCore::new(self.core.config().clone());
+        self.next_monitor = self.next_t;
+    }
+
+    /// Runs up to second `until` included: kubelets heartbeat every 10 s while alive, the
+    /// controller monitors every 5 s and drains its queues every second.
     fn run(&mut self, until: u64) {
-        for t in 0..=until {
+        for t in self.next_t..=until {
+            let frozen = during(self.view_frozen, t);
+            if !frozen {
+                self.frozen = None;
+            } else if self.frozen.is_none() {
+                self.frozen = Some(self.snapshots());
+            }
             for node in self.nodes.values_mut() {
                 let alive = node.dead.is_none_or(|(from, to)| t < from || t >= to);
                 if alive {
@@ -80,14 +118,25 @@ impl Sim {
             }
             let now = self.start + Duration::from_secs(t);
             let mut actions = Vec::new();
-            if t % 5 == 0 {
-                actions.extend(self.core.monitor(&self.snapshots(), now));
+            if t >= self.next_monitor {
+                self.next_monitor = t + 5;
+                let snapshots = match &self.frozen {
+                    Some(frozen) => frozen.clone(),
+                    None => self.snapshots(),
+                };
+                actions.extend(self.core.monitor(&snapshots, now));
             }
             actions.extend(self.core.drain(now));
             for action in actions {
-                self.apply(t, action);
+                if during(self.writes_fail, t) {
+                    self.failed.push((t, action));
+                } else {
+                    self.apply(&action);
+                    self.log.push((t, action));
+                }
             }
         }
+        self.next_t = until + 1;
     }
 
     fn snapshots(&self) -> Vec<NodeSnapshot> {
@@ -103,32 +152,78 @@ impl Sim {
             .collect()
     }
 
-    fn apply(&mut self, t: u64, action: Action) {
+    fn apply(&mut self, action: &Action) {
         match action {
-            Action::MarkUnknown { node } => {
-                self.nodes.get_mut(&node).unwrap().reported = Some(ReadyStatus::Unknown);
-                self.marked_unknown.push((t, node));
-            }
-            Action::MarkPodsNotReady { node } => self.pods_not_ready.push((t, node)),
-            Action::AddTaint { node, taint } => {
-                self.nodes.get_mut(&node).unwrap().taints.push(taint.taint());
-                self.added.push((t, node, taint));
-            }
+            Action::MarkUnknown { node } => self.nodes.get_mut(node).unwrap().reported = Some(ReadyStatus::Unknown),
+            Action::MarkPodsNotReady { .. } => {}
+            Action::AddTaint { node, taint } => self.nodes.get_mut(node).unwrap().taints.push(taint.taint()),
             Action::RemoveTaint { node, taint } => {
                 let want = taint.taint();
-                self.nodes.get_mut(&node).unwrap().taints.retain(|x| !(x.key == want.key && x.effect == want.effect));
-                self.removed.push((t, node, taint));
+                self.nodes.get_mut(node).unwrap().taints.retain(|x| !(x.key == want.key && x.effect == want.effect));
             }
         }
     }
 
-    fn no_execute_added(&self) -> Vec<(u64, &str)> {
-        self.added
+    fn log_before(&self, until: u64) -> Vec<(u64, Action)> {
+        self.log.iter().filter(|(t, _)| *t < until).cloned().collect()
+    }
+
+    /// The actions carried out from second `from` on.
+    fn log_from(&self, from: u64) -> Vec<(u64, Action)> {
+        self.log.iter().filter(|(t, _)| *t >= from).cloned().collect()
+    }
+
+    fn added(&self) -> Vec<(u64, &str, TaintRef)> {
+        self.log
             .iter()
-            .filter(|(_, _, t)| matches!(t, TaintRef::NotReadyNoExecute | TaintRef::UnreachableNoExecute))
-            .map(|(t, n, _)| (*t, n.as_str()))
+            .filter_map(|(t, a)| match a {
+                Action::AddTaint { node, taint } => Some((*t, node.as_str(), *taint)),
+                _ => None,
+            })
             .collect()
     }
+
+    fn removed(&self) -> Vec<(u64, &str, TaintRef)> {
+        self.log
+            .iter()
+            .filter_map(|(t, a)| match a {
+                Action::RemoveTaint { node, taint } => Some((*t, node.as_str(), *taint)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn marked_unknown(&self) -> Vec<(u64, &str)> {
+        self.log
+            .iter()
+            .filter_map(|(t, a)| match a {
+                Action::MarkUnknown { node } => Some((*t, node.as_str())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn pods_not_ready(&self) -> Vec<(u64, &str)> {
+        self.log
+            .iter()
+            .filter_map(|(t, a)| match a {
+                Action::MarkPodsNotReady { node } => Some((*t, node.as_str())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn no_execute_added(&self) -> Vec<(u64, &str)> {
+        self.added().into_iter().filter(|(_, _, t)| is_no_execute(*t)).map(|(t, n, _)| (t, n)).collect()
+    }
+
+    fn no_execute_removed(&self) -> Vec<(u64, &str)> {
+        self.removed().into_iter().filter(|(_, _, t)| is_no_execute(*t)).map(|(t, n, _)| (t, n)).collect()
+    }
+}
+
+fn is_no_execute(taint: TaintRef) -> bool {
+    matches!(taint, TaintRef::NotReadyNoExecute | TaintRef::UnreachableNoExecute)
 }
 
 #[test]
@@ -143,17 +238,19 @@ fn hundred_nodes_three_zones_scripted_failures() {
     sim.run(600);
 
     // Last heartbeats were seen at t=90 / 190 / 290; Unknown once 50 s passed without one.
-    let first_unknown = |zone: &str| sim.marked_unknown.iter().find(|(_, n)| n.starts_with(zone)).map(|(t, _)| *t);
+    let marked_unknown = sim.marked_unknown();
+    let first_unknown = |zone: &str| marked_unknown.iter().find(|(_, n)| n.starts_with(zone)).map(|(t, _)| *t);
     assert_eq!((first_unknown("a"), first_unknown("b"), first_unknown("c")), (Some(145), Some(245), Some(345)));
-    assert_eq!(sim.marked_unknown.len(), 5 + 30 + 20);
+    assert_eq!(marked_unknown.len(), 5 + 30 + 20);
     // pods lose readiness only where peers voted the node unhealthy: never in zone b
-    assert_eq!(sim.pods_not_ready.len(), 5 + 20);
-    assert!(sim.pods_not_ready.iter().all(|(_, n)| !n.starts_with("b-")));
+    assert_eq!(sim.pods_not_ready().len(), 5 + 20);
+    assert!(sim.pods_not_ready().iter().all(|(_, n)| !n.starts_with("b-")));
 
     assert_eq!(
         sim.no_execute_added(),
         vec![
-            // zone a stays Normal (5/40 not ready): 0.1 nodes/s, a full bucket first
+            // zone a stays Normal (5/40 not ready): 0.1 nodes/s; its queue started empty at
+            // t=0 and has had a token since t=10
             (145, "a-00"),
             (155, "a-01"),
             (165, "a-02"),
@@ -170,20 +267,20 @@ fn hundred_nodes_three_zones_scripted_failures() {
         ]
     );
     assert!(
-        sim.added.iter().all(|(_, _, t)| *t != TaintRef::NotReadyNoExecute),
+        sim.added().iter().all(|(_, _, t)| *t != TaintRef::NotReadyNoExecute),
         "Unknown nodes get the unreachable variant"
     );
     let b_no_schedule = sim
-        .added
+        .added()
         .iter()
         .filter(|(t, n, x)| *t == 245 && n.starts_with("b-") && *x == TaintRef::UnreachableNoSchedule)
         .count();
     assert_eq!(b_no_schedule, 30, "protected nodes still get the NoSchedule taint");
     let c_back: Vec<&str> = sim
-        .removed
+        .removed()
         .iter()
         .filter(|(t, _, x)| *t == 400 && *x == TaintRef::UnreachableNoSchedule)
-        .map(|(_, n, _)| n.as_str())
+        .map(|(_, n, _)| *n)
         .collect();
     assert_eq!(c_back.len(), 15, "recovered nodes lose their NoSchedule taint at once");
     let states: BTreeMap<String, ZoneState> = sim.core.zone_states().map(|(z, s)| (z.zone.clone(), s)).collect();
@@ -294,7 +391,9 @@ fn per_node_taint_rules() {
     for (name, snapshot, want) in cases {
         let mut core = MonitorCore::new(LifecycleConfig::default());
         let mut got = core.monitor(&[snapshot, healthy.clone()], now);
-        got.extend(core.drain(now));
+        assert_eq!(core.drain(now), vec![], "{name}: a new core's queues start empty");
+        // the first token comes one interval (10 s at 0.1 nodes/s) after the start
+        got.extend(core.drain(now + Duration::from_secs(10)));
         assert_eq!(got, want, "{name}");
     }
 }
@@ -304,12 +403,12 @@ fn queued_nodes_that_recover_or_get_protected_are_not_tainted() {
     let mut core = MonitorCore::new(LifecycleConfig::default());
     let t0 = Instant::now();
     let s = |d: u64| t0 + Duration::from_secs(d);
-    // two NotReady nodes: the first is tainted at once, the second waits for a token
+    // two NotReady nodes: the first is tainted at the first token, the second waits 10 s more
     let healthy = NodeSnapshot { zone: zone("elsewhere"), ..node("healthy", ReadyStatus::True, false, &[]) };
     let nodes =
         vec![node("a", ReadyStatus::False, false, &[]), node("b", ReadyStatus::False, false, &[]), healthy.clone()];
     core.monitor(&nodes, s(0));
-    let drained = core.drain(s(0));
+    let drained = core.drain(s(10));
     assert_eq!(drained, vec![Action::AddTaint { node: "a".into(), taint: TaintRef::NotReadyNoExecute }]);
     // b recovers before its turn
     let recovered = vec![
@@ -320,6 +419,159 @@ fn queued_nodes_that_recover_or_get_protected_are_not_tainted() {
         },
         healthy,
     ];
-    core.monitor(&recovered, s(5));
-    assert_eq!(core.drain(s(30)), vec![], "b left the queue when it became Ready");
+    core.monitor(&recovered, s(15));
+    assert_eq!(core.drain(s(40)), vec![], "b left the queue when it became Ready");
+}
+
+fn pods_not_ready(t: u64, node: &str) -> (u64, Action) {
+    (t, Action::MarkPodsNotReady { node: node.into() })
+}
+
+fn added(t: u64, node: &str, taint: TaintRef) -> (u64, Action) {
+    (t, Action::AddTaint { node: node.into(), taint })
+}
+
+/// A site of 10 nodes loses its cloud link at t=100 while a cloud zone of 5 stays up;
+/// the site's peers vote four of its nodes unhealthy at t=190 (they really died) and a
+/// fifth at t=230. With `restart_at`, the controller is replaced by a new one then.
+fn site_disconnect(restart_at: Option<u64>) -> Sim {
+    let mut sim = Sim::new();
+    sim.add("cloud", 5, |_| None, |_| false);
+    sim.add("site", 10, |_| Some((100, u64::MAX)), |_| false);
+    let votes: [(u64, &[&str]); 2] = [(190, &["site-00", "site-01", "site-02", "site-03"]), (230, &["site-04"])];
+    let mut stops: Vec<u64> = votes.iter().map(|(t, _)| *t).chain(restart_at).collect();
+    stops.sort();
+    for stop in stops {
+        sim.run(stop - 1);
+        if restart_at == Some(stop) {
+            sim.restart();
+        }
+        for (_, names) in votes.iter().filter(|(t, _)| *t == stop) {
+            sim.vote(names);
+        }
+    }
+    sim.run(300);
+    sim
+}
+
+#[test]
+fn restart_mid_disconnect_resumes_from_the_observed_state() {
+    use TaintRef::UnreachableNoExecute as NoExecute;
+    let uninterrupted = site_disconnect(None);
+    // last heartbeats seen at t=90: the site is Unknown (and protected) from t=145
+    let site: Vec<String> = (0..10).map(|i| format!("site-{i:02}")).collect();
+    assert_eq!(uninterrupted.marked_unknown(), site.iter().map(|n| (145, n.as_str())).collect::<Vec<_>>());
+    // the site is fully disrupted but the cloud zone is not: 0.1 nodes/s
+    assert_eq!(
+        uninterrupted.log_from(146),
+        vec![
+            pods_not_ready(190, "site-00"),
+            pods_not_ready(190, "site-01"),
+            pods_not_ready(190, "site-02"),
+            pods_not_ready(190, "site-03"),
+            added(190, "site-00", NoExecute),
+            added(200, "site-01", NoExecute),
+            added(210, "site-02", NoExecute),
+            added(220, "site-03", NoExecute),
+            pods_not_ready(230, "site-04"),
+            added(230, "site-04", NoExecute),
+        ]
+    );
+
+    // Restarted while the site is Unknown and protected: the new controller takes the
+    // written Unknown as it is (no grace period of its own, no NoSchedule taint removed
+    // and re-added) and everything after is exactly what the old one would have done.
+    let restarted = site_disconnect(Some(170));
+    assert_eq!(restarted.log, uninterrupted.log);
+
+    // Restarted between two NoExecute taints (the old controller added site-01's at
+    // t=200, site-02 was next at t=210). The new controller keeps the taints it finds,
+    // re-checks that the pods of the nodes voted unhealthy are not ready (idempotent:
+    // their pods already are), and goes on tainting at 0.1 nodes/s from an empty bucket:
+    // its first taint comes one interval after its start, never sooner.
+    let restarted = site_disconnect(Some(205));
+    assert_eq!(restarted.log_before(205), uninterrupted.log_before(205));
+    assert_eq!(
+        restarted.log_from(205),
+        vec![
+            pods_not_ready(205, "site-00"),
+            pods_not_ready(205, "site-01"),
+            pods_not_ready(205, "site-02"),
+            pods_not_ready(205, "site-03"),
+            added(215, "site-02", NoExecute),
+            added(225, "site-03", NoExecute),
+            // voted after the restart: queued at once (it has been Unknown since t=145,
+            // a restart does not start its grace period over) and tainted at the next token
+            pods_not_ready(230, "site-04"),
+            added(235, "site-04", NoExecute),
+        ]
+    );
+    // The invariant across the restart: the same nodes in the same order, never two
+    // NoExecute taints less than an interval apart, none earlier than without the
+    // restart and none more than one interval later.
+    let before: Vec<(u64, &str)> = uninterrupted.no_execute_added();
+    let after: Vec<(u64, &str)> = restarted.no_execute_added();
+    assert_eq!(after.iter().map(|(_, n)| *n).collect::<Vec<_>>(), before.iter().map(|(_, n)| *n).collect::<Vec<_>>());
+    for pair in after.windows(2) {
+        assert!(pair[1].0 - pair[0].0 >= 10, "tainted faster than 0.1 nodes/s across the restart: {after:?}");
+    }
+    for ((late, _), (on_time, _)) in after.iter().zip(&before) {
+        assert!((*on_time..=on_time + 10).contains(late), "{after:?} against {before:?}");
+    }
+    assert_eq!(restarted.removed().iter().filter(|(t, _, _)| *t >= 205).count(), 0);
+}
+
+/// Two zones of 10. a-00 dies at t=50 and a-01 at t=120, both voted unhealthy by their
+/// peers; at t=120 every other node loses its link too, until t=300: every zone is fully
+/// disrupted, so the controller assumes it is the one cut off and stops tainting.
+fn every_site_cut_off(restart_at: Option<u64>) -> Sim {
+    let mut sim = Sim::new();
+    let dead = |zone: &str| {
+        let zone = zone.to_string();
+        move |i: usize| match (zone.as_str(), i) {
+            ("a", 0) => Some((50, u64::MAX)),
+            ("a", 1) => Some((120, u64::MAX)),
+            _ => Some((120, 300)),
+        }
+    };
+    sim.add("a", 10, dead("a"), |i| i < 2);
+    sim.add("b", 10, dead("b"), |_| false);
+    if let Some(at) = restart_at {
+        sim.run(at - 1);
+        sim.restart();
+    }
+    sim.run(400);
+    sim
+}
+
+#[test]
+fn leaving_full_disruption_keeps_the_dead_on_schedule() {
+    use TaintRef::{UnreachableNoExecute as NoExecute, UnreachableNoSchedule as NoSchedule};
+    let sim = every_site_cut_off(None);
+    // a-00 (last heartbeat seen at t=40) is tainted at t=95, while zone a is Normal;
+    // a-01 goes Unknown with everyone else at t=165 (last heartbeats seen at t=110),
+    // when every zone is fully disrupted: queued, not tainted. At t=300 the others are
+    // back: a-01, dead all along, is tainted one interval after the rate came back
+    // (the bucket starts empty after a rate of 0), not a grace period later.
+    assert_eq!(sim.no_execute_added(), [(95, "a-00"), (310, "a-01")]);
+    // a-00's taint stays through the disruption (kube-controller-manager removes every
+    // NoExecute taint when all zones are down, and adds it back, with a new timeAdded,
+    // after): its pods' tolerationSeconds keep counting from t=95.
+    assert_eq!(sim.no_execute_removed(), []);
+    assert_eq!(sim.pods_not_ready(), [(95, "a-00"), (165, "a-01")]);
+    let mut expected = vec![added(310, "a-01", NoExecute)];
+    let back: Vec<String> = sim.nodes.keys().filter(|n| !["a-00", "a-01"].contains(&n.as_str())).cloned().collect();
+    expected.splice(0..0, back.iter().map(|n| (300, Action::RemoveTaint { node: n.clone(), taint: NoSchedule })));
+    assert_eq!(sim.log_from(166), expected);
+    assert_eq!(sim.marked_unknown().len(), 20);
+    assert_eq!(sim.core.queue_rate(&zone("a")), Some(0.1));
+
+    // Restarted in the middle of it: the new controller computes the zone states on its
+    // first pass, so it does not taint a-01 while every zone is down, keeps a-00's taint,
+    // and after t=300 does exactly what the old one would have.
+    let restarted = every_site_cut_off(Some(200));
+    let mut expected = vec![pods_not_ready(200, "a-00"), pods_not_ready(200, "a-01")];
+    expected.extend(sim.log_from(200));
+    assert_eq!(restarted.log_from(200), expected);
+    assert_eq!(restarted.log_before(200), sim.log_before(200));
 }

@@ -1,6 +1,22 @@
 //! One node lifecycle controller, minus the API: each monitor pass turns node snapshots
 //! into actions (conditions to Unknown, NoSchedule taints, NoExecute taints through the
 //! per-zone rate-limited queues), with the edge rule on top.
+//!
+//! Level-triggered: every decision is taken from what the snapshots say now plus what this
+//! core itself observed, so a core built fresh in the middle of a disruption (a restart,
+//! a new leader) resumes from the observed state:
+//! - a node whose Ready condition already says Unknown is Unknown at once (the written
+//!   Unknown stands until a heartbeat changes), with no new grace period;
+//! - taints already on a node are kept, not removed and queued again (so a NoExecute
+//!   taint keeps its `timeAdded` and the taint manager's `tolerationSeconds` keep counting);
+//! - zone states are computed, and queue rates set, before the first drain;
+//! - every zone queue starts with an empty token bucket, so the first NoExecute taint
+//!   after a start waits one interval and a restart never taints faster than the rate.
+//!
+//! Unlike kube-controller-manager, nothing is reset when zones leave full disruption: a
+//! node's health is judged from when this core last saw its heartbeat change, whatever
+//! the zones did meanwhile, so a node that stayed dead through the disruption is tainted
+//! at the rate as soon as its zone allows it, not a grace period later.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -172,7 +188,7 @@ impl MonitorCore {
             let rate = eviction_rate(zone, &self.zones, &self.config);
             self.queues
                 .entry(zone.clone())
-                .or_insert_with(|| RateLimitedTimedQueue::new(rate, now))
+                .or_insert_with(|| RateLimitedTimedQueue::new_empty(rate, now))
                 .swap_rate(rate, now);
         }
         actions
@@ -190,7 +206,7 @@ impl MonitorCore {
         let queue = self
             .queues
             .entry(node.zone.clone())
-            .or_insert_with(|| RateLimitedTimedQueue::new(self.config.eviction_rate, now));
+            .or_insert_with(|| RateLimitedTimedQueue::new_empty(self.config.eviction_rate, now));
         let remove = |taint: TaintRef, actions: &mut Vec<Action>| {
             if taint.on(&node.taints) {
                 actions.push(Action::RemoveTaint { node: node.name.clone(), taint });

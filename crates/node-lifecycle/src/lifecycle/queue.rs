@@ -30,6 +30,14 @@ impl TokenBucket {
         bucket
     }
 
+    /// Starts empty: the first token is free one interval after `now`. For a limiter
+    /// that cannot know when it was last used (see [`RateLimitedTimedQueue::new_empty`]).
+    pub fn new_empty(qps: f64, burst: u32, now: Instant) -> Self {
+        let mut bucket = Self::new(qps, burst, now);
+        bucket.drain(now);
+        bucket
+    }
+
     pub fn qps(&self) -> f64 {
         self.qps
     }
@@ -69,8 +77,21 @@ pub struct RateLimitedTimedQueue {
 }
 
 impl RateLimitedTimedQueue {
+    /// A queue whose bucket starts full, as client-go's does: the first entry goes at once.
     pub fn new(qps: f64, now: Instant) -> Self {
-        Self { order: BTreeSet::new(), entries: HashMap::new(), next_seq: 0, limiter: TokenBucket::new(qps, 1, now) }
+        Self::with_limiter(TokenBucket::new(qps, 1, now))
+    }
+
+    /// A queue whose bucket starts empty: the first entry waits one interval. A queue
+    /// created by a controller that just started (or just took over) cannot know when the
+    /// previous instance last let an entry through, perhaps a moment ago; starting full
+    /// would let a restart add one taint more than the rate allows.
+    pub fn new_empty(qps: f64, now: Instant) -> Self {
+        Self::with_limiter(TokenBucket::new_empty(qps, 1, now))
+    }
+
+    fn with_limiter(limiter: TokenBucket) -> Self {
+        Self { order: BTreeSet::new(), entries: HashMap::new(), next_seq: 0, limiter }
     }
 
     /// Adds `name` due now; false if it is already queued (the earlier entry keeps its place).
@@ -202,6 +223,27 @@ mod tests {
         let admitted = (0..5).filter(|_| burst.try_accept(later)).count();
         assert_eq!(admitted, 3, "idle time saves at most `burst` tokens");
         assert!(!TokenBucket::new(0.0, 1, t0).try_accept(later));
+    }
+
+    #[test]
+    fn an_empty_queue_waits_one_interval_before_its_first_entry() {
+        let t0 = Instant::now();
+        let s = |secs: u64| t0 + Duration::from_secs(secs);
+        let mut q = RateLimitedTimedQueue::new_empty(0.1, t0);
+        q.add("a", t0);
+        q.add("b", t0);
+        assert_eq!(drain(&mut q, s(0)), Vec::<String>::new(), "no token at creation");
+        assert_eq!(drain(&mut q, s(9)), Vec::<String>::new());
+        assert_eq!(drain(&mut q, s(10)), ["a"]);
+        assert_eq!(drain(&mut q, s(19)), Vec::<String>::new());
+        assert_eq!(drain(&mut q, s(20)), ["b"]);
+        // swapping the rate keeps it empty
+        let mut q = RateLimitedTimedQueue::new_empty(0.1, t0);
+        q.add("a", t0);
+        q.swap_rate(1.0, s(1));
+        assert_eq!(drain(&mut q, s(1)), Vec::<String>::new());
+        assert_eq!(drain(&mut q, s(2)), ["a"]);
+        assert!(!TokenBucket::new_empty(0.0, 1, t0).try_accept(s(100)), "rate 0 stays closed");
     }
 
     #[test]
