@@ -129,6 +129,7 @@ impl Sim {
             actions.extend(self.core.drain(now));
             for action in actions {
                 if during(self.writes_fail, t) {
+                    self.core.action_failed(&action);
                     self.failed.push((t, action));
                 } else {
                     self.apply(&action);
@@ -427,6 +428,10 @@ fn pods_not_ready(t: u64, node: &str) -> (u64, Action) {
     (t, Action::MarkPodsNotReady { node: node.into() })
 }
 
+fn marked_unknown(t: u64, node: &str) -> (u64, Action) {
+    (t, Action::MarkUnknown { node: node.into() })
+}
+
 fn added(t: u64, node: &str, taint: TaintRef) -> (u64, Action) {
     (t, Action::AddTaint { node: node.into(), taint })
 }
@@ -574,4 +579,41 @@ fn leaving_full_disruption_keeps_the_dead_on_schedule() {
     expected.extend(sim.log_from(200));
     assert_eq!(restarted.log_from(200), expected);
     assert_eq!(restarted.log_before(200), sim.log_before(200));
+}
+
+#[test]
+fn controller_cut_off_from_the_api_server_judges_the_dead_by_what_it_saw() {
+    use TaintRef::{UnreachableNoExecute as NoExecute, UnreachableNoSchedule as NoSchedule};
+    // a-00 dies at t=50 and a-01 at t=100, both voted unhealthy; every other node is
+    // fine. From t=120 to t=300 the controller is cut off from the API server: its caches
+    // stop updating (so to it every heartbeat stops) and its writes fail; the first
+    // writes after it (carrying stale resourceVersions) fail too, until t=305.
+    let mut sim = Sim::new();
+    sim.add("a", 10, |i| [Some((50, u64::MAX)), Some((100, u64::MAX))].get(i).copied().flatten(), |i| i < 2);
+    sim.add("b", 10, |_| None, |_| false);
+    sim.view_frozen = Some((120, 300));
+    sim.writes_fail = Some((120, 305));
+    sim.run(400);
+
+    assert_eq!(sim.no_execute_added().first(), Some(&(95, "a-00")));
+    // While cut off it judged a-01 Unknown at t=145 (last heartbeat seen at t=90), then
+    // everyone at t=165 (seen at t=110): all zones down, no tainting; its writes failed.
+    assert!(sim.failed.contains(&marked_unknown(145, "a-01")));
+    assert!(sim.failed.contains(&marked_unknown(165, "b-00")));
+    assert!(sim.failed.iter().all(|(t, _)| *t < 305));
+    // At t=300 it sees again: everyone but the dead has heartbeated meanwhile. a-01's
+    // Ready condition still says True (the controller could not write Unknown) and its
+    // heartbeat has not changed since t=90: it is Unknown at once, not after a grace
+    // period counted from the end of the disruption (kube-controller-manager resets every
+    // probe timestamp to now there). Its writes at t=300 fail once more and are retried
+    // at t=305, the pods-not-ready one included; its NoExecute taint follows at the rate.
+    assert_eq!(
+        sim.log_from(120),
+        vec![
+            marked_unknown(305, "a-01"),
+            pods_not_ready(305, "a-01"),
+            added(305, "a-01", NoSchedule),
+            added(310, "a-01", NoExecute),
+        ]
+    );
 }

@@ -244,6 +244,18 @@ impl MonitorCore {
         Some(wanted)
     }
 
+    /// Tells the core that an action it returned was not carried out (the API refused it
+    /// or could not be reached), so that it is decided again on the next pass. Only
+    /// `MarkPodsNotReady` needs this: the core remembers having asked for it, while every
+    /// other action is re-derived from the next snapshots (a condition still not Unknown, a
+    /// taint still missing or still present; a NoExecute taint that did not land is queued
+    /// again and waits for a token like any other).
+    pub fn action_failed(&mut self, action: &Action) {
+        if let Action::MarkPodsNotReady { node } = action {
+            self.pods_marked.remove(node);
+        }
+    }
+
     /// Drains the per-zone queues at their rates: the NoExecute taints now due.
     pub fn drain(&mut self, now: Instant) -> Vec<Action> {
         let mut actions = Vec::new();
