@@ -109,6 +109,8 @@ pub async fn run(
     let mut written: Option<Lease> = None;
     loop {
         let started = Instant::now();
+        // woken at the renew deadline: step down before an attempt can block
+        publish(&leader, candidacy.is_leading(started.into_std()), &config);
         // a standby's attempt is bounded too, or a hanging server would stall it forever
         let attempt_deadline =
             candidacy.leading_until(started.into_std()).map_or(started + config.renew_deadline, Instant::from_std);
