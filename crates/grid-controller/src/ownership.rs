@@ -114,7 +114,7 @@ mod tests {
                 ]
             }),
             labels: label.map(|l| BTreeMap::from([(keys::GRID_SELECTOR_LABEL.to_string(), l.to_string())])),
-            deletion_timestamp: deleting.then(|| Time(jiff::Timestamp::UNIX_EPOCH)),
+            deletion_timestamp: deleting.then_some(Time(jiff::Timestamp::UNIX_EPOCH)),
             ..Default::default()
         }
     }
