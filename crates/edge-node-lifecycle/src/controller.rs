@@ -93,7 +93,11 @@ pub async fn run(
     ready.store(true, Ordering::SeqCst);
     tracing::info!("caches synced");
 
-    let mut core = MonitorCore::new(config.lifecycle.clone());
+    // One core per leadership term, built when it starts: a core kept from an earlier
+    // term would judge with what it saw before another instance led, and its queues would
+    // have refilled their buckets meanwhile. A new core resumes from what the API says now
+    // (see `node_lifecycle::lifecycle::MonitorCore`), exactly as a restarted process does.
+    let mut term: Option<MonitorCore> = None;
     let mut ticker = tokio::time::interval(config.drain_period);
     let mut next_monitor = Instant::now();
     let mut next_taint_manager = Instant::now();
@@ -104,9 +108,15 @@ pub async fn run(
             _ = shutdown.changed() => break,
         }
         if !*leader.borrow() {
+            term = None;
             continue;
         }
         let now = Instant::now();
+        let core = term.get_or_insert_with(|| {
+            next_monitor = now;
+            next_taint_manager = now;
+            MonitorCore::new(config.lifecycle.clone())
+        });
         let mut actions = Vec::new();
         if now >= next_monitor {
             next_monitor = now + config.lifecycle.monitor_period;
@@ -123,14 +133,15 @@ pub async fn run(
             match execute(&client, &nodes_api, &caches, &action).await {
                 Ok(()) => metrics.action(kind),
                 Err(e) => {
-                    tracing::warn!(?action, "action failed (retried on a later pass): {e}");
+                    tracing::warn!(?action, error = %e, "action failed (retried on a later pass)");
                     metrics.error(e.metric_label());
+                    core.action_failed(&action);
                 }
             }
         }
         if now >= next_taint_manager {
             next_taint_manager = now + config.taint_manager_period;
-            taint_manager_pass(&client, &caches, &core, &metrics, config.taint_manager_shards).await;
+            taint_manager_pass(&client, &caches, core, &metrics, config.taint_manager_shards).await;
         }
     }
     for driver in drivers {
