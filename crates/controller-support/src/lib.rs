@@ -5,7 +5,7 @@
 //!
 //! A binary:
 //!
-//! ```ignore
+//! ```text
 //! let runtime = Runtime::builder("grid-controller", &flags.runtime)
 //!     .metrics(metrics.registry())
 //!     .leader_election(&flags.leader)
