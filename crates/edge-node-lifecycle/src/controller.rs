@@ -166,7 +166,7 @@ fn start_caches(client: &Client) -> (Caches, Vec<tokio::task::JoinHandle<()>>) {
             stream
                 .for_each(|event| async move {
                     if let Err(e) = event {
-                        tracing::warn!("watch error: {e}");
+                        tracing::warn!(error = %e, "watch error");
                     }
                 })
                 .await;

@@ -91,7 +91,7 @@ pub async fn admit(store: &Store, mut request: Request<'_>) -> Result<Value, Api
                 Err(e) if fail_closed => {
                     return Err(ApiError::Internal(format!("failed calling webhook \"{name}\": {e}")));
                 }
-                Err(e) => tracing::warn!(webhook = %name, "webhook call failed, ignored by failurePolicy: {e}"),
+                Err(e) => tracing::warn!(webhook = %name, error = %e, "webhook call failed, ignored by failurePolicy"),
             }
         }
     }

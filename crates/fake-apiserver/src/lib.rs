@@ -67,7 +67,7 @@ impl FakeApiServer {
                 let _ = stopped.await;
             });
             if let Err(e) = served.await {
-                tracing::error!("fake apiserver stopped: {e}");
+                tracing::error!(error = %e, "fake apiserver stopped");
             }
         });
         Self { addr, app, shutdown: Some(shutdown), task: Some(task) }

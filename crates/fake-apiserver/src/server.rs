@@ -92,7 +92,7 @@ async fn dispatch(
     let response = match handle(&app, &method, &uri, &query, &headers, body).await {
         Ok(response) => response,
         Err(e) => {
-            tracing::debug!(%method, %uri, code = e.code(), "request failed: {e}");
+            tracing::debug!(%method, %uri, code = e.code(), error = %e, "request failed");
             e.into_response()
         }
     };

@@ -74,7 +74,7 @@ async fn probe_with_retries(
         let _permit = limiter.acquire().await.map_err(|_| ProberErrorSeen)?;
         match prober.probe(&spec.target, spec.thresholds.timeout).await {
             Ok(report) => return Ok(report.outcome),
-            Err(e) => tracing::debug!(attempt, "prober error (discarded): {e}"),
+            Err(e) => tracing::debug!(attempt, error = %e, "prober error (discarded)"),
         }
     }
     Err(ProberErrorSeen)
