@@ -265,10 +265,7 @@ async fn prune<W: Generated>(ctx: &Context, grid: &GridIdentity, wanted: &BTreeS
     let api: Api<W> = Api::namespaced(ctx.client.clone(), &grid.namespace);
     let mut problems = Vec::new();
     for stale in plan::stale_workloads(&grid.uid, candidates, wanted) {
-        let params = DeleteParams {
-            preconditions: Some(Preconditions { uid: Some(stale.uid.clone()), resource_version: None }),
-            ..DeleteParams::background()
-        };
+        let params = delete_params(&stale);
         tracing::info!(object = %stale.name, kind = %W::kind(&()), "deleting a workload no unit wants");
         match api.delete(&stale.name, &params).await {
             Ok(_) => {}
@@ -280,6 +277,15 @@ async fn prune<W: Generated>(ctx: &Context, grid: &GridIdentity, wanted: &BTreeS
         }
     }
     problems
+}
+
+/// Background deletion of exactly the object we saw: the uid precondition makes the
+/// apiserver refuse (409) if the name now belongs to a re-created object.
+fn delete_params(stale: &plan::Stale) -> DeleteParams {
+    DeleteParams {
+        preconditions: Some(Preconditions { uid: Some(stale.uid.clone()), resource_version: None }),
+        ..DeleteParams::background()
+    }
 }
 
 /// SuperEdge's `autoDeleteUnusedTemplate`: remove the pool entries nothing names, under
@@ -694,5 +700,19 @@ pub async fn run(
     tokio::select! {
         _ = async { futures::join!(service_grids, deployment_grids, statefulset_grids) } => {}
         _ = node_follower => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deletes_carry_the_uid_they_were_decided_on() {
+        let params = delete_params(&plan::Stale { name: "web-unit-b".into(), uid: "uid-1".into() });
+        assert_eq!(
+            serde_json::to_value(&params).unwrap(),
+            json!({"propagationPolicy": "Background", "preconditions": {"uid": "uid-1"}})
+        );
     }
 }
