@@ -18,14 +18,14 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
+use listwatch::{LabelSelector, ListOptions};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
 
 use crate::error::ApiError;
 use crate::resources::ResourceType;
-use crate::selectors::LabelSelector;
-use crate::store::{ListOptions, Store};
+use crate::store::Store;
 
 /// What is being admitted.
 pub struct Request<'a> {

@@ -40,6 +40,9 @@ pub enum ApiError {
     TooManyRequests(String),
     #[error("Timeout: {0}")]
     Timeout(String),
+    /// A list/watch failure, answered as `listwatch` words it.
+    #[error(transparent)]
+    ListWatch(#[from] listwatch::Error),
 }
 
 impl ApiError {
@@ -58,6 +61,7 @@ impl ApiError {
             Self::TooManyRequests(_) => 429,
             Self::Denied { code, .. } => *code,
             Self::Timeout(_) => 504,
+            Self::ListWatch(e) => e.code(),
         }
     }
 
@@ -80,12 +84,14 @@ impl ApiError {
             Self::Denied { code: 409, .. } => "Conflict",
             Self::Denied { .. } => "BadRequest",
             Self::Timeout(_) => "Timeout",
+            Self::ListWatch(e) => e.reason(),
         }
     }
 
     /// The `Status` object, as in responses and in watch ERROR events.
     pub fn status(&self) -> Value {
         let details = match self {
+            Self::ListWatch(e) => return e.status(),
             Self::NotFound { resource, name, group, .. }
             | Self::AlreadyExists { resource, name, group, .. }
             | Self::Conflict { resource, name, group, .. }
@@ -98,19 +104,7 @@ impl ApiError {
             })),
             _ => None,
         };
-        let mut status = json!({
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": self.to_string(),
-            "reason": self.reason(),
-            "code": self.code(),
-        });
-        if let Some(details) = details {
-            status["details"] = details;
-        }
-        status
+        listwatch::status(self.code(), self.reason(), &self.to_string(), details)
     }
 }
 

@@ -2,11 +2,12 @@
 //!
 //! No real kube-apiserver can run in CI here, and the project's binaries must behave on
 //! the wire as they will against a real one; so this server is generic over resources,
-//! stores JSON, and implements the semantics clients depend on: resourceVersions from
-//! one counter, 409/404/422 `Status` errors, selectors, pagination with consistent
-//! snapshots, watch resume from a bounded history (410 when too old), bookmarks, and
-//! streaming lists (`sendInitialEvents`). It is test support and the embedded local
-//! cluster; shipped binaries only ever reach it over HTTP.
+//! stores JSON, and implements the semantics clients depend on: 409/404/422 `Status`
+//! errors, admission, finalizers, garbage collection, and list/watch (resourceVersions
+//! from one counter, selectors, consistent pagination, watch resume, 410, bookmarks,
+//! streaming lists) through the `listwatch` crate, to which every change is committed.
+//! It is test support and the embedded local cluster; shipped binaries only ever reach
+//! it over HTTP.
 //!
 //! Approximations (the real server does more): server-side apply is a JSON merge of the
 //! applied object without field ownership; strategic merge patch knows the merge keys
@@ -19,7 +20,6 @@ mod error;
 mod faults;
 mod requests;
 mod resources;
-mod selectors;
 mod server;
 mod store;
 mod strategic;
@@ -32,7 +32,7 @@ pub use faults::Fault;
 pub use requests::{RecordedRequest, RequestLog};
 pub use resources::ResourceType;
 pub use server::{ServerConfig, router};
-pub use store::Store;
+pub use store::{ListPage, Store};
 
 use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};

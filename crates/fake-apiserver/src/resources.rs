@@ -39,6 +39,11 @@ impl ResourceType {
         if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
     }
 
+    /// The type objects of this version are served as.
+    pub fn served(&self) -> listwatch::Served {
+        listwatch::Served::new(self.api_version(), self.kind.clone())
+    }
+
     /// `pods` or `deployments.apps`, as error messages name resources.
     pub fn qualified_plural(&self) -> String {
         if self.group.is_empty() { self.plural.clone() } else { format!("{}.{}", self.plural, self.group) }

@@ -9,20 +9,22 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
+use listwatch::{ListOptions, Shape, WatchConfig, WatchOptions};
+
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::watch;
 
 use crate::admission::{self, Operation};
 use crate::error::ApiError;
 use crate::faults::{Fault, Faults};
 use crate::resources::ResourceType;
-use crate::selectors::{FieldSelector, LabelSelector};
-use crate::store::{ChangeKind, DeleteOptions, ListOptions, PatchKind, Patched, Store, key_of, with_type};
+use crate::store::{DeleteOptions, PatchKind, Patched, Store};
 
 /// Tunables of one server instance.
 #[derive(Clone, Debug)]
@@ -131,11 +133,10 @@ async fn handle(
     let store = &app.store;
     let rt = &target.rt;
     let namespace = target.namespace.as_deref().unwrap_or_default();
-    let shape = Shape::accepted(headers);
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let shape = Shape::from_accept(accept);
     match (method.clone(), &target.name) {
-        (Method::GET, None) if query.get("watch").is_some_and(|w| w == "true" || w == "1") => {
-            watch(app, &target, query, shape)
-        }
+        (Method::GET, None) if listwatch::is_watch(query) => watch(app, &target, query, shape),
         (Method::GET, None) => list(store, &target, query, shape),
         (Method::GET, Some(name)) => Ok(ok(&shape.present(store.get(rt, namespace, name)?))),
         (Method::POST, None) => {
@@ -183,8 +184,11 @@ async fn handle(
             patch_with_admission(store, &target, name, kind, &body).await.map(|o| ok(&o))
         }
         (Method::DELETE, None) => {
-            let deleted =
-                store.delete_collection(rt, &list_options(&target, query)?, &delete_options(&body, query)?)?;
+            let deleted = store.delete_collection(
+                rt,
+                &ListOptions::from_query(query, target.namespace.clone())?,
+                &delete_options(&body, query)?,
+            )?;
             Ok(ok(&json!({
                 "kind": format!("{}List", rt.kind),
                 "apiVersion": rt.api_version(),
@@ -313,278 +317,27 @@ fn resolve(store: &Store, segments: &[&str]) -> Result<Target, ApiError> {
     Ok(Target { rt, namespace, name, status })
 }
 
-fn list_options(target: &Target, query: &HashMap<String, String>) -> Result<ListOptions, ApiError> {
-    let rv = match query.get("resourceVersion").map(String::as_str) {
-        None | Some("") => None,
-        Some(rv) => Some(
-            rv.parse::<u64>()
-                .map_err(|_| ApiError::BadRequest(format!("resourceVersion {rv:?} is not a valid resource version")))?,
-        ),
-    };
-    Ok(ListOptions {
-        namespace: target.namespace.clone(),
-        labels: LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))?,
-        fields: FieldSelector::parse(query.get("fieldSelector").map_or("", String::as_str))?,
-        limit: query.get("limit").and_then(|l| l.parse().ok()),
-        continue_token: query.get("continue").filter(|c| !c.is_empty()).cloned(),
-        resource_version: rv,
-        exact: query.get("resourceVersionMatch").is_some_and(|m| m == "Exact"),
-    })
-}
-
-/// The representation a client asked for in `Accept`: whole objects, or metadata only
-/// (`as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1`, what kube-rs' `metadata_watcher`
-/// and client-go's metadata informers send).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Shape {
-    Full,
-    Metadata,
-}
-
-impl Shape {
-    fn accepted(headers: &HeaderMap) -> Self {
-        let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or_default();
-        if accept.split(',').any(|part| part.contains("as=PartialObjectMetadata")) {
-            Self::Metadata
-        } else {
-            Self::Full
-        }
-    }
-
-    /// One object in this representation.
-    fn present(self, object: Value) -> Value {
-        match self {
-            Self::Full => object,
-            Self::Metadata => json!({
-                "kind": "PartialObjectMetadata",
-                "apiVersion": "meta.k8s.io/v1",
-                "metadata": object.get("metadata").cloned().unwrap_or_else(|| json!({})),
-            }),
-        }
-    }
-
-    /// `kind` and `apiVersion` of a list of `rt` in this representation.
-    fn list_type(self, rt: &ResourceType) -> (String, String) {
-        match self {
-            Self::Full => (format!("{}List", rt.kind), rt.api_version()),
-            Self::Metadata => ("PartialObjectMetadataList".into(), "meta.k8s.io/v1".into()),
-        }
-    }
-}
-
 fn list(store: &Store, target: &Target, query: &HashMap<String, String>, shape: Shape) -> Result<Response, ApiError> {
-    let opts = list_options(target, query)?;
-    let page = store.list(&target.rt, &opts)?;
-    let mut metadata = json!({"resourceVersion": page.rv.to_string()});
-    if let Some(token) = page.continue_token {
-        metadata["continue"] = json!(token);
-        metadata["remainingItemCount"] = json!(page.remaining);
-    }
-    let (kind, api_version) = shape.list_type(&target.rt);
-    let items: Vec<Value> = page.items.into_iter().map(|o| shape.present(o)).collect();
-    Ok(ok(&json!({
-        "kind": kind,
-        "apiVersion": api_version,
-        "metadata": metadata,
-        "items": items,
-    })))
-}
-
-/// How one watcher sees the stream.
-struct WatchFilter {
-    rt: ResourceType,
-    namespace: Option<String>,
-    labels: LabelSelector,
-    fields: FieldSelector,
-    shape: Shape,
-}
-
-impl WatchFilter {
-    fn matches(&self, object: &Value) -> bool {
-        let in_namespace =
-            self.namespace.as_ref().is_none_or(|ns| object["metadata"]["namespace"].as_str() == Some(ns.as_str()));
-        in_namespace && self.labels.matches(object) && self.fields.matches(object)
-    }
-
-    /// The event this watcher gets for a change: objects entering the selector are
-    /// ADDED, leaving it DELETED (previous content, the change's version), as the real
-    /// watch cache does.
-    fn event_for(
-        &self,
-        kind: ChangeKind,
-        object: &Value,
-        old: Option<&Value>,
-        rv: u64,
-    ) -> Option<(&'static str, Value)> {
-        let now = self.matches(object);
-        // the previous content, when it matched (what a DELETED for a leaving object carries)
-        let matched_before = old.filter(|o| self.matches(o));
-        let before = matched_before.is_some();
-        let typed = |o: &Value| self.shape.present(with_type(o.clone(), &self.rt));
-        match kind {
-            ChangeKind::Added => now.then(|| ("ADDED", typed(object))),
-            ChangeKind::Deleted => before.then(|| ("DELETED", typed(object))),
-            ChangeKind::Modified => match (matched_before, now) {
-                (Some(_), true) => Some(("MODIFIED", typed(object))),
-                (None, true) => Some(("ADDED", typed(object))),
-                (Some(previous), false) => {
-                    let mut last = typed(previous);
-                    last["metadata"]["resourceVersion"] = json!(rv.to_string());
-                    Some(("DELETED", last))
-                }
-                (None, false) => None,
-            },
-        }
-    }
-}
-
-fn event_line(kind: &str, object: &Value) -> Bytes {
-    let mut line = json!({"type": kind, "object": object}).to_string();
-    line.push('\n');
-    Bytes::from(line)
-}
-
-fn bookmark(filter: &WatchFilter, rv: u64, initial_events_end: bool) -> Bytes {
-    let mut metadata = json!({"resourceVersion": rv.to_string()});
-    if initial_events_end {
-        metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
-    }
-    let object = json!({"kind": filter.rt.kind, "apiVersion": filter.rt.api_version(), "metadata": metadata});
-    event_line("BOOKMARK", &filter.shape.present(object))
+    let opts = ListOptions::from_query(query, target.namespace.clone())?;
+    let page = store.list_encoded(&target.rt, &opts)?;
+    let body = listwatch::list_body(&page, &target.rt.served(), shape);
+    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
 fn watch(app: &Arc<App>, target: &Target, query: &HashMap<String, String>, shape: Shape) -> Result<Response, ApiError> {
-    let opts = list_options(target, query)?;
-    let bookmarks = query.get("allowWatchBookmarks").is_some_and(|b| b == "true" || b == "1");
-    let send_initial = match query.get("sendInitialEvents").map(String::as_str) {
-        Some("true" | "1") => true,
-        Some("false" | "0") | None => false,
-        Some(other) => {
-            return Err(ApiError::BadRequest(format!("invalid sendInitialEvents {other:?}")));
-        }
+    let opts = WatchOptions::from_query(query, target.namespace.clone())?;
+    let start = app.store.watch(&target.rt, &opts);
+    let mut kill = app.watch_generation.subscribe();
+    let config = WatchConfig {
+        bookmark_interval: app.config.bookmark_interval,
+        default_timeout: app.config.default_watch_timeout,
     };
-    if send_initial {
-        let field = |f: &str, m: &str| ApiError::Invalid {
-            kind: "ListOptions".into(),
-            name: String::new(),
-            group: "meta.k8s.io".into(),
-            field: f.into(),
-            message: m.into(),
-        };
-        if query.get("resourceVersionMatch").map(String::as_str) != Some("NotOlderThan") {
-            return Err(field(
-                "resourceVersionMatch",
-                "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
-            ));
-        }
-        if !bookmarks {
-            return Err(field("allowWatchBookmarks", "sendInitialEvents requires setting allowWatchBookmarks=true"));
-        }
-    }
-    let timeout = query
-        .get("timeoutSeconds")
-        .and_then(|t| t.parse::<u64>().ok())
-        .map_or(app.config.default_watch_timeout, Duration::from_secs);
-    // Unset or "0" (and every streaming list) starts from current state; N resumes after N.
-    let from = match opts.resource_version {
-        Some(rv) if rv > 0 && !send_initial => Some(rv),
-        _ => None,
+    let stop = async move {
+        let _ = kill.changed().await;
     };
-    let filter = WatchFilter {
-        rt: target.rt.clone(),
-        namespace: target.namespace.clone(),
-        labels: opts.labels,
-        fields: opts.fields,
-        shape,
-    };
-    let (tx, rx) = mpsc::channel::<Bytes>(64);
-    let start = app.store.watch(&target.rt, target.namespace.as_deref(), from);
-    let kill = app.watch_generation.subscribe();
-    let interval = app.config.bookmark_interval;
-    tokio::spawn(async move {
-        let start = match start {
-            Ok(start) => start,
-            Err(e) => {
-                let _ = tx.send(event_line("ERROR", &e.status())).await;
-                return;
-            }
-        };
-        stream_watch(start, filter, send_initial, bookmarks, interval, timeout, kill, tx).await;
-    });
-    let stream =
-        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx)) });
-    Ok(([(header::CONTENT_TYPE, "application/json")], Body::from_stream(stream)).into_response())
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn stream_watch(
-    start: crate::store::WatchStart,
-    filter: WatchFilter,
-    send_initial: bool,
-    bookmarks: bool,
-    bookmark_interval: Duration,
-    timeout: Duration,
-    mut kill: watch::Receiver<u64>,
-    tx: mpsc::Sender<Bytes>,
-) {
-    let key = key_of(&filter.rt);
-    let mut last = start.start_rv;
-    for object in &start.initial {
-        if filter.matches(object) && tx.send(event_line("ADDED", &filter.shape.present(object.clone()))).await.is_err()
-        {
-            return;
-        }
-    }
-    if send_initial && tx.send(bookmark(&filter, last, true)).await.is_err() {
-        return;
-    }
-    for change in &start.backlog {
-        last = change.rv;
-        if let Some((kind, object)) = filter.event_for(change.kind, &change.object, change.old.as_ref(), change.rv)
-            && tx.send(event_line(kind, &object)).await.is_err()
-        {
-            return;
-        }
-    }
-    let mut live = start.live;
-    let deadline = tokio::time::sleep(timeout);
-    tokio::pin!(deadline);
-    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + bookmark_interval, bookmark_interval);
-    loop {
-        tokio::select! {
-            received = live.recv() => match received {
-                Ok(change) => {
-                    if change.rv <= last {
-                        continue;
-                    }
-                    last = change.rv;
-                    if change.resource != key {
-                        continue;
-                    }
-                    if let Some((kind, object)) = filter.event_for(change.kind, &change.object, change.old.as_ref(), change.rv)
-                        && tx.send(event_line(kind, &object)).await.is_err()
-                    {
-                        return;
-                    }
-                }
-                Err(broadcast::error::RecvError::Lagged(missed)) => {
-                    // Never drop events silently: cut the watcher off so it relists.
-                    let status = ApiError::Expired { requested: last, oldest: last + missed }.status();
-                    let _ = tx.send(event_line("ERROR", &status)).await;
-                    return;
-                }
-                Err(broadcast::error::RecvError::Closed) => return,
-            },
-            _ = ticker.tick(), if bookmarks => {
-                if tx.send(bookmark(&filter, last, false)).await.is_err() {
-                    return;
-                }
-            }
-            _ = &mut deadline => return,
-            _ = kill.changed() => return,
-            _ = tx.closed() => return,
-        }
-    }
+    let events = listwatch::watch_stream(start, opts, target.rt.served(), shape, config, stop);
+    Ok(([(header::CONTENT_TYPE, "application/json")], Body::from_stream(events.map(Ok::<_, Infallible>)))
+        .into_response())
 }
 
 fn discovery(app: &App, segments: &[&str]) -> Option<Response> {

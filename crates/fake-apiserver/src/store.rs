@@ -1,70 +1,29 @@
-//! The object store: JSON objects by resource, one global resourceVersion counter, and a
-//! bounded history of changes that watches resume from and list snapshots are rebuilt from.
+//! The object store: what writes mean (create/update/patch/delete, server-owned
+//! metadata, finalizers, the namespace controller and garbage collector, CRD
+//! registration), committed to a `listwatch::Log` that owns the resourceVersions, the
+//! history and the watch feed.
 //!
-//! Every mutation happens under one lock and is published to watchers while it is held,
-//! so a watcher that snapshots and subscribes under the same lock sees every later change
-//! exactly once and in order.
+//! Every mutation happens under one lock, which also guards the log, so a watcher that
+//! snapshots and subscribes under it sees every later change exactly once and in order.
+//! This module never implements list/watch semantics itself: that is `listwatch`'s.
 
-use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 
+use listwatch::{ListOptions, Log, LogConfig, ObjectId, WatchOptions, WatchStart};
 use serde_json::{Map, Value, json};
-use tokio::sync::broadcast;
 
 use crate::error::ApiError;
 use crate::resources::{self, ResourceType};
-use crate::selectors::{FieldSelector, LabelSelector};
 
 /// Storage is per (group, plural): every version of a resource shares it.
 pub type ResourceKey = (String, String);
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ChangeKind {
-    Added,
-    Modified,
-    Deleted,
-}
-
-/// One committed change.
-#[derive(Clone, Debug)]
-pub struct Change {
-    pub rv: u64,
-    pub resource: ResourceKey,
-    pub namespace: String,
-    pub name: String,
-    pub kind: ChangeKind,
-    /// The new state; for `Deleted`, the last state stamped with the deletion's version.
-    pub object: Value,
-    /// The previous state (`Modified`, `Deleted`).
-    pub old: Option<Value>,
-}
-
-/// What a watch starts from: a snapshot of matching objects or a backlog of changes,
-/// plus the live feed subscribed at the same instant.
-pub struct WatchStart {
-    pub initial: Vec<Value>,
-    pub backlog: Vec<Arc<Change>>,
-    pub start_rv: u64,
-    pub live: broadcast::Receiver<Arc<Change>>,
-}
-
+/// A page of a list, as objects of the requested type.
 pub struct ListPage {
     pub items: Vec<Value>,
     pub rv: u64,
     pub continue_token: Option<String>,
     pub remaining: usize,
-}
-
-#[derive(Clone, Default)]
-pub struct ListOptions {
-    pub namespace: Option<String>,
-    pub labels: LabelSelector,
-    pub fields: FieldSelector,
-    pub limit: Option<usize>,
-    pub continue_token: Option<String>,
-    /// `resourceVersion`: `None` = most recent, `Some(0)` = any (served whole, limit ignored).
-    pub resource_version: Option<u64>,
-    pub exact: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -91,18 +50,12 @@ pub struct DeleteOptions {
 
 struct Inner {
     types: Vec<ResourceType>,
-    objects: BTreeMap<ResourceKey, BTreeMap<(String, String), Value>>,
-    rv: u64,
-    history: VecDeque<Arc<Change>>,
-    history_limit: usize,
-    /// Versions at or below this are no longer in the history.
-    compacted: u64,
+    log: Log<ResourceKey>,
     uids: u64,
 }
 
 pub struct Store {
     inner: Mutex<Inner>,
-    live: broadcast::Sender<Arc<Change>>,
 }
 
 /// Namespaces a real cluster starts with.
@@ -110,18 +63,12 @@ const INITIAL_NAMESPACES: [&str; 4] = ["default", "kube-system", "kube-public", 
 
 impl Store {
     pub fn new(history_limit: usize, watch_buffer: usize) -> Self {
-        let (live, _) = broadcast::channel(watch_buffer.max(1));
         let store = Self {
             inner: Mutex::new(Inner {
                 types: resources::builtin(),
-                objects: BTreeMap::new(),
-                rv: 0,
-                history: VecDeque::new(),
-                history_limit: history_limit.max(1),
-                compacted: 0,
+                log: Log::new(LogConfig { history_limit, watch_buffer }),
                 uids: 0,
             }),
-            live,
         };
         let namespaces = store.resolve("", "v1", "namespaces").expect("namespaces are built in");
         for ns in INITIAL_NAMESPACES {
@@ -145,14 +92,12 @@ impl Store {
     }
 
     pub fn current_rv(&self) -> u64 {
-        self.lock().rv
+        self.lock().log.current_rv()
     }
 
     /// Forgets the history (as etcd compaction does): resuming any older version gets 410.
     pub fn compact_history(&self) {
-        let mut inner = self.lock();
-        inner.history.clear();
-        inner.compacted = inner.rv;
+        self.lock().log.compact();
     }
 
     pub fn get(&self, rt: &ResourceType, namespace: &str, name: &str) -> Result<Value, ApiError> {
@@ -160,63 +105,20 @@ impl Store {
         inner.find(rt, namespace, name).map(|o| with_type(o.clone(), rt)).ok_or_else(|| not_found(rt, name))
     }
 
-    pub fn list(&self, rt: &ResourceType, opts: &ListOptions) -> Result<ListPage, ApiError> {
-        let inner = self.lock();
-        let (snapshot_rv, start_after) = match &opts.continue_token {
-            Some(token) => {
-                let (rv, after) = decode_continue(token)?;
-                (rv, Some(after))
-            }
-            None if opts.exact => (opts.resource_version.unwrap_or(inner.rv), None),
-            None => (inner.rv, None),
-        };
-        if snapshot_rv > inner.rv {
-            return Err(ApiError::Timeout(format!("Too large resource version: {snapshot_rv}, current: {}", inner.rv)));
-        }
-        let objects = inner.snapshot_at(&key_of(rt), snapshot_rv)?;
-        let matching: Vec<(&(String, String), &Value)> = objects
-            .iter()
-            .filter(|((ns, _), _)| opts.namespace.as_ref().is_none_or(|want| want == ns))
-            .filter(|(k, _)| start_after.as_ref().is_none_or(|after| *k > after))
-            .filter(|(_, o)| opts.labels.matches(o) && opts.fields.matches(o))
-            .collect();
-        // resourceVersion=0 is served from the watch cache, which ignores limit.
-        let limit = if opts.resource_version == Some(0) { None } else { opts.limit.filter(|l| *l > 0) };
-        let take = limit.unwrap_or(usize::MAX).min(matching.len());
-        let remaining = matching.len() - take;
-        let continue_token = (remaining > 0).then(|| encode_continue(snapshot_rv, matching[take - 1].0));
-        let items = matching[..take].iter().map(|(_, o)| with_type((*o).clone(), rt)).collect();
-        Ok(ListPage { items, rv: snapshot_rv, continue_token, remaining })
+    /// A page of a list with the stored encodings, for serving.
+    pub fn list_encoded(&self, rt: &ResourceType, opts: &ListOptions) -> Result<listwatch::ListPage, ApiError> {
+        Ok(self.lock().log.list(&key_of(rt), opts)?)
     }
 
-    /// Snapshots (`from = None`) or replays history after `from`, and subscribes, atomically.
-    pub fn watch(&self, rt: &ResourceType, namespace: Option<&str>, from: Option<u64>) -> Result<WatchStart, ApiError> {
-        let inner = self.lock();
-        let key = key_of(rt);
-        let live = self.live.subscribe();
-        match from {
-            None => {
-                let initial = inner
-                    .objects
-                    .get(&key)
-                    .into_iter()
-                    .flatten()
-                    .filter(|((ns, _), _)| namespace.is_none_or(|want| want == ns))
-                    .map(|(_, o)| with_type(o.clone(), rt))
-                    .collect();
-                Ok(WatchStart { initial, backlog: Vec::new(), start_rv: inner.rv, live })
-            }
-            Some(rv) if rv < inner.compacted => Err(ApiError::Expired { requested: rv, oldest: inner.compacted }),
-            // A version this server never issued (state restored from elsewhere): the real
-            // server times out with this message, and client-go relists.
-            Some(rv) if rv > inner.rv => {
-                Err(ApiError::Timeout(format!("Too large resource version: {rv}, current: {}", inner.rv)))
-            }
-            Some(rv) => {
-                let backlog = inner.history.iter().filter(|c| c.rv > rv && c.resource == key).cloned().collect();
-                Ok(WatchStart { initial: Vec::new(), backlog, start_rv: rv.max(inner.compacted), live })
-            }
-        }
+    pub fn list(&self, rt: &ResourceType, opts: &ListOptions) -> Result<ListPage, ApiError> {
+        let page = self.list_encoded(rt, opts)?;
+        let items = page.items.iter().map(|o| with_type(o.value().clone(), rt)).collect();
+        Ok(ListPage { items, rv: page.rv, continue_token: page.continue_token, remaining: page.remaining })
+    }
+
+    /// Snapshots or replays history, and subscribes, atomically.
+    pub fn watch(&self, rt: &ResourceType, opts: &WatchOptions) -> Result<WatchStart<ResourceKey>, listwatch::Error> {
+        self.lock().log.watch(&key_of(rt), opts)
     }
 
     pub fn create(&self, rt: &ResourceType, namespace: &str, mut body: Value) -> Result<Value, ApiError> {
@@ -263,7 +165,7 @@ impl Store {
             "CustomResourceDefinition" => accept_crd(&mut body),
             _ => {}
         }
-        let stored = inner.commit(&self.live, rt, &namespace, &name, ChangeKind::Added, body, None);
+        let stored = inner.commit(rt, &namespace, &name, body)?;
         if rt.kind == "CustomResourceDefinition" {
             inner.register_crd(&stored);
         }
@@ -281,7 +183,7 @@ impl Store {
         check_type(&body, rt)?;
         let mut inner = self.lock();
         let old = inner.find(rt, namespace, name).cloned().ok_or_else(|| not_found(rt, name))?;
-        inner.write(&self.live, rt, namespace, name, old, body, status_only)
+        inner.write(rt, namespace, name, old, body, status_only)
     }
 
     /// Patches an object: computes the patched form, then writes it if nothing changed
@@ -391,7 +293,7 @@ impl Store {
                 kind: rt.plural.clone(),
             });
         }
-        inner.write(&self.live, rt, namespace, name, current, new, status_only)
+        inner.write(rt, namespace, name, current, new, status_only)
     }
 
     /// DELETE on a collection: every object the options select, one by one (each follows
@@ -451,17 +353,17 @@ impl Store {
             let mut marked = old.clone();
             marked["metadata"]["deletionTimestamp"] = json!(now());
             marked["metadata"]["deletionGracePeriodSeconds"] = json!(0);
-            let stored = inner.commit(&self.live, rt, namespace, name, ChangeKind::Modified, marked, Some(old));
+            let stored = inner.commit(rt, namespace, name, marked)?;
             return Ok(with_type(stored, rt));
         }
-        let removed = inner.remove(&self.live, rt, namespace, name, opts.orphan).ok_or_else(|| not_found(rt, name))?;
+        let removed = inner.remove(rt, namespace, name, opts.orphan)?.ok_or_else(|| not_found(rt, name))?;
         Ok(with_type(removed, rt))
     }
 }
 
 impl Inner {
     fn find(&self, rt: &ResourceType, namespace: &str, name: &str) -> Option<&Value> {
-        self.objects.get(&key_of(rt))?.get(&(scoped(rt, namespace), name.to_string()))
+        self.log.get(&key_of(rt), &(scoped(rt, namespace), name.to_string())).map(|o| o.value())
     }
 
     fn next_uid(&mut self) -> String {
@@ -501,8 +403,7 @@ impl Inner {
             ));
         }
         let namespaces = ("".to_string(), "namespaces".to_string());
-        let exists =
-            self.objects.get(&namespaces).is_some_and(|m| m.contains_key(&(String::new(), url_ns.to_string())));
+        let exists = self.log.get(&namespaces, &(String::new(), url_ns.to_string())).is_some();
         if !exists {
             return Err(ApiError::NotFound {
                 resource: "namespaces".into(),
@@ -518,7 +419,6 @@ impl Inner {
     #[allow(clippy::too_many_arguments)]
     fn write(
         &mut self,
-        live: &broadcast::Sender<Arc<Change>>,
         rt: &ResourceType,
         namespace: &str,
         name: &str,
@@ -608,9 +508,9 @@ impl Inner {
         }
         let deleting = next["metadata"]["deletionTimestamp"].is_string();
         let finalizers_left = next["metadata"]["finalizers"].as_array().is_some_and(|f| !f.is_empty());
-        let stored = self.commit(live, rt, namespace, name, ChangeKind::Modified, next, Some(old));
+        let stored = self.commit(rt, namespace, name, next)?;
         if deleting && !finalizers_left {
-            let removed = self.remove(live, rt, namespace, name, false).ok_or_else(|| not_found(rt, name))?;
+            let removed = self.remove(rt, namespace, name, false)?.ok_or_else(|| not_found(rt, name))?;
             return Ok(with_type(removed, rt));
         }
         if rt.kind == "CustomResourceDefinition" {
@@ -623,44 +523,30 @@ impl Inner {
     /// `orphan`, their owner references to it). `None` if it was not there.
     fn remove(
         &mut self,
-        live: &broadcast::Sender<Arc<Change>>,
         rt: &ResourceType,
         namespace: &str,
         name: &str,
         orphan: bool,
-    ) -> Option<Value> {
-        let key = key_of(rt);
-        let old = self.objects.get_mut(&key).and_then(|m| m.remove(&(scoped(rt, namespace), name.to_string())))?;
-        let uid = old["metadata"]["uid"].as_str().unwrap_or_default().to_string();
-        let mut last = old.clone();
-        self.rv += 1;
-        last["metadata"]["resourceVersion"] = json!(self.rv.to_string());
-        self.publish(
-            live,
-            Change {
-                rv: self.rv,
-                resource: key,
-                namespace: scoped(rt, namespace),
-                name: name.into(),
-                kind: ChangeKind::Deleted,
-                object: last.clone(),
-                old: Some(old),
-            },
-        );
+    ) -> Result<Option<Value>, ApiError> {
+        let Some(last) = self.log.remove(&key_of(rt), &(scoped(rt, namespace), name.to_string())) else {
+            return Ok(None);
+        };
+        let last = last.value().clone();
+        let uid = last["metadata"]["uid"].as_str().unwrap_or_default().to_string();
         if rt.kind == "Namespace" {
-            self.delete_namespace_contents(live, name);
+            self.delete_namespace_contents(name)?;
         }
         if rt.kind == "CustomResourceDefinition" {
-            self.unregister_crd(live, &last);
+            self.unregister_crd(&last)?;
         }
-        self.collect_dependents(live, &uid, orphan);
-        Some(last)
+        self.collect_dependents(&uid, orphan)?;
+        Ok(Some(last))
     }
 
-    fn delete_namespace_contents(&mut self, live: &broadcast::Sender<Arc<Change>>, namespace: &str) {
+    fn delete_namespace_contents(&mut self, namespace: &str) -> Result<(), ApiError> {
         let doomed: Vec<(ResourceType, String)> = self
-            .objects
-            .iter()
+            .log
+            .all()
             .flat_map(|(key, objs)| {
                 objs.keys().filter(|(ns, _)| ns == namespace).map(move |(_, name)| (key.clone(), name.clone()))
             })
@@ -668,26 +554,27 @@ impl Inner {
             .collect();
         for (rt, name) in doomed {
             // gone already if an earlier removal garbage-collected it
-            self.remove(live, &rt, namespace, &name, false);
+            self.remove(&rt, namespace, &name, false)?;
         }
+        Ok(())
     }
 
-    fn collect_dependents(&mut self, live: &broadcast::Sender<Arc<Change>>, owner_uid: &str, orphan: bool) {
+    fn collect_dependents(&mut self, owner_uid: &str, orphan: bool) -> Result<(), ApiError> {
         if owner_uid.is_empty() {
-            return;
+            return Ok(());
         }
         let live_uids: std::collections::HashSet<String> = self
-            .objects
-            .values()
-            .flat_map(|m| m.values())
-            .filter_map(|o| o["metadata"]["uid"].as_str().map(str::to_string))
+            .log
+            .all()
+            .flat_map(|(_, m)| m.values())
+            .filter_map(|o| o.value()["metadata"]["uid"].as_str().map(str::to_string))
             .collect();
         let dependents: Vec<(ResourceKey, String, String, Value)> = self
-            .objects
-            .iter()
+            .log
+            .all()
             .flat_map(|(key, objs)| objs.iter().map(move |((ns, name), o)| (key.clone(), ns.clone(), name.clone(), o)))
-            .filter(|(_, _, _, o)| owner_uids(o).any(|u| u == owner_uid))
-            .map(|(k, ns, name, o)| (k, ns, name, o.clone()))
+            .filter(|(_, _, _, o)| owner_uids(o.value()).any(|u| u == owner_uid))
+            .map(|(k, ns, name, o)| (k, ns, name, o.value().clone()))
             .collect();
         for (key, namespace, name, object) in dependents {
             let Some(rt) = self.type_for(&key) else {
@@ -698,7 +585,7 @@ impl Inner {
                 if let Some(refs) = next["metadata"]["ownerReferences"].as_array_mut() {
                     refs.retain(|r| r["uid"].as_str() != Some(owner_uid));
                 }
-                self.commit(live, &rt, &namespace, &name, ChangeKind::Modified, next, Some(object));
+                self.commit(&rt, &namespace, &name, next)?;
             } else if !owner_uids(&object).any(|u| u != owner_uid && live_uids.contains(u))
                 && self.find(&rt, &namespace, &name).is_some()
             {
@@ -706,13 +593,14 @@ impl Inner {
                     if !object["metadata"]["deletionTimestamp"].is_string() {
                         let mut marked = object.clone();
                         marked["metadata"]["deletionTimestamp"] = json!(now());
-                        self.commit(live, &rt, &namespace, &name, ChangeKind::Modified, marked, Some(object));
+                        self.commit(&rt, &namespace, &name, marked)?;
                     }
                 } else {
-                    self.remove(live, &rt, &namespace, &name, false);
+                    self.remove(&rt, &namespace, &name, false)?;
                 }
             }
         }
+        Ok(())
     }
 
     fn is_builtin(&self, rt: &ResourceType) -> bool {
@@ -723,83 +611,22 @@ impl Inner {
         self.types.iter().find(|t| t.group == key.0 && t.plural == key.1).cloned()
     }
 
-    /// Stamps a new resourceVersion, stores, records and publishes.
-    #[allow(clippy::too_many_arguments)]
-    fn commit(
-        &mut self,
-        live: &broadcast::Sender<Arc<Change>>,
-        rt: &ResourceType,
-        namespace: &str,
-        name: &str,
-        kind: ChangeKind,
-        mut object: Value,
-        old: Option<Value>,
-    ) -> Value {
-        self.rv += 1;
-        object["metadata"]["resourceVersion"] = json!(self.rv.to_string());
-        let object = with_type(object, rt);
-        let namespace = scoped(rt, namespace);
-        self.objects.entry(key_of(rt)).or_default().insert((namespace.clone(), name.to_string()), object.clone());
-        self.publish(
-            live,
-            Change {
-                rv: self.rv,
-                resource: key_of(rt),
-                namespace,
-                name: name.into(),
-                kind,
-                object: object.clone(),
-                old,
-            },
-        );
-        object
-    }
-
-    fn publish(&mut self, live: &broadcast::Sender<Arc<Change>>, change: Change) {
-        let change = Arc::new(change);
-        self.history.push_back(change.clone());
-        while self.history.len() > self.history_limit {
-            if let Some(dropped) = self.history.pop_front() {
-                self.compacted = dropped.rv;
-            }
-        }
-        // No receiver is fine: nobody is watching.
-        let _ = live.send(change);
-    }
-
-    /// The objects of one resource as they were at `rv`, rebuilt by undoing newer changes.
-    fn snapshot_at(&self, key: &ResourceKey, rv: u64) -> Result<BTreeMap<(String, String), Value>, ApiError> {
-        let mut objects = self.objects.get(key).cloned().unwrap_or_default();
-        if rv == self.rv {
-            return Ok(objects);
-        }
-        if rv < self.compacted {
-            return Err(ApiError::Expired { requested: rv, oldest: self.compacted });
-        }
-        for change in self.history.iter().rev().take_while(|c| c.rv > rv).filter(|c| c.resource == *key) {
-            let id = (change.namespace.clone(), change.name.clone());
-            match &change.old {
-                None => {
-                    objects.remove(&id);
-                }
-                Some(old) => {
-                    objects.insert(id, old.clone());
-                }
-            }
-        }
-        Ok(objects)
+    /// Stores a new version (the log stamps its resourceVersion and publishes it).
+    fn commit(&mut self, rt: &ResourceType, namespace: &str, name: &str, object: Value) -> Result<Value, ApiError> {
+        let id: ObjectId = (scoped(rt, namespace), name.to_string());
+        Ok(self.log.upsert(key_of(rt), id, with_type(object, rt))?.value().clone())
     }
 
     /// A deleted CRD takes its custom resources with it and stops being served.
-    fn unregister_crd(&mut self, live: &broadcast::Sender<Arc<Change>>, crd: &Value) {
+    fn unregister_crd(&mut self, crd: &Value) -> Result<(), ApiError> {
         let served = resources::from_crd(crd);
-        let Some(first) = served.first().cloned() else { return };
-        let ids: Vec<(String, String)> =
-            self.objects.get(&key_of(&first)).map(|m| m.keys().cloned().collect()).unwrap_or_default();
+        let Some(first) = served.first().cloned() else { return Ok(()) };
+        let ids: Vec<ObjectId> = self.log.objects(&key_of(&first)).map(|(id, _)| id.clone()).collect();
         for (namespace, name) in ids {
-            self.remove(live, &first, &namespace, &name, false);
+            self.remove(&first, &namespace, &name, false)?;
         }
         self.types.retain(|t| !(t.group == first.group && t.plural == first.plural));
+        Ok(())
     }
 
     fn register_crd(&mut self, crd: &Value) {
@@ -866,12 +693,8 @@ fn spec_of(object: &Value, rt: &ResourceType) -> Value {
 }
 
 /// Sets `apiVersion`/`kind` to the version being served.
-pub fn with_type(mut object: Value, rt: &ResourceType) -> Value {
-    if let Some(o) = object.as_object_mut() {
-        o.insert("apiVersion".into(), json!(rt.api_version()));
-        o.insert("kind".into(), json!(rt.kind));
-    }
-    object
+pub fn with_type(object: Value, rt: &ResourceType) -> Value {
+    rt.served().stamp(object)
 }
 
 fn metadata_mut(body: &mut Value) -> Result<&mut Map<String, Value>, ApiError> {
@@ -961,31 +784,4 @@ pub fn not_found(rt: &ResourceType, name: &str) -> ApiError {
 
 pub fn now() -> String {
     jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
-}
-
-fn hex(s: &str) -> String {
-    s.bytes().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Option<String> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    let bytes: Option<Vec<u8>> =
-        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect();
-    String::from_utf8(bytes?).ok()
-}
-
-/// Opaque to clients: the snapshot version and the last key served.
-fn encode_continue(rv: u64, last: &(String, String)) -> String {
-    format!("{rv}-{}-{}", hex(&last.0), hex(&last.1))
-}
-
-fn decode_continue(token: &str) -> Result<(u64, (String, String)), ApiError> {
-    let bad = || ApiError::BadRequest(format!("invalid continue token {token:?}"));
-    let mut parts = token.splitn(3, '-');
-    let rv = parts.next().and_then(|p| p.parse().ok()).ok_or_else(bad)?;
-    let ns = parts.next().and_then(unhex).ok_or_else(bad)?;
-    let name = parts.next().and_then(unhex).ok_or_else(bad)?;
-    Ok((rv, (ns, name)))
 }

@@ -1,8 +1,10 @@
-//! Label and field selectors, parsed as the real server parses them.
+//! Label and field selectors, parsed as the real server parses them and matched against
+//! JSON objects. Pure: no I/O, and never a silent "match everything" for input it cannot
+//! parse (that is a 400).
 
 use serde_json::Value;
 
-use crate::error::ApiError;
+use crate::error::Error;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum LabelRequirement {
@@ -18,7 +20,7 @@ enum LabelRequirement {
 pub struct LabelSelector(Vec<LabelRequirement>);
 
 impl LabelSelector {
-    pub fn parse(raw: &str) -> Result<Self, ApiError> {
+    pub fn parse(raw: &str) -> Result<Self, Error> {
         let mut requirements = Vec::new();
         for part in split_top_level(raw) {
             let part = part.trim();
@@ -63,11 +65,11 @@ fn split_top_level(raw: &str) -> Vec<&str> {
     parts
 }
 
-fn bad(part: &str, why: &str) -> ApiError {
-    ApiError::BadRequest(format!("unable to parse requirement: {part:?}: {why}"))
+fn bad(part: &str, why: &str) -> Error {
+    Error::BadRequest(format!("unable to parse requirement: {part:?}: {why}"))
 }
 
-fn check_key<'a>(key: &'a str, part: &str) -> Result<&'a str, ApiError> {
+fn check_key<'a>(key: &'a str, part: &str) -> Result<&'a str, Error> {
     let key = key.trim();
     let valid = !key.is_empty()
         && key.len() <= 317
@@ -75,13 +77,13 @@ fn check_key<'a>(key: &'a str, part: &str) -> Result<&'a str, ApiError> {
     if valid { Ok(key) } else { Err(bad(part, "invalid label key")) }
 }
 
-fn check_value<'a>(value: &'a str, part: &str) -> Result<&'a str, ApiError> {
+fn check_value<'a>(value: &'a str, part: &str) -> Result<&'a str, Error> {
     let value = value.trim();
     let valid = value.len() <= 63 && value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
     if valid { Ok(value) } else { Err(bad(part, "invalid label value")) }
 }
 
-fn parse_requirement(part: &str) -> Result<LabelRequirement, ApiError> {
+fn parse_requirement(part: &str) -> Result<LabelRequirement, Error> {
     if let Some(key) = part.strip_prefix('!') {
         return Ok(LabelRequirement::DoesNotExist(check_key(key, part)?.to_string()));
     }
@@ -114,7 +116,7 @@ fn parse_requirement(part: &str) -> Result<LabelRequirement, ApiError> {
 pub struct FieldSelector(Vec<(String, bool, String)>);
 
 impl FieldSelector {
-    pub fn parse(raw: &str) -> Result<Self, ApiError> {
+    pub fn parse(raw: &str) -> Result<Self, Error> {
         let mut out = Vec::new();
         for part in raw.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (path, equal, value) = if let Some((p, v)) = part.split_once("!=") {
@@ -122,7 +124,7 @@ impl FieldSelector {
             } else if let Some((p, v)) = part.split_once("==").or_else(|| part.split_once('=')) {
                 (p, true, v)
             } else {
-                return Err(ApiError::BadRequest(format!("invalid field selector: {part:?}")));
+                return Err(Error::BadRequest(format!("invalid field selector: {part:?}")));
             };
             out.push((path.trim().to_string(), equal, value.trim().to_string()));
         }

@@ -1,0 +1,230 @@
+//! The wire side of list and watch: list bodies concatenated from stored bytes, and
+//! watch streams of newline-delimited events (ADDED/MODIFIED/DELETED, BOOKMARK, ERROR).
+//!
+//! No HTTP framework here: callers put the bytes into their own responses. A watch
+//! stream never drops an event silently: a watcher that falls behind the live feed gets
+//! a 410 ERROR event and is closed, so its client relists.
+
+use std::future::Future;
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use futures::Stream;
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, mpsc};
+
+use crate::error::Error;
+use crate::log::{Change, ChangeKind, ListPage, ResourceKey, WatchStart};
+use crate::object::{Served, Shape, StoredObject, encode};
+use crate::options::WatchOptions;
+use crate::selectors::{FieldSelector, LabelSelector};
+
+/// The annotation on the bookmark that ends a streaming list's initial events.
+pub const INITIAL_EVENTS_END_ANNOTATION: &str = "k8s.io/initial-events-end";
+
+/// Timing of watch streams.
+#[derive(Clone, Copy, Debug)]
+pub struct WatchConfig {
+    /// How often watchers that allow bookmarks get one.
+    pub bookmark_interval: Duration,
+    /// `timeoutSeconds` used when a watch gives none.
+    pub default_timeout: Duration,
+}
+
+/// The body of a list response: the envelope around the page's stored bytes.
+pub fn list_body(page: &ListPage, served: &Served, shape: Shape) -> Bytes {
+    let mut metadata = json!({"resourceVersion": page.rv.to_string()});
+    if let Some(token) = &page.continue_token {
+        metadata["continue"] = json!(token);
+        metadata["remainingItemCount"] = json!(page.remaining);
+    }
+    let (kind, api_version) = shape.list_type(served);
+    let head = json!({"kind": kind, "apiVersion": api_version, "metadata": metadata}).to_string();
+    let items: Vec<Bytes> = page.items.iter().map(|o| o.encoded(served, shape)).collect();
+    let mut body = BytesMut::with_capacity(head.len() + 12 + items.iter().map(|i| i.len() + 1).sum::<usize>());
+    // `{"kind":...,"metadata":{...}` + `,"items":[` ... `]}`
+    body.put_slice(&head.as_bytes()[..head.len() - 1]);
+    body.put_slice(b",\"items\":[");
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            body.put_u8(b',');
+        }
+        body.put_slice(item);
+    }
+    body.put_slice(b"]}");
+    body.freeze()
+}
+
+/// One watch event line around an already encoded object.
+pub fn event_line(kind: &str, object: &[u8]) -> Bytes {
+    let mut line = BytesMut::with_capacity(object.len() + kind.len() + 24);
+    line.put_slice(b"{\"type\":\"");
+    line.put_slice(kind.as_bytes());
+    line.put_slice(b"\",\"object\":");
+    line.put_slice(object);
+    line.put_slice(b"}\n");
+    line.freeze()
+}
+
+/// The ERROR event carrying `error`'s Status.
+pub fn error_event(error: &Error) -> Bytes {
+    event_line("ERROR", &encode(&error.status()))
+}
+
+/// How one watcher sees the stream.
+struct WatchFilter {
+    namespace: Option<String>,
+    labels: LabelSelector,
+    fields: FieldSelector,
+    served: Served,
+    shape: Shape,
+}
+
+impl WatchFilter {
+    fn matches(&self, object: &Value) -> bool {
+        let in_namespace =
+            self.namespace.as_ref().is_none_or(|ns| object["metadata"]["namespace"].as_str() == Some(ns.as_str()));
+        in_namespace && self.labels.matches(object) && self.fields.matches(object)
+    }
+
+    fn line(&self, kind: &str, object: &StoredObject) -> Bytes {
+        event_line(kind, &object.encoded(&self.served, self.shape))
+    }
+
+    /// The event this watcher gets for a change: objects entering the selector are
+    /// ADDED, leaving it DELETED (previous content, the change's version), as the real
+    /// watch cache does.
+    fn event_for<K>(&self, change: &Change<K>) -> Option<Bytes> {
+        let now = self.matches(change.object.value());
+        let before = change.old.as_ref().is_some_and(|o| self.matches(o.value()));
+        match (change.kind, before, now) {
+            (ChangeKind::Added, _, true) => Some(self.line("ADDED", &change.object)),
+            (ChangeKind::Deleted, true, _) => Some(self.line("DELETED", &change.object)),
+            (ChangeKind::Modified, true, true) => Some(self.line("MODIFIED", &change.object)),
+            (ChangeKind::Modified, false, true) => Some(self.line("ADDED", &change.object)),
+            (ChangeKind::Modified, true, false) => change.departed().map(|last| self.line("DELETED", last)),
+            _ => None,
+        }
+    }
+
+    fn bookmark(&self, rv: u64, initial_events_end: bool) -> Bytes {
+        let mut metadata = json!({"resourceVersion": rv.to_string()});
+        if initial_events_end {
+            metadata["annotations"] = json!({INITIAL_EVENTS_END_ANNOTATION: "true"});
+        }
+        let object = self.served.stamp(json!({"metadata": metadata}));
+        event_line("BOOKMARK", &encode(&self.shape.present(object)))
+    }
+}
+
+/// The events of one watch, from its start (or the error that prevented it, sent as an
+/// ERROR event) until `timeoutSeconds`, `stop`, a lagging feed, or the client going away.
+/// Runs on its own task, so the stream can be handed to any HTTP body.
+pub fn watch_stream<K: ResourceKey>(
+    start: Result<WatchStart<K>, Error>,
+    opts: WatchOptions,
+    served: Served,
+    shape: Shape,
+    config: WatchConfig,
+    stop: impl Future<Output = ()> + Send + 'static,
+) -> impl Stream<Item = Bytes> + Send + 'static {
+    let (tx, rx) = mpsc::channel::<Bytes>(64);
+    let timeout = opts.timeout.unwrap_or(config.default_timeout);
+    let filter = WatchFilter { namespace: opts.namespace, labels: opts.labels, fields: opts.fields, served, shape };
+    let flags = (opts.send_initial_events, opts.allow_bookmarks);
+    tokio::spawn(async move {
+        let start = match start {
+            Ok(start) => start,
+            Err(e) => {
+                let _ = tx.send(error_event(&e)).await;
+                return;
+            }
+        };
+        tokio::select! {
+            () = run(start, filter, flags, config.bookmark_interval, timeout, &tx) => {}
+            () = stop => {}
+        }
+    });
+    futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (b, rx)) })
+}
+
+/// Why a watch ended early: the client is gone.
+struct Gone;
+
+async fn send(tx: &mpsc::Sender<Bytes>, line: Bytes) -> Result<(), Gone> {
+    tx.send(line).await.map_err(|_| Gone)
+}
+
+async fn run<K: ResourceKey>(
+    start: WatchStart<K>,
+    filter: WatchFilter,
+    (send_initial, bookmarks): (bool, bool),
+    bookmark_interval: Duration,
+    timeout: Duration,
+    tx: &mpsc::Sender<Bytes>,
+) {
+    let deadline = tokio::time::sleep(timeout);
+    tokio::pin!(deadline);
+    tokio::select! {
+        _ = stream_events(start, &filter, send_initial, bookmarks, bookmark_interval, tx) => {}
+        () = &mut deadline => {}
+        () = tx.closed() => {}
+    }
+}
+
+async fn stream_events<K: ResourceKey>(
+    start: WatchStart<K>,
+    filter: &WatchFilter,
+    send_initial: bool,
+    bookmarks: bool,
+    bookmark_interval: Duration,
+    tx: &mpsc::Sender<Bytes>,
+) -> Result<(), Gone> {
+    let mut last = start.start_rv;
+    for object in start.initial.iter().filter(|o| filter.matches(o.value())) {
+        send(tx, filter.line("ADDED", object)).await?;
+    }
+    if send_initial {
+        send(tx, filter.bookmark(last, true)).await?;
+    }
+    for change in &start.backlog {
+        last = change.rv;
+        if let Some(line) = filter.event_for(change) {
+            send(tx, line).await?;
+        }
+    }
+    let mut live = start.live;
+    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + bookmark_interval, bookmark_interval);
+    loop {
+        tokio::select! {
+            received = live.recv() => match received {
+                Ok(change) if change.rv <= last => {}
+                Ok(change) => {
+                    last = change.rv;
+                    if change.key != start.key {
+                        continue;
+                    }
+                    if let Some(line) = filter.event_for(&change) {
+                        send(tx, line).await?;
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    // Never drop events silently: cut the watcher off so it relists.
+                    return send(tx, error_event(&Error::Expired { requested: last, oldest: last + missed })).await;
+                }
+                Err(broadcast::error::RecvError::Closed) => return Ok(()),
+            },
+            _ = ticker.tick(), if bookmarks => send(tx, filter.bookmark(last, false)).await?,
+        }
+    }
+}
+
+/// Shared by tests: the objects a watch stream's lines carry, by event type.
+#[cfg(test)]
+pub(crate) fn parse_lines(lines: &[Bytes]) -> Vec<(String, Value)> {
+    lines
+        .iter()
+        .filter_map(|l| serde_json::from_slice::<Value>(l).ok())
+        .map(|v| (v["type"].as_str().unwrap_or_default().to_string(), v["object"].clone()))
+        .collect()
+}
