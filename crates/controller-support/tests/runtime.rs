@@ -2,32 +2,18 @@
 //! and without election, a lost Lease ending the work at once with an error, the admin
 //! server's readiness. (Signals are in `runtime_signals.rs`: they reach the whole process.)
 
+mod common;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use common::{capture_logs, flags};
 use controller_support::testing::{self, KubeconfigFile, http_get};
-use controller_support::{BindAddress, Error, LeaderFlags, LogFormat, Runtime, RuntimeFlags};
+use controller_support::{Error, LeaderFlags, Runtime};
 use fake_apiserver::{FakeApiServer, Fault};
 use k8s_openapi::api::coordination::v1::Lease;
 use prometheus_client::registry::Registry;
 use tokio::sync::oneshot;
-
-/// Logs into the test's captured output (the runtime then keeps this subscriber).
-fn capture_logs() {
-    let _ = tracing_subscriber::fmt().with_test_writer().try_init();
-}
-
-fn flags(kubeconfig: &KubeconfigFile) -> RuntimeFlags<0, 0> {
-    let local = BindAddress::Socket("127.0.0.1:0".parse().unwrap());
-    RuntimeFlags {
-        kubeconfig: Some(kubeconfig.path().to_path_buf()),
-        bind_address: local,
-        metrics_bind_address: local,
-        log_format: LogFormat::Text,
-        node_name: Some("node-1".into()),
-        shutdown_grace_period: Duration::from_secs(10),
-    }
-}
 
 fn leader_flags(elect: bool) -> LeaderFlags {
     LeaderFlags {
@@ -60,8 +46,9 @@ async fn a_lost_lease_stops_the_work_at_once_and_is_an_error() {
     capture_logs();
     let server = FakeApiServer::start().await.unwrap();
     let kubeconfig = KubeconfigFile::new(&server.url()).unwrap();
-    let runtime =
-        Runtime::builder("test-binary", &flags(&kubeconfig)).metrics(registry()).leader_election(&leader_flags(true));
+    let runtime = Runtime::builder("test-binary", &flags(&kubeconfig, Duration::from_secs(10)))
+        .metrics(registry())
+        .leader_election(&leader_flags(true));
     let runtime = runtime.build().await.unwrap();
     let admin = runtime.admin_addresses()[0];
     assert!(runtime.identity().is_some_and(|id| id.starts_with("node-1_")));
@@ -89,7 +76,7 @@ async fn without_election_the_process_leads_and_the_work_starts_at_once() {
     capture_logs();
     let server = FakeApiServer::start().await.unwrap();
     let kubeconfig = KubeconfigFile::new(&server.url()).unwrap();
-    let runtime = Runtime::builder("test-binary", &flags(&kubeconfig))
+    let runtime = Runtime::builder("test-binary", &flags(&kubeconfig, Duration::from_secs(10)))
         .metrics(registry())
         .leader_election(&leader_flags(false))
         .build()
@@ -116,7 +103,8 @@ async fn a_binary_that_does_not_elect_has_no_leader_gauge() {
     capture_logs();
     let server = FakeApiServer::start().await.unwrap();
     let kubeconfig = KubeconfigFile::new(&server.url()).unwrap();
-    let runtime = Runtime::builder("per-node-proxy", &flags(&kubeconfig)).build().await.unwrap();
+    let runtime =
+        Runtime::builder("per-node-proxy", &flags(&kubeconfig, Duration::from_secs(10))).build().await.unwrap();
     let admin = runtime.admin_addresses()[0];
     assert!(*runtime.leadership().borrow());
     runtime.mark_ready();

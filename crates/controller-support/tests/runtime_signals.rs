@@ -2,28 +2,14 @@
 //! runtime of the process): work that ignores shutdown is abandoned at the grace period,
 //! and a second signal abandons it at once; both exits are clean.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
+use common::{capture_logs, flags};
+use controller_support::Runtime;
 use controller_support::testing::KubeconfigFile;
-use controller_support::{BindAddress, LogFormat, Runtime, RuntimeFlags};
 use fake_apiserver::FakeApiServer;
-
-/// Logs into the test's captured output (the runtime then keeps this subscriber).
-fn capture_logs() {
-    let _ = tracing_subscriber::fmt().with_test_writer().try_init();
-}
-
-fn flags(kubeconfig: &KubeconfigFile, grace: Duration) -> RuntimeFlags<0, 0> {
-    let local = BindAddress::Socket("127.0.0.1:0".parse().unwrap());
-    RuntimeFlags {
-        kubeconfig: Some(kubeconfig.path().to_path_buf()),
-        bind_address: local,
-        metrics_bind_address: local,
-        log_format: LogFormat::Text,
-        node_name: None,
-        shutdown_grace_period: grace,
-    }
-}
 
 fn sigterm_to_self() {
     let sent = std::process::Command::new("kill").args(["-TERM", &std::process::id().to_string()]).status().unwrap();

@@ -328,23 +328,8 @@ impl Store {
     ) -> Result<Value, ApiError> {
         let mut inner = self.lock();
         let old = inner.find(rt, namespace, name).cloned().ok_or_else(|| not_found(rt, name))?;
-        let precondition = |field: &str, want: &Option<String>| -> Result<(), ApiError> {
-            let have = old["metadata"][field].as_str().unwrap_or_default();
-            match want {
-                Some(want) if want != have => Err(ApiError::PreconditionFailed {
-                    resource: rt.qualified_plural(),
-                    name: name.to_string(),
-                    group: rt.group.clone(),
-                    kind: rt.plural.clone(),
-                    message: format!(
-                        "Precondition failed: {field} in precondition: {want}, {field} in object meta: {have}"
-                    ),
-                }),
-                _ => Ok(()),
-            }
-        };
-        precondition("uid", &opts.uid)?;
-        precondition("resourceVersion", &opts.resource_version)?;
+        check_precondition(rt, name, &old, "uid", opts.uid.as_deref())?;
+        check_precondition(rt, name, &old, "resourceVersion", opts.resource_version.as_deref())?;
         let has_finalizers = old["metadata"]["finalizers"].as_array().is_some_and(|f| !f.is_empty());
         if has_finalizers {
             if old["metadata"]["deletionTimestamp"].is_string() {
@@ -436,19 +421,8 @@ impl Inner {
         }
         // A uid in the body is a precondition, as on a real apiserver: a write meant for
         // an object that was deleted and re-created under the same name must fail.
-        let sent_uid = meta.get("uid").and_then(Value::as_str).unwrap_or_default();
-        let have_uid = old["metadata"]["uid"].as_str().unwrap_or_default();
-        if !sent_uid.is_empty() && sent_uid != have_uid {
-            return Err(ApiError::PreconditionFailed {
-                resource: rt.qualified_plural(),
-                name: name.into(),
-                group: rt.group.clone(),
-                kind: rt.plural.clone(),
-                message: format!(
-                    "Precondition failed: UID in precondition: {sent_uid}, UID in object meta: {have_uid}"
-                ),
-            });
-        }
+        let sent_uid = meta.get("uid").and_then(Value::as_str).filter(|uid| !uid.is_empty());
+        check_precondition(rt, name, &old, "uid", sent_uid)?;
         let sent_rv = meta.get("resourceVersion").and_then(Value::as_str).unwrap_or_default().to_string();
         let have_rv = old["metadata"]["resourceVersion"].as_str().unwrap_or_default();
         if !sent_rv.is_empty() && sent_rv != have_rv {
@@ -652,6 +626,28 @@ fn apply_json_patch(target: &mut Value, ops: json_patch::Patch) -> Result<(), js
     }
     *target = work;
     Ok(())
+}
+
+/// A delete option or a uid in a write body that must match the stored object: 409 with
+/// the real apiserver's message when it does not.
+fn check_precondition(
+    rt: &ResourceType,
+    name: &str,
+    stored: &Value,
+    field: &str,
+    want: Option<&str>,
+) -> Result<(), ApiError> {
+    let have = stored["metadata"][field].as_str().unwrap_or_default();
+    match want {
+        Some(want) if want != have => Err(ApiError::PreconditionFailed {
+            resource: rt.qualified_plural(),
+            name: name.to_string(),
+            group: rt.group.clone(),
+            kind: rt.plural.clone(),
+            message: format!("Precondition failed: {field} in precondition: {want}, {field} in object meta: {have}"),
+        }),
+        _ => Ok(()),
+    }
 }
 
 fn owner_uids(object: &Value) -> impl Iterator<Item = &str> {

@@ -122,10 +122,11 @@ impl Generated for StatefulSet {
     }
 }
 
-type GridKey = (&'static str, String, String);
+/// (kind, namespace, name) of a grid.
+type GridKey = (String, String, String);
 
-fn grid_key(kind: &'static str, grid: &DynamicObject) -> GridKey {
-    (kind, grid.namespace().unwrap_or_default(), grid.name_any())
+fn grid_key<G: Resource<DynamicType = ()>>(grid: &DynamicObject) -> GridKey {
+    (G::kind(&()).to_string(), grid.namespace().unwrap_or_default(), grid.name_any())
 }
 
 /// Who a reconcile writes for.
@@ -421,19 +422,9 @@ where
     let result = body.await;
     ctx.metrics.observe_reconcile(&kind, started.elapsed().as_secs_f64());
     if result.is_ok() {
-        ctx.succeeded(&grid_key(kind_name::<G>(), grid));
+        ctx.succeeded(&grid_key::<G>(grid));
     }
     result
-}
-
-/// The kind as a `'static` name (the grid kinds are static; anything else is "grid").
-fn kind_name<G: Resource<DynamicType = ()>>() -> &'static str {
-    match G::kind(&()).as_ref() {
-        "ServiceGrid" => "ServiceGrid",
-        "DeploymentGrid" => "DeploymentGrid",
-        "StatefulSetGrid" => "StatefulSetGrid",
-        _ => "grid",
-    }
 }
 
 #[tracing::instrument(skip_all, fields(kind = "ServiceGrid", namespace = grid.namespace().unwrap_or_default(), name = %grid.name_any()))]
@@ -573,10 +564,10 @@ where
 }
 
 fn error_policy<G: Resource<DynamicType = ()>>(grid: Arc<DynamicObject>, error: &Error, ctx: Arc<Context>) -> Action {
-    let kind = kind_name::<G>();
-    let delay = ctx.retry_after(grid_key(kind, &grid));
+    let kind = G::kind(&());
+    let delay = ctx.retry_after(grid_key::<G>(&grid));
     tracing::warn!(%kind, grid = %grid.name_any(), error = %error, label = error.metric_label(), retry_in = ?delay, "reconcile failed");
-    ctx.metrics.failed(kind, error.metric_label());
+    ctx.metrics.failed(&kind, error.metric_label());
     Action::requeue(delay)
 }
 

@@ -31,6 +31,11 @@ async fn dg_status(client: &Client, name: &str) -> Option<edgegrid_core::crd::Wo
     Api::<DeploymentGrid>::namespaced(client.clone(), "default").get(name).await.ok()?.status
 }
 
+/// Whether the grid's `Applied` condition has this reason (`AllApplied` when True).
+fn applied_is(status: &edgegrid_core::crd::WorkloadGridStatus, reason: &str) -> bool {
+    condition(&status.conditions, GridConditionType::Applied).is_some_and(|(_, r, _)| r == reason)
+}
+
 fn raw(object: &impl serde::Serialize) -> Value {
     serde_json::to_value(object).expect("serialise")
 }
@@ -218,9 +223,7 @@ async fn a_foreign_deployment_under_a_unit_name_survives_the_unit_coming_and_goi
         .await
         .unwrap();
     let status = eventually("the conflict reported, the other unit kept", || async {
-        dg_status(&client, "web").await.filter(|s| {
-            condition(&s.conditions, GridConditionType::Applied).is_some_and(|(_, reason, _)| reason == "NameConflict")
-        })
+        dg_status(&client, "web").await.filter(|s| applied_is(s, "NameConflict"))
     })
     .await;
     assert_eq!(status.workloads, ["web-unit-a"]);
@@ -233,9 +236,7 @@ async fn a_foreign_deployment_under_a_unit_name_survives_the_unit_coming_and_goi
         .await
         .unwrap();
     eventually("the conflict clears when the unit goes", || async {
-        dg_status(&client, "web").await.filter(|s| {
-            condition(&s.conditions, GridConditionType::Applied).is_some_and(|(status, _, _)| status == "True")
-        })
+        dg_status(&client, "web").await.filter(|s| applied_is(s, "AllApplied"))
     })
     .await;
     assert_eq!(raw(&deployments_api.get("web-unit-e").await.unwrap()), raw(&before), "byte-for-byte untouched");
@@ -257,9 +258,7 @@ async fn two_grids_generating_one_name_do_not_fight() {
     assert_eq!(contested.owner_references()[0].uid, web.uid().unwrap());
     grids.create(&PostParams::default(), &deployment_grid("web-unit", "zone1")).await.unwrap();
     let loser = eventually("web-unit reports the conflict", || async {
-        dg_status(&client, "web-unit").await.filter(|s| {
-            condition(&s.conditions, GridConditionType::Applied).is_some_and(|(_, reason, _)| reason == "NameConflict")
-        })
+        dg_status(&client, "web-unit").await.filter(|s| applied_is(s, "NameConflict"))
     })
     .await;
     assert_eq!(
@@ -475,9 +474,7 @@ async fn failed_writes_are_visible_and_retried() {
         .await
         .unwrap();
     let status = eventually("the failure in the status", || async {
-        dg_status(&client, "echo").await.filter(|s| {
-            condition(&s.conditions, GridConditionType::Applied).is_some_and(|(_, reason, _)| reason == "ApplyFailed")
-        })
+        dg_status(&client, "echo").await.filter(|s| applied_is(s, "ApplyFailed"))
     })
     .await;
     let message = condition(&status.conditions, GridConditionType::Applied).unwrap().2;
@@ -496,9 +493,7 @@ async fn failed_writes_are_visible_and_retried() {
     })
     .await;
     let recovered = eventually("Applied again", || async {
-        dg_status(&client, "echo").await.filter(|s| {
-            condition(&s.conditions, GridConditionType::Applied).is_some_and(|(status, _, _)| status == "True")
-        })
+        dg_status(&client, "echo").await.filter(|s| applied_is(s, "AllApplied"))
     })
     .await;
     assert_eq!(recovered.workloads, ["echo-unit-a", "echo-unit-c"]);
