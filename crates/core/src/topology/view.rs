@@ -61,10 +61,57 @@ impl ObjectKey {
     }
 }
 
+#[allow(clippy::large_enum_variant, reason = "handed over by value once per change")]
 #[derive(Clone, Debug, PartialEq)]
 pub enum PrunedObject {
     Slice(EndpointSlice),
     Endpoints(Endpoints),
+}
+
+/// Metadata that changes with every upstream write without changing what a client of the
+/// pruned view can act on: a new `resourceVersion`, `generation` and `managedFields` entry
+/// come with every write, and the endpoints controllers restamp
+/// `endpoints.kubernetes.io/last-change-trigger-time` whenever any endpoint changed,
+/// including the ones pruning removed.
+const VOLATILE_ANNOTATIONS: [&str; 1] = ["endpoints.kubernetes.io/last-change-trigger-time"];
+
+fn without_volatile(meta: &ObjectMeta) -> ObjectMeta {
+    let mut meta = meta.clone();
+    meta.resource_version = None;
+    meta.generation = None;
+    meta.managed_fields = None;
+    if let Some(annotations) = &mut meta.annotations {
+        for key in VOLATILE_ANNOTATIONS {
+            annotations.remove(key);
+        }
+        if annotations.is_empty() {
+            meta.annotations = None;
+        }
+    }
+    meta
+}
+
+impl PrunedObject {
+    pub fn metadata(&self) -> &ObjectMeta {
+        match self {
+            Self::Slice(slice) => &slice.metadata,
+            Self::Endpoints(endpoints) => &endpoints.metadata,
+        }
+    }
+
+    /// Whether two versions look the same to a client: equal but for the metadata every
+    /// upstream write changes (see [`VOLATILE_ANNOTATIONS`]). A pruned object whose form
+    /// did not change must not wake any watcher.
+    pub fn same_form(&self, other: &Self) -> bool {
+        let body_equal = match (self, other) {
+            (Self::Slice(a), Self::Slice(b)) => {
+                a.address_type == b.address_type && a.endpoints == b.endpoints && a.ports == b.ports
+            }
+            (Self::Endpoints(a), Self::Endpoints(b)) => a.subsets == b.subsets,
+            _ => false,
+        };
+        body_equal && without_volatile(self.metadata()) == without_volatile(other.metadata())
+    }
 }
 
 /// One input event, as an informer delivers it.
@@ -92,11 +139,13 @@ pub enum ViewChangeKind {
     Deleted,
 }
 
-/// An object whose pruned form changed: what a watcher must be told.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// An object whose pruned form changed: what a watcher must be told, with the new
+/// pruned form (`None` for `Deleted`) so the caller never rebuilds it.
+#[derive(Clone, Debug, PartialEq)]
 pub struct ViewChange {
     pub key: ObjectKey,
     pub kind: ViewChangeKind,
+    pub object: Option<PrunedObject>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -414,13 +463,13 @@ impl PrunedView {
         let mut changes = BTreeMap::new();
         for (key, old) in work.replaced {
             self.store_selection(&key);
-            let kind = match (old, self.pruned(&key)) {
-                (None, Some(_)) => ViewChangeKind::Added,
-                (Some(_), None) => ViewChangeKind::Deleted,
-                (Some(old), Some(new)) if old != new => ViewChangeKind::Modified,
+            let change = match (old, self.pruned(&key)) {
+                (None, Some(new)) => (ViewChangeKind::Added, Some(new)),
+                (Some(_), None) => (ViewChangeKind::Deleted, None),
+                (Some(old), Some(new)) if !old.same_form(&new) => (ViewChangeKind::Modified, Some(new)),
                 _ => continue,
             };
-            changes.insert(key, kind);
+            changes.insert(key, change);
         }
         for key in work.reselect {
             if changes.contains_key(&key) {
@@ -429,11 +478,11 @@ impl PrunedView {
             let Some((old, new)) = self.store_selection(&key) else {
                 continue;
             };
-            if old != new {
-                changes.insert(key, ViewChangeKind::Modified);
+            if !old.same_form(&new) {
+                changes.insert(key, (ViewChangeKind::Modified, Some(new)));
             }
         }
-        changes.into_iter().map(|(key, kind)| ViewChange { key, kind }).collect()
+        changes.into_iter().map(|(key, (kind, object))| ViewChange { key, kind, object }).collect()
     }
 
     fn decide_filters(&self, service: &NamespacedName, policy: &TopologyPolicy) -> (EndpointFilter, EndpointFilter) {

@@ -180,12 +180,33 @@ fn object_lifecycle_changes() {
     let mut view = populated();
     let web1 = slice("ns", "web-1", Some("web"), &[ep("10.244.0.1", "n1"), ep("10.244.0.3", "n3")]);
     assert_eq!(changed(&mut view, InputChange::SliceUpserted(web1.clone())), vec![], "identical resync");
-    let mut relabelled = web1.clone();
-    relabelled.metadata.resource_version = Some("42".into());
+    let mut rewritten = web1.clone();
+    rewritten.metadata.resource_version = Some("42".into());
+    rewritten.metadata.generation = Some(7);
+    rewritten.metadata.annotations = Some(
+        [("endpoints.kubernetes.io/last-change-trigger-time".to_string(), "2026-11-22T00:00:00Z".to_string())].into(),
+    );
     assert_eq!(
-        changed(&mut view, InputChange::SliceUpserted(relabelled)),
-        vec![(ObjectKey::slice("ns", "web-1"), Modified)],
-        "a new upstream version is a new pruned form"
+        changed(&mut view, InputChange::SliceUpserted(rewritten)),
+        vec![],
+        "a new upstream version differing only in volatile metadata is the same pruned form"
+    );
+    // n3 is in unit b: its endpoint of web-1 is pruned away here, so its change is invisible
+    let remote_change = slice("ns", "web-1", Some("web"), &[ep("10.244.0.1", "n1"), ep("10.244.9.9", "n3")]);
+    assert_eq!(changed(&mut view, InputChange::SliceUpserted(remote_change)), vec![]);
+    let mut labelled = web1.clone();
+    labelled.metadata.labels.get_or_insert_default().insert("team".into(), "x".into());
+    let got = view.apply(InputChange::SliceUpserted(labelled.clone())).expect("valid input");
+    let mut want = labelled;
+    want.endpoints.truncate(1);
+    assert_eq!(
+        got,
+        vec![ViewChange {
+            key: ObjectKey::slice("ns", "web-1"),
+            kind: Modified,
+            object: Some(PrunedObject::Slice(want))
+        }],
+        "a change carries the new pruned object"
     );
     assert_eq!(
         changed(&mut view, InputChange::SliceDeleted(NamespacedName::new("ns", "web-1"))),
@@ -335,10 +356,10 @@ fn diff(before: &BTreeMap<ObjectKey, PrunedObject>, after: &BTreeMap<ObjectKey, 
         let kind = match (before.get(key), after.get(key)) {
             (None, Some(_)) => Added,
             (Some(_), None) => Deleted,
-            (Some(a), Some(b)) if a != b => Modified,
+            (Some(a), Some(b)) if !a.same_form(b) => Modified,
             _ => continue,
         };
-        out.push(ViewChange { key: key.clone(), kind });
+        out.push(ViewChange { key: key.clone(), kind, object: after.get(key).cloned() });
     }
     out
 }
