@@ -1,6 +1,8 @@
 //! The admin server: `/healthz` (the process serves), `/readyz` (the binary's own
 //! readiness: caches synced, started up; never leadership, or a standby would block
-//! every rolling update) and `/metrics` (a prometheus-client registry).
+//! every rolling update) and `/metrics` (a prometheus-client registry). A binary may add
+//! its own routes on the `--bind-address` listener ([`with_routes`]); the admin paths
+//! stay the admin server's.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,9 +21,59 @@ use crate::flags::BindAddress;
 #[derive(Clone)]
 pub struct Admin {
     pub registry: Arc<Mutex<Registry>>,
-    /// Set by the binary once it can do its job; cleared when shutdown begins so traffic
-    /// drains away first.
-    pub ready: Arc<AtomicBool>,
+    /// What `/readyz` answers.
+    pub readiness: Readiness,
+}
+
+/// The binary's readiness as `/readyz` answers it: `200 ok` or `503 not ready`, followed
+/// by `: <note>` while a note is set (e.g. `ok: serving from cache, apiserver
+/// unreachable`). A handle: clones share the state, so one can be moved into any task.
+/// The flag and the note are set separately; a `/readyz` between two calls may pair the
+/// new flag with the old note.
+#[derive(Clone, Debug, Default)]
+pub struct Readiness {
+    ready: Arc<AtomicBool>,
+    note: Arc<Mutex<Option<String>>>,
+}
+
+impl Readiness {
+    /// Not ready, no note.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::SeqCst);
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::SeqCst)
+    }
+
+    /// Sets (`Some`) or clears (`None`) the note `/readyz` adds to its body.
+    pub fn set_note(&self, note: Option<String>) {
+        *self.note.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = note;
+    }
+
+    pub fn note(&self) -> Option<String> {
+        self.note.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+    }
+
+    /// The ready flag itself, shared with this handle (for code that takes an
+    /// `Arc<AtomicBool>`).
+    pub fn flag(&self) -> Arc<AtomicBool> {
+        self.ready.clone()
+    }
+
+    /// The `/readyz` status and body.
+    pub fn answer(&self) -> (StatusCode, String) {
+        let (status, word) =
+            if self.is_ready() { (StatusCode::OK, "ok") } else { (StatusCode::SERVICE_UNAVAILABLE, "not ready") };
+        match self.note() {
+            Some(note) => (status, format!("{word}: {note}")),
+            None => (status, word.to_string()),
+        }
+    }
 }
 
 /// The admin endpoints, as a router tests can call without a socket.
@@ -31,6 +83,16 @@ pub fn router(admin: Admin) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .with_state(admin)
+}
+
+/// The admin endpoints plus the binary's own `routes`. The admin paths take precedence
+/// for every method: `routes` is the admin router's fallback service, so it only sees
+/// requests whose path is none of `/healthz`, `/readyz`, `/metrics` (a `POST /healthz`
+/// is the admin router's 405). Never panics on overlaps, unlike [`Router::merge`]: a
+/// route of `routes` on an admin path is simply never reached, and a fallback of
+/// `routes` answers every other path.
+pub fn with_routes(admin: Admin, routes: Router) -> Router {
+    router(admin).fallback_service(routes)
 }
 
 /// The OpenMetrics text of a registry.
@@ -51,16 +113,13 @@ async fn metrics(State(admin): State<Admin>) -> impl IntoResponse {
 }
 
 async fn readyz(State(admin): State<Admin>) -> impl IntoResponse {
-    if admin.ready.load(Ordering::SeqCst) {
-        (StatusCode::OK, "ok")
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "not ready")
-    }
+    admin.readiness.answer()
 }
 
 /// Binds every distinct address once (`--bind-address` and `--metrics-bind-address` may
 /// be the same), before anything else starts, so a taken port fails start-up plainly.
-pub async fn bind(addresses: &[BindAddress]) -> Result<Vec<TcpListener>, crate::Error> {
+/// One listener per distinct address, in the order the addresses are first given.
+pub async fn bind(addresses: &[BindAddress]) -> Result<Vec<(BindAddress, TcpListener)>, crate::Error> {
     let mut distinct: Vec<BindAddress> = Vec::new();
     for address in addresses {
         if !distinct.contains(address) {
@@ -69,7 +128,7 @@ pub async fn bind(addresses: &[BindAddress]) -> Result<Vec<TcpListener>, crate::
     }
     let mut listeners = Vec::new();
     for address in distinct {
-        listeners.push(bind_one(address).await?);
+        listeners.push((address, bind_one(address).await?));
     }
     Ok(listeners)
 }
@@ -86,18 +145,16 @@ async fn bind_one(address: BindAddress) -> Result<TcpListener, crate::Error> {
     Err(crate::Error::Bind { address, source })
 }
 
-/// Serves the router on each listener until `stop` resolves.
+/// Serves each listener its router until `stop` resolves.
 pub fn serve(
-    admin: Admin,
-    listeners: Vec<TcpListener>,
+    listeners: Vec<(TcpListener, Router)>,
     stop: tokio::sync::watch::Receiver<bool>,
 ) -> Vec<(SocketAddr, tokio::task::JoinHandle<()>)> {
     listeners
         .into_iter()
-        .map(|listener| {
+        .map(|(listener, app)| {
             let address = listener.local_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
             let mut stop = stop.clone();
-            let app = router(admin.clone());
             let server = tokio::spawn(async move {
                 let served = axum::serve(listener, app).with_graceful_shutdown(async move {
                     let _ = stop.wait_for(|stop| *stop).await;
@@ -117,21 +174,49 @@ mod tests {
     use http_body_util::BodyExt;
     use tower::ServiceExt;
 
-    async fn get(admin: &Admin, path: &str) -> (u16, String) {
-        let request = axum::http::Request::get(path).body(axum::body::Body::empty()).unwrap();
-        let response = router(admin.clone()).oneshot(request).await.unwrap();
+    fn admin() -> Admin {
+        Admin { registry: Arc::default(), readiness: Readiness::new() }
+    }
+
+    async fn call(app: Router, method: &str, path: &str) -> (u16, String) {
+        let request = axum::http::Request::builder().method(method).uri(path).body(axum::body::Body::empty()).unwrap();
+        let response = app.oneshot(request).await.unwrap();
         let status = response.status().as_u16();
         let body = response.into_body().collect().await.unwrap().to_bytes();
         (status, String::from_utf8_lossy(&body).into_owned())
     }
 
+    async fn get(admin: &Admin, path: &str) -> (u16, String) {
+        call(router(admin.clone()), "GET", path).await
+    }
+
     #[tokio::test]
     async fn readyz_follows_the_binarys_readiness_only() {
-        let admin = Admin { registry: Arc::default(), ready: Arc::default() };
+        let admin = admin();
         assert_eq!(get(&admin, "/healthz").await, (200, "ok".into()));
         assert_eq!(get(&admin, "/readyz").await, (503, "not ready".into()));
-        admin.ready.store(true, Ordering::SeqCst);
+        admin.readiness.set_ready(true);
         assert_eq!(get(&admin, "/readyz").await, (200, "ok".into()));
+    }
+
+    #[tokio::test]
+    async fn a_readiness_note_follows_the_word() {
+        let admin = admin();
+        // a clone, as a binary's task holds one: the same state
+        let readiness = admin.readiness.clone();
+        readiness.set_note(Some("waiting for the first list".into()));
+        assert_eq!(get(&admin, "/readyz").await, (503, "not ready: waiting for the first list".into()));
+        readiness.set_ready(true);
+        readiness.set_note(Some("serving from cache, apiserver unreachable".into()));
+        assert_eq!(get(&admin, "/readyz").await, (200, "ok: serving from cache, apiserver unreachable".into()));
+        assert_eq!(admin.readiness.note().as_deref(), Some("serving from cache, apiserver unreachable"));
+        readiness.set_note(None);
+        assert_eq!(get(&admin, "/readyz").await, (200, "ok".into()));
+        // the shared flag is the handle's
+        readiness.flag().store(false, Ordering::SeqCst);
+        assert!(!admin.readiness.is_ready());
+        assert_eq!(get(&admin, "/readyz").await, (503, "not ready".into()));
+        assert_eq!(get(&admin, "/healthz").await, (200, "ok".into()), "a note is /readyz's only");
     }
 
     #[tokio::test]
@@ -140,10 +225,48 @@ mod tests {
         let gauge = prometheus_client::metrics::gauge::Gauge::<i64>::default();
         gauge.set(3);
         registry.register("things", "Things", gauge);
-        let admin = Admin { registry: Arc::new(Mutex::new(registry)), ready: Arc::default() };
+        let admin = Admin { registry: Arc::new(Mutex::new(registry)), readiness: Readiness::new() };
         let (status, body) = get(&admin, "/metrics").await;
         assert_eq!(status, 200);
         assert!(body.lines().any(|line| line == "test_things 3"), "{body}");
+    }
+
+    #[tokio::test]
+    async fn admin_paths_win_over_a_binarys_routes_and_its_fallback_gets_the_rest() {
+        let admin = admin();
+        admin.readiness.set_ready(true);
+        // a proxy's router: its own paths, a fallback for every other one, and (by
+        // mistake) the admin paths, which must neither panic nor shadow the admin's
+        let routes = Router::new()
+            .route("/api/v1/endpoints", axum::routing::get(|| async { "endpoints" }))
+            .route("/healthz", axum::routing::get(|| async { "shadowed" }))
+            .route("/metrics", axum::routing::get(|| async { "shadowed" }).post(|| async { "shadowed" }))
+            .route("/readyz", axum::routing::get(|| async { "shadowed" }))
+            .fallback(|uri: axum::http::Uri| async move { format!("upstream {uri}") });
+        let app = with_routes(admin.clone(), routes);
+        let call = |method, path| call(app.clone(), method, path);
+
+        assert_eq!(call("GET", "/healthz").await, (200, "ok".into()));
+        assert_eq!(call("GET", "/readyz").await, (200, "ok".into()));
+        let (status, exposition) = call("GET", "/metrics").await;
+        assert_eq!(status, 200);
+        assert!(exposition.ends_with("# EOF\n"), "{exposition}");
+        // for every method: the admin's 405, not the binary's handler
+        assert_eq!(call("POST", "/metrics").await.0, 405);
+
+        assert_eq!(call("GET", "/api/v1/endpoints").await, (200, "endpoints".into()));
+        assert_eq!(call("GET", "/anything").await, (200, "upstream /anything".into()));
+        assert_eq!(call("POST", "/api/v1/pods?watch=1").await, (200, "upstream /api/v1/pods?watch=1".into()));
+        assert_eq!(call("GET", "/healthz/deeper").await, (200, "upstream /healthz/deeper".into()));
+    }
+
+    #[tokio::test]
+    async fn without_a_fallback_the_binarys_router_answers_unknown_paths_404() {
+        let routes = Router::new().route("/api", axum::routing::get(|| async { "api" }));
+        let app = with_routes(admin(), routes);
+        assert_eq!(call(app.clone(), "GET", "/api").await, (200, "api".into()));
+        assert_eq!(call(app.clone(), "GET", "/healthz").await, (200, "ok".into()));
+        assert_eq!(call(app, "GET", "/nothing").await.0, 404);
     }
 
     #[tokio::test]
@@ -153,5 +276,10 @@ mod tests {
         assert_eq!(bind(&[address, address]).await.unwrap().len(), 1);
         let all = BindAddress::AllInterfaces { port: 0 };
         assert_eq!(bind(&[all, address]).await.unwrap().len(), 2);
+        let other = BindAddress::Socket("127.0.0.2:0".parse().unwrap());
+        let both = bind(&[address, other, address]).await.unwrap();
+        let bound: Vec<_> =
+            both.iter().map(|(given, listener)| (*given, listener.local_addr().unwrap().ip())).collect();
+        assert_eq!(bound, [(address, [127, 0, 0, 1].into()), (other, [127, 0, 0, 2].into())], "in the order given");
     }
 }

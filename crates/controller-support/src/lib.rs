@@ -1,7 +1,8 @@
 //! The runtime every edgegrid binary runs in (as kubert is linkerd's): common flags,
-//! logging, the API client, the admin server (`/healthz`, `/readyz`, `/metrics`), optional
-//! Lease leader election and shutdown on SIGTERM with a bounded drain, so each binary's
-//! `main.rs` only parses its own flags, builds its context and hands its work over.
+//! logging, the API client, the admin server (`/healthz`, `/readyz`, `/metrics`, next to
+//! the binary's own API if it serves one), optional Lease leader election and shutdown
+//! on SIGTERM with a bounded drain, so each binary's `main.rs` only parses its own flags,
+//! builds its context and hands its work over.
 //!
 //! A binary:
 //!
@@ -23,6 +24,7 @@ pub mod logging;
 pub mod runtime;
 pub mod testing;
 
+pub use admin::Readiness;
 pub use flags::{BindAddress, parse_duration};
 pub use leader::LeaderFlags;
 pub use logging::LogFormat;

@@ -8,12 +8,13 @@
 //! when a held leader Lease was lost or the work stopped on its own.
 
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use axum::Router;
 use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use prometheus_client::metrics::gauge::Gauge;
@@ -23,7 +24,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::Error;
-use crate::admin::{self, Admin};
+use crate::admin::{self, Admin, Readiness};
 use crate::flags::{BindAddress, parse_duration};
 use crate::leader::{self, LeaderFlags};
 use crate::logging::{self, LogFormat};
@@ -35,18 +36,23 @@ const ELECTION_STOP_TIMEOUT: Duration = Duration::from_secs(3);
 const ADMIN_STOP_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// The flags every binary takes. The admin ports are the binary's defaults, e.g.
-/// `RuntimeFlags<8081, 8080>`, so `--help` shows them.
+/// `RuntimeFlags<8081, 8080>`, so `--help` shows them. They default to every interface
+/// (`:PORT`); with `LOOPBACK` (`RuntimeFlags<51006, 51007, true>`, for a per-node binary
+/// only its own node calls) to `127.0.0.1:PORT`.
 #[derive(clap::Args, Clone, Debug)]
-pub struct RuntimeFlags<const HEALTH_PORT: u16, const METRICS_PORT: u16> {
+pub struct RuntimeFlags<const HEALTH_PORT: u16, const METRICS_PORT: u16, const LOOPBACK: bool = false> {
     /// Kubeconfig file; without it the files in KUBECONFIG, else the in-cluster service
     /// account.
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
-    /// Address for /healthz and /readyz (`:PORT` = every interface).
-    #[arg(long, default_value_t = BindAddress::AllInterfaces { port: HEALTH_PORT })]
+    /// Address for /healthz and /readyz, and for the binary's own API if it serves one
+    /// (`:PORT` = every interface).
+    // not `default_value_t`: clap renders that once into a `static` shared by every
+    // `RuntimeFlags<..>` of the process, so the first one parsed would set all defaults
+    #[arg(long, default_value = default_address(HEALTH_PORT, LOOPBACK).to_string())]
     pub bind_address: BindAddress,
     /// Address for /metrics (may equal --bind-address).
-    #[arg(long, default_value_t = BindAddress::AllInterfaces { port: METRICS_PORT })]
+    #[arg(long, default_value = default_address(METRICS_PORT, LOOPBACK).to_string())]
     pub metrics_bind_address: BindAddress,
     /// Log as text (coloured only on a terminal) or as one JSON object a line.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
@@ -61,10 +67,19 @@ pub struct RuntimeFlags<const HEALTH_PORT: u16, const METRICS_PORT: u16> {
     pub shutdown_grace_period: Duration,
 }
 
-/// A client from `kubeconfig` when given, else from the files in `KUBECONFIG`, else from
-/// the in-cluster service account (never `~/.kube/config`: a pod must not pick up
-/// whatever a developer left there).
-pub async fn client(kubeconfig: Option<PathBuf>) -> Result<Client, Error> {
+/// `port` on every interface, or on 127.0.0.1 only when `loopback`.
+const fn default_address(port: u16, loopback: bool) -> BindAddress {
+    if loopback {
+        BindAddress::Socket(SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port)))
+    } else {
+        BindAddress::AllInterfaces { port }
+    }
+}
+
+/// The client configuration from `kubeconfig` when given, else from the files in
+/// `KUBECONFIG`, else from the in-cluster service account (never `~/.kube/config`: a pod
+/// must not pick up whatever a developer left there).
+pub async fn config(kubeconfig: Option<PathBuf>) -> Result<kube::Config, Error> {
     let kubeconfig = match kubeconfig {
         Some(path) => Some(
             Kubeconfig::read_from(&path)
@@ -72,13 +87,17 @@ pub async fn client(kubeconfig: Option<PathBuf>) -> Result<Client, Error> {
         ),
         None => Kubeconfig::from_env().map_err(|source| Error::Kubeconfig { from: "KUBECONFIG".into(), source })?,
     };
-    let config = match kubeconfig {
+    match kubeconfig {
         Some(kubeconfig) => kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
             .await
-            .map_err(|source| Error::Kubeconfig { from: "the kubeconfig's current context".into(), source })?,
-        None => kube::Config::incluster().map_err(Error::InCluster)?,
-    };
-    Client::try_from(config).map_err(Error::Client)
+            .map_err(|source| Error::Kubeconfig { from: "the kubeconfig's current context".into(), source }),
+        None => kube::Config::incluster().map_err(Error::InCluster),
+    }
+}
+
+/// A client from [`config`]`(kubeconfig)`.
+pub async fn client(kubeconfig: Option<PathBuf>) -> Result<Client, Error> {
+    Client::try_from(config(kubeconfig).await?).map_err(Error::Client)
 }
 
 /// The node name given, else the host name.
@@ -144,6 +163,7 @@ pub struct Builder {
     grace_period: Duration,
     registry: Option<Arc<Mutex<Registry>>>,
     leader: Option<LeaderFlags>,
+    routes: Option<Router>,
 }
 
 impl Builder {
@@ -162,15 +182,34 @@ impl Builder {
         self
     }
 
-    /// Starts logging, builds the client, binds and serves the admin server and starts the
-    /// election. Nothing the binary does runs yet.
+    /// Serve the binary's own `routes` on the `--bind-address` listener, next to the admin
+    /// endpoints, from [`build`](Self::build) on. `/healthz`, `/readyz` and `/metrics` stay
+    /// the admin server's, whatever `routes` holds (see [`admin::with_routes`]); a fallback
+    /// of `routes` gets every other path. A separate `--metrics-bind-address` listener
+    /// serves the admin endpoints only; with both flags the same address, the one listener
+    /// serves everything. The routes keep serving through the shutdown drain and stop
+    /// with the admin server once [`Runtime::run`] has stopped the work (open connections,
+    /// such as long watches, are waited for one second at most). Called again,
+    /// the routers are merged with [`Router::merge`] (which panics on a path both define
+    /// or on two fallbacks).
+    pub fn routes(mut self, routes: Router) -> Self {
+        self.routes = Some(match self.routes.take() {
+            Some(earlier) => earlier.merge(routes),
+            None => routes,
+        });
+        self
+    }
+
+    /// Starts logging, builds the client, binds and serves the admin server (and the
+    /// binary's routes) and starts the election. Nothing the binary does runs yet.
     pub async fn build(self) -> Result<Runtime, Error> {
         if let Err(error) = logging::init(self.log_format) {
             tracing::debug!(%error, "logging was set up before this runtime");
         }
         // early, so a SIGTERM during start-up is not fatal before the handler is in place
         let signals = Signals::install()?;
-        let client = client(self.kubeconfig).await?;
+        let config = config(self.kubeconfig).await?;
+        let client = Client::try_from(config.clone()).map_err(Error::Client)?;
         let registry =
             self.registry.unwrap_or_else(|| Arc::new(Mutex::new(Registry::with_prefix(self.name.replace('-', "_")))));
         let election_config = match &self.leader {
@@ -179,10 +218,20 @@ impl Builder {
         };
         let identity = election_config.as_ref().map(|config| config.identity.clone());
 
+        let [bind_address, _] = self.admin_addresses;
         let listeners = admin::bind(&self.admin_addresses).await?;
-        let ready = Arc::new(AtomicBool::new(false));
+        let readiness = Readiness::new();
+        let state = Admin { registry: registry.clone(), readiness: readiness.clone() };
+        let mut routes = self.routes;
+        let apps = listeners
+            .into_iter()
+            .map(|(address, listener)| match routes.take_if(|_| address == bind_address) {
+                Some(routes) => (listener, admin::with_routes(state.clone(), routes)),
+                None => (listener, admin::router(state.clone())),
+            })
+            .collect();
         let (admin_stop, admin_stopped) = watch::channel(false);
-        let admin = admin::serve(Admin { registry: registry.clone(), ready: ready.clone() }, listeners, admin_stopped);
+        let admin = admin::serve(apps, admin_stopped);
 
         let (shutdown, _) = watch::channel(false);
         let (leadership_tx, leadership) = watch::channel(false);
@@ -211,10 +260,11 @@ impl Builder {
         };
         Ok(Runtime {
             name: self.name,
+            config,
             client,
             node_name: self.node_name,
             identity,
-            ready,
+            readiness,
             registry,
             leadership,
             constant_leadership,
@@ -277,10 +327,11 @@ enum Stop {
 /// [`Runtime::run`] or [`Runtime::run_while_leading`] hands it the binary's work.
 pub struct Runtime {
     name: String,
+    config: kube::Config,
     client: Client,
     node_name: String,
     identity: Option<String>,
-    ready: Arc<AtomicBool>,
+    readiness: Readiness,
     registry: Arc<Mutex<Registry>>,
     leadership: watch::Receiver<bool>,
     /// Holds `leadership` true for a process that does not elect.
@@ -295,9 +346,9 @@ pub struct Runtime {
 
 impl Runtime {
     /// `name` is the binary's: it names the leader Lease and the default metrics prefix.
-    pub fn builder<const HEALTH_PORT: u16, const METRICS_PORT: u16>(
+    pub fn builder<const HEALTH_PORT: u16, const METRICS_PORT: u16, const LOOPBACK: bool>(
         name: &str,
-        flags: &RuntimeFlags<HEALTH_PORT, METRICS_PORT>,
+        flags: &RuntimeFlags<HEALTH_PORT, METRICS_PORT, LOOPBACK>,
     ) -> Builder {
         Builder {
             name: name.to_string(),
@@ -308,6 +359,7 @@ impl Runtime {
             grace_period: flags.shutdown_grace_period,
             registry: None,
             leader: None,
+            routes: None,
         }
     }
 
@@ -322,6 +374,12 @@ impl Runtime {
         self.client.clone()
     }
 
+    /// The configuration the client was built from (e.g. for a client of the binary's own
+    /// over kube's `ConfigExt` layers).
+    pub fn config(&self) -> &kube::Config {
+        &self.config
+    }
+
     /// `--node-name`, else the host name.
     pub fn node_name(&self) -> &str {
         &self.node_name
@@ -332,14 +390,22 @@ impl Runtime {
         self.identity.as_deref()
     }
 
-    /// What `/readyz` answers; the binary turns it true once it can do its job.
+    /// What `/readyz` answers; the binary turns it true once it can do its job. The same
+    /// flag as [`Runtime::readiness_handle`]'s.
     pub fn readiness(&self) -> Arc<AtomicBool> {
-        self.ready.clone()
+        self.readiness.flag()
+    }
+
+    /// What `/readyz` answers, with the note it can carry (`ok: <note>`, `not ready:
+    /// <note>`); clones can be moved into the binary's tasks. Once shutdown begins the
+    /// runtime clears the flag and sets the note `shutting down`.
+    pub fn readiness_handle(&self) -> Readiness {
+        self.readiness.clone()
     }
 
     /// For binaries with nothing to warm up: ready as soon as they serve.
     pub fn mark_ready(&self) {
-        self.ready.store(true, Ordering::SeqCst);
+        self.readiness.set_ready(true);
     }
 
     /// The registry `/metrics` serves.
@@ -357,7 +423,9 @@ impl Runtime {
         ShutdownSignal(self.shutdown.subscribe())
     }
 
-    /// The admin server's bound addresses (e.g. to find a port 0).
+    /// The admin server's bound addresses (e.g. to find a port 0): `--bind-address`'s
+    /// first (where the binary's routes are served), then `--metrics-bind-address`'s when
+    /// it differs.
     pub fn admin_addresses(&self) -> Vec<SocketAddr> {
         self.admin.iter().map(|(address, _)| *address).collect()
     }
@@ -382,7 +450,8 @@ impl Runtime {
             Stop::LostLease => tracing::error!("lost the leader lease: shutting down"),
             Stop::WorkEnded => tracing::error!("the work stopped on its own: shutting down"),
         }
-        self.ready.store(false, Ordering::SeqCst);
+        self.readiness.set_ready(false);
+        self.readiness.set_note(Some("shutting down".into()));
         self.shutdown.send_replace(true);
 
         if let Stop::Signal(_) = stop {
@@ -457,6 +526,7 @@ async fn lost_leadership(leadership: &mut watch::Receiver<bool>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::{KubeconfigFile, http_get, unreachable_url};
 
     #[test]
     fn identities_are_unique_per_process_and_name_the_node() {
@@ -519,5 +589,154 @@ mod tests {
         }
         assert!(Flags::try_parse_from(["x", "--leader-elect=yes"]).is_err());
         assert!(Flags::try_parse_from(["x", "--shutdown-grace-period", "10"]).is_err());
+    }
+
+    #[test]
+    fn loopback_flags_default_to_127_0_0_1() {
+        use clap::{CommandFactory, Parser};
+        #[derive(clap::Parser)]
+        struct Proxy {
+            #[command(flatten)]
+            runtime: RuntimeFlags<51006, 51007, true>,
+        }
+        #[derive(clap::Parser)]
+        struct Controller {
+            #[command(flatten)]
+            runtime: RuntimeFlags<8081, 8080>,
+        }
+        Proxy::command().debug_assert();
+        let defaults = Proxy::try_parse_from(["x"]).unwrap().runtime;
+        assert_eq!(defaults.bind_address, BindAddress::Socket("127.0.0.1:51006".parse().unwrap()));
+        assert_eq!(defaults.bind_address.to_string(), "127.0.0.1:51006");
+        assert_eq!(defaults.metrics_bind_address.to_string(), "127.0.0.1:51007");
+        let given = Proxy::try_parse_from(["x", "--bind-address", ":9000"]).unwrap().runtime;
+        assert_eq!(given.bind_address, BindAddress::AllInterfaces { port: 9000 });
+
+        let help = Proxy::command().render_long_help().to_string();
+        let flag_help = |flag: &str| {
+            let start = help.find(flag).unwrap_or_else(|| panic!("{flag} in {help}"));
+            let rest = &help[start..];
+            rest[..rest.find("\n\n").unwrap_or(rest.len())].split_whitespace().collect::<Vec<_>>().join(" ")
+        };
+        assert_eq!(
+            flag_help("--bind-address"),
+            "--bind-address <BIND_ADDRESS> Address for /healthz and /readyz, and for the binary's own API if it \
+             serves one (`:PORT` = every interface) [default: 127.0.0.1:51006]"
+        );
+        assert_eq!(
+            flag_help("--metrics-bind-address"),
+            "--metrics-bind-address <METRICS_BIND_ADDRESS> Address for /metrics (may equal --bind-address) \
+             [default: 127.0.0.1:51007]"
+        );
+        let help = Controller::command().render_long_help().to_string();
+        assert!(help.contains("[default: :8081]") && help.contains("[default: :8080]"), "{help}");
+    }
+
+    #[tokio::test]
+    async fn the_config_is_the_kubeconfigs() {
+        let url = unreachable_url();
+        let kubeconfig = KubeconfigFile::new(&url).unwrap();
+        let config = config(Some(kubeconfig.path().to_path_buf())).await.unwrap();
+        assert_eq!(config.cluster_url.to_string(), format!("{url}/"));
+        let missing = config_error(kubeconfig.path().with_extension("missing")).await;
+        assert!(matches!(missing, Error::Kubeconfig { .. }), "{missing:?}");
+    }
+
+    async fn config_error(path: PathBuf) -> Error {
+        config(Some(path)).await.expect_err("an error")
+    }
+
+    fn local_flags(kubeconfig: &KubeconfigFile, bind: &str, metrics: &str) -> RuntimeFlags<0, 0> {
+        RuntimeFlags {
+            kubeconfig: Some(kubeconfig.path().to_path_buf()),
+            bind_address: bind.parse().unwrap(),
+            metrics_bind_address: metrics.parse().unwrap(),
+            log_format: LogFormat::Text,
+            node_name: Some("node-1".into()),
+            shutdown_grace_period: Duration::from_secs(1),
+        }
+    }
+
+    /// A proxy's routes: one of its own, another router's, and a fallback for every other
+    /// path (which must not get the admin paths).
+    async fn proxy(flags: &RuntimeFlags<0, 0>) -> Runtime {
+        Runtime::builder("per-node-proxy", flags)
+            .routes(Router::new().route("/api", axum::routing::get(|| async { "api" })))
+            .routes(
+                Router::new()
+                    .route("/apis", axum::routing::get(|| async { "apis" }))
+                    .fallback(|uri: axum::http::Uri| async move { format!("upstream {uri}") }),
+            )
+            .build()
+            .await
+            .unwrap()
+    }
+
+    // no election: the runtime never calls the (unreachable) API server
+    #[tokio::test]
+    async fn the_binarys_routes_are_served_on_the_bind_address_only() {
+        let url = unreachable_url();
+        let kubeconfig = KubeconfigFile::new(&url).unwrap();
+        let runtime = proxy(&local_flags(&kubeconfig, "127.0.0.1:0", "127.0.0.2:0")).await;
+        let [api, metrics] = runtime.admin_addresses()[..] else { panic!("{:?}", runtime.admin_addresses()) };
+        assert_eq!((api.ip(), metrics.ip()), ([127, 0, 0, 1].into(), [127, 0, 0, 2].into()), "--bind-address first");
+        assert_eq!(runtime.config().cluster_url.to_string(), format!("{url}/"), "the client's configuration");
+        runtime.mark_ready();
+
+        assert_eq!(http_get(api, "/api").await, Some((200, "api".into())));
+        assert_eq!(http_get(api, "/apis").await, Some((200, "apis".into())));
+        assert_eq!(http_get(api, "/api/v1/pods").await, Some((200, "upstream /api/v1/pods".into())));
+        assert_eq!(http_get(api, "/healthz").await, Some((200, "ok".into())));
+        assert_eq!(http_get(api, "/readyz").await, Some((200, "ok".into())));
+        assert_eq!(http_get(api, "/metrics").await.map(|(status, _)| status), Some(200));
+
+        assert_eq!(http_get(metrics, "/api").await, Some((404, String::new())));
+        assert_eq!(http_get(metrics, "/api/v1/pods").await, Some((404, String::new())));
+        assert_eq!(http_get(metrics, "/healthz").await, Some((200, "ok".into())));
+        assert_eq!(http_get(metrics, "/metrics").await.map(|(status, _)| status), Some(200));
+    }
+
+    #[tokio::test]
+    async fn one_address_serves_the_binarys_routes_and_the_admin_endpoints() {
+        let kubeconfig = KubeconfigFile::new(&unreachable_url()).unwrap();
+        let runtime = proxy(&local_flags(&kubeconfig, "127.0.0.1:0", "127.0.0.1:0")).await;
+        let [address] = runtime.admin_addresses()[..] else { panic!("{:?}", runtime.admin_addresses()) };
+        assert_eq!(http_get(address, "/api").await, Some((200, "api".into())));
+        assert_eq!(http_get(address, "/x").await, Some((200, "upstream /x".into())));
+        assert_eq!(http_get(address, "/readyz").await, Some((503, "not ready".into())));
+        let (status, exposition) = http_get(address, "/metrics").await.unwrap();
+        assert!(status == 200 && exposition.ends_with("# EOF\n"), "{status} {exposition}");
+    }
+
+    #[tokio::test]
+    async fn a_readiness_note_reaches_readyz_and_shutdown_replaces_it() {
+        let kubeconfig = KubeconfigFile::new(&unreachable_url()).unwrap();
+        let runtime =
+            Runtime::builder("noted", &local_flags(&kubeconfig, "127.0.0.1:0", "127.0.0.1:0")).build().await.unwrap();
+        let admin = runtime.admin_addresses()[0];
+        let readiness = runtime.readiness_handle();
+        let flag = runtime.readiness();
+        let task = tokio::spawn({
+            let readiness = readiness.clone();
+            async move { readiness.set_note(Some("waiting for the first list".into())) }
+        });
+        task.await.unwrap();
+        assert_eq!(http_get(admin, "/readyz").await, Some((503, "not ready: waiting for the first list".into())));
+        // the Arc<AtomicBool> of existing binaries is the same flag
+        flag.store(true, std::sync::atomic::Ordering::SeqCst);
+        assert!(readiness.is_ready());
+        assert_eq!(http_get(admin, "/readyz").await, Some((200, "ok: waiting for the first list".into())));
+        readiness.set_note(None);
+        assert_eq!(http_get(admin, "/readyz").await, Some((200, "ok".into())));
+
+        readiness.set_note(Some("upstream reachable".into()));
+        // work that ends at once: shutdown begins, readiness drops and says why
+        let result = runtime.run(async {}).await;
+        assert!(matches!(result, Err(Error::WorkEnded)), "{result:?}");
+        assert!(!readiness.is_ready());
+        assert_eq!(
+            readiness.answer(),
+            (axum::http::StatusCode::SERVICE_UNAVAILABLE, "not ready: shutting down".into())
+        );
     }
 }
