@@ -113,6 +113,18 @@ impl<K: ResourceKey> Log<K> {
         }
     }
 
+    /// A log whose history begins after `after_rv`: its first change is `after_rv + 1`
+    /// and every version up to `after_rv` is expired (410). A server that restarts with an
+    /// empty history starts above anything it issued before (e.g. from the clock), so a
+    /// client resuming a version from the previous process relists instead of being told
+    /// the version is from the future.
+    pub fn continuing(config: LogConfig, after_rv: u64) -> Self {
+        let mut log = Self::new(config);
+        log.rv = after_rv;
+        log.compacted = after_rv;
+        log
+    }
+
     pub fn current_rv(&self) -> u64 {
         self.rv
     }
@@ -124,6 +136,11 @@ impl<K: ResourceKey> Log<K> {
     /// The current objects of one resource type, in key order.
     pub fn objects(&self, key: &K) -> impl Iterator<Item = (&ObjectId, &Arc<StoredObject>)> {
         self.objects.get(key).into_iter().flatten()
+    }
+
+    /// How many objects of one resource type are stored.
+    pub fn len(&self, key: &K) -> usize {
+        self.objects.get(key).map_or(0, BTreeMap::len)
     }
 
     /// Every resource type with stored objects, and its objects.

@@ -131,6 +131,11 @@ impl FieldSelector {
         Ok(Self(out))
     }
 
+    /// Whether the selector requires `path` to equal `value` (so it matches nothing else).
+    pub fn requires_equal(&self, path: &str, value: &str) -> bool {
+        self.0.iter().any(|(p, equal, v)| *equal && p == path && v == value)
+    }
+
     pub fn matches(&self, object: &Value) -> bool {
         self.0.iter().all(|(path, equal, value)| {
             let found = path.split('.').try_fold(object, |v, seg| v.get(seg));
@@ -207,5 +212,16 @@ mod tests {
             assert_eq!(FieldSelector::parse(selector).unwrap().matches(&o), want, "{selector}");
         }
         assert_eq!(FieldSelector::parse("metadata.name").unwrap_err().code(), 400);
+    }
+
+    #[test]
+    fn a_required_equality_is_found_among_other_terms() {
+        let requires = |raw: &str| FieldSelector::parse(raw).unwrap().requires_equal("metadata.name", "n1");
+        assert!(requires("metadata.name=n1"));
+        assert!(requires("spec.unschedulable=false,metadata.name==n1"));
+        assert!(!requires("metadata.name!=n1"));
+        assert!(!requires("metadata.name=n2"));
+        assert!(!requires("metadata.namespace=n1"));
+        assert!(!requires(""));
     }
 }

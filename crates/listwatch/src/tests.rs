@@ -224,3 +224,14 @@ async fn each_version_is_encoded_once_for_lists_and_all_watchers() {
     assert_eq!(page.items[0].json().as_ptr(), stored.json().as_ptr());
     assert_eq!(ENCODINGS.with(|n| n.get()) - before, 1, "neither 20 watchers nor a list encoded it again");
 }
+
+#[test]
+fn a_continuing_log_expires_every_version_before_it() {
+    let config = LogConfig { history_limit: 10, watch_buffer: 10 };
+    let mut log: Log<Key> = Log::continuing(config, 1_000);
+    assert_eq!(log.current_rv(), 1_000);
+    let stored = log.upsert("pods", id("a"), pod("a", json!({}))).expect("stored");
+    assert_eq!(stored.resource_version(), 1_001);
+    assert_eq!(log.watch(&"pods", &watch_opts(&[("resourceVersion", "999")])).err().map(|e| e.code()), Some(410));
+    assert_eq!(log.watch(&"pods", &watch_opts(&[("resourceVersion", "1000")])).map(|s| s.backlog.len()).ok(), Some(1));
+}

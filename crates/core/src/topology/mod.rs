@@ -22,5 +22,6 @@ pub use prune::{
     Candidate, EndpointFilter, Labels, NodeLabels, PruneContext, Selection, prune_endpoints, prune_service_slices,
 };
 pub use view::{
-    InputChange, NamespacedName, ObjectKey, ObjectKind, PrunedObject, PrunedView, ViewChange, ViewChangeKind,
+    InputChange, NamespacedName, ObjectKey, ObjectKind, PrunedObject, PrunedView, VOLATILE_ANNOTATIONS, ViewChange,
+    ViewChangeKind,
 };

@@ -73,7 +73,7 @@ pub enum PrunedObject {
 /// come with every write, and the endpoints controllers restamp
 /// `endpoints.kubernetes.io/last-change-trigger-time` whenever any endpoint changed,
 /// including the ones pruning removed.
-const VOLATILE_ANNOTATIONS: [&str; 1] = ["endpoints.kubernetes.io/last-change-trigger-time"];
+pub const VOLATILE_ANNOTATIONS: [&str; 1] = ["endpoints.kubernetes.io/last-change-trigger-time"];
 
 fn without_volatile(meta: &ObjectMeta) -> ObjectMeta {
     let mut meta = meta.clone();

@@ -1,0 +1,247 @@
+//! The cache fed objects directly: staging until the first full sync, exact served change
+//! sets for each kind of input, relists and restores reduced to the real differences.
+
+use listwatch::{ChangeKind, ListOptions, LogConfig};
+use serde_json::{Value, json};
+
+use super::cache::*;
+use crate::fixtures::*;
+
+const LOG: LogConfig = LogConfig { history_limit: 1000, watch_buffer: 1000 };
+
+fn cache() -> Cache {
+    Cache::new("n1", false, LOG, 100)
+}
+
+fn apply(cache: &mut Cache, inputs: impl IntoIterator<Item = Input>) -> Vec<(Kind, ChangeKind)> {
+    inputs.into_iter().flat_map(|i| cache.apply(i).expect("valid input").served).collect()
+}
+
+/// Every stream listed with these objects, in the order a wrapper's watchers might.
+fn full_sync(objects: Vec<Object>) -> Vec<Input> {
+    let mut inputs: Vec<Input> = Stream::ALL.iter().map(|s| Input::Begin(*s)).collect();
+    inputs.extend(objects.into_iter().map(Input::Upsert));
+    inputs.extend(Stream::ALL.iter().map(|s| Input::Done(*s)));
+    inputs
+}
+
+/// n1 (local) and n2 in unit a, n3 in unit b; `web` is unit-scoped with endpoints in
+/// both units, `plain` has no annotation.
+fn two_units() -> Vec<Object> {
+    vec![
+        local_node("n1", &[("unit", "a")]),
+        remote_node("n1", &[("unit", "stale")]),
+        remote_node("n2", &[("unit", "a")]),
+        remote_node("n3", &[("unit", "b")]),
+        service("web", Some(r#"["unit"]"#)),
+        service("plain", None),
+        slice("web-1", "web", &[("10.0.0.1", "n1"), ("10.0.0.3", "n3")]),
+        slice("web-2", "web", &[("10.0.0.2", "n2")]),
+        slice("plain-1", "plain", &[("10.0.0.5", "n3")]),
+        endpoints("web", &[("10.0.0.1", "n1"), ("10.0.0.2", "n2"), ("10.0.0.3", "n3")]),
+    ]
+}
+
+fn served(cache: &Cache, kind: Kind, name: &str) -> Option<Value> {
+    cache.log().get(&kind, &("ns".into(), name.into())).map(|o| o.value().clone())
+}
+
+fn served_ips(cache: &Cache, kind: Kind, name: &str) -> Vec<String> {
+    served(cache, kind, name).map(|v| ips(&v)).unwrap_or_default()
+}
+
+fn synced() -> Cache {
+    let mut cache = cache();
+    apply(&mut cache, full_sync(two_units()));
+    cache
+}
+
+#[test]
+fn nothing_is_served_until_every_stream_has_listed() {
+    let mut cache = cache();
+    let mut inputs = full_sync(two_units());
+    let last = inputs.pop().expect("inputs");
+    assert_eq!(apply(&mut cache, inputs), vec![], "staged, not served");
+    assert_eq!(cache.serving(), Serving::Nothing);
+    assert_eq!(cache.log().len(&Kind::EndpointSlices), 0);
+    let served = apply(&mut cache, [last]);
+    assert_eq!(cache.serving(), Serving::Upstream);
+    let mut kinds: Vec<Kind> = served
+        .iter()
+        .map(|(k, c)| {
+            assert_eq!(*c, ChangeKind::Added);
+            *k
+        })
+        .collect();
+    kinds.sort();
+    assert_eq!(
+        kinds,
+        vec![
+            Kind::Services,
+            Kind::Services,
+            Kind::EndpointSlices,
+            Kind::EndpointSlices,
+            Kind::EndpointSlices,
+            Kind::Endpoints,
+            Kind::Nodes
+        ]
+    );
+}
+
+#[test]
+fn each_unit_sees_only_its_endpoints_and_unannotated_services_pass_whole() {
+    let cache = synced();
+    assert_eq!(served_ips(&cache, Kind::EndpointSlices, "web-1"), vec!["10.0.0.1"]);
+    assert_eq!(served_ips(&cache, Kind::EndpointSlices, "web-2"), vec!["10.0.0.2"]);
+    assert_eq!(served_ips(&cache, Kind::EndpointSlices, "plain-1"), vec!["10.0.0.5"]);
+    assert_eq!(served_ips(&cache, Kind::Endpoints, "web"), vec!["10.0.0.1", "10.0.0.2"]);
+
+    let mut other_unit = Cache::new("n3", false, LOG, 100);
+    let mut objects = two_units();
+    objects[0] = local_node("n3", &[("unit", "b")]);
+    apply(&mut other_unit, full_sync(objects));
+    assert_eq!(served_ips(&other_unit, Kind::EndpointSlices, "web-1"), vec!["10.0.0.3"]);
+    assert_eq!(served_ips(&other_unit, Kind::EndpointSlices, "web-2"), Vec::<String>::new(), "served empty");
+    assert_eq!(served_ips(&other_unit, Kind::Endpoints, "web"), vec!["10.0.0.3"]);
+    // only the local node is served as a Node
+    assert_eq!(other_unit.log().len(&Kind::Nodes), 1);
+    assert!(other_unit.log().get(&Kind::Nodes, &(String::new(), "n3".into())).is_some());
+}
+
+#[test]
+fn served_objects_are_upstream_objects_without_managed_fields() {
+    let mut cache = cache();
+    let mut objects = two_units();
+    let Object::Slice(slice) = &mut objects[8] else { panic!("fixture order") };
+    slice.metadata.managed_fields = Some(vec![Default::default()]);
+    apply(&mut cache, full_sync(objects));
+    let value = served(&cache, Kind::EndpointSlices, "plain-1").expect("served");
+    assert_eq!(value["metadata"].get("managedFields"), None);
+    assert_eq!(value["apiVersion"], json!("discovery.k8s.io/v1"));
+    assert_eq!(value["kind"], json!("EndpointSlice"));
+    assert_eq!(value["metadata"]["labels"]["kubernetes.io/service-name"], json!("plain"));
+}
+
+#[test]
+fn each_input_serves_exactly_the_objects_whose_pruned_form_changed() {
+    use ChangeKind::*;
+    use Kind::*;
+    let mut cache = synced();
+    // a remote node joins unit a: only the objects with endpoints on it
+    assert_eq!(
+        apply(&mut cache, [Input::Upsert(remote_node("n3", &[("unit", "a")]))]),
+        vec![(EndpointSlices, Modified), (Endpoints, Modified)]
+    );
+    assert_eq!(served_ips(&cache, EndpointSlices, "web-1"), vec!["10.0.0.1", "10.0.0.3"]);
+    // a remote label change that changes nothing
+    assert_eq!(apply(&mut cache, [Input::Upsert(remote_node("n3", &[("unit", "a"), ("x", "y")]))]), vec![]);
+    // the local node moves to unit b: every topology-aware object, and the Node itself
+    assert_eq!(
+        apply(&mut cache, [Input::Upsert(local_node("n1", &[("unit", "b")]))]),
+        vec![(EndpointSlices, Modified), (EndpointSlices, Modified), (Endpoints, Modified), (Nodes, Modified)]
+    );
+    assert_eq!(served_ips(&cache, EndpointSlices, "web-1"), vec!["10.0.0.1"], "n1 alone in unit b");
+    assert_eq!(served_ips(&cache, EndpointSlices, "web-2"), Vec::<String>::new());
+    // web stops being unit-scoped: its objects pass whole, and the Service changes
+    assert_eq!(
+        apply(&mut cache, [Input::Upsert(service("web", None))]),
+        vec![(EndpointSlices, Modified), (EndpointSlices, Modified), (Endpoints, Modified), (Services, Modified)]
+    );
+    // a node is deleted while the policy passes everything: nothing to re-prune
+    assert_eq!(apply(&mut cache, [Input::Delete(remote_node("n2", &[]))]), vec![]);
+    // the local node's labels never come from the metadata stream
+    assert_eq!(apply(&mut cache, [Input::Upsert(remote_node("n1", &[("unit", "a")]))]), vec![]);
+}
+
+#[test]
+fn a_new_upstream_version_of_the_same_form_is_not_served_again() {
+    let mut cache = synced();
+    let mut web1 = slice("web-1", "web", &[("10.0.0.1", "n1"), ("10.0.0.9", "n3")]);
+    if let Object::Slice(s) = &mut web1 {
+        s.metadata.resource_version = Some("999".into());
+    }
+    assert_eq!(apply(&mut cache, [Input::Upsert(web1)]), vec![], "only a pruned-away endpoint changed");
+    let mut svc = service("plain", None);
+    if let Object::Service(s) = &mut svc {
+        s.metadata.resource_version = Some("1000".into());
+    }
+    assert_eq!(apply(&mut cache, [Input::Upsert(svc)]), vec![]);
+}
+
+#[test]
+fn a_relist_serves_only_the_real_differences() {
+    use ChangeKind::*;
+    let mut cache = synced();
+    let before = cache.log().current_rv();
+    let mut objects = two_units();
+    objects.retain(|o| !matches!(o, Object::Slice(s) if s.metadata.name.as_deref() == Some("plain-1")));
+    objects.push(slice("late-1", "plain", &[("10.0.0.7", "n2")]));
+    let served = apply(&mut cache, full_sync(objects));
+    assert_eq!(served, vec![(Kind::EndpointSlices, Added), (Kind::EndpointSlices, Deleted)]);
+    assert_eq!(cache.log().current_rv(), before + 2);
+    let names: Vec<String> = cache
+        .log()
+        .list(&Kind::EndpointSlices, &ListOptions::default())
+        .expect("list")
+        .items
+        .iter()
+        .map(|o| o.name().to_string())
+        .collect();
+    assert_eq!(names, vec!["late-1", "web-1", "web-2"]);
+}
+
+#[test]
+fn a_restored_view_is_served_until_the_first_sync_replaces_it_by_differences() {
+    use ChangeKind::*;
+    let saved: Vec<(Kind, Value)> = synced().served_objects().map(|(k, o)| (k, o.value().clone())).collect();
+    let mut cache = cache();
+    assert_eq!(cache.restore(saved), 7);
+    assert_eq!(cache.serving(), Serving::Restored);
+    assert_eq!(served_ips(&cache, Kind::EndpointSlices, "web-1"), vec!["10.0.0.1"]);
+    // upstream, meanwhile: plain-1 is gone and web-2 moved
+    let mut objects = two_units();
+    objects.retain(|o| !matches!(o, Object::Slice(s) if s.metadata.name.as_deref() == Some("plain-1")));
+    objects.push(slice("web-2", "web", &[("10.0.0.8", "n2")]));
+    let mut inputs = full_sync(objects);
+    let last = inputs.pop().expect("inputs");
+    assert_eq!(apply(&mut cache, inputs), vec![], "the restored view stays until every stream listed");
+    assert_eq!(cache.serving(), Serving::Restored);
+    let mut served = apply(&mut cache, [last]);
+    served.sort_by_key(|(k, c)| (*k, format!("{c:?}")));
+    assert_eq!(served, vec![(Kind::EndpointSlices, Deleted), (Kind::EndpointSlices, Modified)]);
+    assert_eq!(cache.serving(), Serving::Upstream);
+    assert_eq!(served_ips(&cache, Kind::EndpointSlices, "web-2"), vec!["10.0.0.8"]);
+    assert_eq!(cache.restore(vec![]), 0, "never after a sync");
+}
+
+#[test]
+fn unnamed_objects_are_refused_and_change_nothing() {
+    let mut cache = synced();
+    let before = cache.log().current_rv();
+    let mut nameless = slice("x", "web", &[]);
+    if let Object::Slice(s) = &mut nameless {
+        s.metadata.name = None;
+    }
+    assert_eq!(cache.apply(Input::Upsert(nameless)), Err(CacheError::Unnamed { stream: Stream::EndpointSlices }));
+    assert_eq!(cache.log().current_rv(), before);
+}
+
+#[test]
+fn same_form_ignores_only_volatile_metadata() {
+    let base = json!({"kind": "EndpointSlice", "metadata": {"name": "a", "resourceVersion": "1", "labels": {"x": "y"}},
+        "endpoints": [{"addresses": ["10.0.0.1"]}]});
+    let mut volatile = base.clone();
+    volatile["metadata"]["resourceVersion"] = json!("2");
+    volatile["metadata"]["generation"] = json!(4);
+    volatile["metadata"]["annotations"] = json!({"endpoints.kubernetes.io/last-change-trigger-time": "t"});
+    assert!(same_form(&base, &volatile));
+    let mut label = base.clone();
+    label["metadata"]["labels"]["x"] = json!("z");
+    assert!(!same_form(&base, &label));
+    let mut body = base.clone();
+    body["endpoints"] = json!([]);
+    assert!(!same_form(&base, &body));
+    let mut extra = base.clone();
+    extra["ports"] = json!([]);
+    assert!(!same_form(&base, &extra));
+}

@@ -1,0 +1,188 @@
+//! The grid wrapper: a per-node API server between kube-proxy (or any client-go program)
+//! and the cluster's API server, serving Services, EndpointSlices and core Endpoints
+//! pruned to the local node unit by each Service's `topologyKeys`, with real list/watch
+//! semantics for any number of clients, and passing everything else through.
+//!
+//! [`cache`] decides (fed objects, no I/O), [`upstream`] feeds it from kube-rs watchers,
+//! [`server`] serves it over HTTP with the shared `listwatch` protocol, [`proxy`] passes
+//! the rest through, [`persist`] keeps the served view across a reboot without the cloud.
+
+pub mod cache;
+pub mod fixtures;
+pub mod metrics;
+pub mod persist;
+pub mod proxy;
+pub mod server;
+pub mod upstream;
+
+#[cfg(test)]
+mod cache_tests;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use listwatch::{ChangeKind, LogConfig, WatchConfig};
+use tokio::sync::watch;
+
+use crate::cache::{Cache, Input, Kind, Serving};
+use crate::metrics::{EventLabels, KindLabel, Metrics};
+use crate::proxy::Proxy;
+
+/// What a wrapper serves and how.
+#[derive(Clone, Debug)]
+pub struct WrapperConfig {
+    pub node_name: String,
+    /// Rewrite `default/kubernetes` to its annotated local address (SuperEdge's
+    /// `--wrapper-in-cluster`).
+    pub rewrite_local_apiserver: bool,
+    pub log: LogConfig,
+    pub watch: WatchConfig,
+    /// Where the served view is persisted, if anywhere.
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// One wrapper: its cache, metrics and upstream pass-through, shared by the upstream
+/// watchers and the HTTP server.
+pub struct Wrapper {
+    local_node: String,
+    cache: Mutex<Cache>,
+    metrics: Arc<Metrics>,
+    proxy: Proxy,
+    watch: WatchConfig,
+    /// Set to end every open downstream watch (shutdown).
+    stop_watches: watch::Sender<bool>,
+    /// What the cache serves, for readiness.
+    serving: watch::Sender<Serving>,
+}
+
+impl Wrapper {
+    pub fn new(
+        config: &WrapperConfig,
+        upstream: &kube::Config,
+        metrics: Arc<Metrics>,
+    ) -> Result<Arc<Self>, proxy::ProxyError> {
+        // Versions start above anything an earlier process issued (one per microsecond of
+        // uptime would be needed to catch up), so a client resuming across a restart gets
+        // 410 and relists instead of a "too large resource version".
+        let first_rv = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_micros();
+        let cache = Cache::new(
+            config.node_name.clone(),
+            config.rewrite_local_apiserver,
+            config.log,
+            u64::try_from(first_rv).unwrap_or(u64::MAX / 2),
+        );
+        Ok(Arc::new(Self {
+            local_node: config.node_name.clone(),
+            cache: Mutex::new(cache),
+            metrics,
+            proxy: Proxy::new(upstream)?,
+            watch: config.watch,
+            stop_watches: watch::channel(false).0,
+            serving: watch::channel(Serving::Nothing).0,
+        }))
+    }
+
+    pub fn local_node(&self) -> &str {
+        &self.local_node
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    pub(crate) fn proxy(&self) -> &Proxy {
+        &self.proxy
+    }
+
+    pub(crate) fn watch_config(&self) -> WatchConfig {
+        self.watch
+    }
+
+    /// The cache; hold it briefly (every request and upstream event takes it).
+    pub fn lock(&self) -> MutexGuard<'_, Cache> {
+        // a panic while holding it leaves a consistent cache: every mutation is one call
+        self.cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn serving(&self) -> Serving {
+        self.lock().serving()
+    }
+
+    /// Follows what the cache serves (nothing, a restored view, the upstream's).
+    pub fn serving_changes(&self) -> watch::Receiver<Serving> {
+        self.serving.subscribe()
+    }
+
+    /// Serves a view saved by an earlier process until the upstream has synced; returns
+    /// how many objects were restored.
+    pub fn restore(&self, objects: Vec<(Kind, serde_json::Value)>) -> usize {
+        let (restored, serving) = {
+            let mut cache = self.lock();
+            (cache.restore(objects), cache.serving())
+        };
+        self.serving.send_if_modified(|s| std::mem::replace(s, serving) != serving);
+        self.metrics.serving_restored.set(i64::from(serving == Serving::Restored));
+        restored
+    }
+
+    /// Takes one upstream input and records what it did.
+    pub fn apply(&self, input: Input) {
+        let started = Instant::now();
+        let (result, sizes, serving) = {
+            let mut cache = self.lock();
+            let result = cache.apply(input);
+            let sizes = Kind::ALL.map(|kind| (kind, cache.log().len(&kind)));
+            (result, sizes, cache.serving())
+        };
+        let outcome = match result {
+            Ok(outcome) => outcome,
+            Err(error) => {
+                self.metrics.rejected_inputs.inc();
+                tracing::warn!(%error, "upstream object not taken");
+                return;
+            }
+        };
+        if outcome.through_view {
+            self.metrics.reprune_duration.observe(started.elapsed().as_secs_f64());
+        }
+        self.metrics.repruned_objects.inc_by(outcome.repruned as u64);
+        for (kind, change) in outcome.served {
+            let r#type = match change {
+                ChangeKind::Added => "ADDED",
+                ChangeKind::Modified => "MODIFIED",
+                ChangeKind::Deleted => "DELETED",
+            };
+            self.metrics.served_events.get_or_create(&EventLabels { kind: kind.plural(), r#type }).inc();
+        }
+        for (kind, size) in sizes {
+            self.metrics.cached_objects.get_or_create(&KindLabel { kind: kind.plural() }).set(size as i64);
+        }
+        self.metrics.serving_restored.set(i64::from(serving == Serving::Restored));
+        self.serving.send_if_modified(|s| std::mem::replace(s, serving) != serving);
+    }
+
+    /// Ends every open downstream watch (clients reconnect to the next process).
+    pub fn stop_watches(&self) {
+        self.stop_watches.send_replace(true);
+    }
+
+    pub(crate) fn stopped(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut stopped = self.stop_watches.subscribe();
+        async move {
+            let _ = stopped.wait_for(|stop| *stop).await;
+        }
+    }
+
+    /// The served API, `/debug/topology` and the pass-through.
+    pub fn router(self: &Arc<Self>) -> axum::Router {
+        server::router(self.clone())
+    }
+}
+
+/// Defaults a Kubernetes operator would pick for one edge node.
+pub const DEFAULT_HISTORY: usize = 10_000;
+pub const DEFAULT_WATCH_BUFFER: usize = 10_000;
+pub const DEFAULT_BOOKMARK_INTERVAL: Duration = Duration::from_secs(60);
+pub const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);

@@ -1,0 +1,134 @@
+//! The wrapper's metrics, registered once and shared by the upstream loop and the server.
+
+use std::sync::{Arc, Mutex};
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabel {
+    pub kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EventLabels {
+    pub kind: &'static str,
+    /// ADDED, MODIFIED, DELETED
+    pub r#type: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StreamLabel {
+    pub stream: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CodeLabel {
+    pub code: u16,
+}
+
+pub struct Metrics {
+    registry: Arc<Mutex<Registry>>,
+    /// Objects served, by kind.
+    pub cached_objects: Family<KindLabel, Gauge>,
+    /// Upstream watch events taken, by stream.
+    pub upstream_events: Family<StreamLabel, Counter>,
+    /// Upstream watch failures (each followed by a retry with backoff), by stream.
+    pub upstream_errors: Family<StreamLabel, Counter>,
+    /// 1 while a stream's watch is established and has listed, 0 while it retries.
+    pub upstream_synced: Family<StreamLabel, Gauge>,
+    /// Changes served to watchers, by kind and event type.
+    pub served_events: Family<EventLabels, Counter>,
+    /// Pruned objects whose form changed.
+    pub repruned_objects: Counter,
+    /// Time to apply one upstream event through the topology view and commit its changes.
+    pub reprune_duration: Histogram,
+    /// Open downstream watches, by kind.
+    pub watchers: Family<KindLabel, Gauge>,
+    /// 1 while the served view is one restored from --cache-dir (the upstream has not
+    /// synced since start).
+    pub serving_restored: Gauge,
+    /// Requests passed through to the upstream, by response code (0: upstream unreachable).
+    pub proxied_requests: Family<CodeLabel, Counter>,
+    /// Inputs the cache refused (an object without a name).
+    pub rejected_inputs: Counter,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("grid_wrapper");
+        let metrics = Self {
+            registry: Arc::default(),
+            cached_objects: Family::default(),
+            upstream_events: Family::default(),
+            upstream_errors: Family::default(),
+            upstream_synced: Family::default(),
+            served_events: Family::default(),
+            repruned_objects: Counter::default(),
+            reprune_duration: Histogram::new(exponential_buckets(0.000_005, 4.0, 10)),
+            watchers: Family::default(),
+            serving_restored: Gauge::default(),
+            proxied_requests: Family::default(),
+            rejected_inputs: Counter::default(),
+        };
+        registry.register("cached_objects", "Objects served, by kind", metrics.cached_objects.clone());
+        registry.register("upstream_events", "Upstream watch events taken, by stream", metrics.upstream_events.clone());
+        registry.register(
+            "upstream_errors",
+            "Upstream watch failures, each retried with backoff",
+            metrics.upstream_errors.clone(),
+        );
+        registry.register(
+            "upstream_synced",
+            "1 while a stream's upstream watch is established and listed",
+            metrics.upstream_synced.clone(),
+        );
+        registry.register("served_events", "Changes served to watchers", metrics.served_events.clone());
+        registry.register("repruned_objects", "Pruned objects whose form changed", metrics.repruned_objects.clone());
+        registry.register(
+            "reprune_duration_seconds",
+            "Time to apply one upstream event through the topology view and commit it",
+            metrics.reprune_duration.clone(),
+        );
+        registry.register("watchers", "Open downstream watches", metrics.watchers.clone());
+        registry.register(
+            "serving_restored",
+            "1 while serving the view restored from --cache-dir, before the first upstream sync",
+            metrics.serving_restored.clone(),
+        );
+        registry.register(
+            "proxied_requests",
+            "Requests passed through upstream, by response code (0: upstream unreachable)",
+            metrics.proxied_requests.clone(),
+        );
+        registry.register("rejected_inputs", "Upstream objects the cache refused", metrics.rejected_inputs.clone());
+        *metrics.registry.lock().unwrap_or_else(|p| p.into_inner()) = registry;
+        metrics
+    }
+}
+
+impl Metrics {
+    pub fn registry(&self) -> Arc<Mutex<Registry>> {
+        self.registry.clone()
+    }
+}
+
+/// Counts one open watch for as long as it lives.
+pub struct WatcherGuard(Gauge);
+
+impl WatcherGuard {
+    pub fn new(gauge: Gauge) -> Self {
+        gauge.inc();
+        Self(gauge)
+    }
+}
+
+impl Drop for WatcherGuard {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}

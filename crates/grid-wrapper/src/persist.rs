@@ -1,0 +1,189 @@
+//! The served view on disk, so an edge node that reboots while its cloud link is down
+//! still gives kube-proxy the rules it had (an empty answer would drop every Service).
+//!
+//! One JSON file, `served-view.json`, written from the objects' stored bytes (no
+//! re-encoding), atomically (a temporary file, fsync, rename, fsync of the directory), and
+//! never larger than a bound: a view over the bound is not written and the previous file
+//! stays. Only a view synced from the upstream is saved; a restored one never overwrites
+//! its own source. Read back only for the same node.
+
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::cache::{Cache, Kind, Serving};
+
+pub const FILE_NAME: &str = "served-view.json";
+
+#[derive(Debug, thiserror::Error)]
+pub enum PersistError {
+    #[error("the served view is {size} bytes, over the {limit}-byte bound of --cache-max-bytes; not saved")]
+    TooLarge { size: usize, limit: usize },
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path} is not a saved view: {source}")]
+    Malformed { path: PathBuf, source: serde_json::Error },
+    #[error("{path} was saved by node {saved_by:?}, not {node:?}")]
+    OtherNode { path: PathBuf, saved_by: String, node: String },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> PersistError + '_ {
+    move |source| PersistError::Io { path: path.to_path_buf(), source }
+}
+
+/// The file's contents for the cache's current view, or `None` when there is nothing
+/// worth saving (the view is not an upstream one).
+pub fn encode(cache: &Cache, saved_at: &str) -> Option<Vec<u8>> {
+    if cache.serving() != Serving::Upstream {
+        return None;
+    }
+    let head = serde_json::json!({"node": cache.local_node(), "savedAt": saved_at, "resourceVersion": cache.log().current_rv()});
+    let head = head.to_string();
+    let mut out = Vec::with_capacity(head.len() + 64);
+    out.extend_from_slice(&head.as_bytes()[..head.len() - 1]);
+    out.extend_from_slice(b",\"objects\":{");
+    for (i, kind) in Kind::ALL.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(format!("\"{}\":[", kind.plural()).as_bytes());
+        for (j, (_, object)) in cache.log().objects(kind).enumerate() {
+            if j > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(object.json());
+        }
+        out.push(b']');
+    }
+    out.extend_from_slice(b"}}");
+    Some(out)
+}
+
+/// Writes `contents` as the saved view in `dir`, atomically.
+pub fn write(dir: &Path, contents: &[u8], limit: usize) -> Result<(), PersistError> {
+    if contents.len() > limit {
+        return Err(PersistError::TooLarge { size: contents.len(), limit });
+    }
+    fs::create_dir_all(dir).map_err(io(dir))?;
+    let target = dir.join(FILE_NAME);
+    let temporary = dir.join(format!(".{FILE_NAME}.tmp"));
+    let mut file = File::create(&temporary).map_err(io(&temporary))?;
+    file.write_all(contents).map_err(io(&temporary))?;
+    file.sync_all().map_err(io(&temporary))?;
+    fs::rename(&temporary, &target).map_err(io(&target))?;
+    // the rename itself must survive a power cut
+    File::open(dir).and_then(|d| d.sync_all()).map_err(io(dir))?;
+    Ok(())
+}
+
+#[derive(Deserialize)]
+struct Saved {
+    node: String,
+    #[serde(rename = "savedAt")]
+    saved_at: String,
+    objects: std::collections::BTreeMap<String, Vec<Value>>,
+}
+
+/// A view read back from disk.
+#[derive(Debug)]
+pub struct Restored {
+    pub saved_at: String,
+    pub objects: Vec<(Kind, Value)>,
+}
+
+/// Reads the saved view in `dir` for `node`; `Ok(None)` when there is none.
+pub fn read(dir: &Path, node: &str) -> Result<Option<Restored>, PersistError> {
+    let path = dir.join(FILE_NAME);
+    let bytes = match fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(PersistError::Io { path, source }),
+    };
+    let saved: Saved =
+        serde_json::from_slice(&bytes).map_err(|source| PersistError::Malformed { path: path.clone(), source })?;
+    if saved.node != node {
+        return Err(PersistError::OtherNode { path, saved_by: saved.node, node: node.into() });
+    }
+    let mut objects = Vec::new();
+    for kind in Kind::ALL {
+        for object in saved.objects.get(kind.plural()).into_iter().flatten() {
+            objects.push((kind, object.clone()));
+        }
+    }
+    Ok(Some(Restored { saved_at: saved.saved_at, objects }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::{Input, Stream};
+    use crate::fixtures::*;
+    use listwatch::LogConfig;
+
+    const LOG: LogConfig = LogConfig { history_limit: 100, watch_buffer: 100 };
+
+    fn synced() -> Cache {
+        let mut cache = Cache::new("n1", false, LOG, 0);
+        let objects = [
+            local_node("n1", &[("unit", "a")]),
+            remote_node("n2", &[("unit", "b")]),
+            service("web", Some(r#"["unit"]"#)),
+            slice("web-1", "web", &[("10.0.0.1", "n1"), ("10.0.0.2", "n2")]),
+        ];
+        for input in Stream::ALL
+            .map(Input::Begin)
+            .into_iter()
+            .chain(objects.map(Input::Upsert))
+            .chain(Stream::ALL.map(Input::Done))
+        {
+            cache.apply(input).expect("valid");
+        }
+        cache
+    }
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("grid-wrapper-persist-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        dir
+    }
+
+    #[test]
+    fn a_saved_view_reads_back_as_the_same_served_objects() {
+        let dir = temp_dir("roundtrip");
+        let cache = synced();
+        let contents = encode(&cache, "2026-11-22T00:00:00Z").expect("an upstream view");
+        write(&dir, &contents, 1 << 20).expect("written");
+        let restored = read(&dir, "n1").expect("readable").expect("present");
+        assert_eq!(restored.saved_at, "2026-11-22T00:00:00Z");
+        let want: Vec<(Kind, Value)> = cache.served_objects().map(|(k, o)| (k, o.value().clone())).collect();
+        let mut got = restored.objects;
+        got.sort_by(|a, b| (a.0, a.1["metadata"]["name"].to_string()).cmp(&(b.0, b.1["metadata"]["name"].to_string())));
+        assert_eq!(got, want);
+        let mut fresh = Cache::new("n1", false, LOG, 0);
+        assert_eq!(fresh.restore(got), 3);
+        assert_eq!(
+            ips(fresh.log().get(&Kind::EndpointSlices, &("ns".into(), "web-1".into())).expect("slice").value()),
+            vec!["10.0.0.1"]
+        );
+        assert!(!dir.join(format!(".{FILE_NAME}.tmp")).exists(), "no temporary file left");
+        fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn bounds_other_nodes_missing_and_malformed_files_are_errors_not_views() {
+        let dir = temp_dir("errors");
+        let cache = synced();
+        let contents = encode(&cache, "t").expect("an upstream view");
+        assert!(matches!(write(&dir, &contents, 10), Err(PersistError::TooLarge { limit: 10, .. })));
+        assert!(read(&dir, "n1").expect("no file is not an error").is_none());
+        write(&dir, &contents, 1 << 20).expect("written");
+        assert!(matches!(read(&dir, "n2"), Err(PersistError::OtherNode { .. })));
+        fs::write(dir.join(FILE_NAME), b"{\"node\":").expect("truncated file");
+        assert!(matches!(read(&dir, "n1"), Err(PersistError::Malformed { .. })));
+        assert!(encode(&Cache::new("n1", false, LOG, 0), "t").is_none(), "an unsynced view is never saved");
+        fs::remove_dir_all(&dir).ok();
+    }
+}

@@ -1,0 +1,150 @@
+//! The downstream API: what kube-proxy and other local clients see.
+//!
+//! Served from the cache (JSON, whatever `Accept` prefers; client-go decodes JSON when it
+//! asked for protobuf first): GET, list and watch of Services, EndpointSlices and core
+//! Endpoints, cluster-wide and namespaced, with the full list/watch protocol; the local
+//! Node by name, and its list/watch by `fieldSelector=metadata.name=<node>`. Everything
+//! else is passed through upstream. Until the cache serves something, served requests get
+//! 503 with `Retry-After`, never an empty list: an empty answer makes kube-proxy drop
+//! every rule.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, Method, Request, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use listwatch::{FieldSelector, ListOptions, Shape, WatchOptions};
+use serde_json::json;
+
+use crate::Wrapper;
+use crate::cache::{Kind, Serving};
+use crate::metrics::{CodeLabel, KindLabel, WatcherGuard};
+
+/// The served API, and pass-through for the rest.
+pub fn router(wrapper: Arc<Wrapper>) -> Router {
+    Router::new().fallback(dispatch).with_state(wrapper)
+}
+
+/// A request the cache answers.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Target {
+    kind: Kind,
+    namespace: Option<String>,
+    name: Option<String>,
+}
+
+/// Which requests the cache answers; `None` passes the request through.
+pub(crate) fn target(method: &Method, path: &str, query: &HashMap<String, String>, local_node: &str) -> Option<Target> {
+    if method != Method::GET {
+        return None;
+    }
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let (group, rest) = match segments.as_slice() {
+        ["api", "v1", rest @ ..] => ("", rest),
+        ["apis", "discovery.k8s.io", "v1", rest @ ..] => ("discovery.k8s.io", rest),
+        _ => return None,
+    };
+    let kind_of = |plural: &str| match (group, plural) {
+        ("", "services") => Some(Kind::Services),
+        ("", "endpoints") => Some(Kind::Endpoints),
+        ("discovery.k8s.io", "endpointslices") => Some(Kind::EndpointSlices),
+        _ => None,
+    };
+    let target = |kind, namespace: Option<&str>, name: Option<&str>| {
+        Some(Target { kind, namespace: namespace.map(str::to_string), name: name.map(str::to_string) })
+    };
+    match rest {
+        ["nodes"] if group.is_empty() && selects_only(query, local_node) => target(Kind::Nodes, None, None),
+        ["nodes", name] if group.is_empty() && *name == local_node => target(Kind::Nodes, None, Some(name)),
+        [plural] => target(kind_of(plural)?, None, None),
+        ["namespaces", ns, plural] => target(kind_of(plural)?, Some(ns), None),
+        ["namespaces", ns, plural, name] => target(kind_of(plural)?, Some(ns), Some(name)),
+        _ => None,
+    }
+}
+
+/// Whether a node list/watch selects the local node by name (the cache holds no other).
+fn selects_only(query: &HashMap<String, String>, local_node: &str) -> bool {
+    let Some(raw) = query.get("fieldSelector") else { return false };
+    let Ok(selector) = FieldSelector::parse(raw) else { return false };
+    selector.requires_equal("metadata.name", local_node)
+}
+
+async fn dispatch(
+    State(wrapper): State<Arc<Wrapper>>,
+    Query(query): Query<HashMap<String, String>>,
+    request: Request<Body>,
+) -> Response {
+    let Some(target) = target(request.method(), request.uri().path(), &query, wrapper.local_node()) else {
+        let (code, response) = wrapper.proxy().forward(request).await;
+        wrapper.metrics().proxied_requests.get_or_create(&CodeLabel { code }).inc();
+        return response;
+    };
+    match serve(&wrapper, &target, &query, request.headers()) {
+        Ok(response) => response,
+        Err(error) => status_response(error.code(), &error.status()),
+    }
+}
+
+fn status_response(code: u16, status: &serde_json::Value) -> Response {
+    let code = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (code, [(header::CONTENT_TYPE, "application/json")], status.to_string()).into_response()
+}
+
+fn json_bytes(body: bytes::Bytes) -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// How long a client should wait before asking an unsynced wrapper again.
+const RETRY_AFTER_SECONDS: &str = "1";
+
+fn serve(
+    wrapper: &Arc<Wrapper>,
+    target: &Target,
+    query: &HashMap<String, String>,
+    headers: &HeaderMap,
+) -> Result<Response, listwatch::Error> {
+    let shape = Shape::from_accept(headers.get(header::ACCEPT).and_then(|a| a.to_str().ok()).unwrap_or_default());
+    let served = target.kind.served();
+    let cache = wrapper.lock();
+    if cache.serving() == Serving::Nothing {
+        drop(cache);
+        let message = "the grid wrapper has not synced with the upstream API server yet";
+        let status = listwatch::status(503, "ServiceUnavailable", message, Some(json!({"retryAfterSeconds": 1})));
+        let mut response = status_response(503, &status);
+        response.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from_static(RETRY_AFTER_SECONDS));
+        return Ok(response);
+    }
+    if let Some(name) = &target.name {
+        let id = (target.namespace.clone().unwrap_or_default(), name.clone());
+        return Ok(match cache.log().get(&target.kind, &id) {
+            Some(object) => json_bytes(object.encoded(&served, shape)),
+            None => {
+                let message = format!("{} \"{name}\" not found", target.kind.plural());
+                let details = json!({"name": name, "kind": target.kind.plural()});
+                status_response(404, &listwatch::status(404, "NotFound", &message, Some(details)))
+            }
+        });
+    }
+    if !listwatch::is_watch(query) {
+        let opts = ListOptions::from_query(query, target.namespace.clone())?;
+        let page = cache.log().list(&target.kind, &opts)?;
+        return Ok(json_bytes(listwatch::list_body(&page, &served, shape)));
+    }
+    let opts = WatchOptions::from_query(query, target.namespace.clone())?;
+    let start = cache.log().watch(&target.kind, &opts);
+    drop(cache);
+    let guard =
+        WatcherGuard::new(wrapper.metrics().watchers.get_or_create(&KindLabel { kind: target.kind.plural() }).clone());
+    let events = listwatch::watch_stream(start, opts, served, shape, wrapper.watch_config(), wrapper.stopped());
+    let body = Body::from_stream(events.map(move |line| {
+        let _counted = &guard;
+        Ok::<_, Infallible>(line)
+    }));
+    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
+}

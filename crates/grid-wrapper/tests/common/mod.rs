@@ -1,0 +1,184 @@
+//! What the wrapper's end-to-end tests share: a fake apiserver holding a two-unit cluster,
+//! wrappers running in-process against it over HTTP, and unmodified kube-rs clients
+//! pointed at each wrapper.
+
+#![allow(dead_code, reason = "each test binary uses a different subset")]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fake_apiserver::FakeApiServer;
+use grid_wrapper::cache::Serving;
+use grid_wrapper::fixtures::*;
+use grid_wrapper::metrics::Metrics;
+use grid_wrapper::{Wrapper, WrapperConfig};
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::{Api, PostParams};
+use kube::{Client, Resource};
+use listwatch::{LogConfig, WatchConfig};
+use serde_json::Value;
+
+pub fn client_for(url: &str) -> Client {
+    Client::try_from(kube::Config::new(url.parse().expect("url"))).expect("client for an http url")
+}
+
+pub fn config(node: &str) -> WrapperConfig {
+    WrapperConfig {
+        node_name: node.into(),
+        rewrite_local_apiserver: false,
+        log: LogConfig { history_limit: 1000, watch_buffer: 1000 },
+        watch: WatchConfig { bookmark_interval: Duration::from_millis(200), default_timeout: Duration::from_secs(60) },
+        cache_dir: None,
+    }
+}
+
+/// One wrapper serving on 127.0.0.1.
+pub struct RunningWrapper {
+    pub wrapper: Arc<Wrapper>,
+    pub addr: SocketAddr,
+    /// An unmodified kube-rs client whose API server is the wrapper.
+    pub client: Client,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl RunningWrapper {
+    /// Starts a wrapper on `upstream_url` and waits until it serves the upstream's view.
+    pub async fn start(upstream_url: &str, config: WrapperConfig) -> Self {
+        let running = Self::start_unsynced(upstream_url, config).await;
+        running.until_serving(Serving::Upstream).await;
+        running
+    }
+
+    pub async fn start_unsynced(upstream_url: &str, config: WrapperConfig) -> Self {
+        let upstream = kube::Config::new(upstream_url.parse().expect("url"));
+        let wrapper = Wrapper::new(&config, &upstream, Arc::new(Metrics::default())).expect("wrapper");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1");
+        let addr = listener.local_addr().expect("bound");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn({
+            let router = wrapper.router();
+            async move {
+                axum::serve(listener, router).await.expect("serve");
+            }
+        });
+        let upstream_task = tokio::spawn(grid_wrapper::upstream::run(
+            wrapper.clone(),
+            Client::try_from(upstream).expect("upstream client"),
+            async move {
+                let _ = stopped.await;
+            },
+        ));
+        Self {
+            client: client_for(&format!("http://{addr}")),
+            wrapper,
+            addr,
+            stop: Some(stop),
+            tasks: vec![server, upstream_task],
+        }
+    }
+
+    pub async fn until_serving(&self, want: Serving) {
+        let mut serving = self.wrapper.serving_changes();
+        within("the wrapper to serve", serving.wait_for(|s| *s == want)).await.expect("wrapper alive");
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+impl Drop for RunningWrapper {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        self.wrapper.stop_watches();
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+/// Waits for a future, failing the test instead of hanging it.
+pub async fn within<F: std::future::Future>(what: &str, fut: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(15), fut).await.unwrap_or_else(|_| panic!("timed out: {what}"))
+}
+
+/// Polls until `probe` returns `Some`.
+pub async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    within(what, async {
+        loop {
+            if let Some(found) = probe().await {
+                return found;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+}
+
+pub async fn create_namespaced<K>(client: &Client, object: K) -> K
+where
+    K: Resource<Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), "ns");
+    api.create(&PostParams::default(), &object).await.expect("create upstream object")
+}
+
+pub async fn create_node(client: &Client, node: Node) -> Node {
+    Api::<Node>::all(client.clone()).create(&PostParams::default(), &node).await.expect("create node")
+}
+
+/// The upstream cluster of the unit tests, over HTTP: n1 and n2 in unit a, n3 in unit b;
+/// `web` is unit-scoped with endpoints in both units, `plain` has no annotation.
+pub async fn two_unit_cluster() -> (FakeApiServer, Client) {
+    let server = FakeApiServer::start().await.expect("bind 127.0.0.1");
+    let client = client_for(&server.url());
+    let namespace: k8s_openapi::api::core::v1::Namespace =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "ns"}})).expect("namespace");
+    Api::all(client.clone()).create(&PostParams::default(), &namespace).await.expect("create namespace");
+    for (name, unit) in [("n1", "a"), ("n2", "a"), ("n3", "b")] {
+        create_node(&client, node_object(name, &[("unit", unit)])).await;
+    }
+    create_namespaced(&client, service_object("web", Some(r#"["unit"]"#))).await;
+    create_namespaced(&client, service_object("plain", None)).await;
+    create_namespaced(&client, slice_object("web-1", "web", &[("10.0.0.1", "n1"), ("10.0.0.3", "n3")])).await;
+    create_namespaced(&client, slice_object("web-2", "web", &[("10.0.0.2", "n2")])).await;
+    create_namespaced(&client, slice_object("plain-1", "plain", &[("10.0.0.5", "n3")])).await;
+    create_namespaced(&client, endpoints_object("web", &[("10.0.0.1", "n1"), ("10.0.0.2", "n2"), ("10.0.0.3", "n3")]))
+        .await;
+    (server, client)
+}
+
+/// `name -> addresses` of a set of served slices, sorted by name.
+pub fn slice_ips(slices: &[EndpointSlice]) -> Vec<(String, Vec<String>)> {
+    let mut out: Vec<(String, Vec<String>)> = slices
+        .iter()
+        .map(|s| {
+            let value = serde_json::to_value(s).expect("serialisable");
+            (s.metadata.name.clone().unwrap_or_default(), ips(&value))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+pub fn value_ips<K: serde::Serialize>(object: &K) -> Vec<String> {
+    ips(&serde_json::to_value(object).expect("serialisable"))
+}
+
+pub fn json(body: &str) -> Value {
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
+}
