@@ -2,13 +2,17 @@
 //!
 //! Pure: no I/O, no async, no clock. [`policy`] reads a Service's annotations, [`prune`]
 //! decides per object, [`view`] keeps the pruned form of every cached object up to date
-//! and, for each input change, names exactly the objects whose pruned form changed.
+//! and, for each input change, names exactly the objects whose pruned form changed;
+//! [`explain`] says, for one Service, which rule and key kept or dropped each endpoint.
 
+pub mod explain;
 pub mod local_endpoint;
 pub mod policy;
 pub mod prune;
 pub mod view;
 
+#[cfg(test)]
+mod explain_tests;
 #[cfg(test)]
 mod fixtures;
 #[cfg(test)]
@@ -16,6 +20,10 @@ mod prune_tests;
 #[cfg(test)]
 mod view_tests;
 
+pub use explain::{
+    EndpointExplanation, EndpointRule, ExplainedKind, FilterDecision, FilterExplanation, FilterExplanations,
+    LocalRewrite, ObjectExplanation, OrderedStep, PolicyExplanation, StepOutcome, TopologyExplanation,
+};
 pub use local_endpoint::LocalEndpoint;
 pub use policy::{OrderedKey, PolicyError, TopologyPolicy};
 pub use prune::{

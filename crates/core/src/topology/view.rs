@@ -586,3 +586,29 @@ fn unindex_nodes<'a>(
         }
     }
 }
+
+impl PrunedView {
+    /// Why this node keeps or drops each endpoint of `service`: the policy, what it decided
+    /// for the local node, and per endpoint of every cached slice labelled with the Service
+    /// and of its Endpoints object, the rule and key that decided. Agrees with
+    /// [`PrunedView::pruned`]. An uncached Service is explained as a pass-through.
+    pub fn explain(&self, service: &NamespacedName) -> super::explain::TopologyExplanation {
+        let slices = self
+            .slices_of_service
+            .get(service)
+            .into_iter()
+            .flatten()
+            .filter_map(|name| self.slices.get(&NamespacedName::new(&service.namespace, name)))
+            .map(|cached| &cached.object)
+            .collect();
+        super::explain::explain_service(super::explain::ExplainInput {
+            service,
+            local_node: &self.local_node,
+            nodes: &self.nodes,
+            rewrite_local_apiserver: self.rewrite_local_apiserver,
+            policy: self.services.get(service).map(|entry| (&entry.policy, entry.error.as_ref())),
+            slices,
+            endpoints: self.endpoints.get(service).map(|cached| &cached.object),
+        })
+    }
+}

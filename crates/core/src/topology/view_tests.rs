@@ -286,7 +286,7 @@ fn bad_input_is_an_error_or_a_reported_pass_through() {
 // ---- property tests -------------------------------------------------------------------
 
 const NODES: [&str; 5] = ["n0", "n1", "n2", "n3", "n4"];
-const LOCAL: &str = "n0";
+pub(super) const LOCAL: &str = "n0";
 
 fn arb_labels() -> impl Strategy<Value = Labels> {
     prop::collection::btree_map(
@@ -333,7 +333,7 @@ fn arb_policy() -> impl Strategy<Value = Vec<(&'static str, String)>> {
     ]
 }
 
-fn arb_change() -> impl Strategy<Value = InputChange> {
+pub(super) fn arb_change() -> impl Strategy<Value = InputChange> {
     let service_name = || prop::sample::select(vec!["s0", "s1", "s2"]);
     let slice_name = || prop::sample::select(vec!["x0", "x1", "x2", "x3", "s0"]);
     prop_oneof![
