@@ -17,6 +17,8 @@ use axum::body::Body;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, Method, Request, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use edgegrid_core::topology::NamespacedName;
 use futures::StreamExt;
 use listwatch::{FieldSelector, ListOptions, Shape, WatchOptions};
 use serde_json::json;
@@ -25,9 +27,9 @@ use crate::Wrapper;
 use crate::cache::{Kind, Serving};
 use crate::metrics::{CodeLabel, KindLabel, WatcherGuard};
 
-/// The served API, and pass-through for the rest.
+/// The served API, `/debug/topology`, and pass-through for the rest.
 pub fn router(wrapper: Arc<Wrapper>) -> Router {
-    Router::new().fallback(dispatch).with_state(wrapper)
+    Router::new().route("/debug/topology", get(debug_topology)).fallback(dispatch).with_state(wrapper)
 }
 
 /// A request the cache answers.
@@ -147,4 +149,15 @@ fn serve(
         Ok::<_, Infallible>(line)
     }));
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
+}
+
+/// `GET /debug/topology?service=<namespace>/<name>`: which endpoints this node keeps for a
+/// Service and why the others were dropped.
+async fn debug_topology(State(wrapper): State<Arc<Wrapper>>, Query(query): Query<HashMap<String, String>>) -> Response {
+    let Some((namespace, name)) = query.get("service").and_then(|s| s.split_once('/')) else {
+        let message = "query parameter service=<namespace>/<name> is required";
+        return status_response(400, &listwatch::status(400, "BadRequest", message, None));
+    };
+    let explanation = wrapper.lock().view().explain(&NamespacedName::new(namespace, name));
+    axum::Json(explanation).into_response()
 }

@@ -194,3 +194,43 @@ async fn resume_after_disconnect_and_relist_after_expiry() {
         owned(&[("plain-1", &["10.0.0.5"]), ("web-1", &["10.0.0.1", "10.0.0.3"]), ("web-2", &["10.0.0.2"])])
     );
 }
+
+#[tokio::test]
+async fn debug_topology_says_which_endpoints_are_kept_and_why() {
+    let (server, _upstream) = two_unit_cluster().await;
+    let wrapper = RunningWrapper::start(&server.url(), config("n1")).await;
+    let (status, body) =
+        controller_support::testing::http_get(wrapper.addr, "/debug/topology?service=ns/web").await.expect("answered");
+    assert_eq!(status, 200, "{body}");
+    let explanation = json(&body);
+    assert_eq!(explanation["localNodeValues"], serde_json::json!({"unit": "a"}));
+    let web1 = explanation["objects"]
+        .as_array()
+        .expect("objects")
+        .iter()
+        .find(|o| o["name"] == "web-1")
+        .expect("web-1 explained")
+        .clone();
+    let decisions: Vec<(String, bool, String)> = web1["endpoints"]
+        .as_array()
+        .expect("endpoints")
+        .iter()
+        .map(|e| {
+            (
+                e["addresses"][0].as_str().unwrap_or_default().to_string(),
+                e["kept"] == true,
+                e["reason"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        decisions,
+        vec![
+            ("10.0.0.1".into(), true, "kept: node n1 has unit=a like the local node".into()),
+            ("10.0.0.3".into(), false, "dropped: node n3 has unit=b, local node has unit=a".into()),
+        ]
+    );
+    let (status, body) =
+        controller_support::testing::http_get(wrapper.addr, "/debug/topology").await.expect("answered");
+    assert_eq!((status, json(&body)["reason"].clone()), (400, serde_json::json!("BadRequest")));
+}
