@@ -77,12 +77,17 @@ fn selects_only(query: &HashMap<String, String>, local_node: &str) -> bool {
     selector.requires_equal("metadata.name", local_node)
 }
 
-async fn dispatch(
-    State(wrapper): State<Arc<Wrapper>>,
-    Query(query): Query<HashMap<String, String>>,
-    request: Request<Body>,
-) -> Response {
-    let Some(target) = target(request.method(), request.uri().path(), &query, wrapper.local_node()) else {
+async fn dispatch(State(wrapper): State<Arc<Wrapper>>, request: Request<Body>) -> Response {
+    // a query this server cannot parse is still the upstream's to judge, unless it is
+    // one of ours
+    let parsed = Query::<HashMap<String, String>>::try_from_uri(request.uri()).map(|Query(q)| q);
+    let query = parsed.as_ref().cloned().unwrap_or_default();
+    let target = target(request.method(), request.uri().path(), &query, wrapper.local_node());
+    if let (Some(_), Err(rejection)) = (&target, &parsed) {
+        let message = format!("invalid query: {}", rejection.body_text());
+        return status_response(400, &listwatch::status(400, "BadRequest", &message, None));
+    }
+    let Some(target) = target else {
         let (code, response) = wrapper.proxy().forward(request).await;
         wrapper.metrics().proxied_requests.get_or_create(&CodeLabel { code }).inc();
         return response;
@@ -160,4 +165,59 @@ async fn debug_topology(State(wrapper): State<Arc<Wrapper>>, Query(query): Query
     };
     let explanation = wrapper.lock().view().explain(&NamespacedName::new(namespace, name));
     axum::Json(explanation).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn routed(
+        method: Method,
+        path: &str,
+        field_selector: Option<&str>,
+    ) -> Option<(Kind, Option<&'static str>, Option<String>)> {
+        let query: HashMap<String, String> =
+            field_selector.map(|f| ("fieldSelector".to_string(), f.to_string())).into_iter().collect();
+        target(&method, path, &query, "n1").map(|t| {
+            let namespace = t.namespace.map(|ns| if ns == "ns" { "ns" } else { "other" });
+            (t.kind, namespace, t.name)
+        })
+    }
+
+    #[test]
+    fn the_cache_answers_reads_of_served_kinds_and_the_local_node_only() {
+        use Kind::*;
+        let get = Method::GET;
+        let cases: Vec<(Method, &str, Option<&str>, Option<(Kind, Option<&str>, Option<String>)>)> = vec![
+            (get.clone(), "/api/v1/services", None, Some((Services, None, None))),
+            (get.clone(), "/api/v1/namespaces/ns/services", None, Some((Services, Some("ns"), None))),
+            (get.clone(), "/api/v1/namespaces/ns/services/web", None, Some((Services, Some("ns"), Some("web".into())))),
+            (get.clone(), "/api/v1/endpoints", None, Some((Endpoints, None, None))),
+            (get.clone(), "/apis/discovery.k8s.io/v1/endpointslices", None, Some((EndpointSlices, None, None))),
+            (
+                get.clone(),
+                "/apis/discovery.k8s.io/v1/namespaces/ns/endpointslices/web-1",
+                None,
+                Some((EndpointSlices, Some("ns"), Some("web-1".into()))),
+            ),
+            (get.clone(), "/api/v1/nodes", Some("metadata.name=n1"), Some((Nodes, None, None))),
+            (get.clone(), "/api/v1/nodes/n1", None, Some((Nodes, None, Some("n1".into())))),
+            // other nodes, all nodes, other groups and versions, writes: the upstream's
+            (get.clone(), "/api/v1/nodes", None, None),
+            (get.clone(), "/api/v1/nodes", Some("metadata.name=n2"), None),
+            (get.clone(), "/api/v1/nodes/n2", None, None),
+            (get.clone(), "/api/v1/namespaces/ns/pods", None, None),
+            (get.clone(), "/apis/discovery.k8s.io/v1beta1/endpointslices", None, None),
+            (get.clone(), "/apis/networking.k8s.io/v1/servicecidrs", None, None),
+            (get.clone(), "/api/v1/services/web", None, None),
+            (get.clone(), "/api", None, None),
+            (get.clone(), "/version", None, None),
+            (Method::POST, "/api/v1/namespaces/ns/services", None, None),
+            (Method::DELETE, "/apis/discovery.k8s.io/v1/namespaces/ns/endpointslices/web-1", None, None),
+            (Method::PATCH, "/api/v1/nodes/n1", None, None),
+        ];
+        for (method, path, fields, want) in cases {
+            assert_eq!(routed(method.clone(), path, fields), want, "{method} {path} {fields:?}");
+        }
+    }
 }
