@@ -188,7 +188,7 @@ mod tests {
     fn the_cache_answers_reads_of_served_kinds_and_the_local_node_only() {
         use Kind::*;
         let get = Method::GET;
-        let cases: Vec<(Method, &str, Option<&str>, Option<(Kind, Option<&str>, Option<String>)>)> = vec![
+        let cases: Vec<(Method, &str, Option<&str>, Routed)> = vec![
             (get.clone(), "/api/v1/services", None, Some((Services, None, None))),
             (get.clone(), "/api/v1/namespaces/ns/services", None, Some((Services, Some("ns"), None))),
             (get.clone(), "/api/v1/namespaces/ns/services/web", None, Some((Services, Some("ns"), Some("web".into())))),
