@@ -171,11 +171,10 @@ async fn debug_topology(State(wrapper): State<Arc<Wrapper>>, Query(query): Query
 mod tests {
     use super::*;
 
-    fn routed(
-        method: Method,
-        path: &str,
-        field_selector: Option<&str>,
-    ) -> Option<(Kind, Option<&'static str>, Option<String>)> {
+    /// (kind, namespace, name) of a request the cache answers.
+    type Routed = Option<(Kind, Option<&'static str>, Option<String>)>;
+
+    fn routed(method: Method, path: &str, field_selector: Option<&str>) -> Routed {
         let query: HashMap<String, String> =
             field_selector.map(|f| ("fieldSelector".to_string(), f.to_string())).into_iter().collect();
         target(&method, path, &query, "n1").map(|t| {
