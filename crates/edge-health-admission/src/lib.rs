@@ -1,0 +1,11 @@
+//! The edge-health admission webhook: while a node is Ready=Unknown but its unit's peers
+//! have not voted it unhealthy, strip the unreachable NoExecute taint the node lifecycle
+//! controller adds and keep its endpoints ready, on the way into the apiserver.
+//!
+//! [`review`] decides (pure, on `edgegrid_core::admission`), [`nodes`] is the watch-backed
+//! verdict cache, [`server`] the router the binary serves over TLS.
+
+pub mod metrics;
+pub mod nodes;
+pub mod review;
+pub mod server;

@@ -1,0 +1,251 @@
+//! The webhook router called without a socket: v1 and v1beta1 reviews for each hook, the
+//! exact patches applied to the original objects, and every way a request can be odd.
+
+use std::sync::Arc;
+
+use base64::Engine;
+use edge_health_admission::metrics::Metrics;
+use edge_health_admission::nodes::NodeCache;
+use edge_health_admission::server::{Webhook, router};
+use http_body_util::BodyExt;
+use k8s_openapi::api::core::v1::Node;
+use kube::runtime::watcher::Event;
+use proptest::prelude::*;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+fn node(name: &str, ready: &str, unhealthy: bool) -> Value {
+    let mut node = json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {"unit": "a"}},
+        "spec": {"taints": [
+            {"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule", "timeAdded": "2026-11-22T10:00:00Z"},
+            {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute", "timeAdded": "2026-11-22T10:00:05Z"}
+        ]},
+        "status": {"conditions": [{"type": "Ready", "status": ready, "reason": "NodeStatusUnknown",
+            "lastHeartbeatTime": "2026-11-22T09:59:00Z", "lastTransitionTime": "2026-11-22T10:00:00Z"}]},
+    });
+    if unhealthy {
+        node["metadata"]["annotations"] = json!({"nodeunhealth": "yes"});
+    }
+    node
+}
+
+/// A webhook whose cache knows `alive` (Unknown, not voted), `dead` (Unknown, voted
+/// unhealthy) and `fine` (Ready).
+fn webhook_with(synced: bool) -> Arc<Webhook> {
+    let nodes = NodeCache::default();
+    nodes.apply(Event::Init);
+    for n in [node("alive", "Unknown", false), node("dead", "Unknown", true), node("fine", "True", false)] {
+        nodes.apply(Event::InitApply(serde_json::from_value::<Node>(n).expect("node")));
+    }
+    if synced {
+        nodes.apply(Event::InitDone);
+    }
+    Arc::new(Webhook { nodes: Arc::new(nodes), metrics: Arc::new(Metrics::default()) })
+}
+
+fn review(api_version: &str, group: &str, resource: &str, operation: &str, object: Value) -> Value {
+    json!({
+        "apiVersion": api_version, "kind": "AdmissionReview",
+        "request": {
+            "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+            "kind": {"group": group, "version": "v1", "kind": "X"},
+            "resource": {"group": group, "version": "v1", "resource": resource},
+            "operation": operation, "userInfo": {"username": "system:serviceaccount:kube-system:node-controller"},
+            "object": object, "oldObject": object,
+        },
+    })
+}
+
+async fn post(webhook: &Arc<Webhook>, path: &str, content_type: &str, body: Vec<u8>) -> (u16, Vec<u8>) {
+    let request = http::Request::post(path)
+        .header("content-type", content_type)
+        .body(axum::body::Body::from(body))
+        .expect("request");
+    let response = router(webhook.clone()).oneshot(request).await.expect("router answers");
+    let status = response.status().as_u16();
+    (status, response.into_body().collect().await.expect("body").to_bytes().to_vec())
+}
+
+/// Sends a review; checks the envelope; returns the patched object (or the original when
+/// no patch came back).
+async fn patched(webhook: &Arc<Webhook>, path: &str, api_version: &str, review: Value) -> Value {
+    let (status, body) = post(webhook, path, "application/json", review.to_string().into_bytes()).await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let answer: Value = serde_json::from_slice(&body).expect("JSON answer");
+    assert_eq!(answer["apiVersion"], json!(api_version), "the request's version is echoed");
+    assert_eq!(answer["kind"], json!("AdmissionReview"));
+    assert_eq!(answer["response"]["uid"], review["request"]["uid"]);
+    assert_eq!(answer["response"]["allowed"], json!(true));
+    let mut object = review["request"]["object"].clone();
+    if let Some(encoded) = answer["response"]["patch"].as_str() {
+        assert_eq!(answer["response"]["patchType"], json!("JSONPatch"));
+        let bytes = base64::engine::general_purpose::STANDARD.decode(encoded).expect("base64");
+        let patch: json_patch::Patch = serde_json::from_slice(&bytes).expect("a JSON patch");
+        json_patch::patch(&mut object, &patch).expect("the patch applies to the original object");
+    } else {
+        assert_eq!(answer["response"].get("patchType"), None);
+    }
+    object
+}
+
+const VERSIONS: [&str; 2] = ["admission.k8s.io/v1", "admission.k8s.io/v1beta1"];
+
+#[tokio::test]
+async fn node_taint_strips_only_the_unreachable_no_execute_taint_of_a_protected_node() {
+    let webhook = webhook_with(true);
+    for version in VERSIONS {
+        let alive = node("alive", "Unknown", false);
+        let got =
+            patched(&webhook, "/node-taint", version, review(version, "", "nodes", "UPDATE", alive.clone())).await;
+        let mut want = alive.clone();
+        want["spec"]["taints"].as_array_mut().expect("taints").remove(1);
+        assert_eq!(got, want, "{version}");
+        for unchanged in [node("dead", "Unknown", true), node("fine", "True", false)] {
+            let got =
+                patched(&webhook, "/node-taint", version, review(version, "", "nodes", "UPDATE", unchanged.clone()))
+                    .await;
+            assert_eq!(got, unchanged, "{version}");
+        }
+    }
+}
+
+fn endpoints_object() -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "web", "namespace": "ns"},
+        "subsets": [{
+            "addresses": [{"ip": "10.0.0.9", "nodeName": "fine"}],
+            "notReadyAddresses": [
+                {"ip": "10.0.0.1", "nodeName": "alive"}, {"ip": "10.0.0.2", "nodeName": "dead"},
+                {"ip": "10.0.0.3", "nodeName": "ghost"}, {"ip": "10.0.0.4", "nodeName": "alive"}
+            ],
+            "ports": [{"port": 80, "protocol": "TCP"}]
+        }]
+    })
+}
+
+fn slice_object() -> Value {
+    let endpoint = |ip: &str, node: &str, ready: bool, terminating: bool| json!({"addresses": [ip], "nodeName": node, "conditions": {"ready": ready, "serving": ready, "terminating": terminating}});
+    json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
+        "metadata": {"name": "web-1", "namespace": "ns", "labels": {"kubernetes.io/service-name": "web"}},
+        "endpoints": [
+            endpoint("10.0.0.1", "alive", false, false), endpoint("10.0.0.2", "dead", false, false),
+            endpoint("10.0.0.3", "ghost", false, false), endpoint("10.0.0.4", "alive", false, true),
+            endpoint("10.0.0.9", "fine", true, false)
+        ],
+        "ports": [{"port": 80, "protocol": "TCP"}]
+    })
+}
+
+#[tokio::test]
+async fn endpoint_hooks_keep_only_protected_nodes_addresses_ready() {
+    let webhook = webhook_with(true);
+    for version in VERSIONS {
+        let got =
+            patched(&webhook, "/endpoint", version, review(version, "", "endpoints", "UPDATE", endpoints_object()))
+                .await;
+        let mut want = endpoints_object();
+        want["subsets"][0]["addresses"] = json!([
+            {"ip": "10.0.0.9", "nodeName": "fine"}, {"ip": "10.0.0.1", "nodeName": "alive"}, {"ip": "10.0.0.4", "nodeName": "alive"}
+        ]);
+        want["subsets"][0]["notReadyAddresses"] =
+            json!([{"ip": "10.0.0.2", "nodeName": "dead"}, {"ip": "10.0.0.3", "nodeName": "ghost"}]);
+        assert_eq!(got, want, "{version}");
+
+        let review = review(version, "discovery.k8s.io", "endpointslices", "UPDATE", slice_object());
+        let got = patched(&webhook, "/endpointslice", version, review).await;
+        let mut want = slice_object();
+        want["endpoints"][0]["conditions"] = json!({"ready": true, "serving": true, "terminating": false});
+        assert_eq!(got, want, "only the alive node's non-terminating endpoint: {version}");
+    }
+}
+
+#[tokio::test]
+async fn odd_requests_are_allowed_unchanged_and_counted() {
+    let webhook = webhook_with(true);
+    let v1 = VERSIONS[0];
+    let cases = [
+        ("/node-taint", review(v1, "", "endpoints", "UPDATE", endpoints_object()), "wrong_request"),
+        ("/node-taint", review(v1, "", "nodes", "CREATE", node("alive", "Unknown", false)), "wrong_request"),
+        ("/endpoint", review(v1, "", "endpoints", "UPDATE", json!({"subsets": "not a list"})), "undecodable"),
+        ("/endpointslice", review(v1, "discovery.k8s.io", "endpointslices", "UPDATE", json!(42)), "undecodable"),
+        ("/node-taint", review(v1, "", "nodes", "UPDATE", json!({"metadata": {"name": "x"}})), "unchanged"),
+    ];
+    for (path, review, outcome) in cases {
+        let object = review["request"]["object"].clone();
+        assert_eq!(patched(&webhook, path, v1, review).await, object, "{path} {outcome}");
+    }
+    let metrics = controller_support::admin::encode(&webhook.metrics.registry());
+    for line in [
+        "edge_health_admission_reviews_total{hook=\"node-taint\",outcome=\"wrong_request\"} 2",
+        "edge_health_admission_reviews_total{hook=\"endpoint\",outcome=\"undecodable\"} 1",
+        "edge_health_admission_reviews_total{hook=\"endpointslice\",outcome=\"undecodable\"} 1",
+        "edge_health_admission_reviews_total{hook=\"node-taint\",outcome=\"unchanged\"} 1",
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "missing {line} in\n{metrics}");
+    }
+    // a cache that has not listed yet decides nothing about endpoints
+    let unsynced = webhook_with(false);
+    let review = review(v1, "", "endpoints", "UPDATE", endpoints_object());
+    assert_eq!(patched(&unsynced, "/endpoint", v1, review).await, endpoints_object());
+}
+
+#[tokio::test]
+async fn malformed_bodies_and_content_types_are_400_with_a_message() {
+    let webhook = webhook_with(true);
+    let good = review(VERSIONS[0], "", "nodes", "UPDATE", node("alive", "Unknown", false)).to_string().into_bytes();
+    let cases: [(&str, Vec<u8>, &str); 5] = [
+        ("text/plain", good.clone(), "Content-Type must be application/json"),
+        ("application/json", b"{".to_vec(), "the body is not JSON"),
+        ("application/json", br#"{"kind":"Pod","apiVersion":"v1"}"#.to_vec(), "kind must be AdmissionReview"),
+        (
+            "application/json",
+            br#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v2"}"#.to_vec(),
+            "apiVersion must be",
+        ),
+        (
+            "application/json",
+            br#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{}}"#.to_vec(),
+            "request.uid is missing",
+        ),
+    ];
+    for (content_type, body, message) in cases {
+        let (status, answer) = post(&webhook, "/node-taint", content_type, body).await;
+        let answer = String::from_utf8_lossy(&answer).into_owned();
+        assert_eq!(status, 400, "{answer}");
+        assert!(answer.contains(message), "{answer:?} should say {message:?}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    /// Whatever the bytes, the answer is a well-formed review for that request or a 400.
+    #[test]
+    fn any_body_gets_a_review_or_a_400(
+        path in prop::sample::select(vec!["/node-taint", "/endpoint", "/endpointslice"]),
+        body in prop_oneof![
+            prop::collection::vec(any::<u8>(), 0..200),
+            (any::<bool>(), prop::sample::select(vec!["", "nodes", "endpoints", "endpointslices"]), ".{0,30}")
+                .prop_map(|(v1, resource, junk)| {
+                    let version = if v1 { "admission.k8s.io/v1" } else { "admission.k8s.io/v1beta1" };
+                    let object = serde_json::from_str::<Value>(&junk).unwrap_or(json!({"metadata": {"name": junk}}));
+                    review(version, "", resource, "UPDATE", object).to_string().into_bytes()
+                }),
+        ],
+    ) {
+        let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+        let (status, answer) = runtime.block_on(post(&webhook_with(true), path, "application/json", body.clone()));
+        if status == 400 {
+            prop_assert!(!answer.is_empty());
+        } else {
+            prop_assert_eq!(status, 200);
+            let answer: Value = serde_json::from_slice(&answer).expect("JSON");
+            let request: Value = serde_json::from_slice(&body).expect("only a review is answered 200");
+            prop_assert_eq!(&answer["response"]["uid"], &request["request"]["uid"]);
+            prop_assert_eq!(&answer["response"]["allowed"], &json!(true));
+        }
+    }
+}
