@@ -5,6 +5,7 @@
 //! [`review`] decides (pure, on `edgegrid_core::admission`), [`nodes`] is the watch-backed
 //! verdict cache, [`server`] the router the binary serves over TLS.
 
+pub mod configuration;
 pub mod metrics;
 pub mod nodes;
 pub mod review;

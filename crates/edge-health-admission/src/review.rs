@@ -42,7 +42,7 @@ impl Hook {
     }
 
     /// `(group, resource)` this hook handles.
-    fn resource(self) -> (&'static str, &'static str) {
+    pub(crate) fn resource(self) -> (&'static str, &'static str) {
         match self {
             Self::NodeTaint => ("", "nodes"),
             Self::Endpoint => ("", "endpoints"),
