@@ -46,6 +46,21 @@ impl Answer {
         }
     }
 
+    /// (type, name) of the next `n` events that are not bookmarks.
+    async fn events(&mut self, n: usize) -> Vec<(String, String)> {
+        let mut events = Vec::new();
+        while events.len() < n {
+            let line = self.next_line().await;
+            if line["type"] != json!("BOOKMARK") {
+                events.push((
+                    line["type"].as_str().unwrap_or_default().to_string(),
+                    line["object"]["metadata"]["name"].as_str().unwrap_or_default().to_string(),
+                ));
+            }
+        }
+        events
+    }
+
     async fn whole(self) -> Value {
         let bytes = within("a body", self.body.collect()).await.expect("body").to_bytes();
         serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&bytes)))
@@ -180,16 +195,7 @@ async fn kube_proxys_start_up_requests_are_served_verbatim() {
     let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(upstream.clone());
     let patch = json!({"metadata": {"labels": {"unit": "b"}}});
     nodes.patch(NODE, &PatchParams::default(), &Patch::Merge(&patch)).await.expect("relabel");
-    let mut live = Vec::new();
-    while live.len() < 2 {
-        let line = slices.next_line().await;
-        if line["type"] != json!("BOOKMARK") {
-            live.push((
-                line["type"].as_str().unwrap_or_default().to_string(),
-                line["object"]["metadata"]["name"].as_str().unwrap_or_default().to_string(),
-            ));
-        }
-    }
+    let live = slices.events(2).await;
     assert_eq!(sorted(live), pairs(&[("MODIFIED", "web-1"), ("MODIFIED", "web-2")]));
     let node_line = node.next_line().await;
     assert_eq!(
@@ -206,16 +212,7 @@ async fn kube_proxys_start_up_requests_are_served_verbatim() {
     let mut rewatch = kube_proxy_request(&base, "GET", &format!(
         "/apis/discovery.k8s.io/v1/endpointslices?allowWatchBookmarks=true&labelSelector=%21service.kubernetes.io%2Fheadless&resourceVersion={slices_rv}&timeoutSeconds={TIMEOUT}&watch=true"
     ), None).await;
-    let mut replayed = Vec::new();
-    while replayed.len() < 4 {
-        let line = rewatch.next_line().await;
-        if line["type"] != json!("BOOKMARK") {
-            replayed.push((
-                line["type"].as_str().unwrap_or_default().to_string(),
-                line["object"]["metadata"]["name"].as_str().unwrap_or_default().to_string(),
-            ));
-        }
-    }
+    let replayed = rewatch.events(4).await;
     assert_eq!(
         sorted(replayed),
         pairs(&[("MODIFIED", "web-1"), ("MODIFIED", "web-1"), ("MODIFIED", "web-2"), ("MODIFIED", "web-2")]),
