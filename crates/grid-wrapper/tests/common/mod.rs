@@ -182,3 +182,70 @@ pub fn value_ips<K: serde::Serialize>(object: &K) -> Vec<String> {
 pub fn json(body: &str) -> Value {
     serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
 }
+
+/// Relabels upstream node `node` into unit `unit`.
+pub async fn relabel(client: &Client, node: &str, unit: &str) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let patch = serde_json::json!({"metadata": {"labels": {"unit": unit}}});
+    nodes.patch(node, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch)).await.expect("relabel");
+}
+
+/// Creates upstream namespace `name`.
+pub async fn create_namespace(client: &Client, name: &str) {
+    let namespace: k8s_openapi::api::core::v1::Namespace =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).expect("namespace");
+    Api::all(client.clone()).create(&PostParams::default(), &namespace).await.expect("create namespace");
+}
+
+/// `(name, addresses)` pairs as owned strings, for comparing with [`slice_ips`].
+pub fn named_ips(pairs: &[(&str, &[&str])]) -> Vec<(String, Vec<String>)> {
+    pairs.iter().map(|(n, ips)| (n.to_string(), ips.iter().map(|s| s.to_string()).collect())).collect()
+}
+
+/// The served EndpointSlices of a wrapper (or any API server), as [`slice_ips`].
+pub async fn listed_slices(client: &Client) -> Vec<(String, Vec<String>)> {
+    let slices: Api<EndpointSlice> = Api::all(client.clone());
+    slice_ips(&slices.list(&kube::api::ListParams::default()).await.expect("list endpointslices").items)
+}
+
+/// An HTTP response read off a raw connection.
+#[derive(Debug)]
+pub struct RawResponse {
+    pub status: u16,
+    /// Header names lower-cased.
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl RawResponse {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+
+    /// Parses the raw bytes of an HTTP/1.0 exchange (the body is everything after the head).
+    pub fn parse(raw: &[u8]) -> Self {
+        let text = String::from_utf8_lossy(raw);
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or_else(|| panic!("no HTTP head in {text:?}"));
+        let mut lines = head.lines();
+        let status = lines.next().and_then(|l| l.split_whitespace().nth(1)).and_then(|s| s.parse().ok());
+        let headers = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+            .collect();
+        Self { status: status.unwrap_or_else(|| panic!("no status in {head:?}")), headers, body: body.to_string() }
+    }
+}
+
+/// `GET path` over HTTP/1.0 (the server closes the connection after the body): status,
+/// headers and body, or `None` when nothing answers within five seconds.
+pub async fn raw_get(address: SocketAddr, path: &str) -> Option<RawResponse> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let exchange = async {
+        let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
+        stream.write_all(format!("GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").as_bytes()).await.ok()?;
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).await.ok()?;
+        Some(RawResponse::parse(&response))
+    };
+    tokio::time::timeout(Duration::from_secs(5), exchange).await.ok().flatten()
+}
