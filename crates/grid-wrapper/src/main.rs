@@ -61,7 +61,10 @@ async fn main() -> anyhow::Result<()> {
         cache_dir: flags.cache_dir.clone(),
     };
     let metrics = Arc::new(Metrics::default());
-    let upstream = controller_support::runtime::config(flags.runtime.kubeconfig.clone()).await?;
+    let mut upstream = controller_support::runtime::config(flags.runtime.kubeconfig.clone()).await?;
+    // kube's client would retry 429/503/504 itself for minutes, hiding an upstream outage
+    // from the watchers (their backoff, metrics and relist decide instead)
+    upstream.default_retry = false;
     let wrapper = Wrapper::new(&config, &upstream, metrics.clone())?;
     let restored_note = restore(&wrapper, &config);
     let runtime = Runtime::builder("grid-wrapper", &flags.runtime)
@@ -70,7 +73,7 @@ async fn main() -> anyhow::Result<()> {
         .build()
         .await?;
     tokio::spawn(follow_readiness(wrapper.clone(), runtime.readiness_handle(), restored_note));
-    let client = runtime.client();
+    let client = kube::Client::try_from(upstream)?;
     let shutdown = runtime.shutdown_signal();
     let saver = Saver { dir: flags.cache_dir, limit: flags.cache_max_bytes, period: flags.cache_sync_period };
     runtime
