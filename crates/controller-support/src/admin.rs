@@ -150,22 +150,31 @@ pub fn serve(
     listeners: Vec<(TcpListener, Router)>,
     stop: tokio::sync::watch::Receiver<bool>,
 ) -> Vec<(SocketAddr, tokio::task::JoinHandle<()>)> {
-    listeners
-        .into_iter()
-        .map(|(listener, app)| {
-            let address = listener.local_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
-            let mut stop = stop.clone();
-            let server = tokio::spawn(async move {
-                let served = axum::serve(listener, app).with_graceful_shutdown(async move {
-                    let _ = stop.wait_for(|stop| *stop).await;
-                });
-                if let Err(error) = served.await {
-                    tracing::error!(%error, %address, "admin server failed");
-                }
-            });
-            (address, server)
-        })
-        .collect()
+    listeners.into_iter().map(|(listener, app)| serve_on(listener, app, stop.clone())).collect()
+}
+
+/// Serves `app` on `listener` (plain TCP, or HTTPS through a
+/// [`TlsListener`](crate::tls::TlsListener)) until `stop` turns true; then stops
+/// accepting and lets the open connections finish their requests (the caller bounds how
+/// long it waits for that).
+pub fn serve_on<L>(
+    listener: L,
+    app: Router,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> (SocketAddr, tokio::task::JoinHandle<()>)
+where
+    L: axum::serve::Listener<Addr = SocketAddr>,
+{
+    let address = listener.local_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+    let server = tokio::spawn(async move {
+        let served = axum::serve(listener, app).with_graceful_shutdown(async move {
+            let _ = stop.wait_for(|stop| *stop).await;
+        });
+        if let Err(error) = served.await {
+            tracing::error!(%error, %address, "admin server failed");
+        }
+    });
+    (address, server)
 }
 
 #[cfg(test)]

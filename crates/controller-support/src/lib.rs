@@ -2,7 +2,8 @@
 //! logging, the API client, the admin server (`/healthz`, `/readyz`, `/metrics`, next to
 //! the binary's own API if it serves one), optional Lease leader election and shutdown
 //! on SIGTERM with a bounded drain, so each binary's `main.rs` only parses its own flags,
-//! builds its context and hands its work over.
+//! builds its context and hands its work over. The `--bind-address` listener can serve
+//! HTTPS ([`tls`]: certificates re-read without a restart, optional client certificates).
 //!
 //! A binary:
 //!
@@ -23,12 +24,14 @@ pub mod leader;
 pub mod logging;
 pub mod runtime;
 pub mod testing;
+pub mod tls;
 
 pub use admin::Readiness;
 pub use flags::{BindAddress, parse_duration};
 pub use leader::LeaderFlags;
 pub use logging::LogFormat;
 pub use runtime::{Runtime, RuntimeFlags, ShutdownSignal};
+pub use tls::{CertResolver, TlsConfig, TlsFlags};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -58,4 +61,6 @@ pub enum Error {
     LostLease,
     #[error("the work stopped on its own")]
     WorkEnded,
+    #[error("setting up TLS")]
+    Tls(#[from] tls::TlsError),
 }

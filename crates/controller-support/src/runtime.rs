@@ -28,6 +28,7 @@ use crate::admin::{self, Admin, Readiness};
 use crate::flags::{BindAddress, parse_duration};
 use crate::leader::{self, LeaderFlags};
 use crate::logging::{self, LogFormat};
+use crate::tls::{CertResolver, TlsConfig, TlsListener, TlsMetrics};
 
 /// How long giving the leader Lease up may take once the work has stopped (the election
 /// bounds its own release; this is the backstop).
@@ -164,6 +165,7 @@ pub struct Builder {
     registry: Option<Arc<Mutex<Registry>>>,
     leader: Option<LeaderFlags>,
     routes: Option<Router>,
+    tls: Option<TlsConfig>,
 }
 
 impl Builder {
@@ -200,6 +202,18 @@ impl Builder {
         self
     }
 
+    /// Serve the `--bind-address` listener (the binary's routes, `/healthz`, `/readyz`,
+    /// and `/metrics` when `--metrics-bind-address` is the same address) over HTTPS with
+    /// `tls`; `None` keeps it plain HTTP. A separate `--metrics-bind-address` listener stays
+    /// plain HTTP. The certificate is re-read as [`TlsConfig`] says and can be replaced
+    /// through [`Runtime::tls_resolver`]; `<prefix>_tls_reloads_total`,
+    /// `<prefix>_tls_reload_errors_total` and `<prefix>_tls_handshake_errors_total` join
+    /// the registry.
+    pub fn tls(mut self, tls: Option<TlsConfig>) -> Self {
+        self.tls = tls;
+        self
+    }
+
     /// Starts logging, builds the client, binds and serves the admin server (and the
     /// binary's routes) and starts the election. Nothing the binary does runs yet.
     pub async fn build(self) -> Result<Runtime, Error> {
@@ -223,15 +237,27 @@ impl Builder {
         let readiness = Readiness::new();
         let state = Admin { registry: registry.clone(), readiness: readiness.clone() };
         let mut routes = self.routes;
-        let apps = listeners
-            .into_iter()
-            .map(|(address, listener)| match routes.take_if(|_| address == bind_address) {
-                Some(routes) => (listener, admin::with_routes(state.clone(), routes)),
-                None => (listener, admin::router(state.clone())),
-            })
-            .collect();
+        let mut tls = self.tls;
+        let tls_resolver = tls.as_ref().map(TlsConfig::resolver);
+        let tls_metrics = TlsMetrics::default();
+        if tls.is_some() {
+            tls_metrics.register(&mut registry.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
+        }
         let (admin_stop, admin_stopped) = watch::channel(false);
-        let admin = admin::serve(apps, admin_stopped);
+        let mut admin = Vec::new();
+        for (address, listener) in listeners {
+            let app = match routes.take_if(|_| address == bind_address) {
+                Some(routes) => admin::with_routes(state.clone(), routes),
+                None => admin::router(state.clone()),
+            };
+            admin.push(match tls.take_if(|_| address == bind_address) {
+                Some(config) => {
+                    let listener = TlsListener::new(listener, config, tls_metrics.clone())?;
+                    admin::serve_on(listener, app, admin_stopped.clone())
+                }
+                None => admin::serve_on(listener, app, admin_stopped.clone()),
+            });
+        }
 
         let (shutdown, _) = watch::channel(false);
         let (leadership_tx, leadership) = watch::channel(false);
@@ -272,6 +298,7 @@ impl Builder {
             shutdown,
             admin,
             admin_stop,
+            tls_resolver,
             signals,
             grace_period: self.grace_period,
         }
@@ -340,6 +367,8 @@ pub struct Runtime {
     shutdown: watch::Sender<bool>,
     admin: Vec<(SocketAddr, JoinHandle<()>)>,
     admin_stop: watch::Sender<bool>,
+    /// Where the `--bind-address` listener's certificate comes from, when it serves HTTPS.
+    tls_resolver: Option<Arc<CertResolver>>,
     signals: Signals,
     grace_period: Duration,
 }
@@ -360,13 +389,15 @@ impl Runtime {
             registry: None,
             leader: None,
             routes: None,
+            tls: None,
         }
     }
 
     fn started(self) -> Self {
         let addresses: Vec<String> = self.admin.iter().map(|(address, _)| address.to_string()).collect();
         let identity = self.identity.as_deref();
-        tracing::info!(binary = %self.name, node = %self.node_name, identity, admin = ?addresses, "started");
+        let https = self.tls_resolver.is_some();
+        tracing::info!(binary = %self.name, node = %self.node_name, identity, admin = ?addresses, https, "started");
         self
     }
 
@@ -421,6 +452,13 @@ impl Runtime {
 
     pub fn shutdown_signal(&self) -> ShutdownSignal {
         ShutdownSignal(self.shutdown.subscribe())
+    }
+
+    /// The certificate the `--bind-address` listener serves, when it serves HTTPS: a
+    /// binary that issues its own certificates sets new ones here
+    /// ([`CertResolver::set`]); new connections get them at once.
+    pub fn tls_resolver(&self) -> Option<Arc<CertResolver>> {
+        self.tls_resolver.clone()
     }
 
     /// The admin server's bound addresses (e.g. to find a port 0): `--bind-address`'s

@@ -1,7 +1,10 @@
 //! What the end-to-end tests of binaries built on this runtime share: run the binary with
 //! its stderr captured, read its admin endpoints, read one metric sample exactly, stop it
 //! with SIGTERM and time the exit, and stand-ins for an API server that hangs or is gone.
-//! Test support only: nothing in a binary calls it.
+//! Test support only: nothing in a binary calls it. HTTPS (a CA, certificates, a client)
+//! is in [`tls`].
+
+pub mod tls;
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener};
@@ -53,6 +56,37 @@ impl KubeconfigFile {
 impl Drop for KubeconfigFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// A directory of its own under the temporary directory, removed with its contents when
+/// dropped.
+pub struct TempDir {
+    path: PathBuf,
+}
+
+impl TempDir {
+    pub fn new(prefix: &str) -> std::io::Result<Self> {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let unique = format!("{prefix}-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+        let path = std::env::temp_dir().join(unique);
+        std::fs::create_dir_all(&path)?;
+        Ok(Self { path })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// `name` in the directory.
+    pub fn join(&self, name: &str) -> PathBuf {
+        self.path.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
     }
 }
 
