@@ -54,6 +54,13 @@ pub const APPLIED_HASH_ANNOTATION: &str = "superedge.io/applied-hash";
 pub const NODE_UNHEALTH_ANNOTATION: &str = "nodeunhealth";
 /// The only value of [`NODE_UNHEALTH_ANNOTATION`] that means "voted unhealthy".
 pub const NODE_UNHEALTH_YES: &str = "yes";
+/// Node annotation: the longest this node may stay Ready=Unknown and still be protected
+/// by the edge rule (see `crate::protection`), counted from the Ready condition's
+/// `lastTransitionTime`; past it the node is handled as stock Kubernetes would. A Go
+/// duration (`30m`, `2h`, `1h30m`); `0` is unlimited. Overrides the controllers'
+/// `--max-unreachable-protection` default either way; an invalid value is ignored (the
+/// default applies) and reported.
+pub const MAX_UNREACHABLE_PROTECTION_ANNOTATION: &str = "superedge.io/max-unreachable-protection";
 /// Node label value marking membership of a SuperEdge node unit: `<unit>=nodeunits.superedge.io`.
 pub const NODE_UNIT_LABEL_VALUE: &str = "nodeunits.superedge.io";
 /// ConfigMap edge-health reads its checks from.
@@ -94,6 +101,7 @@ mod tests {
             (super::APPLIED_HASH_ANNOTATION, "superedge.io/applied-hash"),
             (super::NODE_UNHEALTH_ANNOTATION, "nodeunhealth"),
             (super::NODE_UNHEALTH_YES, "yes"),
+            (super::MAX_UNREACHABLE_PROTECTION_ANNOTATION, "superedge.io/max-unreachable-protection"),
             (super::TAINT_UNREACHABLE, "node.kubernetes.io/unreachable"),
             (super::INITIAL_EVENTS_END_ANNOTATION, "k8s.io/initial-events-end"),
         ];

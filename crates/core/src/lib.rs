@@ -1,8 +1,10 @@
 //! The domain core shared by every edgegrid component: the `superedge.io/v1` CRD types,
-//! the well-known keys, and the topology engine. It performs no I/O and knows no async
-//! runtime, so every decision here is tested by feeding it objects directly.
+//! the well-known keys, the topology engine, and the edge rule deciding which unreachable
+//! nodes are protected. It performs no I/O, reads no clock and knows no async runtime, so
+//! every decision here is tested by feeding it objects (and the time) directly.
 
 pub mod admission;
 pub mod crd;
 pub mod keys;
+pub mod protection;
 pub mod topology;

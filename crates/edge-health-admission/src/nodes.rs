@@ -9,8 +9,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::RwLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use edgegrid_core::admission::{self, NodeState};
+use edgegrid_core::admission;
 use edgegrid_core::keys;
+use edgegrid_core::protection::NodeFacts;
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::watcher::Event;
 use serde_json::{Value, json};
@@ -77,7 +78,7 @@ impl NodeVerdicts for NodeCache {
         self.synced.load(Ordering::SeqCst)
     }
 
-    fn state(&self, node: &str) -> Option<NodeState> {
-        admission::node_state(self.nodes.read().unwrap_or_else(|p| p.into_inner()).get(node)?)
+    fn state(&self, node: &str) -> Option<NodeFacts> {
+        admission::node_facts(self.nodes.read().unwrap_or_else(|p| p.into_inner()).get(node)?)
     }
 }

@@ -8,7 +8,8 @@
 use std::collections::BTreeMap;
 
 use base64::Engine;
-use edgegrid_core::admission::{self, NodeState};
+use edgegrid_core::admission;
+use edgegrid_core::protection::{NodeFacts, ProtectionLimit, Timestamp};
 use json_patch::Patch;
 use k8s_openapi::api::core::v1::{Endpoints, Node};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -134,11 +135,18 @@ pub trait NodeVerdicts {
     /// Whether the cache has listed the nodes at least once.
     fn synced(&self) -> bool;
     /// The node's state, `None` when unknown or without a Ready condition.
-    fn state(&self, node: &str) -> Option<NodeState>;
+    fn state(&self, node: &str) -> Option<NodeFacts>;
 }
 
-/// Decides one request for `hook`.
-pub fn decide(hook: Hook, request: &Value, nodes: &impl NodeVerdicts) -> Decision {
+/// Decides one request for `hook`, judging nodes at `now` under the cluster-wide
+/// protection limit `default` (`edgegrid_core::protection`).
+pub fn decide(
+    hook: Hook,
+    request: &Value,
+    nodes: &impl NodeVerdicts,
+    now: Timestamp,
+    default: ProtectionLimit,
+) -> Decision {
     let (group, resource) = hook.resource();
     let got = (
         request["resource"]["group"].as_str().unwrap_or_default(),
@@ -165,16 +173,16 @@ pub fn decide(hook: Hook, request: &Value, nodes: &impl NodeVerdicts) -> Decisio
     }
     let patch = match hook {
         // the node in the request is the verdict's subject: its own state decides
-        Hook::NodeTaint => admission::node_patch(object),
+        Hook::NodeTaint => admission::node_patch(object, now, default),
         Hook::Endpoint | Hook::EndpointSlice => {
             if !nodes.synced() {
                 return Decision::Skipped(Skip::NodesNotSynced);
             }
-            let states: BTreeMap<String, NodeState> =
+            let states: BTreeMap<String, NodeFacts> =
                 node_names(object).filter_map(|name| Some((name.to_string(), nodes.state(name)?))).collect();
             match hook {
-                Hook::Endpoint => admission::endpoints_patch(object, &states),
-                _ => admission::endpoint_slice_patch(object, &states),
+                Hook::Endpoint => admission::endpoints_patch(object, &states, now, default),
+                _ => admission::endpoint_slice_patch(object, &states, now, default),
             }
         }
     };

@@ -12,6 +12,7 @@ use axum::body::Bytes;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use edgegrid_core::protection::{ProtectionLimit, Timestamp};
 
 use crate::metrics::{HookLabel, Metrics, ReviewLabels};
 use crate::nodes::NodeCache;
@@ -55,7 +56,9 @@ async fn answer(webhook: Arc<Webhook>, hook: Hook, headers: HeaderMap, body: Byt
         Ok(review) => review,
         Err(error) => return malformed(format!("not an AdmissionReview request: {error}")),
     };
-    let decision = review::decide(hook, &review.request, webhook.nodes.as_ref());
+    // no --max-unreachable-protection flag here yet: unlimited, SuperEdge's behaviour
+    let default = ProtectionLimit::Unlimited;
+    let decision = review::decide(hook, &review.request, webhook.nodes.as_ref(), Timestamp::now(), default);
     match &decision {
         Decision::Skipped(skip) => {
             tracing::warn!(hook = hook.name(), uid = %review.uid, reason = ?skip, "request allowed unchanged")

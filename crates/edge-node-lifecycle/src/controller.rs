@@ -121,7 +121,7 @@ pub async fn run(
         if now >= next_monitor {
             next_monitor = now + config.lifecycle.monitor_period;
             let snapshots = snapshots(&caches);
-            actions.extend(core.monitor(&snapshots, now));
+            actions.extend(core.monitor(&snapshots, now, jiff::Timestamp::now()));
             metrics.monitor_passes.inc();
             for (zone, state) in core.zone_states() {
                 metrics.set_zone_state(&zone.region, &zone.zone, state);
@@ -297,10 +297,11 @@ fn pods_on(caches: &Caches, node: &str) -> Vec<Arc<Pod>> {
 /// that goes away cancels the pending evictions of its pods.
 async fn taint_manager_pass(client: &Client, caches: &Caches, core: &MonitorCore, metrics: &Metrics, shards: usize) {
     let now = Instant::now();
+    let wall_now = jiff::Timestamp::now();
     let nodes = caches.nodes.state();
     let pods = caches.pods.state();
-    let protected = |node: &Node| core.protected(&node_snapshot(node, None), now);
-    let due = pods_due_for_eviction(&nodes, &pods, protected, jiff::Timestamp::now(), now);
+    let protected = |node: &Node| core.protected(&node_snapshot(node, None), now, wall_now);
+    let due = pods_due_for_eviction(&nodes, &pods, protected, wall_now, now);
     let mut work: Vec<Vec<Arc<Pod>>> = vec![Vec::new(); shards.max(1)];
     for (node, pod) in due {
         work[shard_of(&node, shards.max(1))].push(pod);

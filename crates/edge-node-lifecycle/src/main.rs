@@ -9,6 +9,7 @@ use clap::Parser;
 use controller_support::{LeaderFlags, Runtime, RuntimeFlags, parse_duration};
 use edge_node_lifecycle::controller::{self, ControllerConfig};
 use edge_node_lifecycle::metrics::Metrics;
+use edgegrid_core::protection::ProtectionLimit;
 use node_lifecycle::lifecycle::LifecycleConfig;
 
 #[derive(Parser, Debug)]
@@ -30,6 +31,13 @@ struct Flags {
     node_eviction_rate: f64,
     #[arg(long, default_value_t = 0.01)]
     secondary_node_eviction_rate: f64,
+    /// The longest a node may stay Ready=Unknown and still be protected while its unit's
+    /// peers see it alive (e.g. 30m, 2h), counted from the Ready condition's
+    /// lastTransitionTime; past it the node is tainted and its pods evicted as stock
+    /// Kubernetes would. 0 is unlimited (SuperEdge's behaviour). A node's
+    /// superedge.io/max-unreachable-protection annotation overrides it.
+    #[arg(long, default_value = "0", value_parser = ProtectionLimit::parse)]
+    max_unreachable_protection: ProtectionLimit,
     #[command(flatten)]
     leader: LeaderFlags,
 }
@@ -50,6 +58,7 @@ impl Flags {
             large_cluster_threshold: self.large_cluster_size_threshold,
             eviction_rate: self.node_eviction_rate,
             secondary_eviction_rate: self.secondary_node_eviction_rate,
+            max_unreachable_protection: self.max_unreachable_protection,
         })
     }
 }

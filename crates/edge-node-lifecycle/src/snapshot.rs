@@ -1,13 +1,15 @@
 //! Node + Lease objects -> what the lifecycle logic reads. Pure.
 
 use edgegrid_core::keys;
+use edgegrid_core::protection::{self, LimitAnnotation};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use node_lifecycle::lifecycle::{NodeReport, NodeSnapshot, ReadyStatus, Taint, ZoneKey};
 
 pub fn node_snapshot(node: &Node, lease: Option<&Lease>) -> NodeSnapshot {
     let labels = node.metadata.labels.clone().unwrap_or_default();
-    let annotations = node.metadata.annotations.clone().unwrap_or_default();
+    let annotations = node.metadata.annotations.as_ref();
+    let annotation = |key: &str| annotations.and_then(|a| a.get(key)).map(String::as_str);
     let ready = node
         .status
         .as_ref()
@@ -26,13 +28,14 @@ pub fn node_snapshot(node: &Node, lease: Option<&Lease>) -> NodeSnapshot {
                 _ => ReadyStatus::Unknown,
             }),
             heartbeat: ready.and_then(|c| c.last_heartbeat_time.as_ref()).map(|t| t.0.to_string()),
+            ready_transition: ready.and_then(|c| c.last_transition_time.as_ref()).map(|t| t.0),
             lease_renew: lease
                 .and_then(|l| l.spec.as_ref())
                 .and_then(|s| s.renew_time.as_ref())
                 .map(|t| t.0.to_string()),
         },
-        voted_unhealthy: annotations.get(keys::NODE_UNHEALTH_ANNOTATION).map(String::as_str)
-            == Some(keys::NODE_UNHEALTH_YES),
+        voted_unhealthy: protection::voted_unhealthy(annotation(keys::NODE_UNHEALTH_ANNOTATION)),
+        protection_limit: LimitAnnotation::read(annotation(keys::MAX_UNREACHABLE_PROTECTION_ANNOTATION)),
         taints: node
             .spec
             .as_ref()
@@ -47,18 +50,21 @@ pub fn node_snapshot(node: &Node, lease: Option<&Lease>) -> NodeSnapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use edgegrid_core::protection::ProtectionLimit;
     use serde_json::json;
+    use std::time::Duration;
 
     #[test]
     fn reads_zone_ready_heartbeats_vote_and_taints() {
         let node: Node = serde_json::from_value(json!({
             "metadata": {"name": "edge-1",
                 "labels": {"topology.kubernetes.io/region": "r1", "topology.kubernetes.io/zone": "z1"},
-                "annotations": {"nodeunhealth": "yes"}},
+                "annotations": {"nodeunhealth": "yes", "superedge.io/max-unreachable-protection": "1h30m"}},
             "spec": {"taints": [{"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"}]},
             "status": {"conditions": [
                 {"type": "MemoryPressure", "status": "False"},
-                {"type": "Ready", "status": "Unknown", "lastHeartbeatTime": "2026-11-21T10:00:00Z"}
+                {"type": "Ready", "status": "Unknown", "lastHeartbeatTime": "2026-11-21T10:00:00Z",
+                 "lastTransitionTime": "2026-11-21T09:59:00Z"}
             ]}
         }))
         .unwrap();
@@ -77,8 +83,10 @@ mod tests {
                     ready: Some(ReadyStatus::Unknown),
                     heartbeat: Some("2026-11-21T10:00:00Z".into()),
                     lease_renew: Some("2026-11-21T10:00:05Z".into()),
+                    ready_transition: Some("2026-11-21T09:59:00Z".parse().unwrap()),
                 },
                 voted_unhealthy: true,
+                protection_limit: LimitAnnotation::Valid(ProtectionLimit::After(Duration::from_secs(5400))),
                 taints: vec![Taint {
                     key: "node.kubernetes.io/unreachable".into(),
                     value: None,
@@ -89,6 +97,15 @@ mod tests {
         let bare: Node =
             serde_json::from_value(json!({"metadata": {"name": "n", "annotations": {"nodeunhealth": "no"}}})).unwrap();
         let snapshot = node_snapshot(&bare, None);
-        assert_eq!((snapshot.report, snapshot.voted_unhealthy), (NodeReport::default(), false));
+        assert_eq!(
+            (snapshot.report, snapshot.voted_unhealthy, snapshot.protection_limit),
+            (NodeReport::default(), false, LimitAnnotation::Absent)
+        );
+        let typo: Node = serde_json::from_value(
+            json!({"metadata": {"name": "n", "annotations": {"superedge.io/max-unreachable-protection": "1 hour"}}}),
+        )
+        .unwrap();
+        let snapshot = node_snapshot(&typo, None);
+        assert_eq!(snapshot.protection_limit.invalid().map(|e| e.value.as_str()), Some("1 hour"));
     }
 }

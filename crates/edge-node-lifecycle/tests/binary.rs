@@ -142,4 +142,76 @@ fn bad_flags_are_refused_with_a_message() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_edge-node-lifecycle"))
+        .args(["--kubeconfig", "/nonexistent", "--max-unreachable-protection", "30min"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("invalid value '30min' for '--max-unreachable-protection"), "{stderr}");
+    assert!(stderr.contains("unknown unit"), "{stderr}");
+}
+
+/// `--max-unreachable-protection` reaches the lifecycle logic: a node Unknown (and not
+/// voted unhealthy) since long ago is tainted NoExecute once the limit is 1 s, while a
+/// healthy node in another zone keeps the eviction rate above zero.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_unreachable_protection_flag_bounds_the_edge_rule() {
+    use k8s_openapi::api::core::v1::Node;
+    use kube::api::{Api, PostParams};
+
+    let (server, kubeconfig) = server().await;
+    let client = kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
+    let nodes: Api<Node> = Api::all(client);
+    for (name, zone, ready) in [("cloud-0", "cloud", "True"), ("edge-0", "site", "Unknown")] {
+        let node: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "labels": {"topology.kubernetes.io/region": "r", "topology.kubernetes.io/zone": zone}},
+            "status": {"conditions": [{"type": "Ready", "status": ready,
+                "lastHeartbeatTime": "2026-11-21T00:00:00Z", "lastTransitionTime": "2026-11-21T00:00:00Z"}]}
+        }))
+        .unwrap();
+        nodes.create(&PostParams::default(), &node).await.unwrap();
+    }
+    let (health, metrics) = (testing::free_port(), testing::free_port());
+    let args: Vec<String> = [
+        "--kubeconfig",
+        &kubeconfig.arg(),
+        "--bind-address",
+        &format!("127.0.0.1:{health}"),
+        "--metrics-bind-address",
+        &format!("127.0.0.1:{metrics}"),
+        "--leader-elect-retry-period",
+        "200ms",
+        "--node-monitor-period",
+        "200ms",
+        "--node-eviction-rate",
+        "2",
+        "--max-unreachable-protection",
+        "1s",
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    let mut binary = RunningBinary::start(env!("CARGO_BIN_EXE_edge-node-lifecycle"), &args).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let taints: Vec<String> = nodes
+            .get("edge-0")
+            .await
+            .unwrap()
+            .spec
+            .and_then(|s| s.taints)
+            .unwrap_or_default()
+            .iter()
+            .map(|t| format!("{}:{}", t.key, t.effect))
+            .collect();
+        if taints.iter().any(|t| t == "node.kubernetes.io/unreachable:NoExecute") {
+            break;
+        }
+        binary.assert_running();
+        assert!(Instant::now() < deadline, "edge-0 not tainted NoExecute: {taints:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let exit = binary.terminate(PROMPT_EXIT).await.unwrap();
+    assert_eq!(exit.status.code(), Some(0), "{}", exit.logs);
 }

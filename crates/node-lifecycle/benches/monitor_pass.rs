@@ -5,6 +5,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use edgegrid_core::protection::Timestamp;
 use node_lifecycle::lifecycle::*;
 use tokio::time::Instant;
 
@@ -17,8 +18,10 @@ fn nodes(heartbeat: &str) -> Vec<NodeSnapshot> {
                 ready: Some(ReadyStatus::True),
                 heartbeat: Some(if i % 20 == 0 { "stale".to_string() } else { heartbeat.to_string() }),
                 lease_renew: None,
+                ready_transition: None,
             },
             voted_unhealthy: i % 40 == 0,
+            protection_limit: Default::default(),
             taints: vec![],
         })
         .collect()
@@ -27,7 +30,8 @@ fn nodes(heartbeat: &str) -> Vec<NodeSnapshot> {
 fn bench(c: &mut Criterion) {
     let start = Instant::now();
     let mut core = MonitorCore::new(LifecycleConfig::default());
-    core.monitor(&nodes("hb-0"), start);
+    let wall: Timestamp = "2026-11-21T10:00:00Z".parse().unwrap();
+    core.monitor(&nodes("hb-0"), start, wall);
     let mut pass = 0u64;
     let mut group = c.benchmark_group("node_lifecycle");
     group.bench_function("monitor_pass_5k_nodes", |b| {
@@ -36,7 +40,7 @@ fn bench(c: &mut Criterion) {
             // every node but the stale 5% heartbeats; a minute in, those are Unknown
             let snapshot = nodes(&format!("hb-{pass}"));
             let now = start + Duration::from_secs(60) + Duration::from_millis(pass);
-            black_box(core.monitor(&snapshot, now));
+            black_box(core.monitor(&snapshot, now, wall + Duration::from_secs(60)));
             black_box(core.drain(now))
         })
     });

@@ -1,9 +1,11 @@
 //! The node lifecycle logic over a simulated cluster: exact order and timing of
-//! NoExecute taints per zone, zone disruption rules, and the edge rule.
+//! NoExecute taints per zone, zone disruption rules, and the edge rule with its
+//! protection limits.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use edgegrid_core::protection::{LimitAnnotation, ProtectionLimit, Timestamp, Verdict};
 use node_lifecycle::lifecycle::*;
 use tokio::time::Instant;
 
@@ -12,7 +14,11 @@ struct SimNode {
     /// Dead (no heartbeats) in [from, until).
     dead: Option<(u64, u64)>,
     voted_unhealthy: bool,
+    /// The node's `superedge.io/max-unreachable-protection` annotation.
+    limit: Option<&'static str>,
     reported: Option<ReadyStatus>,
+    /// The Ready condition's `lastTransitionTime`.
+    ready_transition: Option<Timestamp>,
     taints: Vec<Taint>,
     last_heartbeat: String,
 }
@@ -24,6 +30,8 @@ struct Sim {
     nodes: BTreeMap<String, SimNode>,
     core: MonitorCore,
     start: Instant,
+    /// The wall clock at second 0.
+    wall_start: Timestamp,
     /// The next second to simulate.
     next_t: u64,
     /// The second of the next monitor pass (a started controller monitors at once).
@@ -50,10 +58,15 @@ fn during(window: Option<(u64, u64)>, t: u64) -> bool {
 
 impl Sim {
     fn new() -> Self {
+        Self::with_config(LifecycleConfig::default())
+    }
+
+    fn with_config(config: LifecycleConfig) -> Self {
         Self {
             nodes: BTreeMap::new(),
-            core: MonitorCore::new(LifecycleConfig::default()),
+            core: MonitorCore::new(config),
             start: Instant::now(),
+            wall_start: "2026-11-21T10:00:00Z".parse().unwrap(),
             next_t: 0,
             next_monitor: 0,
             view_frozen: None,
@@ -78,7 +91,9 @@ impl Sim {
                     zone: zone(zone_name),
                     dead: dead(i),
                     voted_unhealthy: voted(i),
+                    limit: None,
                     reported: Some(ReadyStatus::True),
+                    ready_transition: Some(self.wall_start),
                     taints: vec![],
                     last_heartbeat: String::new(),
                 },
@@ -91,6 +106,11 @@ impl Sim {
         for name in names {
             self.nodes.get_mut(*name).unwrap().voted_unhealthy = true;
         }
+    }
+
+    /// The wall clock at second `t`.
+    fn wall(&self, t: u64) -> Timestamp {
+        self.wall_start + Duration::from_secs(t)
     }
 
     /// The controller process is replaced by a new one (same flags), which monitors at once.
@@ -109,10 +129,14 @@ impl Sim {
             } else if self.frozen.is_none() {
                 self.frozen = Some(self.snapshots());
             }
+            let wall = self.wall(t);
             for node in self.nodes.values_mut() {
                 let alive = node.dead.is_none_or(|(from, to)| t < from || t >= to);
                 if alive {
                     node.last_heartbeat = format!("hb-{}", t / 10);
+                    if node.reported != Some(ReadyStatus::True) {
+                        node.ready_transition = Some(wall);
+                    }
                     node.reported = Some(ReadyStatus::True);
                 }
             }
@@ -124,7 +148,7 @@ impl Sim {
                     Some(frozen) => frozen.clone(),
                     None => self.snapshots(),
                 };
-                actions.extend(self.core.monitor(&snapshots, now));
+                actions.extend(self.core.monitor(&snapshots, now, wall));
             }
             actions.extend(self.core.drain(now));
             for action in actions {
@@ -132,7 +156,7 @@ impl Sim {
                     self.core.action_failed(&action);
                     self.failed.push((t, action));
                 } else {
-                    self.apply(&action);
+                    self.apply(&action, wall);
                     self.log.push((t, action));
                 }
             }
@@ -146,16 +170,26 @@ impl Sim {
             .map(|(name, n)| NodeSnapshot {
                 name: name.clone(),
                 zone: n.zone.clone(),
-                report: NodeReport { ready: n.reported, heartbeat: Some(n.last_heartbeat.clone()), lease_renew: None },
+                report: NodeReport {
+                    ready: n.reported,
+                    heartbeat: Some(n.last_heartbeat.clone()),
+                    lease_renew: None,
+                    ready_transition: n.ready_transition,
+                },
                 voted_unhealthy: n.voted_unhealthy,
+                protection_limit: LimitAnnotation::read(n.limit),
                 taints: n.taints.clone(),
             })
             .collect()
     }
 
-    fn apply(&mut self, action: &Action) {
+    fn apply(&mut self, action: &Action, wall: Timestamp) {
         match action {
-            Action::MarkUnknown { node } => self.nodes.get_mut(node).unwrap().reported = Some(ReadyStatus::Unknown),
+            Action::MarkUnknown { node } => {
+                let node = self.nodes.get_mut(node).unwrap();
+                node.reported = Some(ReadyStatus::Unknown);
+                node.ready_transition = Some(wall);
+            }
             Action::MarkPodsNotReady { .. } => {}
             Action::AddTaint { node, taint } => self.nodes.get_mut(node).unwrap().taints.push(taint.taint()),
             Action::RemoveTaint { node, taint } => {
@@ -317,12 +351,22 @@ fn every_zone_down_means_the_controller_is_cut_off_and_stops() {
     assert_eq!(sim.core.queue_rate(&zone("a")), Some(0.0));
 }
 
+fn wall() -> Timestamp {
+    "2026-11-21T10:00:00Z".parse().unwrap()
+}
+
 fn node(name: &str, ready: ReadyStatus, voted: bool, taints: &[TaintRef]) -> NodeSnapshot {
     NodeSnapshot {
         name: name.into(),
         zone: zone("z"),
-        report: NodeReport { ready: Some(ready), heartbeat: Some("hb".into()), lease_renew: None },
+        report: NodeReport {
+            ready: Some(ready),
+            heartbeat: Some("hb".into()),
+            lease_renew: None,
+            ready_transition: None,
+        },
         voted_unhealthy: voted,
+        protection_limit: LimitAnnotation::Absent,
         taints: taints.iter().map(|t| t.taint()).collect(),
     }
 }
@@ -342,10 +386,7 @@ fn per_node_taint_rules() {
         ),
         (
             "Unknown and voted unhealthy: conditions Unknown, pods not ready, unreachable taints",
-            NodeSnapshot {
-                report: NodeReport { ready: None, heartbeat: None, lease_renew: None },
-                ..node("n", ReadyStatus::Unknown, true, &[])
-            },
+            NodeSnapshot { report: NodeReport::default(), ..node("n", ReadyStatus::Unknown, true, &[]) },
             vec![
                 Action::MarkUnknown { node: "n".into() },
                 Action::MarkPodsNotReady { node: "n".into() },
@@ -378,6 +419,33 @@ fn per_node_taint_rules() {
             vec![Action::RemoveTaint { node: "n".into(), taint: UnreachableNoExecute }],
         ),
         (
+            "Unknown, alive to its peers, but Unknown for 2 h with a 1 h limit: stock handling",
+            NodeSnapshot {
+                report: NodeReport {
+                    ready_transition: Some(wall() - Duration::from_secs(7200)),
+                    ..node("n", ReadyStatus::Unknown, false, &[]).report
+                },
+                protection_limit: LimitAnnotation::read(Some("1h")),
+                ..node("n", ReadyStatus::Unknown, false, &[UnreachableNoSchedule])
+            },
+            vec![
+                Action::MarkPodsNotReady { node: "n".into() },
+                Action::AddTaint { node: "n".into(), taint: UnreachableNoExecute },
+            ],
+        ),
+        (
+            "Unknown for 2 h with a 3 h limit: still protected, a stock controller's taint is taken off",
+            NodeSnapshot {
+                report: NodeReport {
+                    ready_transition: Some(wall() - Duration::from_secs(7200)),
+                    ..node("n", ReadyStatus::Unknown, false, &[]).report
+                },
+                protection_limit: LimitAnnotation::read(Some("3h")),
+                ..node("n", ReadyStatus::Unknown, false, &[UnreachableNoSchedule, UnreachableNoExecute])
+            },
+            vec![Action::RemoveTaint { node: "n".into(), taint: UnreachableNoExecute }],
+        ),
+        (
             "ready again: every managed taint goes",
             node("n", ReadyStatus::True, false, &[UnreachableNoSchedule, UnreachableNoExecute]),
             vec![
@@ -391,7 +459,7 @@ fn per_node_taint_rules() {
     let healthy = NodeSnapshot { zone: zone("elsewhere"), ..node("healthy", ReadyStatus::True, false, &[]) };
     for (name, snapshot, want) in cases {
         let mut core = MonitorCore::new(LifecycleConfig::default());
-        let mut got = core.monitor(&[snapshot, healthy.clone()], now);
+        let mut got = core.monitor(&[snapshot, healthy.clone()], now, wall());
         assert_eq!(core.drain(now), vec![], "{name}: a new core's queues start empty");
         // the first token comes one interval (10 s at 0.1 nodes/s) after the start
         got.extend(core.drain(now + Duration::from_secs(10)));
@@ -408,19 +476,19 @@ fn queued_nodes_that_recover_or_get_protected_are_not_tainted() {
     let healthy = NodeSnapshot { zone: zone("elsewhere"), ..node("healthy", ReadyStatus::True, false, &[]) };
     let nodes =
         vec![node("a", ReadyStatus::False, false, &[]), node("b", ReadyStatus::False, false, &[]), healthy.clone()];
-    core.monitor(&nodes, s(0));
+    core.monitor(&nodes, s(0), wall());
     let drained = core.drain(s(10));
     assert_eq!(drained, vec![Action::AddTaint { node: "a".into(), taint: TaintRef::NotReadyNoExecute }]);
     // b recovers before its turn
     let recovered = vec![
         node("a", ReadyStatus::False, false, &[TaintRef::NotReadyNoSchedule, TaintRef::NotReadyNoExecute]),
         NodeSnapshot {
-            report: NodeReport { ready: Some(ReadyStatus::True), heartbeat: Some("hb2".into()), lease_renew: None },
+            report: NodeReport { ready: Some(ReadyStatus::True), heartbeat: Some("hb2".into()), ..Default::default() },
             ..node("b", ReadyStatus::True, false, &[TaintRef::NotReadyNoSchedule])
         },
         healthy,
     ];
-    core.monitor(&recovered, s(15));
+    core.monitor(&recovered, s(15), wall());
     assert_eq!(core.drain(s(40)), vec![], "b left the queue when it became Ready");
 }
 
@@ -616,4 +684,122 @@ fn controller_cut_off_from_the_api_server_judges_the_dead_by_what_it_saw() {
             added(310, "a-01", NoExecute),
         ]
     );
+}
+
+/// A site of 10 loses its cloud link at t=100 (last heartbeats seen at t=90, marked
+/// Unknown at t=145) while a cloud zone of 5 stays up; no node is ever voted unhealthy.
+/// The cluster-wide limit is 60 s; site-00 is annotated `0` (unlimited), site-01 `2m`,
+/// site-02 with a typo (so the default applies to it).
+fn bounded_site_disconnect(restart_at: Option<u64>) -> Sim {
+    let mut sim = Sim::with_config(LifecycleConfig {
+        max_unreachable_protection: ProtectionLimit::After(Duration::from_secs(60)),
+        ..Default::default()
+    });
+    sim.add("cloud", 5, |_| None, |_| false);
+    sim.add("site", 10, |_| Some((100, u64::MAX)), |_| false);
+    sim.nodes.get_mut("site-00").unwrap().limit = Some("0");
+    sim.nodes.get_mut("site-01").unwrap().limit = Some("2m");
+    sim.nodes.get_mut("site-02").unwrap().limit = Some("2 minutes");
+    if let Some(at) = restart_at {
+        sim.run(at - 1);
+        sim.restart();
+    }
+    sim.run(400);
+    sim
+}
+
+#[test]
+fn protection_ends_at_the_limit_counted_from_the_unknown_transition() {
+    use TaintRef::UnreachableNoExecute as NoExecute;
+    let sim = bounded_site_disconnect(None);
+    let site: Vec<String> = (0..10).map(|i| format!("site-{i:02}")).collect();
+    assert_eq!(sim.marked_unknown(), site.iter().map(|n| (145, n.as_str())).collect::<Vec<_>>());
+    // Unknown since t=145 (the written lastTransitionTime, not the last heartbeat at t=90
+    // nor the Ready transition at t=0): protected through t=205 (exactly 60 s is still
+    // within the limit), so the first pass past it is t=210; the node annotated 2m
+    // follows at t=270; the one annotated 0 never does. The site is fully disrupted but
+    // the cloud zone is not: NoExecute at 0.1 nodes/s, in the order the nodes queued.
+    let mut want: Vec<(u64, Action)> = site[2..].iter().map(|n| pods_not_ready(210, n)).collect();
+    want.extend([
+        added(210, "site-02", NoExecute),
+        added(220, "site-03", NoExecute),
+        added(230, "site-04", NoExecute),
+        added(240, "site-05", NoExecute),
+        added(250, "site-06", NoExecute),
+        added(260, "site-07", NoExecute),
+        // a pass's actions come before that second's drain
+        pods_not_ready(270, "site-01"),
+        added(270, "site-08", NoExecute),
+        added(280, "site-09", NoExecute),
+        added(290, "site-01", NoExecute),
+    ]);
+    assert_eq!(sim.log_from(146), want);
+    let verdict = |sim: &Sim, name: &str, t: u64| {
+        let snapshot = sim.snapshots().into_iter().find(|n| n.name == name).unwrap();
+        sim.core.protection(&snapshot, sim.start + Duration::from_secs(t), sim.wall(t))
+    };
+    assert_eq!(verdict(&sim, "site-00", 400), Verdict::Protected { until: None });
+    assert_eq!(
+        verdict(&sim, "site-03", 400),
+        Verdict::LimitPassed { since: sim.wall(145), limit: Duration::from_secs(60) }
+    );
+    assert_eq!(
+        verdict(&sim, "site-02", 400),
+        Verdict::LimitPassed { since: sim.wall(145), limit: Duration::from_secs(60) },
+        "an invalid annotation falls back to the default"
+    );
+    let snapshot = sim.snapshots().into_iter().find(|n| n.name == "site-02").unwrap();
+    assert_eq!(snapshot.protection_limit.invalid().map(|e| e.value.as_str()), Some("2 minutes"));
+
+    // A controller restarted while the site is protected counts on from the written
+    // transition, not from its own start: exactly the same actions.
+    let restarted = bounded_site_disconnect(Some(180));
+    assert_eq!(restarted.log, sim.log);
+}
+
+/// While this controller has judged a node Unknown but the Ready condition does not say
+/// so yet, the Unknown period starts now: the condition's old transition (to True, long
+/// ago) must not count, or a bounded node would lose its protection the moment it
+/// went Unknown.
+#[test]
+fn protection_counts_from_now_until_the_unknown_is_written() {
+    let config = LifecycleConfig {
+        max_unreachable_protection: ProtectionLimit::After(Duration::from_secs(60)),
+        ..Default::default()
+    };
+    let mut core = MonitorCore::new(config);
+    let t0 = Instant::now();
+    let long_ago = wall() - Duration::from_secs(86_400);
+    let ready = NodeSnapshot {
+        report: NodeReport { ready_transition: Some(long_ago), ..node("n", ReadyStatus::True, false, &[]).report },
+        ..node("n", ReadyStatus::True, false, &[])
+    };
+    core.monitor(std::slice::from_ref(&ready), t0, wall());
+    assert_eq!(core.protection(&ready, t0, wall()), Verdict::NotUnknown);
+    // no heartbeat for longer than the grace period: judged Unknown, not written yet
+    let later = t0 + Duration::from_secs(51);
+    let wall_later = wall() + Duration::from_secs(51);
+    assert_eq!(
+        core.protection(&ready, later, wall_later),
+        Verdict::Protected { until: Some(wall_later + Duration::from_secs(60)) }
+    );
+    let actions = core.monitor(std::slice::from_ref(&ready), later, wall_later);
+    assert!(!actions.iter().any(|a| matches!(a, Action::MarkPodsNotReady { .. })), "{actions:?}");
+    // written Unknown, but without a lastTransitionTime: nothing shows the bound holds
+    let untimed = NodeSnapshot {
+        report: NodeReport { ready: Some(ReadyStatus::Unknown), ready_transition: None, ..ready.report.clone() },
+        ..ready.clone()
+    };
+    assert_eq!(core.protection(&untimed, later, wall_later), Verdict::UnknownSince { limit: Duration::from_secs(60) });
+    let actions = core.monitor(std::slice::from_ref(&untimed), later, wall_later);
+    assert_eq!(
+        actions,
+        vec![
+            Action::MarkPodsNotReady { node: "n".into() },
+            Action::AddTaint { node: "n".into(), taint: TaintRef::UnreachableNoSchedule }
+        ]
+    );
+    // an unlimited annotation needs no transition time
+    let unlimited = NodeSnapshot { protection_limit: LimitAnnotation::read(Some("0")), ..untimed };
+    assert_eq!(core.protection(&unlimited, later, wall_later), Verdict::Protected { until: None });
 }

@@ -5,10 +5,12 @@
 //! The only changes ever made: remove the `node.kubernetes.io/unreachable` NoExecute taint
 //! from a protected node; move a protected node's addresses from `notReadyAddresses` to
 //! `addresses` (core Endpoints) or set `ready` on its non-terminating endpoints
-//! (EndpointSlices). A node is protected when its Ready condition is Unknown and its unit
-//! has not voted it unhealthy. Anything doubtful (no Ready condition, unknown node, no
-//! nodeName) is left unchanged: no patch, never a panic.
+//! (EndpointSlices). Whether a node is protected is [`crate::protection`]'s rule (Ready
+//! Unknown, not voted unhealthy, within its protection limit), judged at the `now` and
+//! under the cluster-wide default limit the caller passes; this module only reads the
+//! node's JSON into [`NodeFacts`](crate::protection::NodeFacts). Anything doubtful (no
+//! Ready condition, unknown node, no nodeName) is left unchanged: no patch, never a panic.
 
 mod mutations;
 
-pub use mutations::{NodeState, endpoint_slice_patch, endpoints_patch, node_patch, node_state};
+pub use mutations::{endpoint_slice_patch, endpoints_patch, node_facts, node_patch};

@@ -8,28 +8,19 @@ use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation};
 use serde_json::Value;
 
 use crate::keys;
+use crate::protection::{self, LimitAnnotation, NodeFacts, ProtectionLimit, Timestamp};
 
-/// What the webhook needs to know about a node.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct NodeState {
-    /// The Ready condition is Unknown (the cloud stopped hearing from the node).
-    pub ready_unknown: bool,
-    /// `nodeunhealth: "yes"`: the node's unit voted it unhealthy.
-    pub voted_unhealthy: bool,
-}
-
-impl NodeState {
-    pub fn protected(self) -> bool {
-        self.ready_unknown && !self.voted_unhealthy
-    }
-}
-
-/// A node's state from its JSON; `None` without a Ready condition (nothing to judge by).
-pub fn node_state(node: &Value) -> Option<NodeState> {
+/// What the edge rule needs to know about a node, from its JSON; `None` without a Ready
+/// condition (nothing to judge by). An absent or unparsable `lastTransitionTime` is
+/// `unknown_since: None`, which only matters to a bounded limit.
+pub fn node_facts(node: &Value) -> Option<NodeFacts> {
     let ready = node["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == keys::NODE_CONDITION_READY)?;
-    Some(NodeState {
+    let annotation = |key: &str| node["metadata"]["annotations"][key].as_str();
+    Some(NodeFacts {
         ready_unknown: ready["status"] == keys::CONDITION_UNKNOWN,
-        voted_unhealthy: node["metadata"]["annotations"][keys::NODE_UNHEALTH_ANNOTATION] == keys::NODE_UNHEALTH_YES,
+        unknown_since: ready["lastTransitionTime"].as_str().and_then(|t| t.parse::<Timestamp>().ok()),
+        voted_unhealthy: protection::voted_unhealthy(annotation(keys::NODE_UNHEALTH_ANNOTATION)),
+        limit: LimitAnnotation::read(annotation(keys::MAX_UNREACHABLE_PROTECTION_ANNOTATION)),
     })
 }
 
@@ -37,14 +28,27 @@ fn path(text: &str) -> PointerBuf {
     PointerBuf::parse(text).expect("paths built here are valid JSON pointers")
 }
 
-fn protected_node(value: &Value, nodes: &BTreeMap<String, NodeState>) -> bool {
-    value["nodeName"].as_str().and_then(|n| nodes.get(n)).is_some_and(|s| s.protected())
+/// The nodes an Endpoints or EndpointSlice update refers to, judged at `now` under the
+/// cluster-wide `default` limit.
+struct Judged<'a> {
+    nodes: &'a BTreeMap<String, NodeFacts>,
+    now: Timestamp,
+    default: ProtectionLimit,
 }
 
-/// For a Node UPDATE: removes the unreachable NoExecute taint(s) of a protected node,
-/// highest index first so every index stays right however many go.
-pub fn node_patch(node: &Value) -> Option<Patch> {
-    if !node_state(node)?.protected() {
+impl Judged<'_> {
+    /// Whether the address's / endpoint's node is protected (not without a known node).
+    fn protects(&self, value: &Value) -> bool {
+        let facts = value["nodeName"].as_str().and_then(|n| self.nodes.get(n));
+        facts.is_some_and(|facts| protection::judge(facts, self.now, self.default).protected())
+    }
+}
+
+/// For a Node UPDATE: removes the unreachable NoExecute taint(s) of a node protected at
+/// `now` under the cluster-wide `default` limit, highest index first so every index stays
+/// right however many go.
+pub fn node_patch(node: &Value, now: Timestamp, default: ProtectionLimit) -> Option<Patch> {
+    if !protection::judge(&node_facts(node)?, now, default).protected() {
         return None;
     }
     let ops: Vec<PatchOperation> = node["spec"]["taints"]
@@ -58,14 +62,22 @@ pub fn node_patch(node: &Value) -> Option<Patch> {
     (!ops.is_empty()).then_some(Patch(ops))
 }
 
-/// For core Endpoints: moves protected nodes' not-ready addresses to `addresses`. A
-/// touched subset's two lists are written whole (the moved addresses as they were),
-/// which cannot get indices wrong when several addresses move.
-pub fn endpoints_patch(endpoints: &Value, nodes: &BTreeMap<String, NodeState>) -> Option<Patch> {
+/// For core Endpoints: moves the not-ready addresses of nodes protected at `now` (under
+/// the cluster-wide `default` limit) to `addresses`. A touched subset's two lists are
+/// written whole (the moved addresses as they were), which cannot get indices wrong when
+/// several addresses move. `nodes`: what is known of the nodes, by name; an address whose
+/// node is not there is left alone.
+pub fn endpoints_patch(
+    endpoints: &Value,
+    nodes: &BTreeMap<String, NodeFacts>,
+    now: Timestamp,
+    default: ProtectionLimit,
+) -> Option<Patch> {
+    let judged = Judged { nodes, now, default };
     let mut ops = Vec::new();
     for (i, subset) in endpoints["subsets"].as_array()?.iter().enumerate() {
         let Some(not_ready) = subset["notReadyAddresses"].as_array() else { continue };
-        let (moving, staying): (Vec<&Value>, Vec<&Value>) = not_ready.iter().partition(|a| protected_node(a, nodes));
+        let (moving, staying): (Vec<&Value>, Vec<&Value>) = not_ready.iter().partition(|a| judged.protects(a));
         if moving.is_empty() {
             continue;
         }
@@ -88,13 +100,20 @@ pub fn endpoints_patch(endpoints: &Value, nodes: &BTreeMap<String, NodeState>) -
     (!ops.is_empty()).then_some(Patch(ops))
 }
 
-/// For EndpointSlices: marks protected nodes' not-ready endpoints ready and serving again,
-/// unless they are terminating (a pod going away must not get traffic back).
-pub fn endpoint_slice_patch(slice: &Value, nodes: &BTreeMap<String, NodeState>) -> Option<Patch> {
+/// For EndpointSlices: marks the not-ready endpoints of nodes protected at `now` (under
+/// the cluster-wide `default` limit) ready and serving again, unless they are terminating
+/// (a pod going away must not get traffic back). `nodes` as for [`endpoints_patch`].
+pub fn endpoint_slice_patch(
+    slice: &Value,
+    nodes: &BTreeMap<String, NodeFacts>,
+    now: Timestamp,
+    default: ProtectionLimit,
+) -> Option<Patch> {
+    let judged = Judged { nodes, now, default };
     let mut ops = Vec::new();
     for (i, endpoint) in slice["endpoints"].as_array()?.iter().enumerate() {
         let conditions = &endpoint["conditions"];
-        if !protected_node(endpoint, nodes) || conditions["terminating"] == true || conditions["ready"] != false {
+        if !judged.protects(endpoint) || conditions["terminating"] == true || conditions["ready"] != false {
             continue;
         }
         for field in ["ready", "serving"] {
@@ -112,6 +131,18 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use serde_json::json;
+    use std::time::Duration;
+
+    /// The Unknown nodes of these tests went Unknown at 10:00; it is 10:30.
+    const SINCE: &str = "2026-11-21T10:00:00Z";
+
+    fn now() -> Timestamp {
+        "2026-11-21T10:30:00Z".parse().unwrap()
+    }
+
+    fn minutes(m: u64) -> ProtectionLimit {
+        ProtectionLimit::After(Duration::from_secs(60 * m))
+    }
 
     fn apply(mut object: Value, patch: &Patch) -> Value {
         json_patch::patch(&mut object, patch).expect("every emitted patch applies to its object");
@@ -128,6 +159,17 @@ mod tests {
             node["metadata"]["annotations"] = json!({"nodeunhealth": vote});
         }
         node
+    }
+
+    /// A node whose Ready condition is `ready` since `since` (`None`: no
+    /// `lastTransitionTime`), with these annotations.
+    fn node_since(ready: &str, since: Option<&str>, annotations: Value, taints: Value) -> Value {
+        let mut ready = json!({"type": "Ready", "status": ready, "reason": "NodeStatusUnknown"});
+        if let Some(since) = since {
+            ready["lastTransitionTime"] = json!(since);
+        }
+        json!({"metadata": {"name": "n", "annotations": annotations}, "spec": {"taints": taints},
+            "status": {"conditions": [ready]}})
     }
 
     #[test]
@@ -157,16 +199,126 @@ mod tests {
             ("nothing to remove", node(Some("Unknown"), None, json!([other.clone()])), None),
         ];
         for (name, object, want) in cases {
-            let got = node_patch(&object).map(|p| apply(object.clone(), &p)["spec"]["taints"].clone());
+            let got = node_patch(&object, now(), ProtectionLimit::Unlimited)
+                .map(|p| apply(object.clone(), &p)["spec"]["taints"].clone());
             assert_eq!(got, want, "{name}");
         }
     }
 
-    fn states() -> BTreeMap<String, NodeState> {
+    /// Bounded autonomy on the node path: the default, the annotation overriding it both
+    /// ways, the exact boundary, and unusable annotations and transition times.
+    #[test]
+    fn node_taint_table_with_protection_limits() {
+        let unreachable = json!({"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"});
+        let unreachable_ns = json!({"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"});
+        let taints = json!([unreachable_ns.clone(), unreachable.clone()]);
+        let limit = |value: &str| json!({"superedge.io/max-unreachable-protection": value});
+        let unknown =
+            |since: Option<&str>, annotations: Value| node_since("Unknown", since, annotations, taints.clone());
+        let none = json!({});
+        const UNLIMITED: ProtectionLimit = ProtectionLimit::Unlimited;
+        let cases = [
+            ("unlimited default", unknown(Some(SINCE), none.clone()), UNLIMITED, true),
+            ("1h default, 30m in", unknown(Some(SINCE), none.clone()), minutes(60), true),
+            (
+                "30m default: exactly at the limit, still protected",
+                unknown(Some(SINCE), none.clone()),
+                minutes(30),
+                true,
+            ),
+            ("29m default: passed", unknown(Some(SINCE), none.clone()), minutes(29), false),
+            (
+                "the limit counts from the instant, whatever the offset it is written in",
+                unknown(Some("2026-11-21T11:00:00+01:00"), none.clone()),
+                minutes(30),
+                true,
+            ),
+            ("annotation 1h beats a 10m default", unknown(Some(SINCE), limit("1h")), minutes(10), true),
+            ("annotation 10m beats an unlimited default", unknown(Some(SINCE), limit("10m")), UNLIMITED, false),
+            ("annotation 0 lifts a 10m default", unknown(Some(SINCE), limit("0")), minutes(10), true),
+            ("annotation exactly at the limit", unknown(Some(SINCE), limit("30m")), UNLIMITED, true),
+            ("annotation 1799s: passed", unknown(Some(SINCE), limit("1799s")), UNLIMITED, false),
+            ("invalid annotation: 10m default applies", unknown(Some(SINCE), limit("30 minutes")), minutes(10), false),
+            ("invalid annotation: unlimited default applies", unknown(Some(SINCE), limit("-1h")), UNLIMITED, true),
+            ("bounded, no lastTransitionTime: not protected", unknown(None, none.clone()), minutes(60), false),
+            (
+                "bounded, malformed lastTransitionTime: not protected",
+                unknown(Some("yesterday"), none.clone()),
+                minutes(60),
+                false,
+            ),
+            ("unlimited needs no lastTransitionTime", unknown(Some("yesterday"), none.clone()), UNLIMITED, true),
+            (
+                "voted unhealthy, even if annotated unlimited",
+                unknown(Some(SINCE), json!({"nodeunhealth": "yes", "superedge.io/max-unreachable-protection": "0"})),
+                ProtectionLimit::Unlimited,
+                false,
+            ),
+            (
+                "Ready=False with a limit",
+                node_since("False", Some(SINCE), limit("1h"), taints.clone()),
+                minutes(60),
+                false,
+            ),
+            (
+                "Ready=True with a limit",
+                node_since("True", Some(SINCE), limit("1h"), taints.clone()),
+                minutes(60),
+                false,
+            ),
+        ];
+        for (name, object, default, stripped) in cases {
+            let got = node_patch(&object, now(), default).map(|p| apply(object.clone(), &p)["spec"]["taints"].clone());
+            let want = stripped.then(|| json!([unreachable_ns.clone()]));
+            assert_eq!(got, want, "{name}");
+        }
+    }
+
+    #[test]
+    fn node_facts_from_json() {
+        let since: Timestamp = SINCE.parse().unwrap();
+        let annotated = node_since(
+            "Unknown",
+            Some(SINCE),
+            json!({"nodeunhealth": "yes", "superedge.io/max-unreachable-protection": "2h"}),
+            json!([]),
+        );
+        assert_eq!(
+            node_facts(&annotated),
+            Some(NodeFacts {
+                ready_unknown: true,
+                unknown_since: Some(since),
+                voted_unhealthy: true,
+                limit: LimitAnnotation::Valid(minutes(120)),
+            })
+        );
+        let typo =
+            node_since("True", Some("10:00"), json!({"superedge.io/max-unreachable-protection": "2 hours"}), json!([]));
+        let facts = node_facts(&typo).unwrap();
+        assert_eq!((facts.ready_unknown, facts.unknown_since, facts.voted_unhealthy), (false, None, false));
+        assert_eq!(facts.limit.invalid().map(|e| e.value.as_str()), Some("2 hours"), "reported to the caller");
+        let odd = json!({"metadata": {"annotations": {"superedge.io/max-unreachable-protection": 30}},
+            "status": {"conditions": [{"type": "Ready", "status": "Unknown", "lastTransitionTime": 7}]}});
+        assert_eq!(
+            node_facts(&odd),
+            Some(NodeFacts { ready_unknown: true, ..Default::default() }),
+            "non-string values are as good as absent"
+        );
+        assert_eq!(node_facts(&node(None, None, json!([]))), None);
+        assert_eq!(node_facts(&json!({"status": {"conditions": "Ready"}})), None);
+    }
+
+    /// What the endpoint hooks know about nodes, read through [`node_facts`].
+    fn states() -> BTreeMap<String, NodeFacts> {
+        let node = |ready: &str, annotations: Value| {
+            node_facts(&node_since(ready, Some(SINCE), annotations, json!([]))).unwrap()
+        };
         BTreeMap::from([
-            ("alive".to_string(), NodeState { ready_unknown: true, voted_unhealthy: false }),
-            ("dead".to_string(), NodeState { ready_unknown: true, voted_unhealthy: true }),
-            ("fine".to_string(), NodeState { ready_unknown: false, voted_unhealthy: false }),
+            ("alive".to_string(), node("Unknown", json!({}))),
+            ("dead".to_string(), node("Unknown", json!({"nodeunhealth": "yes"}))),
+            ("fine".to_string(), node("True", json!({}))),
+            ("bounded".to_string(), node("Unknown", json!({"superedge.io/max-unreachable-protection": "1h"}))),
+            ("expired".to_string(), node("Unknown", json!({"superedge.io/max-unreachable-protection": "10m"}))),
         ])
     }
 
@@ -179,28 +331,36 @@ mod tests {
                 {"ip": "10.244.0.3", "nodeName": "dead"},
                 {"ip": "10.244.0.4"},
                 {"ip": "10.244.0.5", "nodeName": "alive"},
-                {"ip": "10.244.0.6", "nodeName": "ghost"}],
+                {"ip": "10.244.0.6", "nodeName": "ghost"},
+                {"ip": "10.244.0.7", "nodeName": "expired"},
+                {"ip": "10.244.0.8", "nodeName": "bounded"}],
              "ports": [{"port": 80}]},
             {"notReadyAddresses": [{"ip": "10.244.1.1", "nodeName": "alive"}], "ports": [{"port": 81}]},
             {"addresses": [{"ip": "10.244.2.1", "nodeName": "alive"}]}
         ]});
-        let patched = apply(endpoints.clone(), &endpoints_patch(&endpoints, &states()).unwrap());
+        let patch = endpoints_patch(&endpoints, &states(), now(), ProtectionLimit::Unlimited).unwrap();
+        let patched = apply(endpoints.clone(), &patch);
         assert_eq!(
             patched,
             json!({"metadata": {"name": "web"}, "subsets": [
                 {"addresses": [
                     {"ip": "10.244.0.1", "nodeName": "fine"},
                     {"ip": "10.244.0.2", "nodeName": "alive", "targetRef": {"kind": "Pod", "name": "a"}, "futureField": 7},
-                    {"ip": "10.244.0.5", "nodeName": "alive"}],
-                 "notReadyAddresses": [{"ip": "10.244.0.3", "nodeName": "dead"}, {"ip": "10.244.0.4"}, {"ip": "10.244.0.6", "nodeName": "ghost"}],
+                    {"ip": "10.244.0.5", "nodeName": "alive"},
+                    {"ip": "10.244.0.8", "nodeName": "bounded"}],
+                 "notReadyAddresses": [
+                    {"ip": "10.244.0.3", "nodeName": "dead"},
+                    {"ip": "10.244.0.4"},
+                    {"ip": "10.244.0.6", "nodeName": "ghost"},
+                    {"ip": "10.244.0.7", "nodeName": "expired"}],
                  "ports": [{"port": 80}]},
                 {"addresses": [{"ip": "10.244.1.1", "nodeName": "alive"}], "ports": [{"port": 81}]},
                 {"addresses": [{"ip": "10.244.2.1", "nodeName": "alive"}]}
             ]})
         );
         let nothing = json!({"subsets": [{"notReadyAddresses": [{"ip": "10.244.0.3", "nodeName": "dead"}]}]});
-        assert_eq!(endpoints_patch(&nothing, &states()), None);
-        assert_eq!(endpoints_patch(&json!({"metadata": {}}), &states()), None);
+        assert_eq!(endpoints_patch(&nothing, &states(), now(), ProtectionLimit::Unlimited), None);
+        assert_eq!(endpoints_patch(&json!({"metadata": {}}), &states(), now(), ProtectionLimit::Unlimited), None);
     }
 
     #[test]
@@ -211,9 +371,12 @@ mod tests {
             {"addresses": ["10.244.0.3"], "nodeName": "dead", "conditions": {"ready": false}},
             {"addresses": ["10.244.0.4"], "nodeName": "alive", "conditions": {"ready": true}},
             {"addresses": ["10.244.0.5"], "conditions": {"ready": false}},
-            {"addresses": ["10.244.0.6"], "nodeName": "alive", "conditions": {"ready": false}}
+            {"addresses": ["10.244.0.6"], "nodeName": "alive", "conditions": {"ready": false}},
+            {"addresses": ["10.244.0.7"], "nodeName": "expired", "conditions": {"ready": false}},
+            {"addresses": ["10.244.0.8"], "nodeName": "bounded", "conditions": {"ready": false}}
         ]});
-        let patched = apply(slice.clone(), &endpoint_slice_patch(&slice, &states()).unwrap());
+        let patch = endpoint_slice_patch(&slice, &states(), now(), ProtectionLimit::Unlimited).unwrap();
+        let patched = apply(slice.clone(), &patch);
         let conditions: Vec<Value> =
             patched["endpoints"].as_array().unwrap().iter().map(|e| e["conditions"].clone()).collect();
         assert_eq!(
@@ -225,19 +388,59 @@ mod tests {
                 json!({"ready": true}),
                 json!({"ready": false}),
                 json!({"ready": true, "serving": true}),
+                json!({"ready": false}),
+                json!({"ready": true, "serving": true}),
             ]
         );
         assert_eq!(patched["endpoints"][0]["zone"], "z", "other fields untouched");
-        assert_eq!(endpoint_slice_patch(&json!({"endpoints": []}), &states()), None);
+        assert_eq!(endpoint_slice_patch(&json!({"endpoints": []}), &states(), now(), ProtectionLimit::Unlimited), None);
+    }
+
+    /// The endpoint hooks judge with the `now` and default they are given: a 20 m default
+    /// ends the protection of the unannotated node Unknown for 30 m, but not of the one
+    /// annotated 1h; at 10:05 a 10m annotation still protects.
+    #[test]
+    fn endpoint_hooks_obey_the_default_limit_and_the_time() {
+        let endpoints = json!({"subsets": [{"notReadyAddresses": [
+            {"ip": "10.244.0.2", "nodeName": "alive"}, {"ip": "10.244.0.8", "nodeName": "bounded"},
+            {"ip": "10.244.0.7", "nodeName": "expired"}]}]});
+        let slice = json!({"endpoints": [
+            {"addresses": ["10.244.0.2"], "nodeName": "alive", "conditions": {"ready": false}},
+            {"addresses": ["10.244.0.8"], "nodeName": "bounded", "conditions": {"ready": false}},
+            {"addresses": ["10.244.0.7"], "nodeName": "expired", "conditions": {"ready": false}}]});
+        let early: Timestamp = "2026-11-21T10:05:00Z".parse().unwrap();
+        let cases = [
+            (now(), minutes(20), vec!["bounded"]),
+            (now(), ProtectionLimit::Unlimited, vec!["alive", "bounded"]),
+            (early, minutes(20), vec!["alive", "bounded", "expired"]),
+        ];
+        for (at, default, want) in cases {
+            let patched = endpoints_patch(&endpoints, &states(), at, default).map(|p| apply(endpoints.clone(), &p));
+            let ready: Vec<&str> = patched.as_ref().unwrap()["subsets"][0]["addresses"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a["nodeName"].as_str().unwrap())
+                .collect();
+            assert_eq!(ready, want, "endpoints at {at} under {default:?}");
+            let patched = apply(slice.clone(), &endpoint_slice_patch(&slice, &states(), at, default).unwrap());
+            let ready: Vec<&str> = patched["endpoints"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|e| e["conditions"]["ready"] == true)
+                .map(|e| e["nodeName"].as_str().unwrap())
+                .collect();
+            assert_eq!(ready, want, "slice at {at} under {default:?}");
+        }
     }
 
     fn arb_address() -> impl Strategy<Value = Value> {
-        (0u8..255, prop::option::of(prop::sample::select(vec!["alive", "dead", "fine", "ghost"]))).prop_map(
-            |(ip, node)| match node {
-                Some(node) => json!({"ip": format!("10.244.0.{ip}"), "nodeName": node}),
-                None => json!({"ip": format!("10.244.0.{ip}")}),
-            },
-        )
+        let nodes = vec!["alive", "dead", "fine", "ghost", "bounded", "expired"];
+        (0u8..255, prop::option::of(prop::sample::select(nodes))).prop_map(|(ip, node)| match node {
+            Some(node) => json!({"ip": format!("10.244.0.{ip}"), "nodeName": node}),
+            None => json!({"ip": format!("10.244.0.{ip}")}),
+        })
     }
 
     proptest! {
@@ -245,7 +448,8 @@ mod tests {
         /// nothing is lost, duplicated or moved the other way, and it always applies.
         #[test]
         fn endpoints_patch_only_promotes_protected(subsets in prop::collection::vec(
-            (prop::option::of(prop::collection::vec(arb_address(), 0..4)), prop::option::of(prop::collection::vec(arb_address(), 0..4))), 0..4)
+            (prop::option::of(prop::collection::vec(arb_address(), 0..4)), prop::option::of(prop::collection::vec(arb_address(), 0..4))), 0..4),
+            minutes_in in 0i64..90, default in prop::sample::select(vec![ProtectionLimit::Unlimited, minutes(10), minutes(45)]),
         ) {
             let subsets: Vec<Value> = subsets.into_iter().map(|(ready, not_ready)| {
                 let mut s = json!({"ports": [{"port": 80}]});
@@ -255,14 +459,19 @@ mod tests {
             }).collect();
             let endpoints = json!({"subsets": subsets});
             let states = states();
-            let patched = match endpoints_patch(&endpoints, &states) {
+            let at = SINCE.parse::<Timestamp>().unwrap() + jiff::SignedDuration::from_mins(minutes_in);
+            let patched = match endpoints_patch(&endpoints, &states, at, default) {
                 Some(patch) => apply(endpoints.clone(), &patch),
                 None => endpoints.clone(),
             };
+            let protected = |a: &Value| {
+                let facts = a["nodeName"].as_str().and_then(|n| states.get(n));
+                facts.is_some_and(|f| protection::judge(f, at, default).protected())
+            };
             let list = |v: &Value, field: &str| v[field].as_array().cloned().unwrap_or_default();
             for (before, after) in endpoints["subsets"].as_array().unwrap().iter().zip(patched["subsets"].as_array().unwrap()) {
-                let promoted: Vec<Value> = list(before, "notReadyAddresses").into_iter().filter(|a| protected_node(a, &states)).collect();
-                let kept: Vec<Value> = list(before, "notReadyAddresses").into_iter().filter(|a| !protected_node(a, &states)).collect();
+                let promoted: Vec<Value> = list(before, "notReadyAddresses").into_iter().filter(protected).collect();
+                let kept: Vec<Value> = list(before, "notReadyAddresses").into_iter().filter(|a| !protected(a)).collect();
                 let mut want_ready = list(before, "addresses");
                 want_ready.extend(promoted);
                 prop_assert_eq!(list(after, "addresses"), want_ready);

@@ -1,5 +1,7 @@
 use std::time::Duration;
 
+use edgegrid_core::protection::ProtectionLimit;
+
 /// Flags of the node lifecycle controller, with Kubernetes' defaults.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LifecycleConfig {
@@ -17,6 +19,11 @@ pub struct LifecycleConfig {
     pub eviction_rate: f64,
     /// `--secondary-node-eviction-rate`
     pub secondary_eviction_rate: f64,
+    /// `--max-unreachable-protection`: the cluster-wide default of the longest a node may
+    /// stay Unknown and still be protected by the edge rule; a node's
+    /// `superedge.io/max-unreachable-protection` annotation overrides it. Unlimited (`0`)
+    /// by default, SuperEdge's behaviour.
+    pub max_unreachable_protection: ProtectionLimit,
 }
 
 impl Default for LifecycleConfig {
@@ -29,6 +36,7 @@ impl Default for LifecycleConfig {
             large_cluster_threshold: 50,
             eviction_rate: 0.1,
             secondary_eviction_rate: 0.01,
+            max_unreachable_protection: ProtectionLimit::Unlimited,
         }
     }
 }

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use edgegrid_core::protection::Timestamp;
 use tokio::time::Instant;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -21,6 +22,11 @@ pub struct NodeReport {
     pub ready: Option<ReadyStatus>,
     /// The Ready condition's `lastHeartbeatTime`, as an opaque value.
     pub heartbeat: Option<String>,
+    /// The Ready condition's `lastTransitionTime`: for a condition that says Unknown,
+    /// when the node went Unknown, which the edge rule's protection limit counts from. Not
+    /// a heartbeat. The Unknown is written by the cloud-side controller, so comparing it
+    /// with this controller's wall clock involves no edge clock.
+    pub ready_transition: Option<Timestamp>,
     /// The node Lease's `renewTime`, as an opaque value.
     pub lease_renew: Option<String>,
 }
@@ -84,7 +90,7 @@ mod tests {
     const STARTUP: Duration = Duration::from_secs(60);
 
     fn report(ready: Option<ReadyStatus>, heartbeat: &str, lease: &str) -> NodeReport {
-        NodeReport { ready, heartbeat: Some(heartbeat.into()), lease_renew: Some(lease.into()) }
+        NodeReport { ready, heartbeat: Some(heartbeat.into()), lease_renew: Some(lease.into()), ready_transition: None }
     }
 
     #[test]

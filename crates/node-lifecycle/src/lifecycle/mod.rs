@@ -4,8 +4,12 @@
 //!
 //! Edge awareness: a node whose Ready condition went Unknown because its heartbeats stopped
 //! reaching the cloud, while its unit's peers have NOT voted it unhealthy (no
-//! `nodeunhealth: "yes"`), is never given the NoExecute taint and its pods are never
-//! evicted. A node voted unhealthy, or reporting Ready=False itself, is handled as stock
+//! `nodeunhealth: "yes"`), is not given the NoExecute taint, its pods are not marked not
+//! ready and never evicted, for as long as its protection limit allows (unlimited by
+//! default; `LifecycleConfig::max_unreachable_protection` and the node's
+//! `superedge.io/max-unreachable-protection` annotation bound it). The rule itself is
+//! `edgegrid_core::protection`'s, shared with the admission webhook. A node voted
+//! unhealthy, past its limit, or reporting Ready=False itself, is handled as stock
 //! Kubernetes would.
 
 mod config;

@@ -28,6 +28,7 @@ use super::queue::RateLimitedTimedQueue;
 use super::tolerations::Taint;
 use super::zones::{ZoneKey, ZoneState, eviction_rate, zone_state};
 use edgegrid_core::keys;
+use edgegrid_core::protection::{self, LimitAnnotation, NodeFacts, Timestamp, Verdict};
 
 /// A node as the controller reads it from the API.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,6 +38,8 @@ pub struct NodeSnapshot {
     pub report: NodeReport,
     /// The node carries `nodeunhealth: "yes"`: its unit's peers voted it unhealthy.
     pub voted_unhealthy: bool,
+    /// The node's `superedge.io/max-unreachable-protection` annotation, read.
+    pub protection_limit: LimitAnnotation,
     pub taints: Vec<Taint>,
 }
 
@@ -127,14 +130,39 @@ impl MonitorCore {
         self.health.status(node, now, self.config.grace_period, self.config.startup_grace_period)
     }
 
-    /// Whether the edge rule protects the node: Unknown, and not voted unhealthy.
-    pub fn protected(&self, node: &NodeSnapshot, now: Instant) -> bool {
-        self.status(&node.name, now) == ReadyStatus::Unknown && !node.voted_unhealthy
+    /// The edge rule's verdict on the node (`edgegrid_core::protection`): protected while
+    /// judged Unknown, not voted unhealthy, and within its protection limit at `wall_now`.
+    pub fn protection(&self, node: &NodeSnapshot, now: Instant, wall_now: Timestamp) -> Verdict {
+        self.judge(node, self.status(&node.name, now), wall_now)
+    }
+
+    /// Whether the edge rule protects the node (see [`Self::protection`]).
+    pub fn protected(&self, node: &NodeSnapshot, now: Instant, wall_now: Timestamp) -> bool {
+        self.protection(node, now, wall_now).protected()
+    }
+
+    /// The rule's input from what this controller judged (`status`) and the node's
+    /// objects. The Unknown period is the one the API records: it starts at the Ready
+    /// condition's `lastTransitionTime` once the condition says Unknown, so a restarted
+    /// controller counts on from there; while this controller has judged the node Unknown
+    /// but the condition does not say so yet (its `MarkUnknown` is this pass's), it
+    /// starts now.
+    fn judge(&self, node: &NodeSnapshot, status: ReadyStatus, wall_now: Timestamp) -> Verdict {
+        let written_unknown = node.report.ready == Some(ReadyStatus::Unknown);
+        let facts = NodeFacts {
+            ready_unknown: status == ReadyStatus::Unknown,
+            unknown_since: if written_unknown { node.report.ready_transition } else { Some(wall_now) },
+            voted_unhealthy: node.voted_unhealthy,
+            limit: node.protection_limit.clone(),
+        };
+        protection::judge(&facts, wall_now, self.config.max_unreachable_protection)
     }
 
     /// One monitor pass over every node (nodes absent from `nodes` are forgotten).
-    /// Actions come in node-name order.
-    pub fn monitor(&mut self, nodes: &[NodeSnapshot], now: Instant) -> Vec<Action> {
+    /// Actions come in node-name order. `now` is the controller's monotonic clock, which
+    /// judges heartbeats; `wall_now` the wall clock, which the edge rule's protection
+    /// limit is counted on (from the Ready condition's `lastTransitionTime`).
+    pub fn monitor(&mut self, nodes: &[NodeSnapshot], now: Instant, wall_now: Timestamp) -> Vec<Action> {
         let mut nodes: Vec<&NodeSnapshot> = nodes.iter().collect();
         nodes.sort_by(|a, b| a.name.cmp(&b.name));
         let known: std::collections::HashSet<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
@@ -163,17 +191,18 @@ impl MonitorCore {
             if status == ReadyStatus::Unknown && node.report.ready != Some(ReadyStatus::Unknown) {
                 actions.push(Action::MarkUnknown { node: node.name.clone() });
             }
+            let protected = self.judge(node, status, wall_now).protected();
             match status {
                 ReadyStatus::True => {
                     self.pods_marked.remove(&node.name);
                 }
-                ReadyStatus::Unknown if node.voted_unhealthy && self.pods_marked.insert(node.name.clone()) => {
+                ReadyStatus::Unknown if !protected && self.pods_marked.insert(node.name.clone()) => {
                     actions.push(Action::MarkPodsNotReady { node: node.name.clone() });
                 }
                 _ => {}
             }
             no_schedule_taints(node, status, &mut actions);
-            let wanted = self.no_execute_taints(node, status, now, &mut actions);
+            let wanted = self.no_execute_taints(node, status, protected, now, &mut actions);
             self.pending.insert(node.name.clone(), (node.zone.clone(), wanted));
         }
 
@@ -199,6 +228,7 @@ impl MonitorCore {
         &mut self,
         node: &NodeSnapshot,
         status: ReadyStatus,
+        protected: bool,
         now: Instant,
         actions: &mut Vec<Action>,
     ) -> Option<TaintRef> {
@@ -219,7 +249,7 @@ impl MonitorCore {
                 remove(Unreachable, actions);
                 return None;
             }
-            ReadyStatus::Unknown if !node.voted_unhealthy => {
+            ReadyStatus::Unknown if protected => {
                 // the edge rule: peers see it alive, so the cloud link is what failed
                 queue.remove(&node.name);
                 remove(NotReady, actions);
