@@ -13,6 +13,7 @@ use edge_health_admission::metrics::Metrics;
 use edge_health_admission::nodes::NodeCache;
 use edge_health_admission::review::NodeVerdicts;
 use edge_health_admission::server::{Webhook, router};
+use edgegrid_core::protection::ProtectionLimit;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
@@ -25,6 +26,14 @@ struct Flags {
     runtime: RuntimeFlags<8443, 8080>,
     #[command(flatten)]
     tls: TlsFlags,
+    /// Protect an Unknown node even when its unit voted it unhealthy (SuperEdge's flag).
+    #[arg(long)]
+    always_reachable: bool,
+    /// The longest a node may stay Ready=Unknown and still be protected, from its Ready
+    /// condition's lastTransitionTime (`30m`, `2h`); 0 = no limit, SuperEdge's behaviour.
+    /// A node's `superedge.io/max-unreachable-protection` annotation overrides it.
+    #[arg(long, default_value = "0", value_parser = ProtectionLimit::parse)]
+    max_unreachable_protection: ProtectionLimit,
 }
 
 #[tokio::main]
@@ -37,7 +46,12 @@ async fn main() -> anyhow::Result<()> {
     };
     let metrics = Arc::new(Metrics::default());
     let nodes = Arc::new(NodeCache::default());
-    let webhook = Arc::new(Webhook { nodes: nodes.clone(), metrics: metrics.clone() });
+    let webhook = Arc::new(Webhook {
+        nodes: nodes.clone(),
+        metrics: metrics.clone(),
+        max_unreachable_protection: flags.max_unreachable_protection,
+        always_reachable: flags.always_reachable,
+    });
     let runtime = Runtime::builder("edge-health-admission", &flags.runtime)
         .metrics(metrics.registry())
         .routes(router(webhook))

@@ -138,15 +138,28 @@ pub trait NodeVerdicts {
     fn state(&self, node: &str) -> Option<NodeFacts>;
 }
 
-/// Decides one request for `hook`, judging nodes at `now` under the cluster-wide
-/// protection limit `default` (`edgegrid_core::protection`).
-pub fn decide(
-    hook: Hook,
-    request: &Value,
-    nodes: &impl NodeVerdicts,
-    now: Timestamp,
-    default: ProtectionLimit,
-) -> Decision {
+/// How nodes are judged (`edgegrid_core::protection`).
+#[derive(Clone, Copy, Debug)]
+pub struct Policy {
+    pub now: Timestamp,
+    /// The cluster-wide `--max-unreachable-protection`.
+    pub default: ProtectionLimit,
+    /// SuperEdge's `--always-reachable`: protect an Unknown node even when its unit voted
+    /// it unhealthy.
+    pub always_reachable: bool,
+}
+
+impl Policy {
+    fn facts(&self, mut facts: NodeFacts) -> NodeFacts {
+        if self.always_reachable {
+            facts.voted_unhealthy = false;
+        }
+        facts
+    }
+}
+
+/// Decides one request for `hook` under `policy`.
+pub fn decide(hook: Hook, request: &Value, nodes: &impl NodeVerdicts, policy: &Policy) -> Decision {
     let (group, resource) = hook.resource();
     let got = (
         request["resource"]["group"].as_str().unwrap_or_default(),
@@ -173,16 +186,18 @@ pub fn decide(
     }
     let patch = match hook {
         // the node in the request is the verdict's subject: its own state decides
-        Hook::NodeTaint => admission::node_patch(object, now, default),
+        Hook::NodeTaint => admission::node_facts(object)
+            .and_then(|facts| admission::node_patch_judging(object, &policy.facts(facts), policy.now, policy.default)),
         Hook::Endpoint | Hook::EndpointSlice => {
             if !nodes.synced() {
                 return Decision::Skipped(Skip::NodesNotSynced);
             }
-            let states: BTreeMap<String, NodeFacts> =
-                node_names(object).filter_map(|name| Some((name.to_string(), nodes.state(name)?))).collect();
+            let states: BTreeMap<String, NodeFacts> = node_names(object)
+                .filter_map(|name| Some((name.to_string(), policy.facts(nodes.state(name)?))))
+                .collect();
             match hook {
-                Hook::Endpoint => admission::endpoints_patch(object, &states, now, default),
-                _ => admission::endpoint_slice_patch(object, &states, now, default),
+                Hook::Endpoint => admission::endpoints_patch(object, &states, policy.now, policy.default),
+                _ => admission::endpoint_slice_patch(object, &states, policy.now, policy.default),
             }
         }
     };

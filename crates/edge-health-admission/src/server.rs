@@ -16,7 +16,7 @@ use edgegrid_core::protection::{ProtectionLimit, Timestamp};
 
 use crate::metrics::{HookLabel, Metrics, ReviewLabels};
 use crate::nodes::NodeCache;
-use crate::review::{self, Decision, Hook};
+use crate::review::{self, Decision, Hook, Policy};
 
 /// Largest review body accepted (an apiserver sends objects of at most ~3 MiB, twice
 /// with oldObject).
@@ -25,6 +25,10 @@ pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
 pub struct Webhook {
     pub nodes: Arc<NodeCache>,
     pub metrics: Arc<Metrics>,
+    /// The cluster-wide limit of protection (`--max-unreachable-protection`).
+    pub max_unreachable_protection: ProtectionLimit,
+    /// `--always-reachable`.
+    pub always_reachable: bool,
 }
 
 pub fn router(webhook: Arc<Webhook>) -> Router {
@@ -56,9 +60,12 @@ async fn answer(webhook: Arc<Webhook>, hook: Hook, headers: HeaderMap, body: Byt
         Ok(review) => review,
         Err(error) => return malformed(format!("not an AdmissionReview request: {error}")),
     };
-    // no --max-unreachable-protection flag here yet: unlimited, SuperEdge's behaviour
-    let default = ProtectionLimit::Unlimited;
-    let decision = review::decide(hook, &review.request, webhook.nodes.as_ref(), Timestamp::now(), default);
+    let policy = Policy {
+        now: Timestamp::now(),
+        default: webhook.max_unreachable_protection,
+        always_reachable: webhook.always_reachable,
+    };
+    let decision = review::decide(hook, &review.request, webhook.nodes.as_ref(), &policy);
     match &decision {
         Decision::Skipped(skip) => {
             tracing::warn!(hook = hook.name(), uid = %review.uid, reason = ?skip, "request allowed unchanged")

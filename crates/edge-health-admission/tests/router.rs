@@ -7,6 +7,7 @@ use base64::Engine;
 use edge_health_admission::metrics::Metrics;
 use edge_health_admission::nodes::NodeCache;
 use edge_health_admission::server::{Webhook, router};
+use edgegrid_core::protection::ProtectionLimit;
 use http_body_util::BodyExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::watcher::Event;
@@ -34,6 +35,14 @@ fn node(name: &str, ready: &str, unhealthy: bool) -> Value {
 /// A webhook whose cache knows `alive` (Unknown, not voted), `dead` (Unknown, voted
 /// unhealthy) and `fine` (Ready).
 fn webhook_with(synced: bool) -> Arc<Webhook> {
+    webhook_configured(synced, ProtectionLimit::Unlimited, false)
+}
+
+fn webhook_configured(
+    synced: bool,
+    max_unreachable_protection: ProtectionLimit,
+    always_reachable: bool,
+) -> Arc<Webhook> {
     let nodes = NodeCache::default();
     nodes.apply(Event::Init);
     for n in [node("alive", "Unknown", false), node("dead", "Unknown", true), node("fine", "True", false)] {
@@ -42,7 +51,12 @@ fn webhook_with(synced: bool) -> Arc<Webhook> {
     if synced {
         nodes.apply(Event::InitDone);
     }
-    Arc::new(Webhook { nodes: Arc::new(nodes), metrics: Arc::new(Metrics::default()) })
+    Arc::new(Webhook {
+        nodes: Arc::new(nodes),
+        metrics: Arc::new(Metrics::default()),
+        max_unreachable_protection,
+        always_reachable,
+    })
 }
 
 fn review(api_version: &str, group: &str, resource: &str, operation: &str, object: Value) -> Value {
@@ -248,4 +262,38 @@ proptest! {
             prop_assert_eq!(&answer["response"]["allowed"], &json!(true));
         }
     }
+}
+
+#[tokio::test]
+async fn always_reachable_protects_voted_nodes_too() {
+    let webhook = webhook_configured(true, ProtectionLimit::Unlimited, true);
+    let v1 = VERSIONS[0];
+    let dead = node("dead", "Unknown", true);
+    let got = patched(&webhook, "/node-taint", v1, review(v1, "", "nodes", "UPDATE", dead.clone())).await;
+    let mut want = dead;
+    want["spec"]["taints"].as_array_mut().expect("taints").remove(1);
+    assert_eq!(got, want);
+    let got = patched(&webhook, "/endpoint", v1, review(v1, "", "endpoints", "UPDATE", endpoints_object())).await;
+    assert_eq!(
+        got["subsets"][0]["notReadyAddresses"],
+        json!([{"ip": "10.0.0.3", "nodeName": "ghost"}]),
+        "only the unknown node's address stays not ready"
+    );
+}
+
+#[tokio::test]
+async fn protection_ends_after_the_limit_unless_the_node_says_otherwise() {
+    let hour = ProtectionLimit::parse("1h").expect("a duration");
+    let webhook = webhook_configured(true, hour, false);
+    let v1 = VERSIONS[0];
+    let mut long_gone = node("alive", "Unknown", false);
+    long_gone["status"]["conditions"][0]["lastTransitionTime"] = json!("2020-01-01T00:00:00Z");
+    let got = patched(&webhook, "/node-taint", v1, review(v1, "", "nodes", "UPDATE", long_gone.clone())).await;
+    assert_eq!(got, long_gone, "unknown for years, past the 1h limit: as sent");
+    let mut unlimited = long_gone.clone();
+    unlimited["metadata"]["annotations"] = json!({"superedge.io/max-unreachable-protection": "0"});
+    let got = patched(&webhook, "/node-taint", v1, review(v1, "", "nodes", "UPDATE", unlimited.clone())).await;
+    let mut want = unlimited;
+    want["spec"]["taints"].as_array_mut().expect("taints").remove(1);
+    assert_eq!(got, want, "the node's own annotation lifts the limit");
 }

@@ -13,4 +13,4 @@
 
 mod mutations;
 
-pub use mutations::{endpoint_slice_patch, endpoints_patch, node_facts, node_patch};
+pub use mutations::{endpoint_slice_patch, endpoints_patch, node_facts, node_patch, node_patch_judging};

@@ -48,7 +48,13 @@ impl Judged<'_> {
 /// `now` under the cluster-wide `default` limit, highest index first so every index stays
 /// right however many go.
 pub fn node_patch(node: &Value, now: Timestamp, default: ProtectionLimit) -> Option<Patch> {
-    if !protection::judge(&node_facts(node)?, now, default).protected() {
+    node_patch_judging(node, &node_facts(node)?, now, default)
+}
+
+/// [`node_patch`] judging `facts` instead of the node's own (e.g. with the unit's vote
+/// overridden by `--always-reachable`); the patch is still computed on `node`.
+pub fn node_patch_judging(node: &Value, facts: &NodeFacts, now: Timestamp, default: ProtectionLimit) -> Option<Patch> {
+    if !protection::judge(facts, now, default).protected() {
         return None;
     }
     let ops: Vec<PatchOperation> = node["spec"]["taints"]
