@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
+use controller_support::tls::TlsFlags;
 use controller_support::{Readiness, Runtime, RuntimeFlags, parse_duration};
 use grid_wrapper::cache::Serving;
 use grid_wrapper::metrics::Metrics;
@@ -20,6 +21,10 @@ use listwatch::{LogConfig, WatchConfig};
 struct Flags {
     #[command(flatten)]
     runtime: RuntimeFlags<51006, 51007, true>,
+    /// Serve over HTTPS, optionally requiring client certificates (`--client-ca-file`),
+    /// e.g. when clients reach the wrapper from outside the node.
+    #[command(flatten)]
+    tls: TlsFlags,
     /// Rewrite `default/kubernetes` Endpoints and EndpointSlices to the address in their
     /// `superedge.io/local-endpoint` and `superedge.io/local-port` annotations (SuperEdge's
     /// flag of the same name: an edge-local API server cache serves the node's pods).
@@ -70,6 +75,7 @@ async fn main() -> anyhow::Result<()> {
     let runtime = Runtime::builder("grid-wrapper", &flags.runtime)
         .metrics(metrics.registry())
         .routes(wrapper.router())
+        .tls(flags.tls.config()?)
         .build()
         .await?;
     tokio::spawn(follow_readiness(wrapper.clone(), runtime.readiness_handle(), restored_note));
