@@ -157,6 +157,14 @@ pub fn serve(
 /// [`TlsListener`](crate::tls::TlsListener)) until `stop` turns true; then stops
 /// accepting and lets the open connections finish their requests (the caller bounds how
 /// long it waits for that).
+/// Sends small writes at once (as Go servers do): a watch event is one small write, and
+/// Nagle's algorithm would hold it back until the previous one is acknowledged.
+pub fn no_delay(connection: &mut tokio::net::TcpStream) {
+    if let Err(error) = connection.set_nodelay(true) {
+        tracing::debug!(%error, "TCP_NODELAY not set");
+    }
+}
+
 pub fn serve_on<L>(
     listener: L,
     app: Router,

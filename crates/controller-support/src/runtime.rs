@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
+use axum::serve::ListenerExt;
 use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use prometheus_client::metrics::gauge::Gauge;
@@ -255,7 +256,7 @@ impl Builder {
                     let listener = TlsListener::new(listener, config, tls_metrics.clone())?;
                     admin::serve_on(listener, app, admin_stopped.clone())
                 }
-                None => admin::serve_on(listener, app, admin_stopped.clone()),
+                None => admin::serve_on(listener.tap_io(admin::no_delay), app, admin_stopped.clone()),
             });
         }
 

@@ -676,6 +676,8 @@ async fn handshake(
     ready: mpsc::Sender<(TlsStream<TcpStream>, SocketAddr)>,
     metrics: TlsMetrics,
 ) {
+    let mut connection = connection;
+    crate::admin::no_delay(&mut connection);
     match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(connection)).await {
         Ok(Ok(stream)) => {
             // the server stopped accepting in the meantime: the connection closes
