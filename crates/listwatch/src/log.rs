@@ -9,6 +9,7 @@
 //! owner) and never blocks on a watcher.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::ops::Bound;
 use std::fmt::Debug;
 use std::sync::{Arc, OnceLock};
 
@@ -92,6 +93,8 @@ pub struct WatchStart<K> {
 
 pub struct Log<K> {
     objects: BTreeMap<K, BTreeMap<ObjectId, Arc<StoredObject>>>,
+    /// What a resource type without objects lists.
+    empty: BTreeMap<ObjectId, Arc<StoredObject>>,
     rv: u64,
     history: VecDeque<Arc<Change<K>>>,
     history_limit: usize,
@@ -105,6 +108,7 @@ impl<K: ResourceKey> Log<K> {
         let (live, _) = broadcast::channel(config.watch_buffer.max(1));
         Self {
             objects: BTreeMap::new(),
+            empty: BTreeMap::new(),
             rv: 0,
             history: VecDeque::new(),
             history_limit: config.history_limit.max(1),
@@ -211,11 +215,22 @@ impl<K: ResourceKey> Log<K> {
         if snapshot_rv > self.rv {
             return Err(Error::TooLargeResourceVersion { requested: snapshot_rv, current: self.rv });
         }
-        let objects = self.snapshot_at(key, snapshot_rv)?;
+        // the current state is read in place: cloning a large map (its keys included) was
+        // most of a big list's cost
+        let rebuilt;
+        let objects = if snapshot_rv == self.rv {
+            self.objects.get(key).unwrap_or(&self.empty)
+        } else {
+            rebuilt = self.snapshot_at(key, snapshot_rv)?;
+            &rebuilt
+        };
+        let after = match &start_after {
+            Some(after) => Bound::Excluded(after),
+            None => Bound::Unbounded,
+        };
         let matching: Vec<(&ObjectId, &Arc<StoredObject>)> = objects
-            .iter()
+            .range::<ObjectId, _>((after, Bound::Unbounded))
             .filter(|((ns, _), _)| opts.namespace.as_ref().is_none_or(|want| want == ns))
-            .filter(|(id, _)| start_after.as_ref().is_none_or(|after| *id > after))
             .filter(|(_, o)| opts.labels.matches(o.value()) && opts.fields.matches(o.value()))
             .collect();
         // resourceVersion=0 is served from the watch cache, which ignores limit.
