@@ -9,8 +9,8 @@
 //! owner) and never blocks on a watcher.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::ops::Bound;
 use std::fmt::Debug;
+use std::ops::Bound;
 use std::sync::{Arc, OnceLock};
 
 use serde_json::{Value, json};
