@@ -3,10 +3,12 @@
 //! controller adds and keep its endpoints ready, on the way into the apiserver.
 //!
 //! [`review`] decides (pure, on `edgegrid_core::admission`), [`nodes`] is the watch-backed
-//! verdict cache, [`server`] the router the binary serves over TLS.
+//! verdict cache, [`server`] the router the binary serves over TLS, [`self_managed`] the
+//! optional mode that issues and shares its own certificate and keeps `caBundle` current.
 
 pub mod configuration;
 pub mod metrics;
 pub mod nodes;
 pub mod review;
+pub mod self_managed;
 pub mod server;

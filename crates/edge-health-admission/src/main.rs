@@ -1,17 +1,22 @@
 //! `edge-health-admission`: the mutating webhook that keeps an unreachable-but-alive edge
 //! node's pods and endpoints. Serves `/node-taint`, `/endpoint` and `/endpointslice` over
-//! HTTPS on `--bind-address` (default `:8443`) with `/healthz` and `/readyz`; the
-//! certificate files are re-read when they change (a rotated Secret needs no restart).
-//! Ready once serving and the node cache has listed.
+//! HTTPS on `--bind-address` (default `:8443`) with `/healthz` and `/readyz`. The
+//! certificate comes either from files (`--tls-cert-file`, re-read when they change: a
+//! rotated Secret needs no restart) or, with `--self-managed-certificates`, from a CA and
+//! serving certificate the replicas issue and share in a Secret
+//! ([`edge_health_admission::self_managed`], which lists the RBAC it needs). Ready once a
+//! certificate is served and the node cache has listed.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use clap::Parser;
 use controller_support::tls::TlsFlags;
-use controller_support::{Readiness, Runtime, RuntimeFlags};
+use controller_support::{CertResolver, Readiness, Runtime, RuntimeFlags, ShutdownSignal, TlsConfig};
 use edge_health_admission::metrics::Metrics;
 use edge_health_admission::nodes::NodeCache;
 use edge_health_admission::review::NodeVerdicts;
+use edge_health_admission::self_managed::{Manager, SelfManagedFlags, pki};
 use edge_health_admission::server::{Webhook, router};
 use edgegrid_core::protection::ProtectionLimit;
 use futures::StreamExt;
@@ -26,6 +31,8 @@ struct Flags {
     runtime: RuntimeFlags<8443, 8080>,
     #[command(flatten)]
     tls: TlsFlags,
+    #[command(flatten)]
+    self_managed: SelfManagedFlags,
     /// Protect an Unknown node even when its unit voted it unhealthy (SuperEdge's flag).
     #[arg(long)]
     always_reachable: bool,
@@ -39,10 +46,21 @@ struct Flags {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let flags = Flags::parse();
-    let Some(tls) = flags.tls.config()? else {
-        anyhow::bail!(
-            "--tls-cert-file and --tls-private-key-file are required: the apiserver calls webhooks over HTTPS"
-        );
+    let self_managed = flags.self_managed.options();
+    // self-managed: a placeholder nobody trusts until the Secret's certificate is served
+    let (tls, resolver) = match &self_managed {
+        Some(_) => {
+            let placeholder = pki::placeholder()?;
+            let resolver =
+                Arc::new(CertResolver::from_pem(placeholder.cert_pem.as_bytes(), placeholder.key_pem.as_bytes())?);
+            (TlsConfig::from_resolver(resolver.clone()), Some(resolver))
+        }
+        None => match flags.tls.config()? {
+            Some(tls) => (tls, None),
+            None => anyhow::bail!(
+                "--tls-cert-file and --tls-private-key-file, or --self-managed-certificates, are required: the apiserver calls webhooks over HTTPS"
+            ),
+        },
     };
     let metrics = Arc::new(Metrics::default());
     let nodes = Arc::new(NodeCache::default());
@@ -58,14 +76,38 @@ async fn main() -> anyhow::Result<()> {
         .tls(Some(tls))
         .build()
         .await?;
-    let readiness = runtime.readiness_handle();
-    readiness.set_note(Some("the node cache has not listed yet".into()));
     let client = runtime.client();
     let shutdown = runtime.shutdown_signal();
+    let ready = Ready {
+        readiness: runtime.readiness_handle(),
+        certificate: Arc::new(AtomicBool::new(self_managed.is_none())),
+        nodes: Arc::new(AtomicBool::new(false)),
+        shutdown: shutdown.clone(),
+        updating: Arc::default(),
+    };
+    ready.update();
+    let certificates = match (self_managed, resolver) {
+        (Some(options), Some(resolver)) => {
+            let ready = ready.clone();
+            let manager = Manager::new(client.clone(), options, resolver, metrics.clone(), move || {
+                ready.certificate.store(true, Ordering::SeqCst);
+                ready.update();
+            });
+            Some(manager)
+        }
+        _ => None,
+    };
     runtime
         .run(async move {
+            let certificates = async {
+                match certificates {
+                    Some(manager) => manager.run().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
-                () = follow_nodes(client, nodes, metrics, readiness) => {}
+                () = follow_nodes(client, nodes, metrics, ready) => {}
+                () = certificates => {}
                 () = shutdown.signalled() => {}
             }
         })
@@ -73,17 +115,54 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `/readyz`: ready once a certificate is served and the node cache has listed.
+#[derive(Clone)]
+struct Ready {
+    readiness: Readiness,
+    certificate: Arc<AtomicBool>,
+    nodes: Arc<AtomicBool>,
+    shutdown: ShutdownSignal,
+    /// One update at a time: two interleaved could leave the older answer standing.
+    updating: Arc<Mutex<()>>,
+}
+
+impl Ready {
+    fn update(&self) {
+        let _one_at_a_time = self.updating.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        // once shutting down, the runtime's "not ready: shutting down" stands
+        if self.shutdown.is_signalled() {
+            return;
+        }
+        let mut waiting = Vec::new();
+        if !self.certificate.load(Ordering::SeqCst) {
+            waiting.push("no certificate of the Secret is served yet");
+        }
+        if !self.nodes.load(Ordering::SeqCst) {
+            waiting.push("the node cache has not listed yet");
+        }
+        if waiting.is_empty() {
+            if !self.readiness.is_ready() {
+                self.readiness.set_note(None);
+                self.readiness.set_ready(true);
+            }
+        } else {
+            self.readiness.set_ready(false);
+            self.readiness.set_note(Some(waiting.join("; ")));
+        }
+    }
+}
+
 /// Feeds the node cache until the watch ends; ready once it has listed.
-async fn follow_nodes(client: kube::Client, nodes: Arc<NodeCache>, metrics: Arc<Metrics>, readiness: Readiness) {
+async fn follow_nodes(client: kube::Client, nodes: Arc<NodeCache>, metrics: Arc<Metrics>, ready: Ready) {
     let mut events = std::pin::pin!(watcher(Api::<Node>::all(client), watcher::Config::default()).default_backoff());
     while let Some(event) = events.next().await {
         match event {
             Ok(event) => {
                 nodes.apply(event);
                 metrics.cached_nodes.set(i64::try_from(nodes.len()).unwrap_or(i64::MAX));
-                if !readiness.is_ready() && nodes.synced() {
-                    readiness.set_note(None);
-                    readiness.set_ready(true);
+                if !ready.nodes.load(Ordering::SeqCst) && nodes.synced() {
+                    ready.nodes.store(true, Ordering::SeqCst);
+                    ready.update();
                 }
             }
             Err(error) => tracing::warn!(%error, "node watch failed; retrying with backoff"),

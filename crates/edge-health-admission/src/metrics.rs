@@ -1,4 +1,6 @@
-//! The webhook's metrics: reviews by hook and outcome, patches emitted, latency.
+//! The webhook's metrics: reviews by hook and outcome, patches emitted, latency; in the
+//! self-managed certificate mode, certificates issued, the served one's expiry, caBundle
+//! patches and failed attempts.
 
 use std::sync::{Arc, Mutex};
 
@@ -21,6 +23,17 @@ pub struct HookLabel {
     pub hook: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct IssuedLabel {
+    /// ca or serving
+    pub kind: &'static str,
+}
+
+impl IssuedLabel {
+    pub const CA: Self = Self { kind: "ca" };
+    pub const SERVING: Self = Self { kind: "serving" };
+}
+
 pub struct Metrics {
     registry: Arc<Mutex<Registry>>,
     pub reviews: Family<ReviewLabels, Counter>,
@@ -28,6 +41,15 @@ pub struct Metrics {
     pub patch_operations: Family<HookLabel, Counter>,
     pub review_duration: Family<HookLabel, Histogram>,
     pub cached_nodes: Gauge,
+    /// Self-managed mode: certificates this replica issued (and wrote, or lost to another
+    /// replica), by kind.
+    pub certificates_issued: Family<IssuedLabel, Counter>,
+    /// Self-managed mode: `notAfter` of the serving certificate served, Unix seconds.
+    pub certificate_expiry: Gauge,
+    /// Self-managed mode: JSON patches that set caBundle.
+    pub ca_bundle_patches: Counter,
+    /// Self-managed mode: looks at the Secret that failed (retried with a backoff).
+    pub certificate_errors: Counter,
 }
 
 impl Default for Metrics {
@@ -39,6 +61,10 @@ impl Default for Metrics {
             patch_operations: Family::default(),
             review_duration: Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.000_01, 3.0, 10))),
             cached_nodes: Gauge::default(),
+            certificates_issued: Family::default(),
+            certificate_expiry: Gauge::default(),
+            ca_bundle_patches: Counter::default(),
+            certificate_errors: Counter::default(),
         };
         registry.register("reviews", "AdmissionReviews answered, by hook and outcome", metrics.reviews.clone());
         registry.register(
@@ -52,6 +78,26 @@ impl Default for Metrics {
             metrics.review_duration.clone(),
         );
         registry.register("cached_nodes", "Nodes in the verdict cache", metrics.cached_nodes.clone());
+        registry.register(
+            "certificates_issued",
+            "Self-managed certificates issued by this replica, by kind (ca, serving)",
+            metrics.certificates_issued.clone(),
+        );
+        registry.register(
+            "certificate_expiry_seconds",
+            "notAfter of the self-managed serving certificate served, Unix time",
+            metrics.certificate_expiry.clone(),
+        );
+        registry.register(
+            "ca_bundle_patches",
+            "Patches setting the MutatingWebhookConfiguration's caBundle to the self-managed CA",
+            metrics.ca_bundle_patches.clone(),
+        );
+        registry.register(
+            "certificate_errors",
+            "Failed attempts to keep the self-managed certificate (retried)",
+            metrics.certificate_errors.clone(),
+        );
         *metrics.registry.lock().unwrap_or_else(|p| p.into_inner()) = registry;
         metrics
     }
@@ -60,5 +106,9 @@ impl Default for Metrics {
 impl Metrics {
     pub fn registry(&self) -> Arc<Mutex<Registry>> {
         self.registry.clone()
+    }
+
+    pub fn issued(&self, kind: IssuedLabel) {
+        self.certificates_issued.get_or_create(&kind).inc();
     }
 }
