@@ -44,6 +44,10 @@
 //! short phases as a smoke test (its numbers are not comparable with the targets).
 //! Timings need an otherwise idle machine (the header prints the load average).
 
+#[path = "../../../tests/src/bench_table.rs"]
+mod bench_table;
+
+use bench_table::{Table, duration, met, percentile};
 use std::collections::{HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -1234,52 +1238,12 @@ async fn edge_node_lifecycle(scale: &Scale) -> Lifecycle {
 // Statistics and the table
 // ---------------------------------------------------------------------------------------
 
-fn percentile(sorted: &[Duration], q: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1]
-}
-
-fn duration(d: Duration) -> String {
-    if d < Duration::from_millis(1) {
-        format!("{:.0} µs", d.as_secs_f64() * 1e6)
-    } else if d >= Duration::from_secs(1) {
-        format!("{:.2} s", d.as_secs_f64())
-    } else {
-        format!("{:.2} ms", d.as_secs_f64() * 1e3)
-    }
-}
-
 fn per_second(rate: f64) -> String {
     format!("{rate:.0}/s")
 }
 
-fn met(ok: bool) -> &'static str {
-    if ok { "**met**" } else { "**missed**" }
-}
-
 fn kib(bytes: usize) -> String {
     format!("{:.1} KiB", bytes as f64 / 1024.0)
-}
-
-struct Table(Vec<[String; 7]>);
-
-impl Table {
-    /// `cells`: value, p50, p99, target, result.
-    fn row(&mut self, id: &str, what: impl Into<String>, cells: [&str; 5]) {
-        let [value, p50, p99, target, result] = cells.map(str::to_string);
-        self.0.push([id.into(), what.into(), value, p50, p99, target, result]);
-    }
-
-    fn print(&self) {
-        println!("| # | measurement | value | p50 | p99 | target | result |");
-        println!("|---|---|---|---|---|---|---|");
-        for row in &self.0 {
-            println!("| {} |", row.join(" | "));
-        }
-    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1291,9 +1255,9 @@ fn main() {
 
 async fn bench() {
     let scale = Scale::from_env();
-    let mut table = Table(Vec::new());
+    let mut table = Table::new(["value", "p50", "p99", "target", "result"]);
     let started = Instant::now();
-    let load = || std::fs::read_to_string("/proc/loadavg").ok().and_then(|l| l.split(' ').next().map(str::to_string));
+    let load = bench_table::load_average;
     let load_at_start = load().unwrap_or_default();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let ticks = clock_ticks_per_second();

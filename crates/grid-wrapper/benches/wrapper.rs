@@ -17,6 +17,10 @@
 //! (its numbers are not comparable with the targets). Timings need an otherwise idle
 //! machine (the header prints the load average); memory and byte counts do not.
 
+#[path = "../../../tests/src/bench_table.rs"]
+mod bench_table;
+
+use bench_table::{Table, duration, met, percentile};
 use std::io::{BufRead, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -564,48 +568,8 @@ async fn first_line(mut body: hyper::body::Incoming) -> Vec<u8> {
 // Statistics and the table
 // ---------------------------------------------------------------------------------------
 
-fn percentile(sorted: &[Duration], q: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1]
-}
-
-fn duration(d: Duration) -> String {
-    if d < Duration::from_millis(1) {
-        format!("{:.0} µs", d.as_secs_f64() * 1e6)
-    } else if d >= Duration::from_secs(1) {
-        format!("{:.2} s", d.as_secs_f64())
-    } else {
-        format!("{:.2} ms", d.as_secs_f64() * 1e3)
-    }
-}
-
 fn mib(bytes: f64) -> String {
     format!("{:.1} MiB", bytes / (1024.0 * 1024.0))
-}
-
-fn met(ok: bool) -> &'static str {
-    if ok { "**met**" } else { "**missed**" }
-}
-
-struct Table(Vec<[String; 7]>);
-
-impl Table {
-    /// `cells`: median or p50, p99, ratio, target, result.
-    fn row(&mut self, id: &str, what: impl Into<String>, cells: [&str; 5]) {
-        let [p50, p99, ratio, target, result] = cells.map(str::to_string);
-        self.0.push([id.into(), what.into(), p50, p99, ratio, target, result]);
-    }
-
-    fn print(&self) {
-        println!("| # | measurement | median / p50 | p99 | ratio | target | result |");
-        println!("|---|---|---|---|---|---|---|");
-        for row in &self.0 {
-            println!("| {} |", row.join(" | "));
-        }
-    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1075,10 +1039,10 @@ fn main() {
 
 async fn bench() {
     let scale = Scale::from_env();
-    let mut table = Table(Vec::new());
+    let mut table = Table::new(["median / p50", "p99", "ratio", "target", "result"]);
     let started = Instant::now();
     // timings are only comparable on an otherwise idle machine: say how busy it was
-    let load = || std::fs::read_to_string("/proc/loadavg").ok().and_then(|l| l.split(' ').next().map(str::to_string));
+    let load = bench_table::load_average;
     let load_at_start = load().unwrap_or_default();
 
     // 1. latency
