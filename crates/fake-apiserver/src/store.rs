@@ -7,9 +7,9 @@
 //! snapshots and subscribes under it sees every later change exactly once and in order.
 //! This module never implements list/watch semantics itself: that is `listwatch`'s.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use listwatch::{ListOptions, Log, LogConfig, ObjectId, WatchOptions, WatchStart};
+use listwatch::{ListOptions, Log, LogConfig, ObjectId, StoredObject, WatchOptions, WatchStart};
 use serde_json::{Map, Value, json};
 
 use crate::error::ApiError;
@@ -102,7 +102,7 @@ impl Store {
 
     pub fn get(&self, rt: &ResourceType, namespace: &str, name: &str) -> Result<Value, ApiError> {
         let inner = self.lock();
-        inner.find(rt, namespace, name).map(|o| with_type(o.clone(), rt)).ok_or_else(|| not_found(rt, name))
+        inner.find(rt, namespace, name).map(|o| with_type(o, rt)).ok_or_else(|| not_found(rt, name))
     }
 
     /// A page of a list with the stored encodings, for serving.
@@ -112,7 +112,7 @@ impl Store {
 
     pub fn list(&self, rt: &ResourceType, opts: &ListOptions) -> Result<ListPage, ApiError> {
         let page = self.list_encoded(rt, opts)?;
-        let items = page.items.iter().map(|o| with_type(o.value().clone(), rt)).collect();
+        let items = page.items.iter().map(|o| with_type(o.value(), rt)).collect();
         Ok(ListPage { items, rv: page.rv, continue_token: page.continue_token, remaining: page.remaining })
     }
 
@@ -138,7 +138,7 @@ impl Store {
             }
         };
         validate_name(rt, &name)?;
-        if inner.find(rt, &namespace, &name).is_some() {
+        if inner.exists(rt, &namespace, &name) {
             return Err(ApiError::AlreadyExists {
                 resource: rt.qualified_plural(),
                 name,
@@ -182,7 +182,7 @@ impl Store {
     ) -> Result<Value, ApiError> {
         check_type(&body, rt)?;
         let mut inner = self.lock();
-        let old = inner.find(rt, namespace, name).cloned().ok_or_else(|| not_found(rt, name))?;
+        let old = inner.find(rt, namespace, name).ok_or_else(|| not_found(rt, name))?;
         inner.write(rt, namespace, name, old, body, status_only)
     }
 
@@ -214,7 +214,7 @@ impl Store {
         status_only: bool,
     ) -> Result<Patched, ApiError> {
         let inner = self.lock();
-        let current = inner.find(rt, namespace, name).cloned();
+        let current = inner.find(rt, namespace, name);
         let patched = match (kind, current.clone()) {
             (PatchKind::Json, Some(mut target)) => {
                 let ops: json_patch::Patch = serde_json::from_slice(patch)
@@ -284,7 +284,7 @@ impl Store {
         status_only: bool,
     ) -> Result<Value, ApiError> {
         let mut inner = self.lock();
-        let current = inner.find(rt, namespace, name).cloned().ok_or_else(|| not_found(rt, name))?;
+        let current = inner.find(rt, namespace, name).ok_or_else(|| not_found(rt, name))?;
         if current["metadata"]["resourceVersion"] != old["metadata"]["resourceVersion"] {
             return Err(ApiError::Conflict {
                 resource: rt.qualified_plural(),
@@ -327,7 +327,7 @@ impl Store {
         opts: &DeleteOptions,
     ) -> Result<Value, ApiError> {
         let mut inner = self.lock();
-        let old = inner.find(rt, namespace, name).cloned().ok_or_else(|| not_found(rt, name))?;
+        let old = inner.find(rt, namespace, name).ok_or_else(|| not_found(rt, name))?;
         check_precondition(rt, name, &old, "uid", opts.uid.as_deref())?;
         check_precondition(rt, name, &old, "resourceVersion", opts.resource_version.as_deref())?;
         let has_finalizers = old["metadata"]["finalizers"].as_array().is_some_and(|f| !f.is_empty());
@@ -347,8 +347,16 @@ impl Store {
 }
 
 impl Inner {
-    fn find(&self, rt: &ResourceType, namespace: &str, name: &str) -> Option<&Value> {
-        self.log.get(&key_of(rt), &(scoped(rt, namespace), name.to_string())).map(|o| o.value())
+    fn find(&self, rt: &ResourceType, namespace: &str, name: &str) -> Option<Value> {
+        self.stored(rt, namespace, name).map(|o| o.value())
+    }
+
+    fn exists(&self, rt: &ResourceType, namespace: &str, name: &str) -> bool {
+        self.stored(rt, namespace, name).is_some()
+    }
+
+    fn stored(&self, rt: &ResourceType, namespace: &str, name: &str) -> Option<&Arc<StoredObject>> {
+        self.log.get(&key_of(rt), &(scoped(rt, namespace), name.to_string()))
     }
 
     fn next_uid(&mut self) -> String {
@@ -505,7 +513,7 @@ impl Inner {
         let Some(last) = self.log.remove(&key_of(rt), &(scoped(rt, namespace), name.to_string())) else {
             return Ok(None);
         };
-        let last = last.value().clone();
+        let last = last.value();
         let uid = last["metadata"]["uid"].as_str().unwrap_or_default().to_string();
         if rt.kind == "Namespace" {
             self.delete_namespace_contents(name)?;
@@ -541,14 +549,15 @@ impl Inner {
             .log
             .all()
             .flat_map(|(_, m)| m.values())
-            .filter_map(|o| o.value()["metadata"]["uid"].as_str().map(str::to_string))
+            .map(|o| o.uid().to_string())
+            .filter(|uid| !uid.is_empty())
             .collect();
         let dependents: Vec<(ResourceKey, String, String, Value)> = self
             .log
             .all()
             .flat_map(|(key, objs)| objs.iter().map(move |((ns, name), o)| (key.clone(), ns.clone(), name.clone(), o)))
-            .filter(|(_, _, _, o)| owner_uids(o.value()).any(|u| u == owner_uid))
-            .map(|(k, ns, name, o)| (k, ns, name, o.value().clone()))
+            .filter(|(_, _, _, o)| o.owner_uids().any(|u| u == owner_uid))
+            .map(|(k, ns, name, o)| (k, ns, name, o.value()))
             .collect();
         for (key, namespace, name, object) in dependents {
             let Some(rt) = self.type_for(&key) else {
@@ -561,7 +570,7 @@ impl Inner {
                 }
                 self.commit(&rt, &namespace, &name, next)?;
             } else if !owner_uids(&object).any(|u| u != owner_uid && live_uids.contains(u))
-                && self.find(&rt, &namespace, &name).is_some()
+                && self.exists(&rt, &namespace, &name)
             {
                 if object["metadata"]["finalizers"].as_array().is_some_and(|f| !f.is_empty()) {
                     if !object["metadata"]["deletionTimestamp"].is_string() {
@@ -588,7 +597,11 @@ impl Inner {
     /// Stores a new version (the log stamps its resourceVersion and publishes it).
     fn commit(&mut self, rt: &ResourceType, namespace: &str, name: &str, object: Value) -> Result<Value, ApiError> {
         let id: ObjectId = (scoped(rt, namespace), name.to_string());
-        Ok(self.log.upsert(key_of(rt), id, with_type(object, rt))?.value().clone())
+        let mut object = with_type(object, rt);
+        // what the log stored, without parsing its bytes back
+        let stored = self.log.upsert(key_of(rt), id, object.clone())?;
+        object["metadata"]["resourceVersion"] = json!(stored.resource_version().to_string());
+        Ok(object)
     }
 
     /// A deleted CRD takes its custom resources with it and stops being served.

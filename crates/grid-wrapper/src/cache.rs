@@ -405,7 +405,7 @@ impl Cache {
         match value {
             Some(value) => {
                 let existed = match self.log.get(&kind, &id) {
-                    Some(served) if same_form(served.value(), &value) => return,
+                    Some(served) if same_form(&served.value(), &value) => return,
                     Some(_) => true,
                     None => false,
                 };

@@ -43,7 +43,7 @@ fn two_units() -> Vec<Object> {
 }
 
 fn served(cache: &Cache, kind: Kind, name: &str) -> Option<Value> {
-    cache.log().get(&kind, &("ns".into(), name.into())).map(|o| o.value().clone())
+    cache.log().get(&kind, &("ns".into(), name.into())).map(|o| o.value())
 }
 
 fn served_ips(cache: &Cache, kind: Kind, name: &str) -> Vec<String> {
@@ -193,7 +193,7 @@ fn a_relist_serves_only_the_real_differences() {
 #[test]
 fn a_restored_view_is_served_until_the_first_sync_replaces_it_by_differences() {
     use ChangeKind::*;
-    let saved: Vec<(Kind, Value)> = synced().served_objects().map(|(k, o)| (k, o.value().clone())).collect();
+    let saved: Vec<(Kind, Value)> = synced().served_objects().map(|(k, o)| (k, o.value())).collect();
     let mut cache = cache();
     assert_eq!(cache.restore(saved), 7);
     assert_eq!(cache.serving(), Serving::Restored);

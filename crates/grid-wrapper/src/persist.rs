@@ -158,14 +158,14 @@ mod tests {
         write(&dir, &contents, 1 << 20).expect("written");
         let restored = read(&dir, "n1").expect("readable").expect("present");
         assert_eq!(restored.saved_at, "2026-11-22T00:00:00Z");
-        let want: Vec<(Kind, Value)> = cache.served_objects().map(|(k, o)| (k, o.value().clone())).collect();
+        let want: Vec<(Kind, Value)> = cache.served_objects().map(|(k, o)| (k, o.value())).collect();
         let mut got = restored.objects;
         got.sort_by(|a, b| (a.0, a.1["metadata"]["name"].to_string()).cmp(&(b.0, b.1["metadata"]["name"].to_string())));
         assert_eq!(got, want);
         let mut fresh = Cache::new("n1", false, LOG, 0);
         assert_eq!(fresh.restore(got), 3);
         assert_eq!(
-            ips(fresh.log().get(&Kind::EndpointSlices, &("ns".into(), "web-1".into())).expect("slice").value()),
+            ips(&fresh.log().get(&Kind::EndpointSlices, &("ns".into(), "web-1".into())).expect("slice").value()),
             vec!["10.0.0.1"]
         );
         assert!(!dir.join(format!(".{FILE_NAME}.tmp")).exists(), "no temporary file left");

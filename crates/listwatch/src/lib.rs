@@ -26,7 +26,7 @@ pub use log::{Change, ChangeKind, ListPage, Log, LogConfig, ObjectId, ResourceKe
 pub use object::{Served, Shape, StoredObject};
 pub use options::{ListOptions, WatchOptions, is_watch};
 pub use protocol::{INITIAL_EVENTS_END_ANNOTATION, WatchConfig, error_event, event_line, list_body, watch_stream};
-pub use selectors::{FieldSelector, LabelSelector};
+pub use selectors::{FieldSelector, LabelSelector, Selectable};
 
 #[cfg(test)]
 mod tests;

@@ -53,7 +53,7 @@ pub struct Change<K> {
 impl<K> Change<K> {
     pub(crate) fn departed(&self) -> Option<&Arc<StoredObject>> {
         let old = self.old.as_ref()?;
-        Some(self.departed.get_or_init(|| Arc::new(StoredObject::new(stamped(old.value().clone(), self.rv), self.rv))))
+        Some(self.departed.get_or_init(|| Arc::new(StoredObject::new(stamped(old.value(), self.rv), self.rv))))
     }
 }
 
@@ -172,7 +172,7 @@ impl<K: ResourceKey> Log<K> {
     pub fn remove(&mut self, key: &K, id: &ObjectId) -> Option<Arc<StoredObject>> {
         let old = self.objects.get_mut(key)?.remove(id)?;
         self.rv += 1;
-        let last = Arc::new(StoredObject::new(stamped(old.value().clone(), self.rv), self.rv));
+        let last = Arc::new(StoredObject::new(stamped(old.value(), self.rv), self.rv));
         self.publish(key.clone(), id.clone(), ChangeKind::Deleted, last.clone(), Some(old));
         Some(last)
     }
@@ -231,7 +231,7 @@ impl<K: ResourceKey> Log<K> {
         let matching: Vec<(&ObjectId, &Arc<StoredObject>)> = objects
             .range::<ObjectId, _>((after, Bound::Unbounded))
             .filter(|((ns, _), _)| opts.namespace.as_ref().is_none_or(|want| want == ns))
-            .filter(|(_, o)| opts.labels.matches(o.value()) && opts.fields.matches(o.value()))
+            .filter(|(_, o)| opts.labels.matches(&***o) && opts.fields.matches(&***o))
             .collect();
         // resourceVersion=0 is served from the watch cache, which ignores limit.
         let limit = if opts.resource_version == Some(0) { None } else { opts.limit.filter(|l| *l > 0) };

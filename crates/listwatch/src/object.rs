@@ -10,6 +10,8 @@ use std::sync::OnceLock;
 use bytes::Bytes;
 use serde_json::{Value, json};
 
+use crate::selectors::Selectable;
+
 #[cfg(test)]
 thread_local! {
     /// Encodings done on this thread, for the encoded-once tests.
@@ -23,24 +25,76 @@ pub(crate) fn encode(value: &Value) -> Bytes {
     Bytes::from(value.to_string())
 }
 
-/// One version of an object: its JSON form for selectors, and its bytes for the wire.
+/// One version of an object: its bytes for the wire, and what selectors, garbage
+/// collection and the metadata-only representation read without parsing them.
+///
+/// The parsed JSON is not kept: a `serde_json::Value` costs several times the size of the
+/// JSON it came from, and a server caching a cluster's Services and EndpointSlices (the
+/// grid wrapper, on every edge node) would spend most of its memory on it. The rare paths
+/// that need the whole object (a field selector beyond name and namespace, another served
+/// type, a deletion's last state) parse the bytes.
 #[derive(Debug)]
 pub struct StoredObject {
-    value: Value,
     json: Bytes,
+    identity: Identity,
     metadata_json: OnceLock<Bytes>,
     resource_version: u64,
+}
+
+/// The metadata read on hot paths (selectors, type checks, garbage collection).
+#[derive(Debug, Default)]
+struct Identity {
+    api_version: Box<str>,
+    kind: Box<str>,
+    namespace: Box<str>,
+    name: Box<str>,
+    uid: Box<str>,
+    /// Sorted by key, for lookups by binary search.
+    labels: Box<[(Box<str>, Box<str>)]>,
+    owner_uids: Box<[Box<str>]>,
+}
+
+impl Identity {
+    fn of(object: &Value) -> Self {
+        let text = |v: &Value| Box::<str>::from(v.as_str().unwrap_or_default());
+        let metadata = &object["metadata"];
+        let mut labels: Vec<(Box<str>, Box<str>)> = metadata["labels"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, v)| Some((Box::from(k.as_str()), Box::from(v.as_str()?))))
+            .collect();
+        labels.sort();
+        let owner_uids = metadata["ownerReferences"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r["uid"].as_str().map(Box::from))
+            .collect();
+        Self {
+            api_version: text(&object["apiVersion"]),
+            kind: text(&object["kind"]),
+            namespace: text(&metadata["namespace"]),
+            name: text(&metadata["name"]),
+            uid: text(&metadata["uid"]),
+            labels: labels.into_boxed_slice(),
+            owner_uids,
+        }
+    }
 }
 
 impl StoredObject {
     /// Encodes `value` (which carries `resource_version` in its metadata).
     pub(crate) fn new(value: Value, resource_version: u64) -> Self {
         let json = encode(&value);
-        Self { value, json, metadata_json: OnceLock::new(), resource_version }
+        Self { identity: Identity::of(&value), json, metadata_json: OnceLock::new(), resource_version }
     }
 
-    pub fn value(&self) -> &Value {
-        &self.value
+    /// The object, parsed from its stored bytes (a copy: changing it changes nothing stored).
+    pub fn value(&self) -> Value {
+        // The bytes are this module's own encoding of a JSON value, so parsing cannot fail;
+        // `Null` would only mean memory corruption, and no caller can do better with a panic.
+        serde_json::from_slice(&self.json).unwrap_or(Value::Null)
     }
 
     /// The JSON encoding made when this version was committed.
@@ -53,11 +107,21 @@ impl StoredObject {
     }
 
     pub fn namespace(&self) -> &str {
-        self.value["metadata"]["namespace"].as_str().unwrap_or_default()
+        &self.identity.namespace
     }
 
     pub fn name(&self) -> &str {
-        self.value["metadata"]["name"].as_str().unwrap_or_default()
+        &self.identity.name
+    }
+
+    /// `metadata.uid`, or "" when the object has none.
+    pub fn uid(&self) -> &str {
+        &self.identity.uid
+    }
+
+    /// The uids in `metadata.ownerReferences`.
+    pub fn owner_uids(&self) -> impl Iterator<Item = &str> {
+        self.identity.owner_uids.iter().map(|u| &**u)
     }
 
     /// The bytes of this version as `served` in `shape`: the stored bytes when they
@@ -66,10 +130,27 @@ impl StoredObject {
     pub fn encoded(&self, served: &Served, shape: Shape) -> Bytes {
         match shape {
             Shape::Metadata => {
-                self.metadata_json.get_or_init(|| encode(&Shape::Metadata.present(self.value.clone()))).clone()
+                self.metadata_json.get_or_init(|| encode(&Shape::Metadata.present(self.value()))).clone()
             }
-            Shape::Full if served.describes(&self.value) => self.json.clone(),
-            Shape::Full => encode(&served.stamp(self.value.clone())),
+            Shape::Full if served.api_version == *self.identity.api_version && served.kind == *self.identity.kind => {
+                self.json.clone()
+            }
+            Shape::Full => encode(&served.stamp(self.value())),
+        }
+    }
+}
+
+impl Selectable for StoredObject {
+    fn label(&self, key: &str) -> Option<&str> {
+        let labels = &self.identity.labels;
+        labels.binary_search_by(|(k, _)| (**k).cmp(key)).ok().map(|at| &*labels[at].1)
+    }
+
+    fn field(&self, path: &str) -> String {
+        match path {
+            "metadata.name" => self.name().to_string(),
+            "metadata.namespace" => self.namespace().to_string(),
+            _ => self.value().field(path),
         }
     }
 }
@@ -86,10 +167,6 @@ pub struct Served {
 impl Served {
     pub fn new(api_version: impl Into<String>, kind: impl Into<String>) -> Self {
         Self { api_version: api_version.into(), kind: kind.into() }
-    }
-
-    fn describes(&self, object: &Value) -> bool {
-        object["apiVersion"].as_str() == Some(&self.api_version) && object["kind"].as_str() == Some(&self.kind)
     }
 
     /// Sets `apiVersion`/`kind` to this type.
@@ -146,6 +223,7 @@ impl Shape {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::Strategy;
 
     #[test]
     fn accept_header_selects_the_metadata_representation() {
@@ -166,5 +244,51 @@ mod tests {
         let meta1 = object.encoded(&Served::new("v1", "Pod"), Shape::Metadata);
         let meta2 = object.encoded(&Served::new("v1", "Pod"), Shape::Metadata);
         assert_eq!(meta1.as_ptr(), meta2.as_ptr(), "metadata-only is encoded once per version");
+    }
+
+    #[test]
+    fn identity_is_read_without_parsing_and_agrees_with_the_json() {
+        let value = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "a", "namespace": "ns", "uid": "u-1",
+                         "labels": {"b": "2", "a": "1"},
+                         "ownerReferences": [{"uid": "o-1"}, {"uid": "o-2"}]},
+            "spec": {"nodeName": "n1", "replicas": 3, "paused": null}
+        });
+        let object = StoredObject::new(value.clone(), 7);
+        assert_eq!((object.namespace(), object.name(), object.uid()), ("ns", "a", "u-1"));
+        assert_eq!(object.owner_uids().collect::<Vec<_>>(), ["o-1", "o-2"]);
+        assert_eq!(object.value(), value);
+        for key in ["a", "b", "c", ""] {
+            assert_eq!(object.label(key), value.label(key), "label {key}");
+        }
+        for path in ["metadata.name", "metadata.namespace", "spec.nodeName", "spec.replicas", "spec.paused", "spec.x"] {
+            assert_eq!(object.field(path), value.field(path), "field {path}");
+        }
+        assert_eq!(object.field("spec.replicas"), "3");
+    }
+
+    proptest::proptest! {
+        /// Any label selector matches a stored object exactly when it matches its JSON.
+        #[test]
+        fn label_selectors_agree_on_stored_objects_and_values(
+            labels in proptest::collection::btree_map("[a-d]", "[xy]{0,1}", 0..4),
+            requirements in proptest::collection::vec(
+                ("[a-e]", 0..6usize, "[xy]{0,1}").prop_map(|(k, op, v)| match op {
+                    0 => format!("{k}={v}"),
+                    1 => format!("{k}!={v}"),
+                    2 => format!("{k} in ({v},x)"),
+                    3 => format!("{k} notin ({v})"),
+                    4 => k,
+                    _ => format!("!{k}"),
+                }),
+                0..4,
+            ),
+        ) {
+            let value = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "labels": labels}});
+            let object = StoredObject::new(value.clone(), 1);
+            let selector = crate::LabelSelector::parse(&requirements.join(",")).expect("valid selector");
+            proptest::prop_assert_eq!(selector.matches(&object), selector.matches(&value));
+        }
     }
 }

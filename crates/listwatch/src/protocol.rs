@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use futures::Stream;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::{broadcast, mpsc};
 
 use crate::error::Error;
@@ -81,9 +81,8 @@ struct WatchFilter {
 }
 
 impl WatchFilter {
-    fn matches(&self, object: &Value) -> bool {
-        let in_namespace =
-            self.namespace.as_ref().is_none_or(|ns| object["metadata"]["namespace"].as_str() == Some(ns.as_str()));
+    fn matches(&self, object: &StoredObject) -> bool {
+        let in_namespace = self.namespace.as_ref().is_none_or(|ns| object.namespace() == ns);
         in_namespace && self.labels.matches(object) && self.fields.matches(object)
     }
 
@@ -95,8 +94,8 @@ impl WatchFilter {
     /// ADDED, leaving it DELETED (previous content, the change's version), as the real
     /// watch cache does.
     fn event_for<K>(&self, change: &Change<K>) -> Option<Bytes> {
-        let now = self.matches(change.object.value());
-        let before = change.old.as_ref().is_some_and(|o| self.matches(o.value()));
+        let now = self.matches(&change.object);
+        let before = change.old.as_ref().is_some_and(|o| self.matches(o));
         match (change.kind, before, now) {
             (ChangeKind::Added, _, true) => Some(self.line("ADDED", &change.object)),
             (ChangeKind::Deleted, true, _) => Some(self.line("DELETED", &change.object)),
@@ -181,7 +180,7 @@ async fn stream_events<K: ResourceKey>(
     tx: &mpsc::Sender<Bytes>,
 ) -> Result<(), Gone> {
     let mut last = start.start_rv;
-    for object in start.initial.iter().filter(|o| filter.matches(o.value())) {
+    for object in start.initial.iter().filter(|o| filter.matches(o)) {
         send(tx, filter.line("ADDED", object)).await?;
     }
     if send_initial {
@@ -221,10 +220,10 @@ async fn stream_events<K: ResourceKey>(
 
 /// Shared by tests: the objects a watch stream's lines carry, by event type.
 #[cfg(test)]
-pub(crate) fn parse_lines(lines: &[Bytes]) -> Vec<(String, Value)> {
+pub(crate) fn parse_lines(lines: &[Bytes]) -> Vec<(String, serde_json::Value)> {
     lines
         .iter()
-        .filter_map(|l| serde_json::from_slice::<Value>(l).ok())
+        .filter_map(|l| serde_json::from_slice::<serde_json::Value>(l).ok())
         .map(|v| (v["type"].as_str().unwrap_or_default().to_string(), v["object"].clone()))
         .collect()
 }

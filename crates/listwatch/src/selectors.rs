@@ -6,6 +6,30 @@ use serde_json::Value;
 
 use crate::error::Error;
 
+/// What selectors read from an object. Implemented for JSON values and for stored
+/// objects, which keep their labels and identity apart from their encoded bytes.
+pub trait Selectable {
+    /// The value of label `key`.
+    fn label(&self, key: &str) -> Option<&str>;
+    /// The value at a dotted field path as a field selector compares it: strings as they
+    /// are, other scalars in their JSON form, a missing or null field as "".
+    fn field(&self, path: &str) -> String;
+}
+
+impl Selectable for Value {
+    fn label(&self, key: &str) -> Option<&str> {
+        self["metadata"]["labels"].get(key).and_then(Value::as_str)
+    }
+
+    fn field(&self, path: &str) -> String {
+        match path.split('.').try_fold(self, |v, seg| v.get(seg)) {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Null) | None => String::new(),
+            Some(other) => other.to_string(),
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum LabelRequirement {
     Equals(String, String),
@@ -32,9 +56,8 @@ impl LabelSelector {
         Ok(Self(requirements))
     }
 
-    pub fn matches(&self, object: &Value) -> bool {
-        let labels = &object["metadata"]["labels"];
-        let get = |k: &str| labels.get(k).and_then(Value::as_str);
+    pub fn matches(&self, object: &(impl Selectable + ?Sized)) -> bool {
+        let get = |k: &str| object.label(k);
         self.0.iter().all(|r| match r {
             LabelRequirement::Equals(k, v) => get(k) == Some(v.as_str()),
             LabelRequirement::NotEquals(k, v) => get(k) != Some(v.as_str()),
@@ -136,16 +159,8 @@ impl FieldSelector {
         self.0.iter().any(|(p, equal, v)| *equal && p == path && v == value)
     }
 
-    pub fn matches(&self, object: &Value) -> bool {
-        self.0.iter().all(|(path, equal, value)| {
-            let found = path.split('.').try_fold(object, |v, seg| v.get(seg));
-            let actual = match found {
-                Some(Value::String(s)) => s.clone(),
-                Some(Value::Null) | None => String::new(),
-                Some(other) => other.to_string(),
-            };
-            (actual == *value) == *equal
-        })
+    pub fn matches(&self, object: &(impl Selectable + ?Sized)) -> bool {
+        self.0.iter().all(|(path, equal, value)| (object.field(path) == *value) == *equal)
     }
 }
 
