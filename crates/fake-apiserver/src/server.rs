@@ -320,7 +320,8 @@ fn resolve(store: &Store, segments: &[&str]) -> Result<Target, ApiError> {
 fn list(store: &Store, target: &Target, query: &HashMap<String, String>, shape: Shape) -> Result<Response, ApiError> {
     let opts = ListOptions::from_query(query, target.namespace.clone())?;
     let page = store.list_encoded(&target.rt, &opts)?;
-    let body = listwatch::list_body(&page, &target.rt.served(), shape);
+    let chunks = listwatch::ListBody::new(page, target.rt.served(), shape).map(Ok::<_, std::convert::Infallible>);
+    let body = axum::body::Body::from_stream(futures::stream::iter(chunks));
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 

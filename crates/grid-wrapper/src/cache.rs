@@ -172,8 +172,11 @@ pub struct Cache {
     local_node: String,
     view: PrunedView,
     log: Log<Kind>,
-    /// Until every stream has listed once: the state to serve, not yet served.
-    staging: Option<BTreeMap<(Kind, ObjectId), Value>>,
+    /// Until every stream has listed once: the state to serve, not yet served, encoded
+    /// (a staged `serde_json::Value` costs about six times its JSON, and a cluster's
+    /// worth of them set the wrapper's peak and, as the allocator keeps freed pages, its
+    /// lasting memory).
+    staging: Option<BTreeMap<(Kind, ObjectId), Vec<u8>>>,
     restored: bool,
     listed: BTreeSet<Stream>,
     /// Objects upserted since each stream's current relist began.
@@ -397,7 +400,8 @@ impl Cache {
     fn commit(&mut self, kind: Kind, id: ObjectId, value: Option<Value>, outcome: &mut Outcome) {
         if let Some(staged) = &mut self.staging {
             match value {
-                Some(value) => staged.insert((kind, id), value),
+                // encoding a JSON value cannot fail
+                Some(value) => staged.insert((kind, id), serde_json::to_vec(&value).unwrap_or_default()),
                 None => staged.remove(&(kind, id)),
             };
             return;
@@ -433,8 +437,12 @@ impl Cache {
         for (kind, id) in stale {
             self.commit(kind, id, None, outcome);
         }
-        for ((kind, id), value) in staged {
-            self.commit(kind, id, Some(value), outcome);
+        for ((kind, id), encoded) in staged {
+            match serde_json::from_slice(&encoded) {
+                Ok(value) => self.commit(kind, id, Some(value), outcome),
+                // only reachable if this module's own encoding were not JSON
+                Err(error) => tracing::error!(?kind, namespace = id.0, name = id.1, %error, "staged object lost"),
+            }
         }
         self.restored = false;
     }

@@ -141,7 +141,10 @@ fn serve(
     if !listwatch::is_watch(query) {
         let opts = ListOptions::from_query(query, target.namespace.clone())?;
         let page = cache.log().list(&target.kind, &opts)?;
-        return Ok(json_bytes(listwatch::list_body(&page, &served, shape)));
+        drop(cache);
+        let chunks = listwatch::ListBody::new(page, served, shape).map(Ok::<_, std::convert::Infallible>);
+        let body = Body::from_stream(futures::stream::iter(chunks));
+        return Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response());
     }
     let opts = WatchOptions::from_query(query, target.namespace.clone())?;
     let start = cache.log().watch(&target.kind, &opts);

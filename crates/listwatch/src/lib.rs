@@ -25,7 +25,9 @@ pub use error::{Error, status};
 pub use log::{Change, ChangeKind, ListPage, Log, LogConfig, ObjectId, ResourceKey, WatchStart};
 pub use object::{Served, Shape, StoredObject};
 pub use options::{ListOptions, WatchOptions, is_watch};
-pub use protocol::{INITIAL_EVENTS_END_ANNOTATION, WatchConfig, error_event, event_line, list_body, watch_stream};
+pub use protocol::{
+    INITIAL_EVENTS_END_ANNOTATION, ListBody, WatchConfig, error_event, event_line, list_body, watch_stream,
+};
 pub use selectors::{FieldSelector, LabelSelector, Selectable};
 
 #[cfg(test)]

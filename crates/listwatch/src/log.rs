@@ -72,7 +72,7 @@ pub struct LogConfig {
 }
 
 /// One page of a consistent list snapshot.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct ListPage {
     pub items: Vec<Arc<StoredObject>>,
     /// The snapshot's version.

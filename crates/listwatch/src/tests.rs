@@ -124,6 +124,41 @@ fn list_body_is_the_stored_bytes_in_an_envelope() {
     assert_eq!((body["kind"].clone(), body["items"].clone()), (json!("PartialObjectMetadataList"), json!([])));
 }
 
+#[test]
+fn a_large_list_streams_in_bounded_chunks_that_concatenate_to_the_contiguous_body() {
+    let mut log = log(10, 10);
+    let big = "x".repeat(40 * 1024);
+    for i in 0..20 {
+        let name = format!("p{i:02}");
+        log.upsert("pods", id(&name), json!({"metadata": {"name": name, "namespace": "ns"}, "data": big}))
+            .expect("stored");
+    }
+    let page = log.list(&"pods", &ListOptions::default()).expect("page");
+    let chunks: Vec<Bytes> = ListBody::new(page.clone(), served(), Shape::Full).collect();
+    // 20 items of ~40 KiB: several chunks, none far beyond the chunk size
+    assert!(chunks.len() >= 3, "{} chunks", chunks.len());
+    assert!(
+        chunks.iter().all(|c| c.len() < 256 * 1024 + 41 * 1024),
+        "{:?}",
+        chunks.iter().map(Bytes::len).collect::<Vec<_>>()
+    );
+    let joined: Vec<u8> = chunks.concat();
+    assert_eq!(joined, list_body(&page, &served(), Shape::Full).to_vec());
+    let body: Value = serde_json::from_slice(&joined).expect("JSON");
+    let names: Vec<String> = (0..20).map(|i| format!("p{i:02}")).collect();
+    assert_eq!(
+        body["items"].as_array().map(|items| items.iter().map(|i| i["metadata"]["name"].clone()).collect::<Vec<_>>()),
+        Some(names.iter().map(|n| json!(n)).collect())
+    );
+    let empty = log.list(&"none", &ListOptions::default()).expect("page");
+    let chunks: Vec<Bytes> = ListBody::new(empty, served(), Shape::Full).collect();
+    assert_eq!(chunks.len(), 1);
+    assert_eq!(
+        &chunks[0][..],
+        br#"{"apiVersion":"v1","kind":"PodList","metadata":{"resourceVersion":"20"},"items":[]}"#
+    );
+}
+
 #[tokio::test]
 async fn resume_replays_history_and_selectors_turn_leaving_objects_into_deletes() {
     let mut log = log(100, 10);
