@@ -171,6 +171,8 @@ pub enum EndpointRule {
     LocalNodeUnknown,
     LocalNodeLacksKeys,
     LocalRewrite,
+    /// The local unit's edge-health voted the endpoint's node down.
+    NodeDown,
 }
 
 impl EndpointRule {
@@ -474,6 +476,10 @@ impl<N: NodeLabels> Base<'_, N> {
     }
 
     fn endpoint_reason(&self, decision: &Decision, candidate: Candidate<'_>) -> (EndpointRule, String) {
+        if let Some(node) = candidate.node.filter(|n| self.nodes.is_down(n)) {
+            let reason = format!("dropped: node {node} was voted down by the local unit's edge-health");
+            return (EndpointRule::NodeDown, reason);
+        }
         let pairs = match (&decision.basis, &decision.filter) {
             (Basis::NoService, _) => {
                 return (EndpointRule::PassThrough, "kept: pass-through (no cached Service object)".into());

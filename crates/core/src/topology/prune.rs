@@ -18,9 +18,16 @@ use super::policy::{OrderedKey, TopologyPolicy};
 /// A node's labels.
 pub type Labels = BTreeMap<String, String>;
 
-/// Read access to node labels by node name.
+/// Read access to node labels by node name, and to what the local unit knows of nodes.
 pub trait NodeLabels {
     fn labels(&self, node: &str) -> Option<&Labels>;
+
+    /// Whether the local unit's edge-health has voted `node` down: its endpoints are
+    /// dropped whatever the policy (SuperEdge's "service autonomy"), even while the cloud
+    /// cannot update the slices that still list them ready.
+    fn is_down(&self, _node: &str) -> bool {
+        false
+    }
 }
 
 impl<S: BuildHasher> NodeLabels for HashMap<String, Labels, S> {
@@ -77,6 +84,9 @@ pub enum EndpointFilter {
 
 impl EndpointFilter {
     pub fn keeps(&self, candidate: Candidate<'_>, nodes: &impl NodeLabels) -> bool {
+        if candidate.node.is_some_and(|n| nodes.is_down(n)) {
+            return false;
+        }
         match self {
             Self::All => true,
             Self::Nothing => false,
@@ -149,9 +159,6 @@ pub fn select<'a>(
     filter: &EndpointFilter,
     nodes: &impl NodeLabels,
 ) -> Selection {
-    if *filter == EndpointFilter::All {
-        return Selection::All;
-    }
     let mut total = 0usize;
     let mut kept = Vec::new();
     for (i, candidate) in candidates.enumerate() {

@@ -15,7 +15,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::policy::{PolicyError, TopologyPolicy};
-use super::prune::{self, EndpointFilter, Labels, PruneContext, Selection};
+use super::prune::{self, EndpointFilter, Labels, NodeLabels, PruneContext, Selection};
 use crate::keys;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -130,6 +130,26 @@ pub enum InputChange {
         labels: Labels,
     },
     NodeDeleted(String),
+    /// The nodes the local unit's edge-health currently votes down (the whole set; an
+    /// empty set lifts every such verdict).
+    NodesDown(BTreeSet<String>),
+}
+
+/// The nodes a view knows: their labels, and which the local unit votes down.
+#[derive(Default)]
+struct Nodes {
+    labels: HashMap<String, Labels>,
+    down: BTreeSet<String>,
+}
+
+impl NodeLabels for Nodes {
+    fn labels(&self, node: &str) -> Option<&Labels> {
+        self.labels.get(node)
+    }
+
+    fn is_down(&self, node: &str) -> bool {
+        self.down.contains(node)
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -182,7 +202,7 @@ struct Work {
 pub struct PrunedView {
     local_node: String,
     rewrite_local_apiserver: bool,
-    nodes: HashMap<String, Labels>,
+    nodes: Nodes,
     services: HashMap<NamespacedName, ServiceEntry>,
     slices: HashMap<NamespacedName, Cached<EndpointSlice>>,
     endpoints: HashMap<NamespacedName, Cached<Endpoints>>,
@@ -200,7 +220,7 @@ impl PrunedView {
         Self {
             local_node: local_node.into(),
             rewrite_local_apiserver,
-            nodes: HashMap::new(),
+            nodes: Nodes::default(),
             services: HashMap::new(),
             slices: HashMap::new(),
             endpoints: HashMap::new(),
@@ -216,7 +236,7 @@ impl PrunedView {
     /// Whether the local node's labels are known (until then every topology-aware
     /// Service prunes to nothing, so a wrapper should not report ready before).
     pub fn knows_local_node(&self) -> bool {
-        self.nodes.contains_key(&self.local_node)
+        self.nodes.labels.contains_key(&self.local_node)
     }
 
     /// Services whose topology annotations could not be read (they pass through).
@@ -284,17 +304,24 @@ impl PrunedView {
             }
             InputChange::ServiceDeleted(id) => self.set_policy(id, None, &mut work),
             InputChange::NodeUpserted { name, labels } => {
-                if self.nodes.get(&name) == Some(&labels) {
+                if self.nodes.labels.get(&name) == Some(&labels) {
                     return Ok(Vec::new());
                 }
-                self.nodes.insert(name.clone(), labels);
+                self.nodes.labels.insert(name.clone(), labels);
                 self.node_changed(&name, &mut work);
             }
             InputChange::NodeDeleted(name) => {
-                if self.nodes.remove(&name).is_none() {
+                if self.nodes.labels.remove(&name).is_none() {
                     return Ok(Vec::new());
                 }
                 self.node_changed(&name, &mut work);
+            }
+            InputChange::NodesDown(down) => {
+                let changed: Vec<String> = self.nodes.down.symmetric_difference(&down).cloned().collect();
+                self.nodes.down = down;
+                for name in changed {
+                    self.node_changed(&name, &mut work);
+                }
             }
         }
         Ok(self.settle(work))
@@ -327,9 +354,9 @@ impl PrunedView {
         out
     }
 
-    fn ctx(&self) -> PruneContext<'_, HashMap<String, Labels>> {
+    fn ctx(&self) -> PruneContext<'_, Nodes> {
         PruneContext {
-            local: self.nodes.get(&self.local_node),
+            local: self.nodes.labels.get(&self.local_node),
             nodes: &self.nodes,
             rewrite_local_apiserver: self.rewrite_local_apiserver,
         }

@@ -251,6 +251,64 @@ fn ordered_policy_reacts_to_readiness_in_other_slices() {
     assert_eq!(changed(&mut view, node("n3", &[("unit", "a")])), vec![]);
 }
 
+/// SuperEdge's "service autonomy": endpoints on nodes the local unit votes down leave the
+/// served view whatever the policy, while the upstream slices still list them ready.
+#[test]
+fn nodes_voted_down_locally_are_dropped_from_every_service_and_come_back() {
+    let mut view = populated();
+    let down = |names: &[&str]| InputChange::NodesDown(names.iter().map(|n| n.to_string()).collect());
+    // n1 carries web-1 (unit policy, local unit) and the web Endpoints; n3 carries plain-1 (no policy)
+    assert_eq!(
+        changed(&mut view, down(&["n1", "n3"])),
+        vec![
+            (ObjectKey::slice("ns", "plain-1"), Modified),
+            (ObjectKey::slice("ns", "web-1"), Modified),
+            (ObjectKey::endpoints("ns", "web"), Modified),
+        ]
+    );
+    assert_eq!(pruned_slice_ips(&view, "ns", "plain-1"), Vec::<String>::new());
+    assert_eq!(pruned_slice_ips(&view, "ns", "web-1"), Vec::<String>::new());
+    assert_eq!(changed(&mut view, down(&["n1", "n3"])), vec![], "the same verdicts again change nothing");
+    let explained = view.explain(&NamespacedName::new("ns", "plain"));
+    let rows: Vec<(bool, super::explain::EndpointRule, &str)> =
+        explained.objects.iter().flat_map(|o| &o.endpoints).map(|e| (e.kept, e.rule, e.reason.as_str())).collect();
+    assert_eq!(
+        rows,
+        vec![(
+            false,
+            super::explain::EndpointRule::NodeDown,
+            "dropped: node n3 was voted down by the local unit's edge-health"
+        )]
+    );
+    // n3 comes back: only what runs on n3 changes
+    assert_eq!(changed(&mut view, down(&["n1"])), vec![(ObjectKey::slice("ns", "plain-1"), Modified)]);
+    assert_eq!(pruned_slice_ips(&view, "ns", "plain-1"), vec!["10.244.0.5"]);
+    assert_eq!(
+        changed(&mut view, down(&[])),
+        vec![(ObjectKey::slice("ns", "web-1"), Modified), (ObjectKey::endpoints("ns", "web"), Modified)]
+    );
+    assert_eq!(view.full_rebuild(), populated().full_rebuild(), "lifting every verdict restores the view");
+    // an ordered policy moves on when its unit's only ready endpoint is on a down node
+    let mut ordered = PrunedView::new("n1", false);
+    for change in [
+        node("n1", &[("unit", "a")]),
+        node("n2", &[("unit", "a")]),
+        node("n3", &[("unit", "b")]),
+        InputChange::ServiceUpserted(service("ns", "web", ordered_keys(r#"["unit","*"]"#))),
+        InputChange::SliceUpserted(slice(
+            "ns",
+            "web-1",
+            Some("web"),
+            &[ep("10.244.0.3", "n3"), ep("10.244.0.2", "n2")],
+        )),
+    ] {
+        ordered.apply(change).expect("valid fixture");
+    }
+    assert_eq!(pruned_slice_ips(&ordered, "ns", "web-1"), vec!["10.244.0.2"]);
+    assert_eq!(changed(&mut ordered, down(&["n2"])), vec![(ObjectKey::slice("ns", "web-1"), Modified)]);
+    assert_eq!(pruned_slice_ips(&ordered, "ns", "web-1"), vec!["10.244.0.3"], "falls back to \"*\", without n2");
+}
+
 #[test]
 fn bad_input_is_an_error_or_a_reported_pass_through() {
     let mut view = PrunedView::new("n1", false);
@@ -347,6 +405,8 @@ pub(super) fn arb_change() -> impl Strategy<Value = InputChange> {
         4 => (prop::sample::select(NODES.to_vec()), arb_labels())
             .prop_map(|(n, labels)| InputChange::NodeUpserted { name: n.to_string(), labels }),
         1 => prop::sample::select(NODES.to_vec()).prop_map(|n| InputChange::NodeDeleted(n.to_string())),
+        2 => prop::collection::btree_set(prop::sample::select(vec!["n0", "n1", "n2", "n3", "n4", "ghost"]), 0..3)
+            .prop_map(|down| InputChange::NodesDown(down.into_iter().map(str::to_string).collect())),
     ]
 }
 
@@ -409,13 +469,26 @@ proptest! {
         let mut view = PrunedView::new(LOCAL, rewrite);
         let mut before = view.full_rebuild();
         let mut raw_nodes = BTreeMap::new();
+        let mut down = std::collections::BTreeSet::new();
         for change in changes {
             track_nodes(&mut raw_nodes, &change);
+            if let InputChange::NodesDown(now) = &change {
+                down = now.clone();
+            }
             let got = view.apply(change.clone()).expect("generated input is valid");
             let after = view.full_rebuild();
             prop_assert_eq!(&got, &diff(&before, &after), "change {:?}", change);
             for (key, want) in &after {
                 prop_assert_eq!(view.pruned(key), Some(want.clone()));
+                // nothing served runs on a node the local unit votes down
+                let served_nodes: Vec<Option<String>> = match want {
+                    PrunedObject::Slice(s) => s.endpoints.iter().map(|e| e.node_name.clone()).collect(),
+                    PrunedObject::Endpoints(e) => e.subsets.iter().flatten()
+                        .flat_map(|s| s.addresses.iter().flatten().chain(s.not_ready_addresses.iter().flatten()))
+                        .map(|a| a.node_name.clone()).collect(),
+                };
+                let on_down = served_nodes.iter().flatten().find(|n| down.contains(*n));
+                prop_assert!(on_down.is_none(), "{:?} serves an endpoint on down node {:?}", key, on_down);
             }
             for node in NODES.iter().chain(["ghost"].iter()) {
                 let brute: Vec<ObjectKey> =
