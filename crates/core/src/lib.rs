@@ -5,6 +5,7 @@
 
 pub mod admission;
 pub mod crd;
+pub mod health;
 pub mod keys;
 pub mod protection;
 pub mod topology;

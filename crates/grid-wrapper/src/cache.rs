@@ -133,6 +133,8 @@ pub enum Input {
     Delete(Object),
     /// The (re)list is complete.
     Done(Stream),
+    /// The nodes the local unit's edge-health votes down now (the whole set).
+    NodesDown(BTreeSet<String>),
 }
 
 /// What the cache is serving.
@@ -284,6 +286,7 @@ impl Cache {
                     self.serve_staged(&mut outcome);
                 }
             }
+            Input::NodesDown(down) => self.through_view(InputChange::NodesDown(down), &mut outcome)?,
         }
         Ok(outcome)
     }

@@ -14,6 +14,7 @@ pub mod persist;
 pub mod proxy;
 pub mod server;
 pub mod upstream;
+pub mod verdicts;
 
 #[cfg(test)]
 mod cache_tests;

@@ -13,6 +13,7 @@ use controller_support::tls::TlsFlags;
 use controller_support::{Readiness, Runtime, RuntimeFlags, parse_duration};
 use grid_wrapper::cache::Serving;
 use grid_wrapper::metrics::Metrics;
+use grid_wrapper::verdicts::VerdictsConfig;
 use grid_wrapper::{Wrapper, WrapperConfig, persist};
 use listwatch::{LogConfig, WatchConfig};
 
@@ -49,6 +50,17 @@ struct Flags {
     /// How often a changed view is saved.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     cache_sync_period: Duration,
+    /// Service autonomy: the local edge-health daemon's verdicts URL (e.g.
+    /// `http://127.0.0.1:51005/verdicts`). Endpoints on nodes the local unit votes down are
+    /// not served while the verdict stands. Off when not given.
+    #[arg(long)]
+    edge_health_url: Option<http::Uri>,
+    /// How often the verdicts are read.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    edge_health_poll_interval: Duration,
+    /// Verdicts not refreshed for this long are forgotten (every node served again).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    edge_health_stale_after: Duration,
 }
 
 #[tokio::main]
@@ -82,6 +94,14 @@ async fn main() -> anyhow::Result<()> {
     let client = kube::Client::try_from(upstream)?;
     let shutdown = runtime.shutdown_signal();
     let saver = Saver { dir: flags.cache_dir, limit: flags.cache_max_bytes, period: flags.cache_sync_period };
+    if let Some(url) = flags.edge_health_url {
+        let config = VerdictsConfig {
+            url,
+            interval: flags.edge_health_poll_interval,
+            stale_after: flags.edge_health_stale_after,
+        };
+        tokio::spawn(grid_wrapper::verdicts::run(wrapper.clone(), config, shutdown.clone().signalled()));
+    }
     runtime
         .run(async move {
             tokio::select! {

@@ -27,6 +27,12 @@ pub struct StreamLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabel {
+    /// ok, error
+    pub result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CodeLabel {
     pub code: u16,
 }
@@ -56,6 +62,10 @@ pub struct Metrics {
     pub proxied_requests: Family<CodeLabel, Counter>,
     /// Inputs the cache refused (an object without a name).
     pub rejected_inputs: Counter,
+    /// Reads of the local edge-health verdicts (`--edge-health-url`), by result.
+    pub verdict_polls: Family<ResultLabel, Counter>,
+    /// Nodes the local unit votes down, whose endpoints are not served.
+    pub nodes_down: Gauge,
 }
 
 impl Default for Metrics {
@@ -74,6 +84,8 @@ impl Default for Metrics {
             serving_restored: Gauge::default(),
             proxied_requests: Family::default(),
             rejected_inputs: Counter::default(),
+            verdict_polls: Family::default(),
+            nodes_down: Gauge::default(),
         };
         registry.register("cached_objects", "Objects served, by kind", metrics.cached_objects.clone());
         registry.register("upstream_events", "Upstream watch events taken, by stream", metrics.upstream_events.clone());
@@ -106,6 +118,16 @@ impl Default for Metrics {
             metrics.proxied_requests.clone(),
         );
         registry.register("rejected_inputs", "Upstream objects the cache refused", metrics.rejected_inputs.clone());
+        registry.register(
+            "edge_health_verdict_polls",
+            "Reads of the local edge-health verdicts, by result",
+            metrics.verdict_polls.clone(),
+        );
+        registry.register(
+            "nodes_down",
+            "Nodes the local unit votes down; their endpoints are not served",
+            metrics.nodes_down.clone(),
+        );
         *metrics.registry.lock().unwrap_or_else(|p| p.into_inner()) = registry;
         metrics
     }

@@ -1,0 +1,73 @@
+//! What a node's edge-health daemon serves on `GET /verdicts`: the local unit's current
+//! verdicts about its members, keyed by node name. The daemon writes it and the grid
+//! wrapper reads it (to drop endpoints on nodes the unit voted down while the cloud cannot
+//! update the slices), so the wire format is defined once, here.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+/// The path the daemon serves the view on.
+pub const VERDICTS_PATH: &str = "/verdicts";
+
+/// One node's view of its units' verdicts.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LocalVerdicts {
+    /// The node whose daemon answered.
+    pub node: String,
+    /// The verdict about each member of the node's units (the node itself included), by
+    /// node name.
+    pub nodes: BTreeMap<String, NodeVerdict>,
+}
+
+/// The verdict about one node and the tally behind it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeVerdict {
+    pub verdict: Verdict,
+    /// Checkers whose fresh ballots could count.
+    pub eligible: u32,
+    pub healthy: u32,
+    pub unhealthy: u32,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Verdict {
+    /// No majority yet.
+    #[default]
+    Undecided,
+    Healthy,
+    Unhealthy,
+}
+
+impl LocalVerdicts {
+    /// The nodes voted down (only a majority verdict counts; undecided is not down).
+    pub fn down(&self) -> BTreeSet<String> {
+        self.nodes.iter().filter(|(_, v)| v.verdict == Verdict::Unhealthy).map(|(n, _)| n.clone()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wire_format_is_camel_case_and_only_unhealthy_is_down() {
+        let json = r#"{"node":"n1","nodes":{
+            "n1":{"verdict":"healthy","eligible":3,"healthy":3,"unhealthy":0},
+            "n2":{"verdict":"unhealthy","eligible":3,"healthy":0,"unhealthy":2},
+            "n3":{"verdict":"undecided","eligible":3,"healthy":1,"unhealthy":1}}}"#;
+        let verdicts: LocalVerdicts = serde_json::from_str(json).expect("valid");
+        assert_eq!(verdicts.down(), BTreeSet::from(["n2".to_string()]));
+        let back: serde_json::Value = serde_json::to_value(&verdicts).expect("serialisable");
+        assert_eq!(back, serde_json::from_str::<serde_json::Value>(json).expect("valid"));
+        assert!(
+            serde_json::from_str::<LocalVerdicts>(
+                r#"{"node":"n1","nodes":{"n2":{"verdict":"dead","eligible":1,"healthy":0,"unhealthy":1}}}"#
+            )
+            .is_err()
+        );
+    }
+}
