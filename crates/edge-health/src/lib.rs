@@ -22,5 +22,6 @@ pub mod indirect;
 pub mod membership;
 pub mod message;
 pub mod selection;
+pub mod sim;
 pub mod time;
 pub mod vote;

@@ -94,8 +94,10 @@ pub struct Message {
     pub payload: Payload,
 }
 
+/// Externally tagged (`{"results":{...}}`): the kind comes first and the body is read in
+/// one pass, without buffering (an internally tagged enum is read twice).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", tag = "kind", deny_unknown_fields)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub enum Payload {
     /// The sender's own recent verdicts, by target node name.
     Results { verdicts: BTreeMap<String, Ballot> },

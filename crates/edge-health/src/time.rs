@@ -40,7 +40,7 @@ impl Timestamp {
 }
 
 /// A check period's number: `floor(unix time / period length)`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct Period(pub u64);
 

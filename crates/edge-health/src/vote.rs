@@ -44,6 +44,7 @@
 //! is recomputed from the refreshed Node.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use edgegrid_core::keys::{NODE_UNHEALTH_ANNOTATION, NODE_UNHEALTH_YES};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -51,7 +52,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::message::Ballot;
-use crate::selection::Schedule;
+use crate::selection::{Assignment, Schedule};
 use crate::time::Period;
 
 /// What a unit concluded about a node.
@@ -155,10 +156,18 @@ impl VoteTable {
         if ballot.period > now.next() {
             return Err(BallotIgnored::Future);
         }
-        let by_checker = self.ballots.entry(target.to_string()).or_default();
-        match by_checker.get(checker) {
+        // ballots arrive by the thousand per period: allocate names only for new entries
+        let by_checker = match self.ballots.get_mut(target) {
+            Some(by_checker) => by_checker,
+            None => self.ballots.entry(target.to_string()).or_default(),
+        };
+        match by_checker.get_mut(checker) {
             Some(stored) if stored.period > ballot.period => Err(BallotIgnored::Superseded),
-            _ => {
+            Some(stored) => {
+                *stored = ballot;
+                Ok(())
+            }
+            None => {
                 by_checker.insert(checker.to_string(), ballot);
                 Ok(())
             }
@@ -176,20 +185,29 @@ impl VoteTable {
 
     /// Counts the ballots about `target` as of period `now`.
     pub fn tally(&self, target: &str, now: Period, schedule: &mut Schedule) -> Tally {
-        let start = self.window_start(now);
-        let mut eligible: BTreeSet<String> = BTreeSet::new();
-        for p in start.0..=now.0 {
-            let assignment = schedule.assignment(Period(p));
-            eligible.extend(
-                assignment.checkers_of(target).into_iter().filter(|c| !self.is_unhealthy(c)).map(str::to_string),
-            );
+        self.tally_in(target, &self.window_assignments(now, schedule))
+    }
+
+    /// The assignments of the window ending at `now`, oldest first.
+    fn window_assignments(&self, now: Period, schedule: &mut Schedule) -> Vec<Arc<Assignment>> {
+        (self.window_start(now).0..=now.0).map(|p| schedule.assignment(Period(p))).collect()
+    }
+
+    fn tally_in(&self, target: &str, window: &[Arc<Assignment>]) -> Tally {
+        let (Some(first), Some(last)) = (window.first(), window.last()) else {
+            return Tally::default();
+        };
+        let mut eligible: BTreeSet<&str> = BTreeSet::new();
+        for assignment in window {
+            eligible.extend(assignment.checkers_of(target).into_iter().filter(|c| !self.is_unhealthy(c)));
         }
         let mut tally = Tally { eligible: eligible.len(), ..Tally::default() };
         for (checker, ballot) in self.ballots.get(target).into_iter().flatten() {
-            if !eligible.contains(checker) || ballot.period < start || ballot.period > now {
+            if !eligible.contains(checker.as_str()) || ballot.period < first.period() || ballot.period > last.period() {
                 continue;
             }
-            if !schedule.assignment(ballot.period).is_assigned(checker, target) {
+            let assignment = &window[(ballot.period.0 - first.period().0) as usize];
+            if !assignment.is_assigned(checker, target) {
                 continue;
             }
             if ballot.healthy {
@@ -212,8 +230,8 @@ impl VoteTable {
         });
         self.verdicts.retain(|node, _| members.contains(node));
         // decide everything against the verdicts as they were
-        let decisions: Vec<(String, Tally)> =
-            members.iter().map(|t| (t.clone(), self.tally(t, now, schedule))).collect();
+        let window = self.window_assignments(now, schedule);
+        let decisions: Vec<(String, Tally)> = members.iter().map(|t| (t.clone(), self.tally_in(t, &window))).collect();
         let mut changes = Vec::new();
         for (node, tally) in decisions {
             let from = self.verdict(&node);

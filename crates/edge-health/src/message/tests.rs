@@ -79,7 +79,7 @@ fn wire_format_is_pinned() {
         },
     };
     let frame = String::from_utf8(seal_message(&key(), &message)).unwrap();
-    let body = r#"{"sender":"edge-1","timestamp":1700000000123,"sequence":42,"payload":{"kind":"results","verdicts":{"edge-2":{"period":170000000,"healthy":false}}}}"#;
+    let body = r#"{"sender":"edge-1","timestamp":1700000000123,"sequence":42,"payload":{"results":{"verdicts":{"edge-2":{"period":170000000,"healthy":false}}}}}"#;
     let mac = hex(hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, KEY), body.as_bytes()).as_ref());
     assert_eq!(frame, format!(r#"{{"body":{body},"mac":"{mac}"}}"#));
     let request = Message {
@@ -88,10 +88,7 @@ fn wire_format_is_pinned() {
         ..message
     };
     let frame = String::from_utf8(seal_message(&key(), &request)).unwrap();
-    assert!(
-        frame.contains(r#""recipient":"edge-3","payload":{"kind":"probeRequest","id":9,"target":"edge-2"}"#),
-        "{frame}"
-    );
+    assert!(frame.contains(r#""recipient":"edge-3","payload":{"probeRequest":{"id":9,"target":"edge-2"}}"#), "{frame}");
 }
 
 #[test]
@@ -155,12 +152,12 @@ fn malformed_frames_are_rejected() {
         (
             "signed message with an unknown field",
             signed_garbage(
-                r#"{"sender":"a","timestamp":1,"sequence":1,"payload":{"kind":"results","verdicts":{}},"extra":1}"#,
+                r#"{"sender":"a","timestamp":1,"sequence":1,"payload":{"results":{"verdicts":{}}},"extra":1}"#,
             ),
         ),
         (
             "signed message with an unknown payload kind",
-            signed_garbage(r#"{"sender":"a","timestamp":1,"sequence":1,"payload":{"kind":"vote"}}"#),
+            signed_garbage(r#"{"sender":"a","timestamp":1,"sequence":1,"payload":{"vote":{}}}"#),
         ),
     ];
     for (name, frame) in cases {
