@@ -9,12 +9,17 @@
 //!   is checked for a value that cannot work (a zero timeout, a score no peer can reach, a
 //!   check that cannot finish within its period).
 //!
-//! The checks themselves are node-lifecycle's probes ([`ProbeTarget`]): this module only
-//! says which probe to run against a peer's address and how to score the results.
+//! The checks themselves are node-lifecycle's probes ([`ProbeTarget`], run by its
+//! `run_probe`, answering its [`Outcome`]): this module only says which probe to run
+//! against a peer's address and how to score the results. node-lifecycle's `ProbeState`
+//! (consecutive-result thresholds) is deliberately not used: with the rotating
+//! assignment a checker probes a given peer about once per vote window, so there is no
+//! run of results to count; the vote window over several independent checkers plays the
+//! part of the failure threshold.
 
 use std::time::Duration;
 
-use node_lifecycle::prober::{HttpProbe, ProbeTarget, TlsVerification};
+use node_lifecycle::prober::{HttpProbe, Outcome, ProbeTarget, TlsVerification};
 
 /// The kubelet's authenticated port.
 pub const KUBELET_PORT: u16 = 10250;
@@ -209,18 +214,20 @@ impl CheckConfig {
         self.healthy_score
     }
 
-    /// The score of a peer; `passed[i]` is the result of `checks()[i]` (missing = failed).
-    pub fn score(&self, passed: &[bool]) -> f64 {
+    /// The score of a peer; `outcomes[i]` is the result of `checks()[i]` after its
+    /// retries (a missing result counts as a failure).
+    pub fn score(&self, outcomes: &[Outcome]) -> f64 {
         self.checks
             .iter()
-            .zip(passed.iter().chain(std::iter::repeat(&false)))
-            .filter(|(_, p)| **p)
-            .map(|(c, _)| c.weight)
+            .zip(outcomes.iter().map(Some).chain(std::iter::repeat(None)))
+            .filter(|(_, outcome)| *outcome == Some(&Outcome::Success))
+            .map(|(check, _)| check.weight)
             .sum()
     }
 
-    pub fn passes(&self, passed: &[bool]) -> bool {
-        self.score(passed) >= self.healthy_score
+    /// Whether a peer with these results is reachable (its score reaches the line).
+    pub fn passes(&self, outcomes: &[Outcome]) -> bool {
+        self.score(outcomes) >= self.healthy_score
     }
 
     /// The longest one peer's checks can take when they run one after the other.
@@ -377,11 +384,12 @@ mod tests {
     #[test]
     fn score_is_the_sum_of_passing_weights() {
         let config = CheckConfig::new(vec![tcp(1, 60.0), tcp(2, 30.0), tcp(3, 10.0)], 70.0).unwrap();
-        assert_eq!(config.score(&[true, true, true]), 100.0);
-        assert_eq!(config.score(&[true, false, true]), 70.0);
-        assert!(config.passes(&[true, false, true]), "reaching the line is enough");
-        assert!(!config.passes(&[false, true, true]));
-        assert!(!config.passes(&[true]), "missing results count as failed");
+        use Outcome::{Failure as F, Success as S};
+        assert_eq!(config.score(&[S, S, S]), 100.0);
+        assert_eq!(config.score(&[S, F, S]), 70.0);
+        assert!(config.passes(&[S, F, S]), "reaching the line is enough");
+        assert!(!config.passes(&[F, S, S]));
+        assert!(!config.passes(&[S]), "missing results count as failed");
         assert_eq!(config.healthy_score(), 70.0);
     }
 

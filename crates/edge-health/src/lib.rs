@@ -5,7 +5,8 @@
 //! Everything here is pure: no async runtime, no sockets, no clock. Time is passed in as
 //! values ([`time`]), inputs are fed as data, decisions come back as data (probe
 //! assignments, frames to send, requests, verdict changes, JSON patches). The daemon is a
-//! thin shell doing the I/O around it.
+//! thin shell doing the I/O around it, and [`sim`] runs whole units in-process on a
+//! simulated clock and a lossy simulated network.
 //!
 //! One period, as a member sees it:
 //! 1. [`membership`] says which units the node is in and who its peers are;

@@ -17,6 +17,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use node_lifecycle::prober::Outcome;
+
 use crate::config::{CheckConfig, ProtocolConfig};
 use crate::indirect::{Conclusion, DirectStep, IndirectProbes, should_help};
 use crate::membership::{Labels, UnitMembership, UnitSource};
@@ -242,8 +244,8 @@ impl Sim {
             let ballot = Ballot { period: conclusion.period, healthy: conclusion.healthy };
             let member = &mut self.nodes[c];
             member.own.insert(conclusion.target.clone(), ballot);
-            if let Some((table, _)) = member.vote.as_mut() {
-                let _ = table.record(&member.name, &conclusion.target, ballot, period);
+            if let Some((table, schedule)) = member.vote.as_mut() {
+                let _ = table.record(&member.name, &conclusion.target, ballot, period, schedule);
             }
         }
 
@@ -265,7 +267,7 @@ impl Sim {
                 }
                 let delivered = self.send(&mut stats);
                 let receiver = &mut self.nodes[r];
-                let Some((table, _)) = receiver.vote.as_mut() else { continue };
+                let Some((table, schedule)) = receiver.vote.as_mut() else { continue };
                 if !delivered || !receiver.alive {
                     continue;
                 }
@@ -275,7 +277,7 @@ impl Sim {
                         stats.frames_accepted += 1;
                         if let Payload::Results { verdicts } = message.payload {
                             for (target, ballot) in verdicts {
-                                let _ = table.record(&sender_name, &target, ballot, period);
+                                let _ = table.record(&sender_name, &target, ballot, period, schedule);
                             }
                         }
                     }
@@ -324,7 +326,7 @@ impl Sim {
     fn check(&mut self, target: usize, stats: &mut PeriodStats) -> bool {
         let alive = self.nodes[target].alive;
         let attempts: Vec<u32> = self.config.checks.checks().iter().map(|c| c.attempts()).collect();
-        let mut passed = Vec::with_capacity(attempts.len());
+        let mut outcomes = Vec::with_capacity(attempts.len());
         for attempts in attempts {
             let mut ok = false;
             for _ in 0..attempts {
@@ -335,9 +337,9 @@ impl Sim {
                     break;
                 }
             }
-            passed.push(ok);
+            outcomes.push(if ok { Outcome::Success } else { Outcome::Failure });
         }
-        self.config.checks.passes(&passed)
+        self.config.checks.passes(&outcomes)
     }
 
     /// Sends one indirect request and, if it and the answer get through, feeds the answer.

@@ -16,11 +16,11 @@
 //!   Why drop members voted Unhealthy: a dead checker casts no ballot, and counting it
 //!   would let a few dead nodes block every decision ("a majority of the unit's *live*
 //!   checkers");
-//! - a **ballot** counts when its checker is in `E(t)`, its period is in the window, and
-//!   the assignment had that checker check `t` in that very period: a member cannot vote
-//!   about nodes it was not asked to check, so one misbehaving member moves at most the
-//!   ballots it was entitled to. One ballot per checker: the latest (highest period, then
-//!   last received) replaces earlier ones;
+//! - a **ballot** is only taken when the assignment had its checker check `t` in the
+//!   ballot's period: a member cannot vote about nodes it was not asked to check, so one
+//!   misbehaving member moves at most the ballots it was entitled to. One ballot per
+//!   checker: the latest (highest period, then last received) replaces earlier ones. It
+//!   counts while its period is in the window and its checker is in `E(t)`;
 //! - `t` becomes **Unhealthy** when more than half of `E(t)` (a strict majority) have a
 //!   counted Unhealthy ballot, and **Healthy** when more than half have a Healthy one;
 //!   otherwise (ties, missing ballots, an empty `E(t)`) the verdict does not change. A
@@ -28,6 +28,10 @@
 //!   must not "confirm" everyone healthy (and remove annotations) before it has heard
 //!   from anyone;
 //! - ballots older than the window are dropped when the table is evaluated.
+//!
+//! In a unit of two each member is the other's only checker, so its ballot alone decides:
+//! there is no majority to be had between two. Three members are the least for a vote
+//! that one wrong ballot cannot swing.
 //!
 //! Eligibility uses the verdicts from before the evaluation, so the result does not depend
 //! on the order targets are evaluated in.
@@ -116,6 +120,10 @@ pub enum BallotIgnored {
     Stale,
     /// Its period is more than one period ahead of ours (a clock far off, or a lie).
     Future,
+    /// The checker was not assigned to check the target in the ballot's period. Refused
+    /// on arrival, not just left uncounted: stored, it would replace the checker's last
+    /// counted ballot and so withdraw it.
+    NotAssigned,
     /// A later ballot from the same checker about the same node is already stored.
     Superseded,
 }
@@ -145,8 +153,16 @@ impl VoteTable {
         Period(now.0.saturating_sub(self.window - 1))
     }
 
-    /// Stores one checker's ballot about one target (its own or received).
-    pub fn record(&mut self, checker: &str, target: &str, ballot: Ballot, now: Period) -> Result<(), BallotIgnored> {
+    /// Stores one checker's ballot about one target (its own or received). `schedule` is
+    /// the unit's, the one [`VoteTable::evaluate`] is given.
+    pub fn record(
+        &mut self,
+        checker: &str,
+        target: &str,
+        ballot: Ballot,
+        now: Period,
+        schedule: &mut Schedule,
+    ) -> Result<(), BallotIgnored> {
         if checker == target {
             return Err(BallotIgnored::SelfBallot);
         }
@@ -155,6 +171,9 @@ impl VoteTable {
         }
         if ballot.period > now.next() {
             return Err(BallotIgnored::Future);
+        }
+        if !schedule.assignment(ballot.period).is_assigned(checker, target) {
+            return Err(BallotIgnored::NotAssigned);
         }
         // ballots arrive by the thousand per period: allocate names only for new entries
         let by_checker = match self.ballots.get_mut(target) {

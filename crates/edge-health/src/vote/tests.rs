@@ -30,7 +30,7 @@ fn checkers(s: &mut Schedule, target: &str, period: u64) -> Vec<String> {
 fn cast(table: &mut VoteTable, s: &mut Schedule, target: &str, period: u64, vote: impl Fn(usize) -> Option<bool>) {
     for (i, checker) in checkers(s, target, period).iter().enumerate() {
         if let Some(healthy) = vote(i) {
-            table.record(checker, target, ballot(period, healthy), Period(period)).unwrap();
+            table.record(checker, target, ballot(period, healthy), Period(period), s).unwrap();
         }
     }
 }
@@ -133,7 +133,7 @@ fn stale_ballots_expire() {
     assert!(table.ballots.is_empty(), "expired ballots are dropped");
     // and a ballot that is already stale is refused at once
     let checker = checkers(&mut s, "n04", 20)[0].clone();
-    assert_eq!(table.record(&checker, "n04", ballot(20, false), Period(22)), Err(BallotIgnored::Stale));
+    assert_eq!(table.record(&checker, "n04", ballot(20, false), Period(22), &mut s), Err(BallotIgnored::Stale));
 }
 
 #[test]
@@ -144,18 +144,18 @@ fn one_checker_counts_once_latest_wins() {
     let c = checkers(&mut s, "n04", 20);
     // the same checker repeating itself is still one voice
     for _ in 0..5 {
-        table.record(&c[0], "n04", ballot(20, false), Period(20)).unwrap();
+        table.record(&c[0], "n04", ballot(20, false), Period(20), &mut s).unwrap();
     }
     assert_eq!(table.tally("n04", Period(20), &mut s), Tally { eligible: 3, healthy: 0, unhealthy: 1 });
     assert!(table.evaluate(Period(20), &mut s).is_empty());
     // it changes its mind within the period: the later ballot replaces the earlier
-    table.record(&c[0], "n04", ballot(20, true), Period(20)).unwrap();
+    table.record(&c[0], "n04", ballot(20, true), Period(20), &mut s).unwrap();
     assert_eq!(table.tally("n04", Period(20), &mut s), Tally { eligible: 3, healthy: 1, unhealthy: 0 });
     // an older ballot arriving late does not replace a newer one
     let mut w = VoteTable::new(2);
     let mut s2 = schedule(&members, 9, 2);
-    w.record(&c[0], "n04", ballot(21, true), Period(21)).unwrap();
-    assert_eq!(w.record(&c[0], "n04", ballot(20, false), Period(21)), Err(BallotIgnored::Superseded));
+    w.record(&c[0], "n04", ballot(21, true), Period(21), &mut s2).unwrap();
+    assert_eq!(w.record(&c[0], "n04", ballot(20, false), Period(21), &mut s2), Err(BallotIgnored::Superseded));
     assert_eq!(w.tally("n04", Period(21), &mut s2).healthy, 1);
 }
 
@@ -168,7 +168,7 @@ fn only_assigned_checkers_are_counted() {
     let outsiders: Vec<&String> = members.iter().filter(|m| !assigned.contains(m) && *m != "n04").collect();
     // six members not asked to check n04 all accuse it
     for o in &outsiders {
-        table.record(o, "n04", ballot(20, false), Period(20)).unwrap();
+        assert_eq!(table.record(o, "n04", ballot(20, false), Period(20), &mut s), Err(BallotIgnored::NotAssigned));
     }
     assert_eq!(table.tally("n04", Period(20), &mut s), Tally { eligible: 3, healthy: 0, unhealthy: 0 });
     assert!(table.evaluate(Period(20), &mut s).is_empty());
@@ -178,20 +178,20 @@ fn only_assigned_checkers_are_counted() {
     let earlier = checkers(&mut s3, "n04", 19);
     let now = checkers(&mut s3, "n04", 20);
     if let Some(c) = earlier.iter().find(|c| !now.contains(c)) {
-        w.record(c, "n04", ballot(20, false), Period(20)).unwrap();
+        assert_eq!(w.record(c, "n04", ballot(20, false), Period(20), &mut s3), Err(BallotIgnored::NotAssigned));
         assert_eq!(w.tally("n04", Period(20), &mut s3).unhealthy, 0);
     }
 }
 
 #[test]
 fn self_and_future_ballots_are_refused() {
-    let mut table = VoteTable::new(2);
-    assert_eq!(table.record("n01", "n01", ballot(20, false), Period(20)), Err(BallotIgnored::SelfBallot));
-    assert_eq!(table.record("n01", "n02", ballot(22, false), Period(20)), Err(BallotIgnored::Future));
-    // one period ahead is a clock slightly ahead: stored, counted once its period comes
-    assert_eq!(table.record("n01", "n02", ballot(21, false), Period(20)), Ok(()));
     let members = unit(3);
     let mut s = schedule(&members, 2, 2);
+    let mut table = VoteTable::new(2);
+    assert_eq!(table.record("n01", "n01", ballot(20, false), Period(20), &mut s), Err(BallotIgnored::SelfBallot));
+    assert_eq!(table.record("n01", "n02", ballot(22, false), Period(20), &mut s), Err(BallotIgnored::Future));
+    // one period ahead is a clock slightly ahead: stored, counted once its period comes
+    assert_eq!(table.record("n01", "n02", ballot(21, false), Period(20), &mut s), Ok(()));
     assert_eq!(table.tally("n02", Period(20), &mut s).unhealthy, 0);
     assert_eq!(table.tally("n02", Period(21), &mut s).unhealthy, 1);
 }
@@ -203,17 +203,17 @@ fn checkers_voted_unhealthy_are_not_eligible() {
     let mut s = schedule(&members, 5, 1);
     let mut table = VoteTable::new(1);
     // n02 is dead: n00 and n01 say so; n02 says nothing about anybody
-    table.record("n00", "n02", ballot(20, false), Period(20)).unwrap();
-    table.record("n01", "n02", ballot(20, false), Period(20)).unwrap();
-    table.record("n00", "n01", ballot(20, true), Period(20)).unwrap();
+    table.record("n00", "n02", ballot(20, false), Period(20), &mut s).unwrap();
+    table.record("n01", "n02", ballot(20, false), Period(20), &mut s).unwrap();
+    table.record("n00", "n01", ballot(20, true), Period(20), &mut s).unwrap();
     table.evaluate(Period(20), &mut s);
     assert_eq!(table.verdict("n02"), Verdict::Unhealthy);
     // n01's checkers are n00 and n02; with n02 counted, one healthy ballot of two is no
     // majority and n01 could never be confirmed; with n02 excluded it is one of one
     assert_eq!(table.verdict("n01"), Verdict::Undecided, "decided against the verdicts as they were");
-    table.record("n00", "n01", ballot(21, true), Period(21)).unwrap();
-    table.record("n00", "n02", ballot(21, false), Period(21)).unwrap();
-    table.record("n01", "n02", ballot(21, false), Period(21)).unwrap();
+    table.record("n00", "n01", ballot(21, true), Period(21), &mut s).unwrap();
+    table.record("n00", "n02", ballot(21, false), Period(21), &mut s).unwrap();
+    table.record("n01", "n02", ballot(21, false), Period(21), &mut s).unwrap();
     table.evaluate(Period(21), &mut s);
     assert_eq!(table.tally("n01", Period(21), &mut s), Tally { eligible: 1, healthy: 1, unhealthy: 0 });
     assert_eq!(table.verdict("n01"), Verdict::Healthy);
@@ -255,29 +255,29 @@ fn one_forged_message_has_no_effect() {
         recipient: None,
         payload: Payload::Results { verdicts: BTreeMap::from([("n04".to_string(), ballot(20, false))]) },
     };
-    let deliver = |table: &mut VoteTable, verifier: &mut Verifier, frame: &[u8]| -> Result<(), Rejection> {
+    let deliver = |table: &mut VoteTable, s: &mut Schedule, verifier: &mut Verifier, frame: &[u8]| {
         let message = verifier.open(frame, start, is_member)?;
         if let Payload::Results { verdicts } = message.payload {
             for (target, b) in verdicts {
-                let _ = table.record(&message.sender, &target, b, Period(20));
+                let _ = table.record(&message.sender, &target, b, Period(20), s);
             }
         }
-        Ok(())
+        Ok::<(), Rejection>(())
     };
     // forged: the attacker does not have the key, and signs as each assigned checker
     let forger = HmacKey::new(&[8; 32]).unwrap();
     for c in &assigned {
         let frame = seal_message(&forger, &accuse(c, 1));
-        assert_eq!(deliver(&mut table, &mut verifier, &frame), Err(Rejection::BadMac));
+        assert_eq!(deliver(&mut table, &mut s, &mut verifier, &frame), Err(Rejection::BadMac));
     }
     assert!(table.evaluate(Period(20), &mut s).is_empty());
     assert_eq!(table.verdict("n04"), Verdict::Undecided);
 
     // one real checker's genuine accusation, replayed many times, is still one ballot
     let genuine = seal_message(&key, &accuse(&assigned[0], 5));
-    assert_eq!(deliver(&mut table, &mut verifier, &genuine), Ok(()));
+    assert_eq!(deliver(&mut table, &mut s, &mut verifier, &genuine), Ok(()));
     for _ in 0..3 {
-        assert_eq!(deliver(&mut table, &mut verifier, &genuine), Err(Rejection::Replay));
+        assert_eq!(deliver(&mut table, &mut s, &mut verifier, &genuine), Err(Rejection::Replay));
     }
     assert_eq!(table.tally("n04", Period(20), &mut s).unhealthy, 1);
     assert!(table.evaluate(Period(20), &mut s).is_empty());
@@ -425,10 +425,14 @@ fn model(
     ballots: &[(usize, usize, u64, bool)],
 ) -> BTreeMap<String, Option<Verdict>> {
     let start = now.saturating_sub(window - 1);
-    // latest ballot per (checker, target); later entries win ties
+    // latest assigned ballot per (checker, target); later entries win ties
     let mut latest: BTreeMap<(usize, usize), (u64, bool)> = BTreeMap::new();
     for &(c, t, p, h) in ballots {
-        if c == t || p < start || p > now {
+        if c == t
+            || p < start
+            || p > now
+            || !Assignment::new(members, k, Period(p)).is_assigned(&members[c], &members[t])
+        {
             continue;
         }
         let entry = latest.entry((c, t)).or_insert((p, h));
@@ -478,7 +482,7 @@ proptest! {
         let mut s = schedule(&members, k, window);
         let mut table = VoteTable::new(window);
         for &(c, t, p, h) in &ballots {
-            let _ = table.record(&members[c], &members[t], ballot(p, h), Period(now));
+            let _ = table.record(&members[c], &members[t], ballot(p, h), Period(now), &mut s);
         }
         table.evaluate(Period(now), &mut s);
         for (target, want) in model(&members, k, window, now, &ballots) {
@@ -508,11 +512,11 @@ proptest! {
             .collect();
         for now in 0..8u64 {
             for &(c, t, p, h) in honest.iter().filter(|b| b.2 == now) {
-                let _ = clean.record(&members[c], &members[t], ballot(p, h), Period(now));
-                let _ = dirty.record(&members[c], &members[t], ballot(p, h), Period(now));
+                let _ = clean.record(&members[c], &members[t], ballot(p, h), Period(now), &mut s);
+                let _ = dirty.record(&members[c], &members[t], ballot(p, h), Period(now), &mut s);
             }
             for &(c, t, p, h) in junk.iter().filter(|b| b.2 == now) {
-                let _ = dirty.record(&members[c], &members[t], ballot(p, h), Period(now));
+                let _ = dirty.record(&members[c], &members[t], ballot(p, h), Period(now), &mut s);
             }
             let (a, b) = (clean.evaluate(Period(now), &mut s), dirty.evaluate(Period(now), &mut s));
             prop_assert_eq!(a, b);
@@ -533,7 +537,7 @@ proptest! {
         let ballots: Vec<_> = ballots.into_iter().filter(|(c, t, _, _)| *c < n && *t < n).collect();
         for now in 0..10u64 {
             for &(c, t, p, h) in ballots.iter().filter(|b| b.2 == now) {
-                let _ = table.record(&members[c], &members[t], ballot(p, h), Period(now));
+                let _ = table.record(&members[c], &members[t], ballot(p, h), Period(now), &mut s);
             }
             for change in table.evaluate(Period(now), &mut s) {
                 let votes = match change.to {
