@@ -1,0 +1,28 @@
+//! edge-health's domain core: the decisions of the per-node daemon that lets the nodes of
+//! a unit judge, among themselves and independently of the cloud link, which of them are
+//! alive, and writes the verdict as the Node annotation `nodeunhealth: "yes"`.
+//!
+//! Everything here is pure: no async runtime, no sockets, no clock. Time is passed in as
+//! values ([`time`]), inputs are fed as data, decisions come back as data (probe
+//! assignments, frames to send, requests, verdict changes, JSON patches). The daemon is a
+//! thin shell doing the I/O around it, and [`sim`] runs whole units in-process on a
+//! simulated clock and a lossy simulated network.
+//!
+//! One period, as a member sees it:
+//! 1. [`membership`] says which units the node is in and who its peers are;
+//! 2. [`selection`] says which `k` peers it probes this period (every member is probed by
+//!    `k` others);
+//! 3. it runs the [`config`] checks on them; when one fails, [`indirect`] asks a few other
+//!    members to try before accusing;
+//! 4. it sends its verdicts to its peers in a signed [`message`], and checks theirs;
+//! 5. [`vote`] turns the verdicts of a window of periods into each node's verdict, picks
+//!    the one member that writes each change, and builds the patch.
+
+pub mod config;
+pub mod indirect;
+pub mod membership;
+pub mod message;
+pub mod selection;
+pub mod sim;
+pub mod time;
+pub mod vote;

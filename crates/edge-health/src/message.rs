@@ -1,0 +1,331 @@
+//! The messages members exchange, and their authentication.
+//!
+//! A frame on the wire is one JSON object, `{"body":{...},"mac":"<hex>"}`, where `mac` is
+//! HMAC-SHA256 over the exact bytes of `body` under the unit's shared key. The body names
+//! its sender, the sender's wall-clock time and a sequence number, and carries either
+//! check results keyed by node NAME (SuperEdge keyed them by IP and looked them up by
+//! name, so they only matched where names were IPs) or an indirect probe request/answer.
+//!
+//! A [`Verifier`] accepts a frame only if, in this order: it parses; its MAC is right
+//! (compared in constant time, before any field of the body is trusted); the body parses;
+//! the sender is a current member; it is meant for this node; its timestamp is within the
+//! allowed skew of now; and its sequence number has not been seen from that sender. Each
+//! refusal has its own [`Rejection`], a metric label.
+//!
+//! Freshness without persisted state:
+//! - a sender's sequence starts at its start time in microseconds since the epoch and
+//!   counts up by one per message, so a restarted sender continues above every number it
+//!   used before (it would have to send more than a million messages a second to catch
+//!   up with the clock);
+//! - a receiver remembers, per sender, the highest sequence accepted and which of the 64
+//!   below it were seen, so messages sent concurrently and delivered out of order are
+//!   still accepted once each, and anything older or repeated is a replay (memory: 16
+//!   bytes per current member; departed members are forgotten);
+//! - a receiver refuses messages stamped before it started: it cannot know which of those
+//!   it accepted in its previous life.
+//!
+//! What the MAC cannot do: the key is shared by the unit, so it proves a frame comes from
+//! some holder of the key, not from the node it names. A node whose key leaked can speak
+//! for others; the vote's majority rule, not the MAC, limits what one liar achieves.
+//!
+//! There is no default key: [`HmacKey::new`] refuses keys shorter than
+//! [`HmacKey::MIN_LEN`] bytes (SuperEdge shipped a hard-coded 16-character key).
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use ring::hmac;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use crate::time::{Period, Timestamp};
+
+/// Frames larger than this are refused unread: a results message about a few dozen nodes
+/// is a few kilobytes.
+pub const MAX_FRAME_BYTES: usize = 1 << 20;
+
+/// How many sequence numbers below the highest accepted one are still accepted (once).
+pub const REPLAY_WINDOW: u64 = 64;
+
+/// The unit's HMAC-SHA256 key.
+#[derive(Clone)]
+pub struct HmacKey(hmac::Key);
+
+/// Why a key cannot be used.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    #[error("the HMAC key is empty")]
+    Empty,
+    #[error("the HMAC key has {0} bytes; at least {min} are required", min = HmacKey::MIN_LEN)]
+    TooShort(usize),
+}
+
+impl HmacKey {
+    /// RFC 2104 discourages keys shorter than the hash output (32 bytes for SHA-256).
+    pub const MIN_LEN: usize = 32;
+
+    pub fn new(bytes: &[u8]) -> Result<Self, KeyError> {
+        match bytes.len() {
+            0 => Err(KeyError::Empty),
+            n if n < Self::MIN_LEN => Err(KeyError::TooShort(n)),
+            _ => Ok(Self(hmac::Key::new(hmac::HMAC_SHA256, bytes))),
+        }
+    }
+}
+
+impl std::fmt::Debug for HmacKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HmacKey(..)")
+    }
+}
+
+/// A message body.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Message {
+    pub sender: String,
+    /// The sender's clock when it sealed the message.
+    pub timestamp: Timestamp,
+    pub sequence: u64,
+    /// `None`: for every member (results). `Some`: for that node only (indirect probes),
+    /// so a frame captured on its way to one node means nothing to another.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recipient: Option<String>,
+    pub payload: Payload,
+}
+
+/// Externally tagged (`{"results":{...}}`): the kind comes first and the body is read in
+/// one pass, without buffering (an internally tagged enum is read twice).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub enum Payload {
+    /// The sender's own recent verdicts, by target node name.
+    Results { verdicts: BTreeMap<String, Ballot> },
+    /// "Probe `target` for me": an indirect probe (see [`crate::indirect`]).
+    ProbeRequest { id: u64, target: String },
+    /// The answer to a [`Payload::ProbeRequest`].
+    ProbeAnswer { id: u64, target: String, reachable: bool },
+}
+
+/// One checker's verdict about one node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Ballot {
+    /// The period the check was made in: the vote counts it only while that period is in
+    /// its window, and only if the sender was assigned to check the target in it.
+    pub period: Period,
+    pub healthy: bool,
+}
+
+#[derive(Serialize)]
+struct FrameOut<'a> {
+    body: &'a RawValue,
+    mac: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FrameIn<'a> {
+    #[serde(borrow)]
+    body: &'a RawValue,
+    mac: &'a str,
+}
+
+/// Seals the local node's messages.
+#[derive(Debug)]
+pub struct Signer {
+    key: HmacKey,
+    sender: String,
+    next_sequence: u64,
+}
+
+impl Signer {
+    /// `started`: now, when the daemon starts (see the module comment on sequences).
+    pub fn new(key: HmacKey, sender: impl Into<String>, started: Timestamp) -> Self {
+        Self { key, sender: sender.into(), next_sequence: started.as_unix_millis().saturating_mul(1000) }
+    }
+
+    pub fn sender(&self) -> &str {
+        &self.sender
+    }
+
+    /// The message as it will be sent, with the next sequence number.
+    pub fn message(&mut self, now: Timestamp, recipient: Option<String>, payload: Payload) -> Message {
+        let sequence = self.next_sequence;
+        self.next_sequence = self.next_sequence.saturating_add(1);
+        Message { sender: self.sender.clone(), timestamp: now, sequence, recipient, payload }
+    }
+
+    /// Builds, numbers and seals a message; the frame is sent as is to every recipient.
+    pub fn seal(&mut self, now: Timestamp, recipient: Option<String>, payload: Payload) -> Vec<u8> {
+        let message = self.message(now, recipient, payload);
+        seal_message(&self.key, &message)
+    }
+}
+
+/// Seals an already built message (tests use it to forge, replay and tamper).
+pub fn seal_message(key: &HmacKey, message: &Message) -> Vec<u8> {
+    let body = serde_json::to_string(message).expect("a message always serialises");
+    let mac = hex(hmac::sign(&key.0, body.as_bytes()).as_ref());
+    let body = RawValue::from_string(body).expect("serde_json output is valid JSON");
+    serde_json::to_vec(&FrameOut { body: &body, mac }).expect("a frame always serialises")
+}
+
+/// Why a frame was refused. Each is a metric label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+pub enum Rejection {
+    #[error("malformed frame or message")]
+    Malformed,
+    #[error("MAC does not match")]
+    BadMac,
+    #[error("sender is not a current member")]
+    UnknownSender,
+    #[error("message is meant for another node")]
+    Misdirected,
+    #[error("timestamp outside the allowed clock skew")]
+    Skew,
+    #[error("sequence number already seen, too old, or sent before this receiver started")]
+    Replay,
+}
+
+impl Rejection {
+    pub const ALL: [Rejection; 6] = [
+        Rejection::Malformed,
+        Rejection::BadMac,
+        Rejection::UnknownSender,
+        Rejection::Misdirected,
+        Rejection::Skew,
+        Rejection::Replay,
+    ];
+
+    pub fn metric_label(self) -> &'static str {
+        match self {
+            Self::Malformed => "malformed",
+            Self::BadMac => "bad_mac",
+            Self::UnknownSender => "unknown_sender",
+            Self::Misdirected => "misdirected",
+            Self::Skew => "skew",
+            Self::Replay => "replay",
+        }
+    }
+}
+
+/// Per sender: the highest sequence accepted and a bitmap of the 64 below it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ReplayWindow {
+    highest: u64,
+    /// Bit `i` set: `highest - 1 - i` was accepted.
+    below: u64,
+}
+
+impl ReplayWindow {
+    fn admits(&self, sequence: u64) -> bool {
+        if sequence > self.highest {
+            return true;
+        }
+        let back = self.highest - sequence;
+        (1..=REPLAY_WINDOW).contains(&back) && self.below & (1 << (back - 1)) == 0
+    }
+
+    fn accept(&mut self, sequence: u64) {
+        if sequence > self.highest {
+            let shift = sequence - self.highest;
+            // the old highest becomes bit shift-1
+            self.below = if shift > REPLAY_WINDOW { 0 } else { ((self.below << 1) | 1) << (shift - 1) };
+            self.highest = sequence;
+        } else {
+            self.below |= 1 << (self.highest - sequence - 1);
+        }
+    }
+}
+
+/// Checks incoming frames for the local node.
+#[derive(Debug)]
+pub struct Verifier {
+    key: HmacKey,
+    local: String,
+    max_skew: Duration,
+    started: Timestamp,
+    windows: HashMap<String, ReplayWindow>,
+}
+
+impl Verifier {
+    /// `started`: now, when the daemon starts; `max_skew`: the largest clock difference
+    /// (plus transit time) tolerated between sender and receiver.
+    pub fn new(key: HmacKey, local: impl Into<String>, max_skew: Duration, started: Timestamp) -> Self {
+        Self { key, local: local.into(), max_skew, started, windows: HashMap::new() }
+    }
+
+    /// Verifies one frame. `is_member` says whether a sender is a current peer. Only an
+    /// accepted frame changes the verifier's state.
+    pub fn open(
+        &mut self,
+        frame: &[u8],
+        now: Timestamp,
+        is_member: impl Fn(&str) -> bool,
+    ) -> Result<Message, Rejection> {
+        if frame.len() > MAX_FRAME_BYTES {
+            return Err(Rejection::Malformed);
+        }
+        let frame: FrameIn<'_> = serde_json::from_slice(frame).map_err(|_| Rejection::Malformed)?;
+        let mac = unhex(frame.mac).ok_or(Rejection::Malformed)?;
+        // ring's verify compares in constant time
+        hmac::verify(&self.key.0, frame.body.get().as_bytes(), &mac).map_err(|_| Rejection::BadMac)?;
+        let message: Message = serde_json::from_str(frame.body.get()).map_err(|_| Rejection::Malformed)?;
+        if !is_member(&message.sender) || message.sender == self.local {
+            return Err(Rejection::UnknownSender);
+        }
+        if message.recipient.as_deref().is_some_and(|r| r != self.local) {
+            return Err(Rejection::Misdirected);
+        }
+        if message.timestamp.distance(now) > self.max_skew {
+            return Err(Rejection::Skew);
+        }
+        if message.timestamp < self.started {
+            return Err(Rejection::Replay);
+        }
+        match self.windows.get_mut(&message.sender) {
+            Some(window) if !window.admits(message.sequence) => return Err(Rejection::Replay),
+            Some(window) => window.accept(message.sequence),
+            None => {
+                self.windows.insert(message.sender.clone(), ReplayWindow { highest: message.sequence, below: 0 });
+            }
+        }
+        Ok(message)
+    }
+
+    /// Forgets senders that are no longer members (membership changes), bounding memory.
+    pub fn retain_senders(&mut self, is_member: impl Fn(&str) -> bool) {
+        self.windows.retain(|sender, _| is_member(sender));
+    }
+
+    /// How many senders are remembered.
+    pub fn remembered_senders(&self) -> usize {
+        self.windows.len()
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(DIGITS[usize::from(b >> 4)] as char);
+        out.push(DIGITS[usize::from(b & 0xf)] as char);
+    }
+    out
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    let digit = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    };
+    text.as_bytes().chunks(2).map(|pair| Some(digit(pair[0])? << 4 | digit(pair[1])?)).collect()
+}
+
+#[cfg(test)]
+mod tests;

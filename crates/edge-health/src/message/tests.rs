@@ -1,0 +1,306 @@
+use std::collections::BTreeSet;
+
+use proptest::prelude::*;
+
+use super::*;
+
+const KEY: &[u8] = b"0123456789abcdef0123456789abcdef";
+const OTHER_KEY: &[u8] = b"fedcba9876543210fedcba9876543210";
+const STARTED: Timestamp = Timestamp::from_unix_millis(1_700_000_000_000);
+const SKEW: Duration = Duration::from_secs(30);
+
+fn key() -> HmacKey {
+    HmacKey::new(KEY).unwrap()
+}
+
+fn at(offset_ms: u64) -> Timestamp {
+    Timestamp::from_unix_millis(STARTED.as_unix_millis() + offset_ms)
+}
+
+fn members(name: &str) -> bool {
+    ["a", "b", "c"].contains(&name)
+}
+
+fn verifier() -> Verifier {
+    Verifier::new(key(), "b", SKEW, STARTED)
+}
+
+fn results(target: &str, healthy: bool) -> Payload {
+    Payload::Results { verdicts: BTreeMap::from([(target.to_string(), Ballot { period: Period(5), healthy })]) }
+}
+
+fn message(sender: &str, timestamp: Timestamp, sequence: u64) -> Message {
+    Message { sender: sender.into(), timestamp, sequence, recipient: None, payload: results("c", false) }
+}
+
+#[test]
+fn a_valid_message_is_accepted_as_sent() {
+    let mut signer = Signer::new(key(), "a", STARTED);
+    let frame = signer.seal(at(10), None, results("c", false));
+    let opened = verifier().open(&frame, at(20), members).unwrap();
+    assert_eq!(
+        opened,
+        Message {
+            sender: "a".into(),
+            timestamp: at(10),
+            sequence: STARTED.as_unix_millis() * 1000,
+            recipient: None,
+            payload: results("c", false),
+        }
+    );
+}
+
+#[test]
+fn every_payload_round_trips() {
+    let mut signer = Signer::new(key(), "a", STARTED);
+    let mut v = verifier();
+    for (recipient, payload) in [
+        (None, results("c", true)),
+        (Some("b".to_string()), Payload::ProbeRequest { id: 7, target: "c".into() }),
+        (Some("b".to_string()), Payload::ProbeAnswer { id: 7, target: "c".into(), reachable: true }),
+        (None, Payload::Results { verdicts: BTreeMap::new() }),
+    ] {
+        let frame = signer.seal(at(0), recipient.clone(), payload.clone());
+        let opened = v.open(&frame, at(0), members).unwrap();
+        assert_eq!((opened.recipient, opened.payload), (recipient, payload));
+    }
+}
+
+/// The wire format is what daemons of different versions speak to each other.
+#[test]
+fn wire_format_is_pinned() {
+    let message = Message {
+        sender: "edge-1".into(),
+        timestamp: Timestamp::from_unix_millis(1_700_000_000_123),
+        sequence: 42,
+        recipient: None,
+        payload: Payload::Results {
+            verdicts: BTreeMap::from([("edge-2".to_string(), Ballot { period: Period(170_000_000), healthy: false })]),
+        },
+    };
+    let frame = String::from_utf8(seal_message(&key(), &message)).unwrap();
+    let body = r#"{"sender":"edge-1","timestamp":1700000000123,"sequence":42,"payload":{"results":{"verdicts":{"edge-2":{"period":170000000,"healthy":false}}}}}"#;
+    let mac = hex(hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, KEY), body.as_bytes()).as_ref());
+    assert_eq!(frame, format!(r#"{{"body":{body},"mac":"{mac}"}}"#));
+    let request = Message {
+        recipient: Some("edge-3".into()),
+        payload: Payload::ProbeRequest { id: 9, target: "edge-2".into() },
+        ..message
+    };
+    let frame = String::from_utf8(seal_message(&key(), &request)).unwrap();
+    assert!(frame.contains(r#""recipient":"edge-3","payload":{"probeRequest":{"id":9,"target":"edge-2"}}"#), "{frame}");
+}
+
+#[test]
+fn keys_must_be_supplied_and_long_enough() {
+    assert_eq!(HmacKey::new(b"").err(), Some(KeyError::Empty));
+    // SuperEdge's built-in default key was 16 characters
+    assert_eq!(HmacKey::new(b"hSZbJsKAVmWTxRPi").err(), Some(KeyError::TooShort(16)));
+    assert_eq!(HmacKey::new(&KEY[..31]).err(), Some(KeyError::TooShort(31)));
+    assert!(HmacKey::new(KEY).is_ok());
+    assert_eq!(format!("{:?}", key()), "HmacKey(..)", "the key never reaches a log");
+}
+
+#[test]
+fn bad_macs_are_rejected() {
+    let good = seal_message(&key(), &message("a", at(0), 1));
+    let text = String::from_utf8(good.clone()).unwrap();
+
+    // the body changed in transit: "healthy":false -> true
+    let tampered = text.replace(r#""healthy":false"#, r#""healthy":true "#);
+    assert_ne!(tampered, text);
+    assert_eq!(verifier().open(tampered.as_bytes(), at(0), members), Err(Rejection::BadMac));
+
+    // whitespace is part of what is signed
+    let spaced = text.replacen(r#"{"sender""#, r#"{ "sender""#, 1);
+    assert_eq!(verifier().open(spaced.as_bytes(), at(0), members), Err(Rejection::BadMac));
+
+    // signed under another key
+    let forged = seal_message(&HmacKey::new(OTHER_KEY).unwrap(), &message("a", at(0), 1));
+    assert_eq!(verifier().open(&forged, at(0), members), Err(Rejection::BadMac));
+
+    // a MAC of the right shape but wrong, one truncated, one empty
+    let mac_start = text.rfind(r#""mac":""#).unwrap() + 7;
+    let mut flipped = text.clone().into_bytes();
+    flipped[mac_start] = if flipped[mac_start] == b'0' { b'1' } else { b'0' };
+    assert_eq!(verifier().open(&flipped, at(0), members), Err(Rejection::BadMac));
+    let truncated = format!("{}\"}}", &text[..mac_start + 62]);
+    assert_eq!(verifier().open(truncated.as_bytes(), at(0), members), Err(Rejection::BadMac));
+    let empty = format!("{}\"}}", &text[..mac_start]);
+    assert_eq!(verifier().open(empty.as_bytes(), at(0), members), Err(Rejection::BadMac));
+
+    // and after all that, the genuine frame is still accepted: rejections change nothing
+    assert!(verifier().open(&good, at(0), members).is_ok());
+}
+
+#[test]
+fn malformed_frames_are_rejected() {
+    let signed_garbage = |body: &str| {
+        let mac = hex(hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, KEY), body.as_bytes()).as_ref());
+        format!(r#"{{"body":{body},"mac":"{mac}"}}"#).into_bytes()
+    };
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("not JSON", b"hello".to_vec()),
+        ("empty", Vec::new()),
+        ("no mac", br#"{"body":{}}"#.to_vec()),
+        ("extra field", br#"{"body":{},"mac":"00","x":1}"#.to_vec()),
+        ("mac not hex", br#"{"body":{},"mac":"zz"}"#.to_vec()),
+        ("mac odd length", br#"{"body":{},"mac":"abc"}"#.to_vec()),
+        ("too large", vec![b' '; MAX_FRAME_BYTES + 1]),
+        // a correct MAC over something that is not a message
+        ("signed non-message", signed_garbage(r#"{"hello":1}"#)),
+        (
+            "signed message with an unknown field",
+            signed_garbage(
+                r#"{"sender":"a","timestamp":1,"sequence":1,"payload":{"results":{"verdicts":{}}},"extra":1}"#,
+            ),
+        ),
+        (
+            "signed message with an unknown payload kind",
+            signed_garbage(r#"{"sender":"a","timestamp":1,"sequence":1,"payload":{"vote":{}}}"#),
+        ),
+    ];
+    for (name, frame) in cases {
+        assert_eq!(verifier().open(&frame, at(0), members), Err(Rejection::Malformed), "{name}");
+    }
+}
+
+#[test]
+fn unknown_senders_are_rejected() {
+    let mut v = verifier();
+    // a node of another unit holding the same key
+    let stranger = seal_message(&key(), &message("z", at(0), 1));
+    assert_eq!(v.open(&stranger, at(0), members), Err(Rejection::UnknownSender));
+    // a frame claiming to come from the receiver itself
+    let own = seal_message(&key(), &message("b", at(0), 1));
+    assert_eq!(v.open(&own, at(0), members), Err(Rejection::UnknownSender));
+    // a former member
+    let former = seal_message(&key(), &message("a", at(0), 1));
+    assert_eq!(v.open(&former, at(0), |n| n == "c"), Err(Rejection::UnknownSender));
+    assert_eq!(v.remembered_senders(), 0, "rejected senders leave no state");
+}
+
+#[test]
+fn messages_for_another_node_are_rejected() {
+    let mut signer = Signer::new(key(), "a", STARTED);
+    let frame =
+        signer.seal(at(0), Some("c".into()), Payload::ProbeAnswer { id: 1, target: "c".into(), reachable: true });
+    assert_eq!(verifier().open(&frame, at(0), members), Err(Rejection::Misdirected));
+}
+
+#[test]
+fn timestamps_outside_the_skew_are_rejected() {
+    let now = at(60_000);
+    let cases = [
+        ("just inside, past", now.saturating_sub(SKEW), true),
+        ("just outside, past", now.saturating_sub(SKEW + Duration::from_millis(1)), false),
+        ("just inside, future", now.saturating_add(SKEW), true),
+        ("just outside, future", now.saturating_add(SKEW + Duration::from_millis(1)), false),
+        ("an hour old", Timestamp::from_unix_millis(now.as_unix_millis() - 3_600_000), false),
+    ];
+    for (name, timestamp, accepted) in cases {
+        let frame = seal_message(&key(), &message("a", timestamp, 1));
+        let got = verifier().open(&frame, now, members);
+        if accepted {
+            assert!(got.is_ok(), "{name}: {got:?}");
+        } else {
+            assert_eq!(got, Err(Rejection::Skew), "{name}");
+        }
+    }
+}
+
+#[test]
+fn replays_are_rejected() {
+    let mut v = verifier();
+    let first = seal_message(&key(), &message("a", at(0), 100));
+    assert!(v.open(&first, at(0), members).is_ok());
+    assert_eq!(v.open(&first, at(1), members), Err(Rejection::Replay), "the same frame again");
+
+    // a later frame, then an earlier one delivered late: accepted once
+    let later = seal_message(&key(), &message("a", at(2), 103));
+    let late = seal_message(&key(), &message("a", at(1), 101));
+    assert!(v.open(&later, at(2), members).is_ok());
+    assert!(v.open(&late, at(3), members).is_ok(), "reordered, not replayed");
+    assert_eq!(v.open(&late, at(3), members), Err(Rejection::Replay));
+
+    // the same sequence under a new timestamp (re-signed by a key holder) is still a replay
+    let resigned = seal_message(&key(), &message("a", at(5), 103));
+    assert_eq!(v.open(&resigned, at(5), members), Err(Rejection::Replay));
+
+    // beyond the window: too old to tell, refused
+    let far = seal_message(&key(), &message("a", at(6), 103 + REPLAY_WINDOW + 1));
+    assert!(v.open(&far, at(6), members).is_ok());
+    let ancient = seal_message(&key(), &message("a", at(6), 102));
+    assert_eq!(v.open(&ancient, at(6), members), Err(Rejection::Replay));
+
+    // each sender has its own numbering
+    let other = seal_message(&key(), &message("c", at(7), 1));
+    assert!(v.open(&other, at(7), members).is_ok());
+}
+
+#[test]
+fn messages_from_before_the_receiver_started_are_replays() {
+    // the receiver restarted and forgot what it accepted: it cannot tell a replay
+    let frame = seal_message(&key(), &message("a", Timestamp::from_unix_millis(STARTED.as_unix_millis() - 1), 1));
+    assert_eq!(verifier().open(&frame, at(0), members), Err(Rejection::Replay));
+}
+
+#[test]
+fn a_restarted_sender_continues_above_its_old_sequence() {
+    let mut v = verifier();
+    let mut before = Signer::new(key(), "a", at(0));
+    for _ in 0..1000 {
+        assert!(v.open(&before.seal(at(0), None, results("c", true)), at(0), members).is_ok());
+    }
+    let mut after = Signer::new(key(), "a", at(1));
+    assert!(v.open(&after.seal(at(1), None, results("c", true)), at(1), members).is_ok());
+}
+
+#[test]
+fn departed_senders_are_forgotten() {
+    let mut v = verifier();
+    for (sender, seq) in [("a", 1), ("c", 1)] {
+        assert!(v.open(&seal_message(&key(), &message(sender, at(0), seq)), at(0), members).is_ok());
+    }
+    assert_eq!(v.remembered_senders(), 2);
+    v.retain_senders(|n| n == "c");
+    assert_eq!(v.remembered_senders(), 1);
+}
+
+#[test]
+fn rejection_labels_are_distinct() {
+    let labels: BTreeSet<&str> = Rejection::ALL.iter().map(|r| r.metric_label()).collect();
+    assert_eq!(labels.len(), Rejection::ALL.len());
+}
+
+proptest! {
+    /// Any change to any byte of a sealed frame is refused, never accepted as something else.
+    #[test]
+    fn any_corruption_is_rejected(index in any::<prop::sample::Index>(), flip in 1u8..=255) {
+        let mut frame = seal_message(&key(), &message("a", at(0), 1));
+        let i = index.index(frame.len());
+        frame[i] ^= flip;
+        let got = verifier().open(&frame, at(0), members);
+        prop_assert!(matches!(got, Err(Rejection::BadMac | Rejection::Malformed)), "{:?}", got);
+    }
+
+    /// The verifier accepts each sequence number at most once, and accepts exactly those
+    /// that are new and within [`REPLAY_WINDOW`] of the highest accepted so far.
+    #[test]
+    fn replay_window_matches_a_model(sequences in proptest::collection::vec(0u64..200, 1..300)) {
+        let mut v = verifier();
+        let mut seen: BTreeSet<u64> = BTreeSet::new();
+        for seq in sequences {
+            let frame = seal_message(&key(), &message("a", at(0), seq));
+            let highest = seen.last().copied();
+            let want = !seen.contains(&seq) && highest.is_none_or(|h| seq + REPLAY_WINDOW >= h);
+            let got = v.open(&frame, at(0), members);
+            prop_assert_eq!(got.is_ok(), want, "seq {} highest {:?}", seq, highest);
+            if want {
+                seen.insert(seq);
+            } else {
+                prop_assert_eq!(got, Err(Rejection::Replay));
+            }
+        }
+    }
+}

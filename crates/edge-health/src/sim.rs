@@ -1,0 +1,435 @@
+//! A whole unit in one process: `n` members running the real protocol (membership,
+//! selection, checks scored by the real [`CheckConfig`], indirect probes, sealed and
+//! verified messages, vote tables, writer rule, annotation patches) over a simulated
+//! network that loses each traversal with a fixed probability, on a simulated clock, from
+//! a seed. Same seed, same run.
+//!
+//! It backs the tests that the protocol detects a dead member within three periods and
+//! accuses nobody alive under loss, and the benchmark of units of 50 to 2,000 members.
+//! For the large units only the first `observers` members (by name) keep vote tables and
+//! read results broadcasts; everyone still probes, helps, signs and sends, so the
+//! per-member costs measured on observers are those of any member, without holding
+//! `n` full tables in memory.
+//!
+//! What is simplified: delivery is instantaneous or lost (no latency; indirect answers
+//! either arrive before the deadline or never), clocks agree, and a probe attempt succeeds
+//! when the target is alive and neither the request nor the response is lost.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use node_lifecycle::prober::Outcome;
+
+use crate::config::{CheckConfig, ProtocolConfig};
+use crate::indirect::{Conclusion, DirectStep, IndirectProbes, should_help};
+use crate::membership::{Labels, UnitMembership, UnitSource};
+use crate::message::{Ballot, HmacKey, Payload, Signer, Verifier};
+use crate::selection::{Schedule, splitmix64};
+use crate::time::{Period, PeriodClock, Timestamp};
+use crate::vote::{ObservedNode, Verdict, VerdictChange, VoteTable, annotation_patch, writer_of};
+
+/// The label key the simulated unit shares.
+const UNIT_KEY: &str = "sim.edgegrid.io/unit";
+
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    pub nodes: usize,
+    pub protocol: ProtocolConfig,
+    pub checks: CheckConfig,
+    /// Probability that one network traversal (a probe request or response, a message) is lost.
+    pub loss: f64,
+    pub seed: u64,
+    /// How many members (the lowest-named) keep vote tables; `nodes` for all.
+    pub observers: usize,
+    /// When the simulation starts (periods are numbered from the epoch).
+    pub start: Timestamp,
+}
+
+/// A write to a Node, as the apiserver received it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Write {
+    pub writer: String,
+    pub node: String,
+    pub unhealthy: bool,
+}
+
+/// What happened in one period.
+#[derive(Clone, Debug, Default)]
+pub struct PeriodStats {
+    pub period: Period,
+    /// Probe attempts made (direct and on behalf of others), retries included.
+    pub probe_attempts: u64,
+    /// Indirect probe requests sent.
+    pub indirect_requests: u64,
+    /// Frames put on the network (every attempt of every message).
+    pub frames_sent: u64,
+    /// Frames a verifier accepted.
+    pub frames_accepted: u64,
+    /// Frames a verifier refused, by reason.
+    pub frames_rejected: BTreeMap<&'static str, u64>,
+    /// Ballots cast (conclusions reached), and how many of them said unhealthy.
+    pub ballots: u64,
+    pub unhealthy_ballots: u64,
+    /// Verdict changes, by observer.
+    pub changes: Vec<(String, VerdictChange)>,
+    pub writes: Vec<Write>,
+}
+
+struct Member {
+    name: String,
+    alive: bool,
+    signer: Signer,
+    verifier: Verifier,
+    indirect: IndirectProbes,
+    /// target -> latest own ballot
+    own: BTreeMap<String, Ballot>,
+    /// Observers only.
+    vote: Option<(VoteTable, Schedule)>,
+}
+
+/// The simulated unit.
+pub struct Sim {
+    config: SimConfig,
+    clock: PeriodClock,
+    now: Timestamp,
+    members: Vec<String>,
+    nodes: Vec<Member>,
+    index: BTreeMap<String, usize>,
+    /// The shared schedule every member probes by (each computes the same one).
+    schedule: Schedule,
+    /// The apiserver's view of the annotation: node -> annotated unhealthy, with a version.
+    annotations: BTreeMap<String, (bool, u64)>,
+    rng: u64,
+}
+
+/// Why a simulation cannot be built.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error(transparent)]
+    Period(#[from] crate::time::ZeroPeriod),
+}
+
+impl Sim {
+    pub fn new(config: SimConfig) -> Result<Self, SimError> {
+        config.protocol.validate(&config.checks)?;
+        let clock = PeriodClock::new(config.protocol.period)?;
+        let names: Vec<String> = (0..config.nodes).map(|i| format!("edge-{i:05}")).collect();
+        // every member derives the unit from node labels, as the daemon does
+        let labels: Labels = [(UNIT_KEY.to_string(), "site-1".to_string())].into();
+        let mut membership =
+            UnitMembership::new(names.first().cloned().unwrap_or_default(), UnitSource::LabelKey(UNIT_KEY.into()));
+        membership.replace_all(names.iter().map(|n| (n.clone(), labels.clone())));
+        let members = membership.units().first().map(|u| u.members.clone()).unwrap_or_default();
+        let key = HmacKey::new(&splitmix64(config.seed).to_le_bytes().repeat(4)).expect("32-byte key");
+        let keep = config.protocol.vote_window as usize + 2;
+        let nodes = members
+            .iter()
+            .enumerate()
+            .map(|(i, name)| Member {
+                name: name.clone(),
+                alive: true,
+                signer: Signer::new(key.clone(), name.clone(), config.start),
+                verifier: Verifier::new(key.clone(), name.clone(), config.protocol.max_clock_skew, config.start),
+                indirect: IndirectProbes::new(config.protocol.indirect_timeout, config.start.as_unix_millis()),
+                own: BTreeMap::new(),
+                vote: (i < config.observers).then(|| {
+                    (
+                        VoteTable::new(config.protocol.vote_window),
+                        Schedule::new(&members, config.protocol.probes_per_period, keep),
+                    )
+                }),
+            })
+            .collect();
+        let index = members.iter().enumerate().map(|(i, n)| (n.clone(), i)).collect();
+        let schedule = Schedule::new(&members, config.protocol.probes_per_period, keep);
+        let annotations = members.iter().map(|n| (n.clone(), (false, 1))).collect();
+        // start at the beginning of the period after `start`
+        let now = clock.start_of(clock.period_at(config.start).next());
+        Ok(Self {
+            rng: splitmix64(config.seed ^ 0x5eed),
+            config,
+            clock,
+            now,
+            members,
+            nodes,
+            index,
+            schedule,
+            annotations,
+        })
+    }
+
+    pub fn members(&self) -> &[String] {
+        &self.members
+    }
+
+    /// The period the next [`Sim::run_period`] runs.
+    pub fn next_period(&self) -> Period {
+        self.clock.period_at(self.now)
+    }
+
+    /// Stops a member: it no longer probes, answers, sends or evaluates.
+    pub fn kill(&mut self, name: &str) {
+        if let Some(&i) = self.index.get(name) {
+            self.nodes[i].alive = false;
+        }
+    }
+
+    pub fn revive(&mut self, name: &str) {
+        if let Some(&i) = self.index.get(name) {
+            self.nodes[i].alive = true;
+        }
+    }
+
+    pub fn is_alive(&self, name: &str) -> bool {
+        self.index.get(name).is_some_and(|&i| self.nodes[i].alive)
+    }
+
+    /// What `observer`'s table says about `target` (None: not an observer).
+    pub fn verdict(&self, observer: &str, target: &str) -> Option<Verdict> {
+        let member = &self.nodes[*self.index.get(observer)?];
+        member.vote.as_ref().map(|(table, _)| table.verdict(target))
+    }
+
+    pub fn observers(&self) -> impl Iterator<Item = &str> {
+        self.nodes.iter().filter(|m| m.vote.is_some()).map(|m| m.name.as_str())
+    }
+
+    /// Whether the apiserver's Node carries `nodeunhealth: "yes"`.
+    pub fn annotated(&self, node: &str) -> bool {
+        self.annotations.get(node).is_some_and(|(yes, _)| *yes)
+    }
+
+    /// Runs one period: probes (with indirect probes), results exchange, evaluation, writes.
+    pub fn run_period(&mut self) -> PeriodStats {
+        let period = self.clock.period_at(self.now);
+        let start = self.clock.start_of(period);
+        let mut stats = PeriodStats { period, ..PeriodStats::default() };
+        let assignment = self.schedule.assignment(period);
+
+        // 1. direct probes at the start of the period, indirect ones right after
+        let probed_at = start;
+        let mut conclusions: Vec<(usize, Conclusion)> = Vec::new();
+        for c in 0..self.nodes.len() {
+            if !self.nodes[c].alive {
+                continue;
+            }
+            let checker = self.nodes[c].name.clone();
+            for target in assignment.targets_of(&checker) {
+                let reachable = self.check(self.index[target], &mut stats);
+                let helpers = {
+                    let held = |h: &str| self.held_unhealthy(c, h);
+                    assignment.helpers(&checker, target, self.config.protocol.indirect_helpers, held)
+                };
+                match self.nodes[c].indirect.direct_result(target, period, reachable, &helpers, probed_at) {
+                    DirectStep::Concluded(conclusion) => conclusions.push((c, conclusion)),
+                    DirectStep::Ask(requests) => {
+                        for request in requests {
+                            stats.indirect_requests += 1;
+                            if let Some(conclusion) = self.indirect_round_trip(c, &request, probed_at, &mut stats) {
+                                conclusions.push((c, conclusion));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let deadline = probed_at.saturating_add(self.config.protocol.indirect_timeout);
+        for (c, member) in self.nodes.iter_mut().enumerate() {
+            conclusions.extend(member.indirect.expire(deadline).into_iter().map(|conclusion| (c, conclusion)));
+        }
+        for (c, conclusion) in conclusions {
+            stats.ballots += 1;
+            stats.unhealthy_ballots += u64::from(!conclusion.healthy);
+            let ballot = Ballot { period: conclusion.period, healthy: conclusion.healthy };
+            let member = &mut self.nodes[c];
+            member.own.insert(conclusion.target.clone(), ballot);
+            if let Some((table, schedule)) = member.vote.as_mut() {
+                let _ = table.record(&member.name, &conclusion.target, ballot, period, schedule);
+            }
+        }
+
+        // 2. results exchange at mid-period
+        let sent_at = start.saturating_add(self.config.protocol.period / 2);
+        let window_start = Period(period.0.saturating_sub(self.config.protocol.vote_window - 1));
+        for s in 0..self.nodes.len() {
+            if !self.nodes[s].alive {
+                continue;
+            }
+            let sender = &mut self.nodes[s];
+            sender.own.retain(|_, b| b.period >= window_start);
+            let verdicts = sender.own.clone();
+            let frame = sender.signer.seal(sent_at, None, Payload::Results { verdicts });
+            let sender_name = sender.name.clone();
+            for r in 0..self.nodes.len() {
+                if r == s {
+                    continue;
+                }
+                let delivered = self.send(&mut stats);
+                let receiver = &mut self.nodes[r];
+                let Some((table, schedule)) = receiver.vote.as_mut() else { continue };
+                if !delivered || !receiver.alive {
+                    continue;
+                }
+                let members = &self.index;
+                match receiver.verifier.open(&frame, sent_at, |n| members.contains_key(n)) {
+                    Ok(message) => {
+                        stats.frames_accepted += 1;
+                        if let Payload::Results { verdicts } = message.payload {
+                            for (target, ballot) in verdicts {
+                                let _ = table.record(&sender_name, &target, ballot, period, schedule);
+                            }
+                        }
+                    }
+                    Err(rejection) => *stats.frames_rejected.entry(rejection.metric_label()).or_default() += 1,
+                }
+            }
+        }
+
+        // 3. evaluation at the end of the period, then writes
+        for o in 0..self.nodes.len() {
+            let member = &mut self.nodes[o];
+            if !member.alive {
+                continue;
+            }
+            let Some((table, schedule)) = member.vote.as_mut() else { continue };
+            for change in table.evaluate(period, schedule) {
+                stats.changes.push((member.name.clone(), change));
+            }
+            for target in &self.members {
+                if writer_of(&self.members, target, table) != Some(member.name.as_str()) {
+                    continue;
+                }
+                let (yes, version) = self.annotations[target];
+                let observed = ObservedNode {
+                    name: target.clone(),
+                    resource_version: version.to_string(),
+                    has_annotations: true,
+                    unhealth: yes.then(|| "yes".to_string()),
+                };
+                if let Some(patch) = annotation_patch(&observed, table.verdict(target)) {
+                    self.annotations.insert(target.clone(), (patch.unhealthy, version + 1));
+                    stats.writes.push(Write {
+                        writer: member.name.clone(),
+                        node: target.clone(),
+                        unhealthy: patch.unhealthy,
+                    });
+                }
+            }
+        }
+
+        self.now = self.clock.start_of(period.next());
+        stats
+    }
+
+    /// Runs every configured check of one peer; true when its score reaches the line.
+    fn check(&mut self, target: usize, stats: &mut PeriodStats) -> bool {
+        let alive = self.nodes[target].alive;
+        let attempts: Vec<u32> = self.config.checks.checks().iter().map(|c| c.attempts()).collect();
+        let mut outcomes = Vec::with_capacity(attempts.len());
+        for attempts in attempts {
+            let mut ok = false;
+            for _ in 0..attempts {
+                stats.probe_attempts += 1;
+                // request and response must both get through
+                if alive && !self.lost() && !self.lost() {
+                    ok = true;
+                    break;
+                }
+            }
+            outcomes.push(if ok { Outcome::Success } else { Outcome::Failure });
+        }
+        self.config.checks.passes(&outcomes)
+    }
+
+    /// Sends one indirect request and, if it and the answer get through, feeds the answer.
+    fn indirect_round_trip(
+        &mut self,
+        c: usize,
+        request: &crate::indirect::ProbeRequest,
+        now: Timestamp,
+        stats: &mut PeriodStats,
+    ) -> Option<Conclusion> {
+        let h = self.index[&request.helper];
+        let frame = self.nodes[c].signer.seal(
+            now,
+            Some(request.helper.clone()),
+            Payload::ProbeRequest { id: request.id, target: request.target.clone() },
+        );
+        stats.frames_sent += 1;
+        if self.lost() || !self.nodes[h].alive {
+            return None;
+        }
+        let opened = self.open(h, &frame, now, stats)?;
+        let Payload::ProbeRequest { id, target } = opened.payload else { return None };
+        let helper_name = self.nodes[h].name.clone();
+        if !should_help(&target, |n| n != helper_name && self.index.contains_key(n)) {
+            return None;
+        }
+        let reachable = self.check(self.index[&target], stats);
+        let answer =
+            self.nodes[h].signer.seal(now, Some(opened.sender.clone()), Payload::ProbeAnswer { id, target, reachable });
+        stats.frames_sent += 1;
+        if self.lost() {
+            return None;
+        }
+        let opened = self.open(c, &answer, now, stats)?;
+        let Payload::ProbeAnswer { id, target, reachable } = opened.payload else { return None };
+        self.nodes[c].indirect.answer(&opened.sender, id, &target, reachable)
+    }
+
+    fn open(
+        &mut self,
+        receiver: usize,
+        frame: &[u8],
+        now: Timestamp,
+        stats: &mut PeriodStats,
+    ) -> Option<crate::message::Message> {
+        let members = &self.index;
+        match self.nodes[receiver].verifier.open(frame, now, |n| members.contains_key(n)) {
+            Ok(message) => {
+                stats.frames_accepted += 1;
+                Some(message)
+            }
+            Err(rejection) => {
+                *stats.frames_rejected.entry(rejection.metric_label()).or_default() += 1;
+                None
+            }
+        }
+    }
+
+    /// One results message with its retries: delivered when any attempt gets through.
+    fn send(&mut self, stats: &mut PeriodStats) -> bool {
+        for _ in 0..=self.config.protocol.send_retries {
+            stats.frames_sent += 1;
+            if !self.lost() {
+                return true;
+            }
+        }
+        false
+    }
+
+    fn held_unhealthy(&self, member: usize, node: &str) -> bool {
+        self.nodes[member].vote.as_ref().is_some_and(|(table, _)| table.verdict(node) == Verdict::Unhealthy)
+    }
+
+    fn lost(&mut self) -> bool {
+        self.rng = self.rng.wrapping_add(1);
+        let x = splitmix64(self.rng);
+        // 53 random bits as a fraction in [0, 1)
+        ((x >> 11) as f64 / (1u64 << 53) as f64) < self.config.loss
+    }
+}
+
+/// Every time an observer came to hold one of `innocent` unhealthy: `(period, observer, node)`.
+pub fn false_accusations(history: &[PeriodStats], innocent: &BTreeSet<String>) -> Vec<(Period, String, String)> {
+    history
+        .iter()
+        .flat_map(|s| s.changes.iter().map(move |(o, c)| (s.period, o, c)))
+        .filter(|(_, _, c)| c.to == Verdict::Unhealthy && innocent.contains(&c.node))
+        .map(|(p, o, c)| (p, o.clone(), c.node.clone()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

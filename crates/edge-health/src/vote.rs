@@ -1,0 +1,350 @@
+//! The vote: what a unit's members, together, conclude about each member, who writes the
+//! conclusion to the Node, and the patch that writes it.
+//!
+//! Each member keeps a [`VoteTable`] per unit, fed the ballots (verdicts) of every checker
+//! it hears from, its own included, and evaluates it once per period. Every member
+//! evaluates the same rule over (mostly) the same ballots, so they reach the same verdicts
+//! without a coordinator, and each can serve its local view while the cloud is away.
+//!
+//! The rule, for a target `t` evaluated at period `p` with a window of `W` periods
+//! (periods `p-W+1 ..= p`):
+//! - **eligible checkers** `E(t)`: the members the [`crate::selection`] assignment
+//!   expected to check `t` in any period of the window, minus members this table currently
+//!   holds Unhealthy. Why not "all other members": with `k` probes per member per period a
+//!   node gets about `k*W` checks per window, so in a unit much larger than `k*W` a
+//!   majority of all members could never be reached and nothing would ever be decided.
+//!   Why drop members voted Unhealthy: a dead checker casts no ballot, and counting it
+//!   would let a few dead nodes block every decision ("a majority of the unit's *live*
+//!   checkers");
+//! - a **ballot** is only taken when the assignment had its checker check `t` in the
+//!   ballot's period: a member cannot vote about nodes it was not asked to check, so one
+//!   misbehaving member moves at most the ballots it was entitled to. One ballot per
+//!   checker: the latest (highest period, then last received) replaces earlier ones. It
+//!   counts while its period is in the window and its checker is in `E(t)`;
+//! - `t` becomes **Unhealthy** when more than half of `E(t)` (a strict majority) have a
+//!   counted Unhealthy ballot, and **Healthy** when more than half have a Healthy one;
+//!   otherwise (ties, missing ballots, an empty `E(t)`) the verdict does not change. A
+//!   node starts **Undecided** and stays so until a first majority: a restarted daemon
+//!   must not "confirm" everyone healthy (and remove annotations) before it has heard
+//!   from anyone;
+//! - ballots older than the window are dropped when the table is evaluated.
+//!
+//! In a unit of two each member is the other's only checker, so its ballot alone decides:
+//! there is no majority to be had between two. Three members are the least for a vote
+//! that one wrong ballot cannot swing.
+//!
+//! Eligibility uses the verdicts from before the evaluation, so the result does not depend
+//! on the order targets are evaluated in.
+//!
+//! **One writer per verdict**: the annotation of `t` is written only by members of `t`'s
+//! home unit ([`crate::membership::UnitMembership::home_unit`]), and among them only by the
+//! lowest-named member other than `t` that the writer's own table does not hold
+//! Unhealthy. Members agreeing on the verdicts agree on the writer, so `n` agreeing nodes
+//! make one write, not `n`. The writer writes whenever the Node it observes differs from
+//! the verdict (not only on a change), which is how verdicts reach the Node once the cloud
+//! link is back. The patch carries the `resourceVersion` it was computed from as a `test`
+//! operation, so two members that briefly both think they are the writer, or a writer with
+//! a stale view of the Node, cannot overwrite a newer state: the second write fails and
+//! is recomputed from the refreshed Node.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use edgegrid_core::keys::{NODE_UNHEALTH_ANNOTATION, NODE_UNHEALTH_YES};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Serialize;
+use serde_json::json;
+
+use crate::message::Ballot;
+use crate::selection::{Assignment, Schedule};
+use crate::time::Period;
+
+/// What a unit concluded about a node.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Verdict {
+    /// No majority yet since this table started.
+    #[default]
+    Undecided,
+    Healthy,
+    Unhealthy,
+}
+
+impl Verdict {
+    pub fn metric_label(self) -> &'static str {
+        match self {
+            Self::Undecided => "undecided",
+            Self::Healthy => "healthy",
+            Self::Unhealthy => "unhealthy",
+        }
+    }
+}
+
+/// The counted ballots about one node at one evaluation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Tally {
+    pub eligible: usize,
+    pub healthy: usize,
+    pub unhealthy: usize,
+}
+
+impl Tally {
+    /// The verdict this tally forces, if any.
+    pub fn decision(&self) -> Option<Verdict> {
+        if 2 * self.unhealthy > self.eligible {
+            Some(Verdict::Unhealthy)
+        } else if 2 * self.healthy > self.eligible {
+            Some(Verdict::Healthy)
+        } else {
+            None
+        }
+    }
+}
+
+/// A verdict that changed at an evaluation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VerdictChange {
+    pub node: String,
+    pub from: Verdict,
+    pub to: Verdict,
+    pub tally: Tally,
+}
+
+/// Why a ballot was not stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BallotIgnored {
+    /// A node's ballot about itself.
+    SelfBallot,
+    /// Its period is already out of the window.
+    Stale,
+    /// Its period is more than one period ahead of ours (a clock far off, or a lie).
+    Future,
+    /// The checker was not assigned to check the target in the ballot's period. Refused
+    /// on arrival, not just left uncounted: stored, it would replace the checker's last
+    /// counted ballot and so withdraw it.
+    NotAssigned,
+    /// A later ballot from the same checker about the same node is already stored.
+    Superseded,
+}
+
+/// One unit's ballots and verdicts, as one member sees them.
+#[derive(Clone, Debug)]
+pub struct VoteTable {
+    window: u64,
+    /// target -> checker -> latest ballot
+    ballots: BTreeMap<String, BTreeMap<String, Ballot>>,
+    /// Absent: Undecided.
+    verdicts: BTreeMap<String, Verdict>,
+}
+
+impl VoteTable {
+    /// `window`: how many periods a ballot stays fresh (at least 1).
+    pub fn new(window: u64) -> Self {
+        Self { window: window.max(1), ballots: BTreeMap::new(), verdicts: BTreeMap::new() }
+    }
+
+    pub fn window(&self) -> u64 {
+        self.window
+    }
+
+    /// The first period of the window ending at `now`.
+    pub fn window_start(&self, now: Period) -> Period {
+        Period(now.0.saturating_sub(self.window - 1))
+    }
+
+    /// Stores one checker's ballot about one target (its own or received). `schedule` is
+    /// the unit's, the one [`VoteTable::evaluate`] is given.
+    pub fn record(
+        &mut self,
+        checker: &str,
+        target: &str,
+        ballot: Ballot,
+        now: Period,
+        schedule: &mut Schedule,
+    ) -> Result<(), BallotIgnored> {
+        if checker == target {
+            return Err(BallotIgnored::SelfBallot);
+        }
+        if ballot.period < self.window_start(now) {
+            return Err(BallotIgnored::Stale);
+        }
+        if ballot.period > now.next() {
+            return Err(BallotIgnored::Future);
+        }
+        if !schedule.assignment(ballot.period).is_assigned(checker, target) {
+            return Err(BallotIgnored::NotAssigned);
+        }
+        // ballots arrive by the thousand per period: allocate names only for new entries
+        let by_checker = match self.ballots.get_mut(target) {
+            Some(by_checker) => by_checker,
+            None => self.ballots.entry(target.to_string()).or_default(),
+        };
+        match by_checker.get_mut(checker) {
+            Some(stored) if stored.period > ballot.period => Err(BallotIgnored::Superseded),
+            Some(stored) => {
+                *stored = ballot;
+                Ok(())
+            }
+            None => {
+                by_checker.insert(checker.to_string(), ballot);
+                Ok(())
+            }
+        }
+    }
+
+    pub fn verdict(&self, node: &str) -> Verdict {
+        self.verdicts.get(node).copied().unwrap_or_default()
+    }
+
+    /// Every member's verdict (Undecided ones included), for `GET /verdicts`.
+    pub fn verdicts<'a>(&'a self, members: &'a [String]) -> impl Iterator<Item = (&'a str, Verdict)> + 'a {
+        members.iter().map(|m| (m.as_str(), self.verdict(m)))
+    }
+
+    /// Counts the ballots about `target` as of period `now`.
+    pub fn tally(&self, target: &str, now: Period, schedule: &mut Schedule) -> Tally {
+        self.tally_in(target, &self.window_assignments(now, schedule))
+    }
+
+    /// The assignments of the window ending at `now`, oldest first.
+    fn window_assignments(&self, now: Period, schedule: &mut Schedule) -> Vec<Arc<Assignment>> {
+        (self.window_start(now).0..=now.0).map(|p| schedule.assignment(Period(p))).collect()
+    }
+
+    fn tally_in(&self, target: &str, window: &[Arc<Assignment>]) -> Tally {
+        let (Some(first), Some(last)) = (window.first(), window.last()) else {
+            return Tally::default();
+        };
+        let mut eligible: BTreeSet<&str> = BTreeSet::new();
+        for assignment in window {
+            eligible.extend(assignment.checkers_of(target).into_iter().filter(|c| !self.is_unhealthy(c)));
+        }
+        let mut tally = Tally { eligible: eligible.len(), ..Tally::default() };
+        for (checker, ballot) in self.ballots.get(target).into_iter().flatten() {
+            if !eligible.contains(checker.as_str()) || ballot.period < first.period() || ballot.period > last.period() {
+                continue;
+            }
+            let assignment = &window[(ballot.period.0 - first.period().0) as usize];
+            if !assignment.is_assigned(checker, target) {
+                continue;
+            }
+            if ballot.healthy {
+                tally.healthy += 1;
+            } else {
+                tally.unhealthy += 1;
+            }
+        }
+        tally
+    }
+
+    /// Applies the rule to every member of the schedule at the end of period `now`,
+    /// drops expired ballots and forgets non-members. Returns the verdicts that changed.
+    pub fn evaluate(&mut self, now: Period, schedule: &mut Schedule) -> Vec<VerdictChange> {
+        let start = self.window_start(now);
+        let members: BTreeSet<String> = schedule.members().iter().cloned().collect();
+        self.ballots.retain(|target, by_checker| {
+            by_checker.retain(|checker, ballot| ballot.period >= start && members.contains(checker));
+            members.contains(target) && !by_checker.is_empty()
+        });
+        self.verdicts.retain(|node, _| members.contains(node));
+        // decide everything against the verdicts as they were
+        let window = self.window_assignments(now, schedule);
+        let decisions: Vec<(String, Tally)> = members.iter().map(|t| (t.clone(), self.tally_in(t, &window))).collect();
+        let mut changes = Vec::new();
+        for (node, tally) in decisions {
+            let from = self.verdict(&node);
+            if let Some(to) = tally.decision()
+                && to != from
+            {
+                self.verdicts.insert(node.clone(), to);
+                changes.push(VerdictChange { node, from, to, tally });
+            }
+        }
+        changes
+    }
+
+    fn is_unhealthy(&self, node: &str) -> bool {
+        self.verdict(node) == Verdict::Unhealthy
+    }
+}
+
+/// The member that writes `target`'s annotation, as this table sees it: the lowest-named
+/// member other than `target` not held Unhealthy. The caller checks that the unit is
+/// `target`'s home unit. `members` must be sorted (unit member lists are).
+pub fn writer_of<'a>(members: &'a [String], target: &str, table: &VoteTable) -> Option<&'a str> {
+    members.iter().map(String::as_str).find(|m| *m != target && table.verdict(m) != Verdict::Unhealthy)
+}
+
+/// What the writer needs to know of a Node to patch it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObservedNode {
+    pub name: String,
+    pub resource_version: String,
+    /// Whether `metadata.annotations` exists at all (a JSON patch cannot add a key to a
+    /// map that is not there).
+    pub has_annotations: bool,
+    /// The current value of the `nodeunhealth` annotation.
+    pub unhealth: Option<String>,
+}
+
+impl ObservedNode {
+    pub fn from_meta(meta: &ObjectMeta) -> Self {
+        Self {
+            name: meta.name.clone().unwrap_or_default(),
+            resource_version: meta.resource_version.clone().unwrap_or_default(),
+            has_annotations: meta.annotations.is_some(),
+            unhealth: meta.annotations.as_ref().and_then(|a| a.get(NODE_UNHEALTH_ANNOTATION)).cloned(),
+        }
+    }
+
+    /// What the annotation says: only `"yes"` means unhealthy, as the readers (the
+    /// admission webhook, the node lifecycle controller) read it.
+    pub fn annotated_unhealthy(&self) -> bool {
+        self.unhealth.as_deref() == Some(NODE_UNHEALTH_YES)
+    }
+}
+
+/// A JSON patch (RFC 6902) for one Node.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AnnotationPatch {
+    pub node: String,
+    /// What the patch makes the annotation say.
+    pub unhealthy: bool,
+    pub patch: json_patch::Patch,
+}
+
+/// The smallest patch making `observed` say `verdict`, or `None` when it already does or
+/// the verdict is Undecided (nothing is known, so nothing is written).
+///
+/// Marking adds `nodeunhealth: "yes"` (creating the annotation map if there is none);
+/// clearing removes the key. A value other than `"yes"` already reads as healthy and is
+/// left alone. Every patch first tests `metadata.resourceVersion`.
+pub fn annotation_patch(observed: &ObservedNode, verdict: Verdict) -> Option<AnnotationPatch> {
+    let unhealthy = match verdict {
+        Verdict::Undecided => return None,
+        Verdict::Unhealthy if observed.annotated_unhealthy() => return None,
+        Verdict::Healthy if !observed.annotated_unhealthy() => return None,
+        Verdict::Unhealthy => true,
+        Verdict::Healthy => false,
+    };
+    let key = format!("/metadata/annotations/{}", escape_pointer(NODE_UNHEALTH_ANNOTATION));
+    let precondition = json!({"op": "test", "path": "/metadata/resourceVersion", "value": observed.resource_version});
+    let change = match (unhealthy, observed.has_annotations) {
+        (true, true) => json!({"op": "add", "path": key, "value": NODE_UNHEALTH_YES}),
+        (true, false) => {
+            json!({"op": "add", "path": "/metadata/annotations", "value": {NODE_UNHEALTH_ANNOTATION: NODE_UNHEALTH_YES}})
+        }
+        (false, _) => json!({"op": "remove", "path": key}),
+    };
+    let patch = serde_json::from_value(json!([precondition, change])).expect("well-formed JSON patch");
+    Some(AnnotationPatch { node: observed.name.clone(), unhealthy, patch })
+}
+
+/// RFC 6901 escaping of one reference token.
+fn escape_pointer(token: &str) -> String {
+    token.replace('~', "~0").replace('/', "~1")
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,553 @@
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use proptest::prelude::*;
+use serde_json::Value;
+
+use super::*;
+use crate::message::{HmacKey, Message, Payload, Rejection, Verifier, seal_message};
+use crate::time::Timestamp;
+
+fn unit(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("n{i:02}")).collect()
+}
+
+fn schedule(members: &[String], k: usize, window: u64) -> Schedule {
+    Schedule::new(members, k, window as usize + 2)
+}
+
+fn ballot(period: u64, healthy: bool) -> Ballot {
+    Ballot { period: Period(period), healthy }
+}
+
+/// The checkers assigned to `target` in `period`, in ring order.
+fn checkers(s: &mut Schedule, target: &str, period: u64) -> Vec<String> {
+    s.assignment(Period(period)).checkers_of(target).into_iter().map(String::from).collect()
+}
+
+/// Records, for every checker of `target` in `period`, the ballot `vote(index)` gives.
+fn cast(table: &mut VoteTable, s: &mut Schedule, target: &str, period: u64, vote: impl Fn(usize) -> Option<bool>) {
+    for (i, checker) in checkers(s, target, period).iter().enumerate() {
+        if let Some(healthy) = vote(i) {
+            table.record(checker, target, ballot(period, healthy), Period(period), s).unwrap();
+        }
+    }
+}
+
+fn changes(list: &[VerdictChange]) -> Vec<(&str, Verdict, Verdict)> {
+    list.iter().map(|c| (c.node.as_str(), c.from, c.to)).collect()
+}
+
+#[test]
+fn a_strict_majority_of_eligible_checkers_decides() {
+    let members = unit(10);
+    let mut s = schedule(&members, 3, 1);
+    let mut table = VoteTable::new(1);
+    cast(&mut table, &mut s, "n04", 20, |i| Some(i == 0));
+    let got = table.evaluate(Period(20), &mut s);
+    let decided = got.iter().find(|c| c.node == "n04").unwrap();
+    assert_eq!((decided.from, decided.to), (Verdict::Undecided, Verdict::Unhealthy));
+    assert_eq!(decided.tally, Tally { eligible: 3, healthy: 1, unhealthy: 2 });
+    assert_eq!(table.verdict("n04"), Verdict::Unhealthy);
+    assert_eq!(table.verdict("n05"), Verdict::Undecided, "nobody spoke about n05");
+}
+
+#[test]
+fn healthy_again_when_a_majority_says_so() {
+    let members = unit(10);
+    let mut s = schedule(&members, 3, 1);
+    let mut table = VoteTable::new(1);
+    cast(&mut table, &mut s, "n04", 20, |_| Some(false));
+    table.evaluate(Period(20), &mut s);
+    assert_eq!(table.verdict("n04"), Verdict::Unhealthy);
+    cast(&mut table, &mut s, "n04", 21, |i| Some(i != 2));
+    assert_eq!(changes(&table.evaluate(Period(21), &mut s)), vec![("n04", Verdict::Unhealthy, Verdict::Healthy)]);
+}
+
+#[test]
+fn ties_change_nothing() {
+    let members = unit(10);
+    // k=2, one period: two eligible checkers, one each way
+    let mut s = schedule(&members, 2, 1);
+    let mut table = VoteTable::new(1);
+    cast(&mut table, &mut s, "n04", 20, |i| Some(i == 0));
+    assert_eq!(table.tally("n04", Period(20), &mut s), Tally { eligible: 2, healthy: 1, unhealthy: 1 });
+    assert!(table.evaluate(Period(20), &mut s).is_empty());
+    assert_eq!(table.verdict("n04"), Verdict::Undecided);
+
+    // a decided node stays as it is on a tie
+    cast(&mut table, &mut s, "n04", 21, |_| Some(false));
+    table.evaluate(Period(21), &mut s);
+    assert_eq!(table.verdict("n04"), Verdict::Unhealthy);
+    cast(&mut table, &mut s, "n04", 22, |i| Some(i == 0));
+    assert!(table.evaluate(Period(22), &mut s).is_empty());
+    assert_eq!(table.verdict("n04"), Verdict::Unhealthy);
+}
+
+#[test]
+fn without_quorum_nothing_changes() {
+    let members = unit(10);
+    let mut s = schedule(&members, 3, 1);
+    let mut table = VoteTable::new(1);
+    // one of three ballots arrived: 1 is not more than 3/2
+    cast(&mut table, &mut s, "n04", 20, |i| (i == 0).then_some(false));
+    assert!(table.evaluate(Period(20), &mut s).is_empty());
+    assert_eq!(table.verdict("n04"), Verdict::Undecided);
+
+    // same for a node already decided healthy
+    cast(&mut table, &mut s, "n05", 21, |_| Some(true));
+    table.evaluate(Period(21), &mut s);
+    cast(&mut table, &mut s, "n05", 22, |i| (i == 0).then_some(false));
+    assert!(table.evaluate(Period(22), &mut s).is_empty());
+    assert_eq!(table.verdict("n05"), Verdict::Healthy);
+}
+
+#[test]
+fn the_window_spans_several_periods() {
+    let members = unit(20);
+    let mut s = schedule(&members, 2, 3);
+    let mut table = VoteTable::new(3);
+    // two periods' worth of unhealthy ballots: 4 of up to 6 eligible
+    cast(&mut table, &mut s, "n07", 30, |_| Some(false));
+    cast(&mut table, &mut s, "n07", 31, |_| Some(false));
+    let tally = table.tally("n07", Period(32), &mut s);
+    let eligible: BTreeSet<String> = (30..=32).flat_map(|p| checkers(&mut s, "n07", p)).collect();
+    assert_eq!(tally.eligible, eligible.len());
+    let unhealthy: BTreeSet<String> = (30..=31).flat_map(|p| checkers(&mut s, "n07", p)).collect();
+    assert_eq!(tally.unhealthy, unhealthy.len());
+    assert_eq!(tally.decision(), Some(Verdict::Unhealthy));
+}
+
+#[test]
+fn stale_ballots_expire() {
+    let members = unit(10);
+    let mut s = schedule(&members, 3, 2);
+    let mut table = VoteTable::new(2);
+    cast(&mut table, &mut s, "n04", 20, |_| Some(false));
+    // at period 21 the ballots of period 20 are still fresh
+    assert_eq!(table.tally("n04", Period(21), &mut s).unhealthy, 3);
+    // at period 22 they are not, and evaluating drops them
+    assert_eq!(table.tally("n04", Period(22), &mut s).unhealthy, 0);
+    assert!(table.evaluate(Period(22), &mut s).is_empty());
+    assert!(table.ballots.is_empty(), "expired ballots are dropped");
+    // and a ballot that is already stale is refused at once
+    let checker = checkers(&mut s, "n04", 20)[0].clone();
+    assert_eq!(table.record(&checker, "n04", ballot(20, false), Period(22), &mut s), Err(BallotIgnored::Stale));
+}
+
+#[test]
+fn one_checker_counts_once_latest_wins() {
+    let members = unit(10);
+    let mut s = schedule(&members, 3, 1);
+    let mut table = VoteTable::new(1);
+    let c = checkers(&mut s, "n04", 20);
+    // the same checker repeating itself is still one voice
+    for _ in 0..5 {
+        table.record(&c[0], "n04", ballot(20, false), Period(20), &mut s).unwrap();
+    }
+    assert_eq!(table.tally("n04", Period(20), &mut s), Tally { eligible: 3, healthy: 0, unhealthy: 1 });
+    assert!(table.evaluate(Period(20), &mut s).is_empty());
+    // it changes its mind within the period: the later ballot replaces the earlier
+    table.record(&c[0], "n04", ballot(20, true), Period(20), &mut s).unwrap();
+    assert_eq!(table.tally("n04", Period(20), &mut s), Tally { eligible: 3, healthy: 1, unhealthy: 0 });
+    // an older ballot arriving late does not replace a newer one
+    let mut w = VoteTable::new(2);
+    let mut s2 = schedule(&members, 9, 2);
+    w.record(&c[0], "n04", ballot(21, true), Period(21), &mut s2).unwrap();
+    assert_eq!(w.record(&c[0], "n04", ballot(20, false), Period(21), &mut s2), Err(BallotIgnored::Superseded));
+    assert_eq!(w.tally("n04", Period(21), &mut s2).healthy, 1);
+}
+
+#[test]
+fn only_assigned_checkers_are_counted() {
+    let members = unit(10);
+    let mut s = schedule(&members, 3, 1);
+    let mut table = VoteTable::new(1);
+    let assigned = checkers(&mut s, "n04", 20);
+    let outsiders: Vec<&String> = members.iter().filter(|m| !assigned.contains(m) && *m != "n04").collect();
+    // six members not asked to check n04 all accuse it
+    for o in &outsiders {
+        assert_eq!(table.record(o, "n04", ballot(20, false), Period(20), &mut s), Err(BallotIgnored::NotAssigned));
+    }
+    assert_eq!(table.tally("n04", Period(20), &mut s), Tally { eligible: 3, healthy: 0, unhealthy: 0 });
+    assert!(table.evaluate(Period(20), &mut s).is_empty());
+    // a checker assigned in another period of the window cannot vote with this period's number
+    let mut s3 = schedule(&members, 3, 3);
+    let mut w = VoteTable::new(3);
+    let earlier = checkers(&mut s3, "n04", 19);
+    let now = checkers(&mut s3, "n04", 20);
+    if let Some(c) = earlier.iter().find(|c| !now.contains(c)) {
+        assert_eq!(w.record(c, "n04", ballot(20, false), Period(20), &mut s3), Err(BallotIgnored::NotAssigned));
+        assert_eq!(w.tally("n04", Period(20), &mut s3).unhealthy, 0);
+    }
+}
+
+#[test]
+fn self_and_future_ballots_are_refused() {
+    let members = unit(3);
+    let mut s = schedule(&members, 2, 2);
+    let mut table = VoteTable::new(2);
+    assert_eq!(table.record("n01", "n01", ballot(20, false), Period(20), &mut s), Err(BallotIgnored::SelfBallot));
+    assert_eq!(table.record("n01", "n02", ballot(22, false), Period(20), &mut s), Err(BallotIgnored::Future));
+    // one period ahead is a clock slightly ahead: stored, counted once its period comes
+    assert_eq!(table.record("n01", "n02", ballot(21, false), Period(20), &mut s), Ok(()));
+    assert_eq!(table.tally("n02", Period(20), &mut s).unhealthy, 0);
+    assert_eq!(table.tally("n02", Period(21), &mut s).unhealthy, 1);
+}
+
+#[test]
+fn checkers_voted_unhealthy_are_not_eligible() {
+    let members = unit(3);
+    // a unit of three: each node is checked by the other two
+    let mut s = schedule(&members, 5, 1);
+    let mut table = VoteTable::new(1);
+    // n02 is dead: n00 and n01 say so; n02 says nothing about anybody
+    table.record("n00", "n02", ballot(20, false), Period(20), &mut s).unwrap();
+    table.record("n01", "n02", ballot(20, false), Period(20), &mut s).unwrap();
+    table.record("n00", "n01", ballot(20, true), Period(20), &mut s).unwrap();
+    table.evaluate(Period(20), &mut s);
+    assert_eq!(table.verdict("n02"), Verdict::Unhealthy);
+    // n01's checkers are n00 and n02; with n02 counted, one healthy ballot of two is no
+    // majority and n01 could never be confirmed; with n02 excluded it is one of one
+    assert_eq!(table.verdict("n01"), Verdict::Undecided, "decided against the verdicts as they were");
+    table.record("n00", "n01", ballot(21, true), Period(21), &mut s).unwrap();
+    table.record("n00", "n02", ballot(21, false), Period(21), &mut s).unwrap();
+    table.record("n01", "n02", ballot(21, false), Period(21), &mut s).unwrap();
+    table.evaluate(Period(21), &mut s);
+    assert_eq!(table.tally("n01", Period(21), &mut s), Tally { eligible: 1, healthy: 1, unhealthy: 0 });
+    assert_eq!(table.verdict("n01"), Verdict::Healthy);
+}
+
+#[test]
+fn departed_members_are_forgotten() {
+    let members = unit(4);
+    let mut s = schedule(&members, 3, 1);
+    let mut table = VoteTable::new(1);
+    cast(&mut table, &mut s, "n03", 20, |_| Some(false));
+    table.evaluate(Period(20), &mut s);
+    assert_eq!(table.verdict("n03"), Verdict::Unhealthy);
+    let mut smaller = schedule(&members[..3], 3, 1);
+    table.evaluate(Period(20), &mut smaller);
+    assert_eq!(table.verdict("n03"), Verdict::Undecided);
+    assert!(table.ballots.keys().all(|t| t != "n03"));
+    assert!(table.ballots.values().all(|by| by.keys().all(|c| c != "n03")));
+}
+
+/// A frame that fails authentication never reaches the table, and neither does a replay;
+/// the one message that does arrive from a real member is one voice, not a majority.
+#[test]
+fn one_forged_message_has_no_effect() {
+    let members = unit(10);
+    let mut s = schedule(&members, 3, 1);
+    let mut table = VoteTable::new(1);
+    let key = HmacKey::new(&[7; 32]).unwrap();
+    let start = Timestamp::from_unix_millis(1_000_000);
+    let assigned = checkers(&mut s, "n04", 20);
+    // the receiver: a member that is neither the target nor one of its checkers
+    let local = members.iter().find(|m| *m != "n04" && !assigned.contains(m)).unwrap();
+    let mut verifier = Verifier::new(key.clone(), local.as_str(), Duration::from_secs(30), start);
+    let is_member = |n: &str| members.iter().any(|m| m == n);
+    let accuse = |sender: &str, sequence| Message {
+        sender: sender.to_string(),
+        timestamp: start,
+        sequence,
+        recipient: None,
+        payload: Payload::Results { verdicts: BTreeMap::from([("n04".to_string(), ballot(20, false))]) },
+    };
+    let deliver = |table: &mut VoteTable, s: &mut Schedule, verifier: &mut Verifier, frame: &[u8]| {
+        let message = verifier.open(frame, start, is_member)?;
+        if let Payload::Results { verdicts } = message.payload {
+            for (target, b) in verdicts {
+                let _ = table.record(&message.sender, &target, b, Period(20), s);
+            }
+        }
+        Ok::<(), Rejection>(())
+    };
+    // forged: the attacker does not have the key, and signs as each assigned checker
+    let forger = HmacKey::new(&[8; 32]).unwrap();
+    for c in &assigned {
+        let frame = seal_message(&forger, &accuse(c, 1));
+        assert_eq!(deliver(&mut table, &mut s, &mut verifier, &frame), Err(Rejection::BadMac));
+    }
+    assert!(table.evaluate(Period(20), &mut s).is_empty());
+    assert_eq!(table.verdict("n04"), Verdict::Undecided);
+
+    // one real checker's genuine accusation, replayed many times, is still one ballot
+    let genuine = seal_message(&key, &accuse(&assigned[0], 5));
+    assert_eq!(deliver(&mut table, &mut s, &mut verifier, &genuine), Ok(()));
+    for _ in 0..3 {
+        assert_eq!(deliver(&mut table, &mut s, &mut verifier, &genuine), Err(Rejection::Replay));
+    }
+    assert_eq!(table.tally("n04", Period(20), &mut s).unhealthy, 1);
+    assert!(table.evaluate(Period(20), &mut s).is_empty());
+    assert_eq!(table.verdict("n04"), Verdict::Undecided);
+}
+
+#[test]
+fn the_writer_is_the_lowest_named_member_not_held_unhealthy() {
+    let members = unit(5);
+    let mut s = schedule(&members, 4, 1);
+    let mut table = VoteTable::new(1);
+    assert_eq!(writer_of(&members, "n03", &table), Some("n00"), "undecided members may write");
+    assert_eq!(writer_of(&members, "n00", &table), Some("n01"), "never the target itself");
+    cast(&mut table, &mut s, "n00", 20, |_| Some(false));
+    table.evaluate(Period(20), &mut s);
+    assert_eq!(writer_of(&members, "n03", &table), Some("n01"), "n00 is held unhealthy");
+    assert_eq!(writer_of(&members, "n00", &table), Some("n01"));
+    assert_eq!(writer_of(&members[..1], "n00", &table), None);
+}
+
+fn node(rv: &str, annotations: Option<&[(&str, &str)]>) -> Node {
+    let mut node: Node = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "n04", "resourceVersion": rv, "labels": {"zone": "z1"}},
+    }))
+    .unwrap();
+    node.metadata.annotations = annotations.map(|a| a.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+    node
+}
+
+/// Applies a patch as the apiserver would, returning the patched Node.
+fn apply(node: &Node, patch: &AnnotationPatch) -> Result<Node, json_patch::PatchError> {
+    let mut value: Value = serde_json::to_value(node).unwrap();
+    json_patch::patch(&mut value, &patch.patch)?;
+    Ok(serde_json::from_value(value).unwrap())
+}
+
+fn annotations(node: &Node) -> Option<Vec<(String, String)>> {
+    node.metadata.annotations.as_ref().map(|a| a.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+}
+
+#[test]
+fn patches_are_minimal_and_conditional() {
+    type Case = (&'static str, Node, Verdict, Option<Option<Vec<(&'static str, &'static str)>>>);
+    let cases: Vec<Case> = vec![
+        ("mark, no annotations yet", node("7", None), Verdict::Unhealthy, Some(Some(vec![("nodeunhealth", "yes")]))),
+        (
+            "mark, other annotations kept",
+            node("7", Some(&[("a", "1")])),
+            Verdict::Unhealthy,
+            Some(Some(vec![("a", "1"), ("nodeunhealth", "yes")])),
+        ),
+        (
+            "mark over another value",
+            node("7", Some(&[("nodeunhealth", "no")])),
+            Verdict::Unhealthy,
+            Some(Some(vec![("nodeunhealth", "yes")])),
+        ),
+        ("already marked", node("7", Some(&[("nodeunhealth", "yes")])), Verdict::Unhealthy, None),
+        (
+            "clear",
+            node("7", Some(&[("a", "1"), ("nodeunhealth", "yes")])),
+            Verdict::Healthy,
+            Some(Some(vec![("a", "1")])),
+        ),
+        ("already clear", node("7", Some(&[("a", "1")])), Verdict::Healthy, None),
+        ("no annotations, healthy", node("7", None), Verdict::Healthy, None),
+        ("another value already reads healthy", node("7", Some(&[("nodeunhealth", "no")])), Verdict::Healthy, None),
+        ("undecided writes nothing", node("7", Some(&[("nodeunhealth", "yes")])), Verdict::Undecided, None),
+        ("undecided writes nothing either way", node("7", None), Verdict::Undecided, None),
+    ];
+    for (name, before, verdict, want) in cases {
+        let observed = ObservedNode::from_meta(&before.metadata);
+        let patch = annotation_patch(&observed, verdict);
+        match want {
+            None => assert_eq!(patch, None, "{name}"),
+            Some(want) => {
+                let patch = patch.unwrap_or_else(|| panic!("{name}: no patch"));
+                assert_eq!(patch.node, "n04");
+                assert_eq!(patch.unhealthy, verdict == Verdict::Unhealthy, "{name}");
+                assert_eq!(patch.patch.0.len(), 2, "{name}: a precondition and one change");
+                let after = apply(&before, &patch).unwrap_or_else(|e| panic!("{name}: {e}"));
+                let want = want.map(|a| a.into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+                assert_eq!(annotations(&after), want, "{name}");
+                // nothing but the annotation changed
+                let mut expected = before.clone();
+                expected.metadata.annotations = after.metadata.annotations.clone();
+                assert_eq!(after, expected, "{name}");
+                // the same patch on a newer version of the Node fails its precondition
+                let mut newer = before.clone();
+                newer.metadata.resource_version = Some("8".into());
+                assert!(apply(&newer, &patch).is_err(), "{name}: precondition");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_patch_is_plain_json_patch() {
+    let observed = ObservedNode::from_meta(&node("7", Some(&[])).metadata);
+    let patch = annotation_patch(&observed, Verdict::Unhealthy).unwrap();
+    assert_eq!(
+        serde_json::to_value(&patch.patch).unwrap(),
+        serde_json::json!([
+            {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
+            {"op": "add", "path": "/metadata/annotations/nodeunhealth", "value": "yes"},
+        ])
+    );
+}
+
+/// n members with the same view: exactly one of them writes each change.
+#[test]
+fn agreeing_members_make_one_write() {
+    let members = unit(8);
+    let mut s = schedule(&members, 3, 1);
+    let mut table = VoteTable::new(1);
+    cast(&mut table, &mut s, "n00", 20, |_| Some(false));
+    cast(&mut table, &mut s, "n05", 20, |_| Some(false));
+    table.evaluate(Period(20), &mut s);
+    let observed = |name: &str| ObservedNode {
+        name: name.into(),
+        resource_version: "1".into(),
+        has_annotations: false,
+        unhealth: None,
+    };
+    let mut writes = Vec::new();
+    for local in &members {
+        // every member holds an identical table
+        for target in &members {
+            if writer_of(&members, target, &table) == Some(local.as_str())
+                && let Some(patch) = annotation_patch(&observed(target), table.verdict(target))
+            {
+                writes.push((local.clone(), patch.node));
+            }
+        }
+    }
+    assert_eq!(writes, vec![("n01".to_string(), "n00".to_string()), ("n01".to_string(), "n05".to_string())]);
+}
+
+/// A straightforward model of the rule, to compare the table with.
+fn model(
+    members: &[String],
+    k: usize,
+    window: u64,
+    now: u64,
+    ballots: &[(usize, usize, u64, bool)],
+) -> BTreeMap<String, Option<Verdict>> {
+    let start = now.saturating_sub(window - 1);
+    // latest assigned ballot per (checker, target); later entries win ties
+    let mut latest: BTreeMap<(usize, usize), (u64, bool)> = BTreeMap::new();
+    for &(c, t, p, h) in ballots {
+        if c == t
+            || p < start
+            || p > now
+            || !Assignment::new(members, k, Period(p)).is_assigned(&members[c], &members[t])
+        {
+            continue;
+        }
+        let entry = latest.entry((c, t)).or_insert((p, h));
+        if p >= entry.0 {
+            *entry = (p, h);
+        }
+    }
+    let assignments: Vec<Assignment> = (start..=now).map(|p| Assignment::new(members, k, Period(p))).collect();
+    members
+        .iter()
+        .enumerate()
+        .map(|(t, target)| {
+            let eligible: BTreeSet<usize> = (0..members.len())
+                .filter(|&c| assignments.iter().any(|a| a.is_assigned(&members[c], target)))
+                .collect();
+            let (mut healthy, mut unhealthy) = (0, 0);
+            for (&(c, tt), &(p, h)) in &latest {
+                let a = &assignments[(p - start) as usize];
+                if tt == t && eligible.contains(&c) && a.is_assigned(&members[c], target) {
+                    if h {
+                        healthy += 1;
+                    } else {
+                        unhealthy += 1;
+                    }
+                }
+            }
+            (target.clone(), Tally { eligible: eligible.len(), healthy, unhealthy }.decision())
+        })
+        .collect()
+}
+
+use crate::selection::Assignment;
+
+proptest! {
+    /// From a fresh table (nobody held unhealthy yet), one evaluation decides exactly what
+    /// the model says.
+    #[test]
+    fn one_evaluation_matches_the_model(
+        n in 2usize..12,
+        k in 1usize..5,
+        window in 1u64..4,
+        ballots in proptest::collection::vec((0usize..12, 0usize..12, 0u64..6, any::<bool>()), 0..120),
+    ) {
+        let members = unit(n);
+        let now = 5;
+        let ballots: Vec<_> = ballots.into_iter().filter(|(c, t, _, _)| *c < n && *t < n).collect();
+        let mut s = schedule(&members, k, window);
+        let mut table = VoteTable::new(window);
+        for &(c, t, p, h) in &ballots {
+            let _ = table.record(&members[c], &members[t], ballot(p, h), Period(now), &mut s);
+        }
+        table.evaluate(Period(now), &mut s);
+        for (target, want) in model(&members, k, window, now, &ballots) {
+            prop_assert_eq!(table.verdict(&target), want.unwrap_or(Verdict::Undecided), "{}", target);
+        }
+    }
+
+    /// Ballots from members that were not assigned to the target in the ballot's period
+    /// (what a forging or confused member would send) never change any verdict.
+    #[test]
+    fn unassigned_ballots_change_nothing(
+        n in 3usize..14,
+        k in 1usize..4,
+        window in 1u64..4,
+        honest in proptest::collection::vec((0usize..14, 0usize..14, 0u64..8, any::<bool>()), 0..80),
+        junk in proptest::collection::vec((0usize..14, 0usize..14, 0u64..8, any::<bool>()), 0..80),
+    ) {
+        let members = unit(n);
+        let mut s = schedule(&members, k, window);
+        let mut clean = VoteTable::new(window);
+        let mut dirty = VoteTable::new(window);
+        let mut honest: Vec<_> = honest.into_iter().filter(|(c, t, _, _)| *c < n && *t < n).collect();
+        honest.sort_by_key(|b| b.2);
+        let junk: Vec<_> = junk
+            .into_iter()
+            .filter(|&(c, t, p, _)| c < n && t < n && !s.assignment(Period(p)).is_assigned(&members[c], &members[t]))
+            .collect();
+        for now in 0..8u64 {
+            for &(c, t, p, h) in honest.iter().filter(|b| b.2 == now) {
+                let _ = clean.record(&members[c], &members[t], ballot(p, h), Period(now), &mut s);
+                let _ = dirty.record(&members[c], &members[t], ballot(p, h), Period(now), &mut s);
+            }
+            for &(c, t, p, h) in junk.iter().filter(|b| b.2 == now) {
+                let _ = dirty.record(&members[c], &members[t], ballot(p, h), Period(now), &mut s);
+            }
+            let (a, b) = (clean.evaluate(Period(now), &mut s), dirty.evaluate(Period(now), &mut s));
+            prop_assert_eq!(a, b);
+        }
+    }
+
+    /// Every change is backed by a strict majority of the eligible checkers.
+    #[test]
+    fn every_change_has_a_strict_majority(
+        n in 2usize..12,
+        k in 1usize..4,
+        window in 1u64..4,
+        ballots in proptest::collection::vec((0usize..12, 0usize..12, 0u64..10, any::<bool>()), 0..150),
+    ) {
+        let members = unit(n);
+        let mut s = schedule(&members, k, window);
+        let mut table = VoteTable::new(window);
+        let ballots: Vec<_> = ballots.into_iter().filter(|(c, t, _, _)| *c < n && *t < n).collect();
+        for now in 0..10u64 {
+            for &(c, t, p, h) in ballots.iter().filter(|b| b.2 == now) {
+                let _ = table.record(&members[c], &members[t], ballot(p, h), Period(now), &mut s);
+            }
+            for change in table.evaluate(Period(now), &mut s) {
+                let votes = match change.to {
+                    Verdict::Unhealthy => change.tally.unhealthy,
+                    Verdict::Healthy => change.tally.healthy,
+                    Verdict::Undecided => unreachable!("nothing returns to undecided"),
+                };
+                prop_assert!(2 * votes > change.tally.eligible, "{:?}", change);
+                prop_assert!(change.tally.healthy + change.tally.unhealthy <= change.tally.eligible);
+            }
+        }
+    }
+}
