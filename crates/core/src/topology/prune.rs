@@ -271,18 +271,30 @@ pub fn prune_endpoints<N: NodeLabels>(
     materialize_endpoints(endpoints, &endpoints_selection(endpoints, &filter, ctx))
 }
 
+/// The selection of one object under its Service's filter, from what decides it: the
+/// local endpoint the object announces (for the `default/kubernetes` rewrite) and its
+/// candidates.
+pub fn selection<'a, N: NodeLabels>(
+    local: Option<&LocalEndpoint>,
+    candidates: impl Iterator<Item = Candidate<'a>>,
+    filter: &EndpointFilter,
+    ctx: PruneContext<'_, N>,
+) -> Selection {
+    if ctx.rewrite_local_apiserver
+        && let Some(local) = local
+    {
+        return Selection::LocalRewrite(local.clone());
+    }
+    select(candidates, filter, ctx.nodes)
+}
+
 /// The selection of one slice under its Service's filter.
 pub fn slice_selection<N: NodeLabels>(
     slice: &EndpointSlice,
     filter: &EndpointFilter,
     ctx: PruneContext<'_, N>,
 ) -> Selection {
-    if ctx.rewrite_local_apiserver
-        && let Some(local) = LocalEndpoint::for_slice(slice)
-    {
-        return Selection::LocalRewrite(local);
-    }
-    select(slice_candidates(slice), filter, ctx.nodes)
+    selection(LocalEndpoint::for_slice(slice).as_ref(), slice_candidates(slice), filter, ctx)
 }
 
 /// The selection of one Endpoints object under its Service's filter.
@@ -291,10 +303,5 @@ pub fn endpoints_selection<N: NodeLabels>(
     filter: &EndpointFilter,
     ctx: PruneContext<'_, N>,
 ) -> Selection {
-    if ctx.rewrite_local_apiserver
-        && let Some(local) = LocalEndpoint::for_endpoints(endpoints)
-    {
-        return Selection::LocalRewrite(local);
-    }
-    select(endpoints_candidates(endpoints), filter, ctx.nodes)
+    selection(LocalEndpoint::for_endpoints(endpoints).as_ref(), endpoints_candidates(endpoints), filter, ctx)
 }

@@ -9,13 +9,17 @@
 //! recomputes everything from the raw inputs and is the oracle the tests hold it to.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::marker::PhantomData;
 
 use k8s_openapi::api::core::v1::{Endpoints, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
+use super::local_endpoint::LocalEndpoint;
 use super::policy::{PolicyError, TopologyPolicy};
-use super::prune::{self, EndpointFilter, Labels, NodeLabels, PruneContext, Selection};
+use super::prune::{self, Candidate, EndpointFilter, Labels, NodeLabels, PruneContext, Selection};
 use crate::keys;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -183,11 +187,58 @@ struct ServiceEntry {
     endpoints_filter: EndpointFilter,
 }
 
+/// One cached upstream object, kept encoded: a typed k8s-openapi object costs about three
+/// times its JSON, and a wrapper caches a whole cluster's slices on every edge node. What
+/// selection reads on every change (where each endpoint runs, whether it is ready, the
+/// announced local endpoint) is kept apart; the object is decoded only to materialise a
+/// pruned form, once per change of that object.
 struct Cached<T> {
-    object: T,
+    json: Box<[u8]>,
+    candidates: Box<[OwnedCandidate]>,
+    /// What the `default/kubernetes` rewrite would serve, if this object announces it.
+    local: Option<LocalEndpoint>,
     /// The Service this object's endpoints belong to, if it names one.
     service: Option<NamespacedName>,
     selection: Selection,
+    object_type: PhantomData<T>,
+}
+
+struct OwnedCandidate {
+    node: Option<Box<str>>,
+    ready: bool,
+}
+
+impl<T: Serialize + DeserializeOwned + Default> Cached<T> {
+    fn new<'a>(
+        object: &T,
+        candidates: impl Iterator<Item = Candidate<'a>>,
+        local: Option<LocalEndpoint>,
+        service: Option<NamespacedName>,
+    ) -> Self {
+        Self {
+            // encoding a k8s-openapi object cannot fail
+            json: serde_json::to_vec(object).unwrap_or_default().into_boxed_slice(),
+            candidates: candidates.map(|c| OwnedCandidate { node: c.node.map(Box::from), ready: c.ready }).collect(),
+            local,
+            service,
+            selection: Selection::All,
+            object_type: PhantomData,
+        }
+    }
+
+    /// The cached object, decoded.
+    fn object(&self) -> T {
+        // the bytes are this module's own encoding of a T, so decoding cannot fail
+        serde_json::from_slice(&self.json).unwrap_or_default()
+    }
+
+    fn candidates(&self) -> impl Iterator<Item = Candidate<'_>> {
+        self.candidates.iter().map(|c| Candidate { node: c.node.as_deref(), ready: c.ready })
+    }
+
+    fn nodes(&self) -> impl Iterator<Item = Option<&str>> {
+        self.candidates.iter().map(|c| c.node.as_deref())
+    }
 }
 
 /// What one change requires: objects whose source changed (with their old pruned form),
@@ -259,22 +310,23 @@ impl PrunedView {
     /// The pruned form of one cached object.
     pub fn pruned(&self, key: &ObjectKey) -> Option<PrunedObject> {
         match key.kind {
-            ObjectKind::EndpointSlice => {
-                self.slices.get(&key.id).map(|c| PrunedObject::Slice(prune::materialize_slice(&c.object, &c.selection)))
-            }
+            ObjectKind::EndpointSlice => self
+                .slices
+                .get(&key.id)
+                .map(|c| PrunedObject::Slice(prune::materialize_slice(&c.object(), &c.selection))),
             ObjectKind::Endpoints => self
                 .endpoints
                 .get(&key.id)
-                .map(|c| PrunedObject::Endpoints(prune::materialize_endpoints(&c.object, &c.selection))),
+                .map(|c| PrunedObject::Endpoints(prune::materialize_endpoints(&c.object(), &c.selection))),
         }
     }
 
     pub fn pruned_slices(&self) -> impl Iterator<Item = EndpointSlice> + '_ {
-        self.slices.values().map(|c| prune::materialize_slice(&c.object, &c.selection))
+        self.slices.values().map(|c| prune::materialize_slice(&c.object(), &c.selection))
     }
 
     pub fn pruned_endpoints(&self) -> impl Iterator<Item = Endpoints> + '_ {
-        self.endpoints.values().map(|c| prune::materialize_endpoints(&c.object, &c.selection))
+        self.endpoints.values().map(|c| prune::materialize_endpoints(&c.object(), &c.selection))
     }
 
     /// Applies one input change; returns the objects whose pruned form changed, sorted by key.
@@ -332,14 +384,15 @@ impl PrunedView {
     /// reference the incremental path is tested (and benchmarked) against.
     pub fn full_rebuild(&self) -> BTreeMap<ObjectKey, PrunedObject> {
         let ctx = self.ctx();
-        let mut by_service: BTreeMap<Option<NamespacedName>, Vec<(&NamespacedName, &EndpointSlice)>> = BTreeMap::new();
+        let mut by_service: BTreeMap<Option<NamespacedName>, Vec<(&NamespacedName, EndpointSlice)>> = BTreeMap::new();
         for (id, cached) in &self.slices {
-            by_service.entry(service_of_slice(&cached.object)).or_default().push((id, &cached.object));
+            let slice = cached.object();
+            by_service.entry(service_of_slice(&slice)).or_default().push((id, slice));
         }
         let mut out = BTreeMap::new();
         for (service, members) in by_service {
             let policy = service.as_ref().map_or(&PASS_THROUGH, |s| self.policy_of(s));
-            let slices: Vec<&EndpointSlice> = members.iter().map(|(_, s)| *s).collect();
+            let slices: Vec<&EndpointSlice> = members.iter().map(|(_, s)| s).collect();
             for ((id, _), pruned) in members.iter().zip(prune::prune_service_slices(policy, &slices, ctx)) {
                 out.insert(
                     ObjectKey { kind: ObjectKind::EndpointSlice, id: (*id).clone() },
@@ -348,7 +401,7 @@ impl PrunedView {
             }
         }
         for (id, cached) in &self.endpoints {
-            let pruned = prune::prune_endpoints(self.policy_of(id), &cached.object, ctx);
+            let pruned = prune::prune_endpoints(self.policy_of(id), &cached.object(), ctx);
             out.insert(ObjectKey { kind: ObjectKind::Endpoints, id: id.clone() }, PrunedObject::Endpoints(pruned));
         }
         out
@@ -370,7 +423,7 @@ impl PrunedView {
         let key = ObjectKey { kind: ObjectKind::EndpointSlice, id: id.clone() };
         let old_pruned = self.pruned(&key);
         if let Some(old) = self.slices.remove(&id) {
-            unindex_nodes(&mut self.objects_on_node, &key, prune::slice_candidates(&old.object).map(|c| c.node));
+            unindex_nodes(&mut self.objects_on_node, &key, old.nodes());
             if let Some(service) = &old.service {
                 if let Some(members) = self.slices_of_service.get_mut(service) {
                     members.remove(&id.name);
@@ -391,16 +444,15 @@ impl PrunedView {
             self.slices_of_service.entry(service.clone()).or_default().insert(id.name.clone());
             work.refilter.insert(service.clone());
         }
-        self.slices.insert(id, Cached { object: slice, service, selection: Selection::All });
+        let local = LocalEndpoint::for_slice(&slice);
+        self.slices.insert(id, Cached::new(&slice, prune::slice_candidates(&slice), local, service));
     }
 
     fn replace_endpoints(&mut self, id: NamespacedName, new: Option<Endpoints>, work: &mut Work) {
         let key = ObjectKey { kind: ObjectKind::Endpoints, id: id.clone() };
         let old_pruned = self.pruned(&key);
         match self.endpoints.remove(&id) {
-            Some(old) => {
-                unindex_nodes(&mut self.objects_on_node, &key, prune::endpoints_candidates(&old.object).map(|c| c.node))
-            }
+            Some(old) => unindex_nodes(&mut self.objects_on_node, &key, old.nodes()),
             None if new.is_none() => return,
             None => {}
         }
@@ -408,7 +460,9 @@ impl PrunedView {
         work.refilter.insert(id.clone());
         let Some(endpoints) = new else { return };
         index_nodes(&mut self.objects_on_node, &key, prune::endpoints_candidates(&endpoints).map(|c| c.node));
-        self.endpoints.insert(id.clone(), Cached { object: endpoints, service: Some(id), selection: Selection::All });
+        let local = LocalEndpoint::for_endpoints(&endpoints);
+        let cached = Cached::new(&endpoints, prune::endpoints_candidates(&endpoints), local, Some(id.clone()));
+        self.endpoints.insert(id, cached);
     }
 
     fn set_policy(&mut self, id: NamespacedName, new: Option<(TopologyPolicy, Option<PolicyError>)>, work: &mut Work) {
@@ -520,19 +574,10 @@ impl PrunedView {
             .into_iter()
             .flatten()
             .filter_map(|name| self.slices.get(&NamespacedName::new(&service.namespace, name)));
-        let slice_filter = prune::service_filter(
-            policy,
-            ctx.local,
-            ctx.nodes,
-            slices.flat_map(|c| prune::slice_candidates(&c.object)),
-        );
+        let slice_filter = prune::service_filter(policy, ctx.local, ctx.nodes, slices.flat_map(Cached::candidates));
         let endpoints = self.endpoints.get(service).into_iter();
-        let endpoints_filter = prune::service_filter(
-            policy,
-            ctx.local,
-            ctx.nodes,
-            endpoints.flat_map(|c| prune::endpoints_candidates(&c.object)),
-        );
+        let endpoints_filter =
+            prune::service_filter(policy, ctx.local, ctx.nodes, endpoints.flat_map(Cached::candidates));
         (slice_filter, endpoints_filter)
     }
 
@@ -545,12 +590,12 @@ impl PrunedView {
         };
         let selection = match key.kind {
             ObjectKind::EndpointSlice => {
-                let cached = self.slices.get(&key.id)?;
-                prune::slice_selection(&cached.object, filter_of(&cached.service, |e| &e.slice_filter), ctx)
+                let c = self.slices.get(&key.id)?;
+                prune::selection(c.local.as_ref(), c.candidates(), filter_of(&c.service, |e| &e.slice_filter), ctx)
             }
             ObjectKind::Endpoints => {
-                let cached = self.endpoints.get(&key.id)?;
-                prune::endpoints_selection(&cached.object, filter_of(&cached.service, |e| &e.endpoints_filter), ctx)
+                let c = self.endpoints.get(&key.id)?;
+                prune::selection(c.local.as_ref(), c.candidates(), filter_of(&c.service, |e| &e.endpoints_filter), ctx)
             }
         };
         match key.kind {
@@ -559,9 +604,10 @@ impl PrunedView {
                 if cached.selection == selection {
                     return None;
                 }
-                let old = prune::materialize_slice(&cached.object, &cached.selection);
+                let object = cached.object();
+                let old = prune::materialize_slice(&object, &cached.selection);
                 cached.selection = selection;
-                let new = prune::materialize_slice(&cached.object, &cached.selection);
+                let new = prune::materialize_slice(&object, &cached.selection);
                 Some((PrunedObject::Slice(old), PrunedObject::Slice(new)))
             }
             ObjectKind::Endpoints => {
@@ -569,9 +615,10 @@ impl PrunedView {
                 if cached.selection == selection {
                     return None;
                 }
-                let old = prune::materialize_endpoints(&cached.object, &cached.selection);
+                let object = cached.object();
+                let old = prune::materialize_endpoints(&object, &cached.selection);
                 cached.selection = selection;
-                let new = prune::materialize_endpoints(&cached.object, &cached.selection);
+                let new = prune::materialize_endpoints(&object, &cached.selection);
                 Some((PrunedObject::Endpoints(old), PrunedObject::Endpoints(new)))
             }
         }
@@ -620,22 +667,23 @@ impl PrunedView {
     /// and of its Endpoints object, the rule and key that decided. Agrees with
     /// [`PrunedView::pruned`]. An uncached Service is explained as a pass-through.
     pub fn explain(&self, service: &NamespacedName) -> super::explain::TopologyExplanation {
-        let slices = self
+        let slices: Vec<EndpointSlice> = self
             .slices_of_service
             .get(service)
             .into_iter()
             .flatten()
             .filter_map(|name| self.slices.get(&NamespacedName::new(&service.namespace, name)))
-            .map(|cached| &cached.object)
+            .map(Cached::object)
             .collect();
+        let endpoints = self.endpoints.get(service).map(Cached::object);
         super::explain::explain_service(super::explain::ExplainInput {
             service,
             local_node: &self.local_node,
             nodes: &self.nodes,
             rewrite_local_apiserver: self.rewrite_local_apiserver,
             policy: self.services.get(service).map(|entry| (&entry.policy, entry.error.as_ref())),
-            slices,
-            endpoints: self.endpoints.get(service).map(|cached| &cached.object),
+            slices: slices.iter().collect(),
+            endpoints: endpoints.as_ref(),
         })
     }
 }
