@@ -54,7 +54,13 @@ impl FakeApiServer {
 
     /// Starts on `port` (0 = ephemeral) of 127.0.0.1.
     pub async fn start_with(port: u16, config: ServerConfig) -> std::io::Result<Self> {
-        let listener = TcpListener::bind(("127.0.0.1", port)).await?;
+        Self::start_at(SocketAddr::from(([127, 0, 0, 1], port)), config).await
+    }
+
+    /// Starts on `addr`: for tests whose clients live in network namespaces the test made
+    /// (an address on the test's own bridge); never a host's real interface.
+    pub async fn start_at(addr: SocketAddr, config: ServerConfig) -> std::io::Result<Self> {
+        let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         Ok(Self::serve(listener, addr, new_app(config)))
     }
