@@ -562,11 +562,7 @@ mod tests {
             ),
             (
                 "nesting deeper than serde_json goes",
-                node.replacen(
-                    "\"dryRun\":false",
-                    &format!("\"dryRun\":{}", format!("{}1{}", "[".repeat(130), "]".repeat(130))),
-                    1,
-                ),
+                node.replacen("\"dryRun\":false", &format!("\"dryRun\":{}1{}", "[".repeat(130), "]".repeat(130)), 1),
                 false,
             ),
             ("a lone surrogate in oldObject", node.replacen("\"a\":\"b\"", "\"a\":\"\\ud800\"", 2), false),
