@@ -20,7 +20,7 @@
 //!      sixths on, once every caBundle carries it, make it the CA with a new serving
 //!      certificate, keeping the old CA as a previous one until it expires (then drop
 //!      it). Each step one replace at the resourceVersion read, as above; the order that
-//!      keeps the apiserver's trust is [`decide`]'s module docs';
+//!      keeps the apiserver's trust is in [`decide`](decide)'s module docs;
 //!    - its CA unusable or expired (no next CA to take over): start over (new CA and
 //!      serving certificate), the same way. The apiserver then distrusts the webhook
 //!      until `caBundle` is patched, which `failurePolicy: Ignore` makes harmless but
