@@ -1,11 +1,12 @@
 //! The node verdicts the endpoint hooks read: a watch-backed cache of each node's Ready
 //! condition and `nodeunhealth` annotation, never a GET per request.
 //!
-//! Only what the verdict needs is kept (a node's metadata annotations and its Ready
-//! condition), so a 5k-node cluster costs little memory. Fed watcher events directly;
-//! a relist replaces the cache by what it listed.
+//! Only what the verdict needs is kept: a node's [`NodeFacts`], read once from its
+//! annotations and Ready condition when the watch delivers it (not again per review),
+//! so a 5k-node cluster costs little memory and a 100-endpoint slice review 100 lookups.
+//! Fed watcher events directly; a relist replaces the cache by what it listed.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::RwLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -21,12 +22,53 @@ use crate::review::NodeVerdicts;
 #[derive(Default)]
 pub struct NodeCache {
     synced: AtomicBool,
-    nodes: RwLock<HashMap<String, Value>>,
+    nodes: RwLock<Known>,
     relisting: RwLock<Option<HashSet<String>>>,
 }
 
-/// What of a node the verdict reads, as JSON the core rule takes.
-fn verdict_facts(node: &Node) -> Value {
+/// The cached nodes' facts, kept whole for the rules of `edgegrid_core::admission`,
+/// which look nodes up by name in a map: a review borrows it instead of building one.
+#[derive(Default)]
+struct Known {
+    /// Every cached node (some have no facts).
+    names: HashSet<String>,
+    /// The facts of every node with a Ready condition (nothing to judge by without).
+    facts: BTreeMap<String, NodeFacts>,
+    /// The same with no unit's vote counted (`--always-reachable`).
+    votes_ignored: BTreeMap<String, NodeFacts>,
+}
+
+impl Known {
+    fn insert(&mut self, name: String, facts: Option<NodeFacts>) {
+        match facts {
+            Some(facts) => {
+                let ignored = NodeFacts { voted_unhealthy: false, ..facts.clone() };
+                self.votes_ignored.insert(name.clone(), ignored);
+                self.facts.insert(name.clone(), facts);
+            }
+            None => {
+                self.facts.remove(&name);
+                self.votes_ignored.remove(&name);
+            }
+        }
+        self.names.insert(name);
+    }
+
+    fn remove(&mut self, name: &str) {
+        self.names.remove(name);
+        self.facts.remove(name);
+        self.votes_ignored.remove(name);
+    }
+
+    fn retain(&mut self, keep: &HashSet<String>) {
+        self.names.retain(|name| keep.contains(name));
+        self.facts.retain(|name, _| keep.contains(name));
+        self.votes_ignored.retain(|name, _| keep.contains(name));
+    }
+}
+
+/// What of a node the verdict reads, as JSON the core rule reads facts from.
+fn verdict_json(node: &Node) -> Value {
     let ready = node
         .status
         .as_ref()
@@ -47,7 +89,8 @@ impl NodeCache {
                 if let Some(seen) = self.relisting.write().unwrap_or_else(|p| p.into_inner()).as_mut() {
                     seen.insert(name.clone());
                 }
-                self.nodes.write().unwrap_or_else(|p| p.into_inner()).insert(name, verdict_facts(&node));
+                let facts = admission::node_facts(&verdict_json(&node));
+                self.nodes.write().unwrap_or_else(|p| p.into_inner()).insert(name, facts);
             }
             Event::Delete(node) => {
                 if let Some(name) = &node.metadata.name {
@@ -57,7 +100,7 @@ impl NodeCache {
             Event::InitDone => {
                 let seen = self.relisting.write().unwrap_or_else(|p| p.into_inner()).take();
                 if let Some(seen) = seen {
-                    self.nodes.write().unwrap_or_else(|p| p.into_inner()).retain(|name, _| seen.contains(name));
+                    self.nodes.write().unwrap_or_else(|p| p.into_inner()).retain(&seen);
                 }
                 self.synced.store(true, Ordering::SeqCst);
             }
@@ -65,7 +108,7 @@ impl NodeCache {
     }
 
     pub fn len(&self) -> usize {
-        self.nodes.read().unwrap_or_else(|p| p.into_inner()).len()
+        self.nodes.read().unwrap_or_else(|p| p.into_inner()).names.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -78,7 +121,8 @@ impl NodeVerdicts for NodeCache {
         self.synced.load(Ordering::SeqCst)
     }
 
-    fn state(&self, node: &str) -> Option<NodeFacts> {
-        admission::node_facts(self.nodes.read().unwrap_or_else(|p| p.into_inner()).get(node)?)
+    fn judge<R>(&self, votes_ignored: bool, judge: impl FnOnce(&BTreeMap<String, NodeFacts>) -> R) -> R {
+        let known = self.nodes.read().unwrap_or_else(|p| p.into_inner());
+        judge(if votes_ignored { &known.votes_ignored } else { &known.facts })
     }
 }

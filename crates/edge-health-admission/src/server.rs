@@ -56,7 +56,7 @@ async fn answer(webhook: Arc<Webhook>, hook: Hook, headers: HeaderMap, body: Byt
     if content_type.split(';').next().map(str::trim) != Some("application/json") {
         return malformed(format!("Content-Type must be application/json, got {content_type:?}"));
     }
-    let review = match review::parse(&body) {
+    let review = match review::parse(hook, &body) {
         Ok(review) => review,
         Err(error) => return malformed(format!("not an AdmissionReview request: {error}")),
     };
@@ -65,7 +65,7 @@ async fn answer(webhook: Arc<Webhook>, hook: Hook, headers: HeaderMap, body: Byt
         default: webhook.max_unreachable_protection,
         always_reachable: webhook.always_reachable,
     };
-    let decision = review::decide(hook, &review.request, webhook.nodes.as_ref(), &policy);
+    let decision = review::decide(hook, &review, webhook.nodes.as_ref(), &policy);
     match &decision {
         Decision::Skipped(skip) => {
             tracing::warn!(hook = hook.name(), uid = %review.uid, reason = ?skip, "request allowed unchanged")

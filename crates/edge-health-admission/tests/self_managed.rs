@@ -10,6 +10,10 @@
 //! - With a 6 s validity the serving certificate is renewed before it expires, once per
 //!   renewal whichever replica does it, both replicas serve each new one, and no webhook
 //!   call fails meanwhile.
+//! - With a 12 s CA the CA is rotated: the next CA is published in caBundle next to the
+//!   old one, signs only once caBundle carries both, and the old one leaves caBundle once
+//!   expired; every webhook call and every handshake checked against the caBundle
+//!   published at that moment succeeds throughout.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -50,6 +54,10 @@ fn client(server: &FakeApiServer) -> Client {
 }
 
 fn start(kubeconfig: &KubeconfigFile, port: u16, validity: &str, check_period: &str) -> Replica {
+    start_with(kubeconfig, port, validity, check_period, &[])
+}
+
+fn start_with(kubeconfig: &KubeconfigFile, port: u16, validity: &str, check_period: &str, more: &[&str]) -> Replica {
     let admin = free_port();
     let args: Vec<String> = [
         "--kubeconfig",
@@ -69,6 +77,7 @@ fn start(kubeconfig: &KubeconfigFile, port: u16, validity: &str, check_period: &
         check_period,
     ]
     .iter()
+    .chain(more)
     .map(|s| s.to_string())
     .collect();
     let binary = RunningBinary::start(env!("CARGO_BIN_EXE_edge-health-admission"), &args).expect("starts");
@@ -387,4 +396,117 @@ async fn the_serving_certificate_is_renewed_before_it_expires_without_a_failed_c
             assert!(versions.iter().any(|(_, pem)| der(pem) == *cert), "replica {index} served one not in the Secret");
         }
     }
+}
+
+/// The caBundle every webhook of the configuration holds (they must agree), PEM.
+async fn published(server: &FakeApiServer) -> Vec<u8> {
+    let bundles = ca_bundles(server).await;
+    let first = bundles.first().cloned().flatten().unwrap_or_default();
+    assert!(bundles.iter().all(|b| b.as_deref() == Some(first.as_slice())), "webhooks disagree: {bundles:?}");
+    first
+}
+
+fn certificates(pem: &[u8]) -> Vec<CertificateDer<'static>> {
+    CertificateDer::pem_slice_iter(pem).map(|cert| cert.expect("a PEM certificate")).collect()
+}
+
+/// `(ca.crt, ca-next.crt)` of a Secret, PEM (empty when absent).
+fn cas_of(secret: &Secret) -> (String, String) {
+    let data = secret.data.clone().unwrap_or_default();
+    let text = |key: &str| String::from_utf8(data.get(key).map(|b| b.0.clone()).unwrap_or_default()).expect("PEM");
+    (text("ca.crt"), text("ca-next.crt"))
+}
+
+#[tokio::test]
+async fn the_ca_is_rotated_without_a_call_the_apiserver_distrusts() {
+    let server = FakeApiServer::start().await.expect("bind");
+    let kubeconfig = KubeconfigFile::new(&server.url()).expect("kubeconfig");
+    let ports = [free_port(), free_port()];
+    let (proxy, _proxy) = round_robin(ports.iter().map(|p| SocketAddr::from(([127, 0, 0, 1], *p))).collect()).await;
+    cluster(&server, proxy).await;
+    let mut replicas: Vec<Replica> =
+        ports.iter().map(|port| start_with(&kubeconfig, *port, "3s", "500ms", &["--ca-validity", "12s"])).collect();
+    wait_ready(&mut replicas).await;
+    let (first_ca, _) = stored(&server).await;
+    wait_for_ca_bundle(&server, &first_ca).await;
+    let mark = server.requests().mark();
+
+    // every (ca.crt, ca-next.crt) the Secret held, in order
+    let versions: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
+    let watching = {
+        let versions = versions.clone();
+        let secrets: Api<Secret> = Api::namespaced(client(&server), NAMESPACE);
+        tokio::spawn(async move {
+            let config = watcher::Config::default().fields(&format!("metadata.name={SECRET}"));
+            let mut events = std::pin::pin!(watcher::watcher(secrets, config));
+            while let Some(event) = events.next().await {
+                let (watcher::Event::Apply(secret) | watcher::Event::InitApply(secret)) = event.expect("watch") else {
+                    continue;
+                };
+                let mut versions = versions.lock().expect("lock");
+                let cas = cas_of(&secret);
+                if versions.last() != Some(&cas) {
+                    versions.push(cas);
+                }
+            }
+        })
+    };
+
+    // node writes through the apiserver (which trusts caBundle as it is at each call)
+    // and handshakes with each replica trusting only the caBundle read just before,
+    // until the old CA has left caBundle, and a little longer
+    let mut bundles: Vec<Vec<CertificateDer<'static>>> = Vec::new();
+    let started = Instant::now();
+    let mut retired_at = None;
+    let mut round = 0;
+    while retired_at.is_none_or(|at: Instant| at.elapsed() < Duration::from_secs(1)) {
+        assert!(started.elapsed() < Duration::from_secs(30), "the CA was not rotated within 30 s: {bundles:?}");
+        assert_eq!(taint(&server).await, vec!["NoSchedule"], "round {round} at {:?}", started.elapsed());
+        let bundle = published(&server).await;
+        let trusted = certificates(&bundle);
+        for replica in &replicas {
+            let client = client_config(&trusted, None, rustls::DEFAULT_VERSIONS);
+            let response = https_get(replica.addr, "/healthz", client)
+                .await
+                .unwrap_or_else(|e| panic!("{} at {:?} distrusted: {e}", replica.addr, started.elapsed()));
+            assert_eq!(response.status, 200);
+        }
+        if bundles.last() != Some(&trusted) {
+            bundles.push(trusted.clone());
+        }
+        if retired_at.is_none() && !trusted.contains(&der(&first_ca)) {
+            retired_at = Some(Instant::now());
+        }
+        round += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    stop(replicas).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    watching.abort();
+
+    // caBundle: the old CA, then old and next, then the next alone
+    let versions = versions.lock().expect("lock").clone();
+    let (second_ca, _) = versions.last().cloned().expect("versions");
+    assert_ne!(second_ca, first_ca, "the CA changed");
+    let (old, new) = (der(&first_ca), der(&second_ca));
+    let expected = [vec![old.clone()], vec![old.clone(), new.clone()], vec![new.clone()]];
+    assert_eq!(bundles.get(..3), Some(&expected[..]), "caBundle went {bundles:?}");
+    // the Secret: announced once, switched once (one writer per step, whichever replica)
+    let steps: Vec<(bool, bool)> = versions
+        .iter()
+        .map(|(ca, next)| (ca == &first_ca, next.is_empty()))
+        .collect::<Vec<_>>()
+        .windows(2)
+        .filter(|pair| pair[0] != pair[1])
+        .map(|pair| pair[1])
+        .collect();
+    assert_eq!(steps.get(..2), Some(&[(true, false), (false, true)][..]), "announced, then switched: {versions:?}");
+    assert!(versions.iter().all(|(_, next)| next.is_empty() || *next == second_ca), "one next CA only: {versions:?}");
+    let patches = server
+        .requests()
+        .since(mark)
+        .into_iter()
+        .filter(|r| r.method == "PATCH" && r.path.contains("mutatingwebhookconfigurations") && r.status < 300)
+        .count();
+    assert!(patches >= 2, "caBundle patched to add and to drop: {patches}");
 }

@@ -1,8 +1,29 @@
 //! What the self-managed certificate mode does, decided without I/O: given what the
-//! Secret holds (as [`pki::inspect`](super::pki::inspect) reads it) and the time, use the
-//! stored certificate, create the Secret, renew the serving certificate or start over
-//! with a new CA; given the MutatingWebhookConfiguration, the JSON patch (if any) that
-//! makes every webhook's `caBundle` the CA; and how long to wait before looking again.
+//! Secret holds (as [`pki::inspect`](super::pki::inspect) reads it), what the
+//! MutatingWebhookConfiguration's caBundle trusts and the time, use the stored
+//! certificate, create the Secret, renew the serving certificate, rotate the CA, or start
+//! over; which CAs the caBundle must hold, and the JSON patch (if any) that makes it so;
+//! and how long to wait before looking again.
+//!
+//! # CA rotation
+//!
+//! The CA is rotated without the apiserver ever being shown a serving certificate it
+//! does not trust:
+//! 1. once two thirds of the CA's validity have passed, a new CA is issued and kept in
+//!    the Secret as the *next* CA ([`Decision::Announce`]); the caBundle then carries
+//!    both (every replica publishes what the Secret holds);
+//! 2. from five sixths of the old CA's validity on, and only once every webhook's
+//!    caBundle carries both CAs, the next CA becomes the CA and signs a new serving
+//!    certificate; the old one is kept as a *previous* CA ([`Decision::Switch`]);
+//! 3. a previous CA leaves the Secret, and so the caBundle, once it has expired
+//!    ([`Decision::Retire`]): nothing it signed can be valid after that (a serving
+//!    certificate never outlives its CA).
+//!
+//! That holds with any number of replicas because the Secret only moves forward (each
+//! write at the resourceVersion read), a CA enters the caBundle only after it entered
+//! the Secret, and a replica patches the caBundle only to what a Secret read *after* the
+//! configuration holds, at the configuration's resourceVersion (so it never removes a
+//! CA another replica published meanwhile).
 
 use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime};
@@ -23,10 +44,21 @@ pub struct Validity {
 
 impl Validity {
     /// Once two thirds of the validity have passed: then a serving certificate is renewed,
-    /// leaving a third of it for every replica to take the new one up.
+    /// leaving a third of it for every replica to take the new one up; and the next CA
+    /// is issued and published.
     pub fn renewal_due(&self) -> SystemTime {
+        self.after_fraction(2, 3)
+    }
+
+    /// Once five sixths of a CA's validity have passed: then the next CA, published
+    /// since two thirds, signs.
+    pub fn switch_due(&self) -> SystemTime {
+        self.after_fraction(5, 6)
+    }
+
+    fn after_fraction(&self, numerator: u32, denominator: u32) -> SystemTime {
         let lifetime = self.not_after.duration_since(self.not_before).unwrap_or_default();
-        self.not_before + lifetime * 2 / 3
+        self.not_before + lifetime * numerator / denominator
     }
 
     pub fn expired(&self, now: SystemTime) -> bool {
@@ -34,15 +66,33 @@ impl Validity {
     }
 }
 
+/// A usable CA (its certificate parses, is a CA's, its key is there where one is needed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CaFacts {
+    pub validity: Validity,
+    /// Its certificate, DER: what a caBundle is compared by.
+    pub der: Vec<u8>,
+    /// Its certificate, PEM: what a caBundle is made of.
+    pub pem: String,
+}
+
 /// What the Secret holds, as far as the decision goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[expect(clippy::large_enum_variant, reason = "one value per look at the Secret, matched on by value")]
 pub enum SecretFacts {
     /// No such Secret.
     Absent,
     /// A Secret of another `type` (which cannot be changed in place): left alone.
     OtherType(String),
     /// A `kubernetes.io/tls` Secret; each part usable or why not.
-    Tls { ca: Result<Validity, String>, serving: Result<ServingFacts, String> },
+    Tls {
+        ca: Result<CaFacts, String>,
+        serving: Result<ServingFacts, String>,
+        /// The CA published ahead of signing, if there is one.
+        next: Option<Result<CaFacts, String>>,
+        /// The CAs that signed before, kept trusted until they expire.
+        previous: Vec<Result<CaFacts, String>>,
+    },
 }
 
 /// A usable serving certificate: it parses, its key is in the Secret, the CA signed it.
@@ -51,6 +101,20 @@ pub struct ServingFacts {
     pub validity: Validity,
     /// Its subject alternative names: DNS names, and IP addresses in `IpAddr` notation.
     pub names: BTreeSet<String>,
+}
+
+/// What the apiserver trusts for the webhook: each webhook's caBundle, as certificates.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Published {
+    /// One set of certificates (DER) per webhook of the configuration.
+    pub webhooks: Vec<BTreeSet<Vec<u8>>>,
+}
+
+impl Published {
+    /// Whether every webhook's caBundle holds `der`.
+    pub fn trusts(&self, der: &[u8]) -> bool {
+        self.webhooks.iter().all(|bundle| bundle.contains(der))
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -62,32 +126,65 @@ pub enum Decision {
     /// Issue a new serving certificate with the stored CA and replace the Secret (at the
     /// resourceVersion read).
     Renew { reason: String },
-    /// The CA cannot be used (missing, broken, expired): issue a new CA and serving
-    /// certificate and replace the Secret (at the resourceVersion read).
+    /// The CA cannot be used (missing, broken, expired) and no next CA can take over:
+    /// issue a new CA and serving certificate and replace the Secret (at the
+    /// resourceVersion read).
     StartOver { reason: String },
     /// Nothing this mode may do: the Secret is someone else's.
     Refuse { reason: String },
+    /// Issue the next CA and add it to the Secret, to be published before it signs.
+    Announce { reason: String },
+    /// The next CA becomes the CA and signs a new serving certificate; the CA is kept as
+    /// a previous one.
+    Switch { reason: String },
+    /// Drop the previous CAs that expired (or cannot be read) from the Secret.
+    Retire { reason: String },
 }
 
-/// What to do with the Secret, given what it holds, the time and the names the serving
-/// certificate must cover (more are fine: a replica of an older release, with fewer
-/// names, must not renew back and forth with a newer one during a rolling update).
-pub fn decide(facts: &SecretFacts, now: SystemTime, wanted: &BTreeSet<String>) -> Decision {
-    let (ca, serving) = match facts {
+/// What to do with the Secret, given what it holds, what the caBundle trusts (`None`
+/// when unknown: the configuration is absent or unreadable), the time and the names
+/// the serving certificate must cover (more are fine: a replica of an older release,
+/// with fewer names, must not renew back and forth with a newer one during a rolling
+/// update).
+pub fn decide(
+    facts: &SecretFacts,
+    published: Option<&Published>,
+    now: SystemTime,
+    wanted: &BTreeSet<String>,
+) -> Decision {
+    let (ca, serving, next, previous) = match facts {
         SecretFacts::Absent => return Decision::Create,
         SecretFacts::OtherType(other) => {
             return Decision::Refuse {
                 reason: format!("the Secret is of type {other:?}, not {SECRET_TYPE:?}: not touching it"),
             };
         }
-        SecretFacts::Tls { ca, serving } => (ca, serving),
+        SecretFacts::Tls { ca, serving, next, previous } => (ca, serving, next, previous),
+    };
+    let usable_next = match next {
+        Some(Ok(next)) if !next.validity.expired(now) => Some(next),
+        _ => None,
     };
     let ca = match ca {
-        Ok(ca) => ca,
-        Err(problem) => return Decision::StartOver { reason: format!("the CA cannot be used: {problem}") },
+        Ok(ca) if !ca.validity.expired(now) => ca,
+        Ok(_) | Err(_) => {
+            let problem = match ca {
+                Ok(_) => "the CA has expired".to_string(),
+                Err(problem) => format!("the CA cannot be used: {problem}"),
+            };
+            return match usable_next {
+                Some(_) => Decision::Switch { reason: format!("{problem}; the next CA takes over") },
+                None => Decision::StartOver { reason: problem },
+            };
+        }
     };
-    if ca.expired(now) {
-        return Decision::StartOver { reason: "the CA has expired".into() };
+    if let Some(next) = usable_next
+        && now >= ca.validity.switch_due()
+        && published.is_some_and(|published| published.trusts(&ca.der) && published.trusts(&next.der))
+    {
+        return Decision::Switch {
+            reason: "five sixths of the CA's validity have passed and every caBundle carries the next CA".into(),
+        };
     }
     let serving = match serving {
         Ok(serving) => serving,
@@ -103,7 +200,50 @@ pub fn decide(facts: &SecretFacts, now: SystemTime, wanted: &BTreeSet<String>) -
     if now >= due {
         return Decision::Renew { reason: "two thirds of the serving certificate's validity have passed".into() };
     }
-    Decision::Use { renew_at: due }
+    match next {
+        Some(Err(problem)) => {
+            return Decision::Announce { reason: format!("the next CA cannot be used: {problem}") };
+        }
+        Some(Ok(next)) if next.validity.expired(now) => {
+            return Decision::Announce { reason: "the next CA has expired".into() };
+        }
+        None if now >= ca.validity.renewal_due() => {
+            return Decision::Announce { reason: "two thirds of the CA's validity have passed".into() };
+        }
+        _ => {}
+    }
+    if previous.iter().any(|previous| previous.as_ref().is_ok_and(|p| p.validity.expired(now)) || previous.is_err()) {
+        return Decision::Retire { reason: "a previous CA has expired or cannot be read".into() };
+    }
+    Decision::Use { renew_at: look_at(facts, now).unwrap_or(due) }
+}
+
+/// When something is next due for the Secret (a renewal, the next CA, the switch once
+/// published, a previous CA's expiry), if anything.
+pub fn look_at(facts: &SecretFacts, now: SystemTime) -> Option<SystemTime> {
+    let SecretFacts::Tls { ca, serving, next, previous } = facts else { return None };
+    let ca = ca.as_ref().ok()?;
+    let mut due = vec![ca.validity.not_after];
+    if let Ok(serving) = serving {
+        due.push(serving.validity.renewal_due());
+    }
+    match next {
+        None => due.push(ca.validity.renewal_due()),
+        Some(Ok(next)) => due.extend([ca.validity.switch_due(), next.validity.not_after]),
+        Some(Err(_)) => {}
+    }
+    due.extend(previous.iter().flatten().map(|previous| previous.validity.not_after));
+    // what is due already and waits on something else (the caBundle) is looked at by
+    // the check period, not in a loop
+    due.into_iter().filter(|at| *at > now).min()
+}
+
+/// The CAs the caBundle must hold for what the Secret holds, oldest first: the previous
+/// ones not yet expired, the CA, the next one (an order that stays put across a switch).
+pub fn trusted(facts: &SecretFacts, now: SystemTime) -> Vec<&CaFacts> {
+    let SecretFacts::Tls { ca, next, previous, .. } = facts else { return Vec::new() };
+    let previous = previous.iter().flatten().filter(|previous| !previous.validity.expired(now));
+    previous.chain(ca.as_ref().ok()).chain(next.iter().flatten()).collect()
 }
 
 /// How long before the serving certificate is looked at again: until it is due for
@@ -123,14 +263,21 @@ pub fn next_look(renew_at: Option<SystemTime>, now: SystemTime, check_period: Du
 }
 
 /// The JSON patch that sets every webhook's `clientConfig.caBundle` of `config` to
-/// `ca_pem`, or `None` when each already has it (or there is no webhook). Each change is
-/// guarded by a `test` of the webhook's name at its index, so a configuration reordered
-/// since it was read is refused (422) rather than patched at the wrong place.
-pub fn ca_bundle_patch(config: &MutatingWebhookConfiguration, ca_pem: &[u8]) -> Option<json_patch::Patch> {
-    let encoded = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+/// `bundle_pem`, or `None` when each already has it, byte for byte or as the same set
+/// of certificates (or there is no webhook). Each change is guarded by a `test` of the
+/// webhook's name at its index, so a configuration reordered since it was read is
+/// refused (422) rather than patched at the wrong place; and the whole patch by a `test`
+/// of the resourceVersion read, so a caBundle another replica changed since is never
+/// overwritten from an older view.
+pub fn ca_bundle_patch(config: &MutatingWebhookConfiguration, bundle_pem: &[u8]) -> Option<json_patch::Patch> {
+    let encoded = base64::engine::general_purpose::STANDARD.encode(bundle_pem);
+    let wanted = super::pki::certificates(bundle_pem);
     let mut operations = Vec::new();
     for (index, webhook) in config.webhooks.iter().flatten().enumerate() {
-        if webhook.client_config.ca_bundle.as_ref().map(|b| b.0.as_slice()) == Some(ca_pem) {
+        let current = webhook.client_config.ca_bundle.as_ref().map(|b| b.0.as_slice());
+        if current == Some(bundle_pem)
+            || current.is_some_and(|current| !wanted.is_empty() && super::pki::certificates(current) == wanted)
+        {
             continue;
         }
         operations.push(json!({"op": "test", "path": format!("/webhooks/{index}/name"), "value": webhook.name}));
@@ -140,7 +287,22 @@ pub fn ca_bundle_patch(config: &MutatingWebhookConfiguration, ca_pem: &[u8]) -> 
     if operations.is_empty() {
         return None;
     }
+    if let Some(version) = &config.metadata.resource_version {
+        operations.insert(0, json!({"op": "test", "path": "/metadata/resourceVersion", "value": version}));
+    }
     serde_json::from_value(serde_json::Value::Array(operations)).ok()
+}
+
+/// What `config`'s webhooks trust.
+pub fn published(config: &MutatingWebhookConfiguration) -> Published {
+    let bundles = config.webhooks.iter().flatten();
+    Published {
+        webhooks: bundles
+            .map(|webhook| {
+                webhook.client_config.ca_bundle.as_ref().map(|b| super::pki::certificates(&b.0)).unwrap_or_default()
+            })
+            .collect(),
+    }
 }
 
 #[cfg(test)]
@@ -159,15 +321,26 @@ mod tests {
 
     const WANTED: &[&str] = &["webhook.ns.svc", "webhook.ns.svc.cluster.local"];
 
+    /// A CA known by a number: its DER is that byte, its PEM that number.
+    fn ca_facts(id: u8, from: u64, to: u64) -> CaFacts {
+        CaFacts {
+            validity: Validity { not_before: at(from), not_after: at(to) },
+            der: vec![id],
+            pem: format!("CA{id}\n"),
+        }
+    }
+
     fn tls(ca: Result<(u64, u64), &str>, serving: Result<(u64, u64, &[&str]), &str>) -> SecretFacts {
         SecretFacts::Tls {
-            ca: ca.map(|(from, to)| Validity { not_before: at(from), not_after: at(to) }).map_err(str::to_string),
+            ca: ca.map(|(from, to)| ca_facts(1, from, to)).map_err(str::to_string),
             serving: serving
                 .map(|(from, to, list)| ServingFacts {
                     validity: Validity { not_before: at(from), not_after: at(to) },
                     names: names(list),
                 })
                 .map_err(str::to_string),
+            next: None,
+            previous: Vec::new(),
         }
     }
 
@@ -233,7 +406,7 @@ mod tests {
             ),
         ];
         for (name, facts, now, expected) in cases {
-            assert_eq!(decide(&facts, at(now), &names(WANTED)), expected, "{name}");
+            assert_eq!(decide(&facts, None, at(now), &names(WANTED)), expected, "{name}");
         }
     }
 
@@ -305,5 +478,432 @@ mod tests {
         let mut reordered = serde_json::to_value(&without).expect("json");
         reordered["webhooks"].as_array_mut().expect("webhooks").swap(0, 1);
         assert!(json_patch::patch(&mut reordered, &ca_bundle_patch(&without, ca).expect("a patch")).is_err());
+    }
+}
+
+#[cfg(test)]
+mod rotation_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn at(seconds: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(seconds)
+    }
+
+    fn wanted() -> BTreeSet<String> {
+        ["webhook.ns.svc".to_string()].into()
+    }
+
+    fn ca(id: u8, from: u64, to: u64) -> CaFacts {
+        CaFacts {
+            validity: Validity { not_before: at(from), not_after: at(to) },
+            der: vec![id],
+            pem: format!("CA{id}\n"),
+        }
+    }
+
+    fn serving(from: u64, to: u64) -> Result<ServingFacts, String> {
+        Ok(ServingFacts { validity: Validity { not_before: at(from), not_after: at(to) }, names: wanted() })
+    }
+
+    /// CA 1 valid 0..600 (next CA due at 400, switch at 500), serving 450..600 (renewal
+    /// at 550), maybe a next CA 2 (400..1000) and previous CAs.
+    fn facts(next: Option<Result<CaFacts, String>>, previous: Vec<Result<CaFacts, String>>) -> SecretFacts {
+        SecretFacts::Tls { ca: Ok(ca(1, 0, 600)), serving: serving(450, 600), next, previous }
+    }
+
+    fn trusting(ids: &[u8]) -> Published {
+        let bundle: BTreeSet<Vec<u8>> = ids.iter().map(|id| vec![*id]).collect();
+        Published { webhooks: vec![bundle.clone(), bundle.clone(), bundle] }
+    }
+
+    #[test]
+    fn each_step_of_a_ca_rotation() {
+        let next = || Some(Ok(ca(2, 400, 1_000)));
+        let both = trusting(&[1, 2]);
+        let one_webhook_lags = Published { webhooks: vec![[vec![1], vec![2]].into(), [vec![1]].into()] };
+        let announce = |reason: &str| Decision::Announce { reason: reason.into() };
+        let switch = Decision::Switch {
+            reason: "five sixths of the CA's validity have passed and every caBundle carries the next CA".into(),
+        };
+        let cases: Vec<(&str, SecretFacts, Option<Published>, u64, Decision)> = vec![
+            (
+                "before two thirds: look again then",
+                facts(None, vec![]),
+                Some(trusting(&[1])),
+                350,
+                Decision::Use { renew_at: at(400) },
+            ),
+            (
+                "two thirds: the next CA",
+                facts(None, vec![]),
+                Some(trusting(&[1])),
+                400,
+                announce("two thirds of the CA's validity have passed"),
+            ),
+            (
+                "the serving certificate first",
+                facts(None, vec![]),
+                Some(trusting(&[1])),
+                560,
+                Decision::Renew { reason: "two thirds of the serving certificate's validity have passed".into() },
+            ),
+            (
+                "announced, published: the switch is due at five sixths",
+                facts(next(), vec![]),
+                Some(both.clone()),
+                410,
+                Decision::Use { renew_at: at(500) },
+            ),
+            (
+                "five sixths, every caBundle carries both: switch",
+                facts(next(), vec![]),
+                Some(both.clone()),
+                500,
+                switch.clone(),
+            ),
+            (
+                "five sixths, one caBundle lacks the next CA: wait (not in a loop)",
+                facts(next(), vec![]),
+                Some(one_webhook_lags),
+                500,
+                Decision::Use { renew_at: at(550) },
+            ),
+            (
+                "five sixths, caBundle unknown: wait",
+                facts(next(), vec![]),
+                None,
+                500,
+                Decision::Use { renew_at: at(550) },
+            ),
+            (
+                "five sixths, caBundle lacks the CA itself: wait",
+                facts(next(), vec![]),
+                Some(trusting(&[2])),
+                500,
+                Decision::Use { renew_at: at(550) },
+            ),
+            (
+                "the switch beats a renewal",
+                {
+                    let SecretFacts::Tls { ca, next, previous, .. } = facts(next(), vec![]) else { unreachable!() };
+                    SecretFacts::Tls { ca, serving: Err("gone".into()), next, previous }
+                },
+                Some(both.clone()),
+                500,
+                switch.clone(),
+            ),
+            (
+                "the CA expired, a next one: it takes over",
+                facts(next(), vec![]),
+                None,
+                600,
+                Decision::Switch { reason: "the CA has expired; the next CA takes over".into() },
+            ),
+            (
+                "the CA expired, no next one: start over",
+                facts(None, vec![]),
+                None,
+                600,
+                Decision::StartOver { reason: "the CA has expired".into() },
+            ),
+            (
+                "a broken next CA: a new one",
+                facts(Some(Err("no ca-next.key".into())), vec![]),
+                Some(both.clone()),
+                410,
+                announce("the next CA cannot be used: no ca-next.key"),
+            ),
+            (
+                "a previous CA still valid: kept, looked at when it expires",
+                facts(None, vec![Ok(ca(0, 0, 380))]),
+                Some(trusting(&[0, 1])),
+                350,
+                Decision::Use { renew_at: at(380) },
+            ),
+            (
+                "a previous CA expired: retired",
+                facts(None, vec![Ok(ca(0, 0, 380))]),
+                Some(trusting(&[0, 1])),
+                380,
+                Decision::Retire { reason: "a previous CA has expired or cannot be read".into() },
+            ),
+            (
+                "an unreadable previous CA: retired",
+                facts(None, vec![Err("garbage".into())]),
+                Some(trusting(&[1])),
+                350,
+                Decision::Retire { reason: "a previous CA has expired or cannot be read".into() },
+            ),
+        ];
+        for (name, facts, published, now, expected) in cases {
+            assert_eq!(decide(&facts, published.as_ref(), at(now), &wanted()), expected, "{name}");
+        }
+    }
+
+    #[test]
+    fn the_ca_bundle_holds_previous_ca_and_next_oldest_first() {
+        let facts = facts(Some(Ok(ca(2, 400, 1_000))), vec![Ok(ca(0, 0, 380)), Err("x".into()), Ok(ca(7, 0, 900))]);
+        let ids = |now| trusted(&facts, at(now)).iter().map(|ca| ca.der[0]).collect::<Vec<_>>();
+        assert_eq!(ids(350), vec![0, 7, 1, 2]);
+        assert_eq!(ids(380), vec![7, 1, 2], "an expired previous CA is no longer published");
+        assert_eq!(trusted(&SecretFacts::Absent, at(0)), Vec::<&CaFacts>::new());
+    }
+
+    // ---- the protocol, modelled: replicas interleaved step by step over time ----
+
+    const CA_VALIDITY: u64 = 300;
+    const SERVING_VALIDITY: u64 = 60;
+
+    #[derive(Clone, Debug)]
+    struct Cert {
+        id: u8,
+        signer: u8,
+        validity: Validity,
+    }
+
+    #[derive(Clone, Debug)]
+    struct Contents {
+        ca: Cert,
+        serving: Cert,
+        next: Option<Cert>,
+        previous: Vec<Cert>,
+    }
+
+    fn ca_of(cert: &Cert) -> CaFacts {
+        CaFacts { validity: cert.validity, der: vec![cert.id], pem: cert.id.to_string() }
+    }
+
+    fn facts_of(contents: Option<&Contents>) -> SecretFacts {
+        let Some(c) = contents else { return SecretFacts::Absent };
+        assert_eq!(c.serving.signer, c.ca.id, "the Secret's serving certificate is its CA's");
+        SecretFacts::Tls {
+            ca: Ok(ca_of(&c.ca)),
+            serving: Ok(ServingFacts { validity: c.serving.validity, names: wanted() }),
+            next: c.next.as_ref().map(|next| Ok(ca_of(next))),
+            previous: c.previous.iter().map(|p| Ok(ca_of(p))).collect(),
+        }
+    }
+
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    enum Step {
+        ReadConfiguration,
+        ReadSecret,
+        Decide,
+        PatchBundle,
+    }
+
+    #[derive(Debug)]
+    struct Replica {
+        step: Step,
+        configuration: (u64, BTreeSet<u8>),
+        secret: (u64, Option<Contents>),
+        conflicts: usize,
+        /// The serving certificate presented, and the CAs its Secret wants trusted.
+        served: Option<(Cert, BTreeSet<u8>)>,
+    }
+
+    /// The cluster: one Secret and one caBundle (every webhook's), each with a
+    /// resourceVersion; what each replica does is what `Manager` does, step by step.
+    struct Cluster {
+        now: u64,
+        ids: u8,
+        secret: (u64, Option<Contents>),
+        ca_bundle: (u64, BTreeSet<u8>),
+        replicas: Vec<Replica>,
+        decisions: Vec<Decision>,
+    }
+
+    impl Cluster {
+        /// As `pki`: backdated by a tenth (at most 300 s), never beyond the CA.
+        fn issue(&mut self, signer: Option<&Cert>, validity: u64) -> Cert {
+            self.ids += 1;
+            let not_after = (self.now + validity).min(signer.map_or(u64::MAX, |ca| {
+                ca.validity.not_after.duration_since(SystemTime::UNIX_EPOCH).expect("after 1970").as_secs()
+            }));
+            let validity = Validity {
+                not_before: at(self.now.saturating_sub((validity / 10).min(300))),
+                not_after: at(not_after),
+            };
+            Cert { id: self.ids, signer: signer.map_or(self.ids, |ca| ca.id), validity }
+        }
+
+        /// As `Manager::sync` does for each decision: the Secret to write.
+        fn written(&mut self, decision: &Decision, stored: Option<&Contents>) -> Option<Contents> {
+            let now = at(self.now);
+            let kept = |c: &Contents| -> (Option<Cert>, Vec<Cert>) {
+                (
+                    c.next.clone().filter(|n| !n.validity.expired(now)),
+                    c.previous.iter().filter(|p| !p.validity.expired(now)).cloned().collect(),
+                )
+            };
+            Some(match (decision, stored) {
+                (Decision::Use { .. } | Decision::Refuse { .. }, _) => return None,
+                (Decision::Create, _) | (Decision::StartOver { .. }, _) | (_, None) => {
+                    let ca = self.issue(None, CA_VALIDITY);
+                    let serving = self.issue(Some(&ca), SERVING_VALIDITY);
+                    Contents { ca, serving, next: None, previous: Vec::new() }
+                }
+                (Decision::Renew { .. }, Some(c)) => {
+                    let (next, previous) = kept(c);
+                    let serving = self.issue(Some(&c.ca), SERVING_VALIDITY);
+                    Contents { ca: c.ca.clone(), serving, next, previous }
+                }
+                (Decision::Announce { .. }, Some(c)) => {
+                    let (_, previous) = kept(c);
+                    let next = self.issue(None, CA_VALIDITY);
+                    Contents { ca: c.ca.clone(), serving: c.serving.clone(), next: Some(next), previous }
+                }
+                (Decision::Switch { .. }, Some(c)) => {
+                    let (next, mut previous) = kept(c);
+                    let next = next.expect("a switch has a next CA");
+                    if !c.ca.validity.expired(now) {
+                        previous.push(c.ca.clone());
+                    }
+                    let serving = self.issue(Some(&next), SERVING_VALIDITY);
+                    Contents { ca: next, serving, next: None, previous }
+                }
+                (Decision::Retire { .. }, Some(c)) => {
+                    let (next, previous) = kept(c);
+                    Contents { ca: c.ca.clone(), serving: c.serving.clone(), next, previous }
+                }
+            })
+        }
+
+        fn serve(&mut self, replica: usize, contents: &Contents) {
+            let trusted = trusted(&facts_of(Some(contents)), at(self.now)).iter().map(|ca| ca.der[0]).collect();
+            self.replicas[replica].served = Some((contents.serving.clone(), trusted));
+        }
+
+        fn step(&mut self, index: usize) {
+            let now = at(self.now);
+            match self.replicas[index].step {
+                Step::ReadConfiguration => {
+                    self.replicas[index].configuration = self.ca_bundle.clone();
+                    self.replicas[index].conflicts = 0;
+                    self.replicas[index].step = Step::ReadSecret;
+                }
+                Step::ReadSecret => {
+                    self.replicas[index].secret = self.secret.clone();
+                    self.replicas[index].step = Step::Decide;
+                }
+                Step::Decide => {
+                    let (version, stored) = self.replicas[index].secret.clone();
+                    let bundle =
+                        self.replicas[index].configuration.1.iter().map(|id| vec![*id]).collect::<BTreeSet<_>>();
+                    let published = Published { webhooks: vec![bundle.clone(), bundle.clone(), bundle] };
+                    let decision = decide(&facts_of(stored.as_ref()), Some(&published), now, &wanted());
+                    let written = self.written(&decision, stored.as_ref());
+                    self.decisions.push(decision);
+                    match written {
+                        None => {
+                            let stored = stored.expect("Use needs a Secret");
+                            self.serve(index, &stored);
+                            self.replicas[index].step = Step::PatchBundle;
+                        }
+                        // a create succeeds on no Secret, a replace at the version read
+                        Some(contents) if self.secret.0 == version => {
+                            self.secret = (version + 1, Some(contents.clone()));
+                            self.serve(index, &contents);
+                            self.replicas[index].step = Step::PatchBundle;
+                        }
+                        Some(_) => {
+                            let replica = &mut self.replicas[index];
+                            replica.conflicts += 1;
+                            replica.step = if replica.conflicts < 5 { Step::ReadSecret } else { Step::PatchBundle };
+                        }
+                    }
+                }
+                Step::PatchBundle => {
+                    let replica = &self.replicas[index];
+                    if let Some((_, trusted)) = &replica.served
+                        && *trusted != replica.configuration.1
+                        && replica.configuration.0 == self.ca_bundle.0
+                    {
+                        self.ca_bundle = (self.ca_bundle.0 + 1, trusted.clone());
+                    }
+                    self.replicas[index].step = Step::ReadConfiguration;
+                }
+            }
+        }
+    }
+
+    /// Runs two replicas by `schedule` (which one steps, after how many seconds); checks
+    /// after every step that, once caBundle has been set, every unexpired serving
+    /// certificate a replica presents is signed by a CA caBundle holds, until the CA
+    /// expired unrotated (the cluster stalled past its life: nothing keeps trust then).
+    /// The decisions made.
+    fn run(schedule: &[(usize, u64)]) -> Result<(Vec<Decision>, u64, BTreeSet<u8>), TestCaseError> {
+        let replica = || Replica {
+            step: Step::ReadConfiguration,
+            configuration: (0, BTreeSet::new()),
+            secret: (0, None),
+            conflicts: 0,
+            served: None,
+        };
+        let mut cluster = Cluster {
+            now: 1_000,
+            ids: 0,
+            secret: (0, None),
+            ca_bundle: (0, BTreeSet::new()),
+            replicas: vec![replica(), replica()],
+            decisions: Vec::new(),
+        };
+        let unrotated = |d: &Decision| {
+            matches!(d, Decision::StartOver { .. })
+                || matches!(d, Decision::Switch { reason } if reason.contains("expired"))
+        };
+        let mut bootstrapped = false;
+        for &(index, pause) in schedule {
+            cluster.now += pause;
+            cluster.step(index);
+            bootstrapped |= !cluster.ca_bundle.1.is_empty();
+            if !bootstrapped || cluster.decisions.iter().any(unrotated) {
+                continue;
+            }
+            for (r, replica) in cluster.replicas.iter().enumerate() {
+                if let Some((cert, _)) = &replica.served
+                    && !cert.validity.expired(at(cluster.now))
+                {
+                    prop_assert!(
+                        cluster.ca_bundle.1.contains(&cert.signer),
+                        "at {}: replica {r} presents a certificate of CA {} but caBundle holds {:?}",
+                        cluster.now,
+                        cert.signer,
+                        cluster.ca_bundle.1
+                    );
+                }
+            }
+        }
+        Ok((cluster.decisions, cluster.now, cluster.ca_bundle.1))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        /// Trust holds over any interleaving of two replicas' steps and any pace of time,
+        /// stalls of up to two minutes included (a rotation's steps are 55 s apart here).
+        #[test]
+        fn a_presented_certificate_is_always_trusted(
+            schedule in prop::collection::vec((0usize..2, prop_oneof![8 => 0u64..=2, 2 => 0u64..=120]), 100..900),
+        ) {
+            run(&schedule)?;
+        }
+
+        /// And when replicas keep stepping (no stall longer than 3 s), the CA is rotated
+        /// in time: never started over nor taken over expired, the first CA gone from
+        /// caBundle once it expired.
+        #[test]
+        fn the_ca_is_rotated_in_time(schedule in prop::collection::vec((0usize..2, 0u64..=3), 300..900)) {
+            let (decisions, now, ca_bundle) = run(&schedule)?;
+            let count = |f: fn(&Decision) -> bool| decisions.iter().filter(|d| f(d)).count();
+            prop_assert_eq!(count(|d| matches!(d, Decision::StartOver { .. })), 0);
+            prop_assert_eq!(count(|d| matches!(d, Decision::Switch { reason } if reason.contains("expired"))), 0);
+            prop_assert!(count(|d| matches!(d, Decision::Create)) >= 1);
+            if now > 1_000 + CA_VALIDITY + 20 {
+                prop_assert!(count(|d| matches!(d, Decision::Switch { .. })) >= 1, "rotated by {}", now);
+                prop_assert!(!ca_bundle.contains(&1), "the first CA left caBundle");
+            }
+        }
     }
 }

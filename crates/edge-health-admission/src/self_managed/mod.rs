@@ -1,27 +1,39 @@
 //! The self-managed certificate mode (`--self-managed-certificates`): the webhook issues
 //! its own CA and serving certificate, shares them with its other replicas through one
-//! Secret, keeps the `caBundle` of its MutatingWebhookConfiguration equal to the CA, and
-//! renews the serving certificate before it expires. No cert-manager, no files.
+//! Secret, keeps the `caBundle` of its MutatingWebhookConfiguration equal to the CAs the
+//! Secret holds, renews the serving certificate before it expires and rotates the CA
+//! before it expires. No cert-manager, no files.
 //!
 //! Each replica, in a loop ([`Manager::run`]):
-//! 1. reads the Secret (`kubernetes.io/tls`: `tls.crt`, `tls.key`, `ca.crt`, `ca.key`)
-//!    and [`decide`](decide::decide)s:
+//! 0. reads the MutatingWebhookConfiguration (what its caBundle trusts, and at which
+//!    resourceVersion);
+//! 1. reads the Secret (`kubernetes.io/tls`: `tls.crt`, `tls.key`, `ca.crt`, `ca.key`;
+//!    during a CA rotation `ca-next.crt`/`ca-next.key` and `ca-previous.crt`) and
+//!    [`decide`](decide::decide)s:
 //!    - absent: issue a CA (valid 10 years) and a serving certificate and CREATE the
 //!      Secret. A 409 means another replica created it first: read it and use theirs;
 //!    - its serving certificate past two thirds of its validity (or unusable, or lacking
 //!      a wanted name): issue a new one with the same CA and REPLACE the Secret at the
 //!      resourceVersion read. A 409 means another replica renewed first: read theirs. So
 //!      the Secret changes once per renewal, whichever replica does it;
-//!    - its CA unusable or expired: start over (new CA and serving certificate), the same
-//!      way. The apiserver then distrusts the webhook until `caBundle` is patched, which
-//!      `failurePolicy: Ignore` makes harmless but not invisible;
+//!    - its CA at two thirds of its validity: issue the next CA and add it; from five
+//!      sixths on, once every caBundle carries it, make it the CA with a new serving
+//!      certificate, keeping the old CA as a previous one until it expires (then drop
+//!      it). Each step one replace at the resourceVersion read, as above; the order that
+//!      keeps the apiserver's trust is in [`decide`](decide)'s module docs;
+//!    - its CA unusable or expired (no next CA to take over): start over (new CA and
+//!      serving certificate), the same way. The apiserver then distrusts the webhook
+//!      until `caBundle` is patched, which `failurePolicy: Ignore` makes harmless but
+//!      not invisible;
 //!    - of another type: left alone, retried (an error in the log);
 //! 2. serves the Secret's serving certificate (through the runtime's
 //!    [`CertResolver`]: new connections get it at once, open ones keep theirs) and
 //!    reports it served (`/readyz`);
-//! 3. makes every webhook's `clientConfig.caBundle` of the MutatingWebhookConfiguration
-//!    the CA, with a JSON patch, only where it differs. The configuration is installed by
-//!    the chart or an operator: when it is absent this logs and retries, never creates it;
+//! 3. makes every webhook's `clientConfig.caBundle` of the configuration read in 0. the
+//!    CAs of the Secret (previous ones not expired, the CA, the next one), with a JSON
+//!    patch at that resourceVersion, only where it differs. The configuration is
+//!    installed by the chart or an operator: when it is absent this logs and retries,
+//!    never creates it;
 //! 4. waits until the serving certificate is due for renewal, at most
 //!    `--certificate-check-period`, or until the Secret changes (a watch from the
 //!    resourceVersion served: a certificate another replica renewed is served within
@@ -32,10 +44,12 @@
 //! the new certificate up; both are signed by the same CA, so the apiserver trusts
 //! either and no webhook call fails during a renewal.
 //!
-//! Not done: the CA is never rotated (it is valid 10 years; a new one is issued only when
-//! it is unusable or expired, which briefly breaks trust as said above). A changed
-//! `--certificate-validity` applies from the next renewal. `--client-ca-file` (client
-//! certificates) is not available in this mode.
+//! Not done: a replica of an older release (which sets caBundle to the one CA it knows)
+//! running during a CA rotation can remove the next CA from caBundle; the rotation then
+//! waits until a current replica publishes it again, but a switch that happened in
+//! between is briefly distrusted. A changed `--certificate-validity` or `--ca-validity`
+//! applies from the next renewal or rotation. `--client-ca-file` (client certificates)
+//! is not available in this mode.
 //!
 //! # RBAC
 //!
@@ -72,7 +86,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use tokio::time::Instant;
 
 use crate::metrics::{IssuedLabel, Metrics};
-use decide::{Decision, SECRET_TYPE, SecretFacts, decide, next_look};
+use decide::{Decision, Published, SECRET_TYPE, SecretFacts, decide, next_look};
 
 /// `<namespace>/<name>`, as the flags take an object.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -113,7 +127,21 @@ fn parse_validity(text: &str) -> Result<Duration, String> {
         return Err(format!("must be at least {}s", MIN_VALIDITY.as_secs()));
     }
     if validity > pki::CA_VALIDITY {
-        return Err("must not be longer than the CA's 10 years (87600h)".into());
+        return Err("must not be longer than 10 years (87600h)".into());
+    }
+    Ok(validity)
+}
+
+/// Longest `--ca-validity`: X.509 times end in 9999.
+const MAX_CA_VALIDITY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+fn parse_ca_validity(text: &str) -> Result<Duration, String> {
+    let validity = parse_duration(text)?;
+    if validity < MIN_VALIDITY {
+        return Err(format!("must be at least {}s", MIN_VALIDITY.as_secs()));
+    }
+    if validity > MAX_CA_VALIDITY {
+        return Err("must not be longer than 100 years".into());
     }
     Ok(validity)
 }
@@ -181,6 +209,12 @@ pub struct SelfManagedFlags {
     #[arg(long, value_name = "DURATION", default_value = "8760h", value_parser = parse_validity,
         requires = "self_managed_certificates", conflicts_with_all = FILE_FLAGS)]
     pub certificate_validity: Duration,
+    /// How long a CA is valid (Go duration). The next CA is published in caBundle once
+    /// two thirds of that have passed and signs from five sixths on; the old one stays
+    /// trusted until it expires. A serving certificate never outlives its CA.
+    #[arg(long, value_name = "DURATION", default_value = "87600h", value_parser = parse_ca_validity,
+        requires = "self_managed_certificates", conflicts_with_all = FILE_FLAGS)]
+    pub ca_validity: Duration,
     /// How often the Secret and the caBundle are checked at least (besides the watch of
     /// the Secret and the renewal time).
     #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = parse_period,
@@ -203,6 +237,7 @@ impl SelfManagedFlags {
             webhook_configuration: self.webhook_configuration_name.clone(),
             names,
             validity: self.certificate_validity,
+            ca_validity: self.ca_validity,
             check_period: self.certificate_check_period,
         })
     }
@@ -215,6 +250,7 @@ pub struct Options {
     /// What the serving certificate must cover.
     pub names: BTreeSet<String>,
     pub validity: Duration,
+    pub ca_validity: Duration,
     pub check_period: Duration,
 }
 
@@ -244,7 +280,8 @@ enum SyncError {
 struct Served {
     resource_version: Option<String>,
     serving_cert_pem: String,
-    ca_cert_pem: String,
+    /// The CAs caBundle must hold for the Secret served, PEM, one after the other.
+    trusted_pem: String,
     renew_at: SystemTime,
 }
 
@@ -284,7 +321,11 @@ impl Manager {
         let mut failures = 0u32;
         let mut configuration_missing = false;
         loop {
-            let synced = match self.sync(&mut served).await {
+            // read before the Secret: caBundle is only ever patched to what a later
+            // Secret holds (see `decide`'s module docs)
+            let configuration = self.configuration(&mut configuration_missing).await;
+            let published = configuration.as_ref().map(decide::published);
+            let synced = match self.sync(&mut served, published.as_ref()).await {
                 Ok(()) => true,
                 Err(error) => {
                     self.metrics.certificate_errors.inc();
@@ -292,9 +333,9 @@ impl Manager {
                     false
                 }
             };
-            let bundle_current = match &served {
-                Some(served) => self.ca_bundle(&served.ca_cert_pem, &mut configuration_missing).await,
-                None => false,
+            let bundle_current = match (&served, &configuration) {
+                (Some(served), Some(configuration)) => self.ca_bundle(configuration, &served.trusted_pem).await,
+                _ => false,
             };
             failures = if synced && bundle_current { 0 } else { failures.saturating_add(1) };
             let wait =
@@ -305,18 +346,20 @@ impl Manager {
 
     /// Reads the Secret and does what [`decide`] says, until a certificate of the Secret
     /// is served.
-    async fn sync(&self, served: &mut Option<Served>) -> Result<(), SyncError> {
+    async fn sync(&self, served: &mut Option<Served>, published: Option<&Published>) -> Result<(), SyncError> {
         let name = &self.options.secret.name;
+        let (names, validity, ca_validity) = (&self.options.names, self.options.validity, self.options.ca_validity);
         for _ in 0..MAX_CONFLICTS {
             let stored = self.secrets.get_opt(name).await?;
             let now = SystemTime::now();
-            let written = match (decide(&pki::inspect(stored.as_ref()), now, &self.options.names), stored) {
+            let facts = pki::inspect(stored.as_ref());
+            let written = match (decide(&facts, published, now, names), stored) {
                 (Decision::Use { renew_at }, Some(stored)) => return self.serve(&stored, renew_at, served),
                 (Decision::Refuse { reason }, _) => return Err(SyncError::Refused(reason)),
                 // (decide answers Create for an absent Secret: the second pattern is that)
                 (Decision::Create, _) | (_, None) => {
                     tracing::info!(secret = %self.options.secret, "no certificate Secret: issuing a CA and a serving certificate");
-                    let bundle = pki::new_bundle(&self.options.names, now, self.options.validity)?;
+                    let bundle = pki::new_bundle(names, now, validity, ca_validity)?;
                     self.metrics.issued(IssuedLabel::CA);
                     self.metrics.issued(IssuedLabel::SERVING);
                     self.secrets.create(&PostParams::default(), &new_secret(&self.options.secret, &bundle)).await
@@ -324,22 +367,51 @@ impl Manager {
                 (Decision::Renew { reason }, Some(stored)) => {
                     tracing::info!(secret = %self.options.secret, %reason, "renewing the serving certificate");
                     let ca = ca_only(&stored)?;
-                    let serving = pki::issue_serving(&ca, &self.options.names, now, self.options.validity)?;
+                    let serving = pki::issue_serving(&ca, names, now, validity)?;
                     self.metrics.issued(IssuedLabel::SERVING);
-                    self.replace(stored, &pki::Bundle { ca, serving }).await
+                    let rotation = kept_rotation(&stored, &facts, now);
+                    self.replace(stored, &pki::Bundle { ca, serving }, &rotation).await
                 }
                 (Decision::StartOver { reason }, Some(stored)) => {
                     tracing::warn!(secret = %self.options.secret, %reason,
                         "issuing a new CA and serving certificate: the apiserver distrusts the webhook until caBundle is patched");
-                    let bundle = pki::new_bundle(&self.options.names, now, self.options.validity)?;
+                    let bundle = pki::new_bundle(names, now, validity, ca_validity)?;
                     self.metrics.issued(IssuedLabel::CA);
                     self.metrics.issued(IssuedLabel::SERVING);
-                    self.replace(stored, &bundle).await
+                    self.replace(stored, &bundle, &pki::Rotation::default()).await
+                }
+                (Decision::Announce { reason }, Some(stored)) => {
+                    tracing::info!(secret = %self.options.secret, %reason, "issuing the next CA, to be published before it signs");
+                    let bundle = pki::bundle(&stored)?;
+                    let mut rotation = kept_rotation(&stored, &facts, now);
+                    rotation.next = Some(pki::new_ca(now, ca_validity)?);
+                    self.metrics.issued(IssuedLabel::CA);
+                    self.replace(stored, &bundle, &rotation).await
+                }
+                (Decision::Switch { reason }, Some(stored)) => {
+                    tracing::info!(secret = %self.options.secret, %reason,
+                        "the next CA signs from now on; the old one stays trusted until it expires");
+                    let mut rotation = kept_rotation(&stored, &facts, now);
+                    let next = rotation.next.take().ok_or_else(|| SyncError::Unusable("no next CA".into()))?;
+                    if let SecretFacts::Tls { ca: Ok(old), .. } = &facts
+                        && !old.validity.expired(now)
+                    {
+                        rotation.previous.push(old.pem.clone());
+                    }
+                    let serving = pki::issue_serving(&next, names, now, validity)?;
+                    self.metrics.issued(IssuedLabel::SERVING);
+                    self.replace(stored, &pki::Bundle { ca: next, serving }, &rotation).await
+                }
+                (Decision::Retire { reason }, Some(stored)) => {
+                    tracing::info!(secret = %self.options.secret, %reason, "dropping previous CAs");
+                    let bundle = pki::bundle(&stored)?;
+                    let rotation = kept_rotation(&stored, &facts, now);
+                    self.replace(stored, &bundle, &rotation).await
                 }
             };
             match written {
                 Ok(secret) => {
-                    let renew_at = renewal_due(&secret).map_err(SyncError::Unusable)?;
+                    let renew_at = look_again(&secret, now).map_err(SyncError::Unusable)?;
                     return self.serve(&secret, renew_at, served);
                 }
                 Err(kube::Error::Api(status)) if status.code == 409 => {
@@ -352,10 +424,18 @@ impl Manager {
         Err(SyncError::Conflicts)
     }
 
-    /// Replaces `stored`'s data by `bundle`, at `stored`'s resourceVersion.
-    async fn replace(&self, stored: Secret, bundle: &pki::Bundle) -> Result<Secret, kube::Error> {
+    /// Replaces `stored`'s data by `bundle` and `rotation`, at `stored`'s
+    /// resourceVersion.
+    async fn replace(
+        &self,
+        stored: Secret,
+        bundle: &pki::Bundle,
+        rotation: &pki::Rotation,
+    ) -> Result<Secret, kube::Error> {
         let mut next = stored;
-        next.data = Some(bundle.data());
+        let mut data = bundle.data();
+        rotation.write_into(&mut data);
+        next.data = Some(data);
         next.string_data = None;
         self.secrets.replace(&self.options.secret.name, &PostParams::default(), &next).await
     }
@@ -381,46 +461,57 @@ impl Manager {
                 "serving the certificate of the Secret"
             );
         }
+        let facts = pki::inspect(Some(secret));
+        let trusted: String =
+            decide::trusted(&facts, SystemTime::now()).into_iter().map(|ca| ca.pem.as_str()).collect();
         *served = Some(Served {
             resource_version: secret.metadata.resource_version.clone(),
             serving_cert_pem: bundle.serving.cert_pem,
-            ca_cert_pem: bundle.ca.cert_pem,
+            trusted_pem: trusted,
             renew_at,
         });
         (self.on_served)();
         Ok(())
     }
 
-    /// Patches every webhook's caBundle to `ca_pem` where it differs; whether they all
-    /// have it now.
-    async fn ca_bundle(&self, ca_pem: &str, missing: &mut bool) -> bool {
+    /// The MutatingWebhookConfiguration, `None` when absent or unreadable (logged).
+    async fn configuration(&self, missing: &mut bool) -> Option<MutatingWebhookConfiguration> {
         let name = &self.options.webhook_configuration;
-        let configuration = match self.configurations.get_opt(name).await {
-            Ok(Some(configuration)) => configuration,
+        match self.configurations.get_opt(name).await {
+            Ok(Some(configuration)) => {
+                *missing = false;
+                Some(configuration)
+            }
             Ok(None) => {
                 if !*missing {
                     tracing::warn!(configuration = %name,
                         "the MutatingWebhookConfiguration does not exist (the chart installs it); retrying");
                 }
                 *missing = true;
-                return false;
+                None
             }
             Err(error) => {
                 tracing::warn!(configuration = %name, %error, "cannot read the MutatingWebhookConfiguration; retrying");
-                return false;
+                None
             }
-        };
-        *missing = false;
-        let Some(patch) = decide::ca_bundle_patch(&configuration, ca_pem.as_bytes()) else { return true };
-        let operations = patch.0.len() / 2;
+        }
+    }
+
+    /// Patches every webhook's caBundle of `configuration` (as read, at its
+    /// resourceVersion) to `trusted_pem` where it differs; whether they all have it now.
+    async fn ca_bundle(&self, configuration: &MutatingWebhookConfiguration, trusted_pem: &str) -> bool {
+        let name = &self.options.webhook_configuration;
+        let Some(patch) = decide::ca_bundle_patch(configuration, trusted_pem.as_bytes()) else { return true };
+        let webhooks =
+            patch.0.iter().filter(|operation| matches!(operation, json_patch::PatchOperation::Add(_))).count();
         match self.configurations.patch(name, &PatchParams::default(), &Patch::Json::<()>(patch)).await {
             Ok(_) => {
                 self.metrics.ca_bundle_patches.inc();
-                tracing::info!(configuration = %name, webhooks = operations, "caBundle set to the CA");
+                tracing::info!(configuration = %name, webhooks, "caBundle set to the Secret's CAs");
                 true
             }
             Err(error) => {
-                tracing::warn!(configuration = %name, %error, "cannot patch caBundle; retrying");
+                tracing::warn!(configuration = %name, %error, "cannot patch caBundle (changed since read?); retrying");
                 false
             }
         }
@@ -496,12 +587,28 @@ fn ca_only(secret: &Secret) -> Result<pki::Pair, SyncError> {
     Ok(pki::Pair { cert_pem: text(pki::CA_CERT)?, key_pem: text(pki::CA_KEY)? })
 }
 
-/// When `secret`'s serving certificate is due for renewal.
-fn renewal_due(secret: &Secret) -> Result<SystemTime, String> {
-    match pki::inspect(Some(secret)) {
-        SecretFacts::Tls { ca: Ok(_), serving: Ok(serving) } => Ok(serving.validity.renewal_due()),
-        SecretFacts::Tls { ca: Err(problem), .. } | SecretFacts::Tls { serving: Err(problem), .. } => Err(problem),
+/// When `secret`, as written, is to be looked at again.
+fn look_again(secret: &Secret, now: SystemTime) -> Result<SystemTime, String> {
+    let facts = pki::inspect(Some(secret));
+    match &facts {
+        SecretFacts::Tls { ca: Ok(_), serving: Ok(serving), .. } => {
+            Ok(decide::look_at(&facts, now).unwrap_or(serving.validity.renewal_due()))
+        }
+        SecretFacts::Tls { ca: Err(problem), .. } | SecretFacts::Tls { serving: Err(problem), .. } => {
+            Err(problem.clone())
+        }
         other => Err(format!("{other:?}")),
+    }
+}
+
+/// What of `stored`'s rotation a write keeps: the next CA if usable, the previous CAs
+/// not expired.
+fn kept_rotation(stored: &Secret, facts: &SecretFacts, now: SystemTime) -> pki::Rotation {
+    let SecretFacts::Tls { next, previous, .. } = facts else { return pki::Rotation::default() };
+    let usable_next = matches!(next, Some(Ok(next)) if !next.validity.expired(now));
+    pki::Rotation {
+        next: pki::rotation(stored).next.filter(|_| usable_next),
+        previous: previous.iter().flatten().filter(|p| !p.validity.expired(now)).map(|p| p.pem.clone()).collect(),
     }
 }
 
@@ -552,6 +659,7 @@ mod tests {
                 ]
                 .into(),
                 validity: Duration::from_secs(8760 * 3600),
+                ca_validity: Duration::from_secs(87600 * 3600),
                 check_period: Duration::from_secs(60),
             })
         );

@@ -21,7 +21,7 @@ use rcgen::{
 use x509_parser::certificate::X509Certificate;
 use x509_parser::extensions::GeneralName;
 
-use super::decide::{SECRET_TYPE, SecretFacts, ServingFacts, Validity};
+use super::decide::{CaFacts, SECRET_TYPE, SecretFacts, ServingFacts, Validity};
 
 /// Keys of the Secret's data. `tls.crt`/`tls.key` as every `kubernetes.io/tls` Secret;
 /// `ca.crt` as cert-manager's; `ca.key` is this mode's own, to sign renewals with.
@@ -29,9 +29,14 @@ pub const TLS_CERT: &str = "tls.crt";
 pub const TLS_KEY: &str = "tls.key";
 pub const CA_CERT: &str = "ca.crt";
 pub const CA_KEY: &str = "ca.key";
+/// During a CA rotation: the next CA (published, not signing yet) and the CAs that
+/// signed before (certificates only, one after the other; trusted until they expire).
+pub const CA_NEXT_CERT: &str = "ca-next.crt";
+pub const CA_NEXT_KEY: &str = "ca-next.key";
+pub const CA_PREVIOUS_CERT: &str = "ca-previous.crt";
 
-/// How long the CA is valid. It is never rotated by this mode (see the module docs of
-/// [`self_managed`](super)).
+/// How long a CA is valid by default (`--ca-validity`); it is rotated before it expires
+/// (see [`decide`](super::decide)).
 pub const CA_VALIDITY: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 pub const CA_COMMON_NAME: &str = "edge-health-admission-ca";
 /// The most a certificate is backdated.
@@ -68,6 +73,67 @@ pub struct Bundle {
     pub serving: Pair,
 }
 
+/// What the Secret holds during a CA rotation, besides the [`Bundle`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Rotation {
+    /// The next CA, published in caBundle before it signs.
+    pub next: Option<Pair>,
+    /// The certificates of the CAs that signed before, PEM, one after the other.
+    pub previous: Vec<String>,
+}
+
+impl Rotation {
+    /// `data` with the rotation's keys set (or removed when there is nothing to keep).
+    pub fn write_into(&self, data: &mut BTreeMap<String, ByteString>) {
+        let mut set = |key: &str, value: Option<&str>| match value {
+            Some(value) => data.insert(key.to_string(), ByteString(value.as_bytes().to_vec())),
+            None => data.remove(key),
+        };
+        set(CA_NEXT_CERT, self.next.as_ref().map(|next| next.cert_pem.as_str()));
+        set(CA_NEXT_KEY, self.next.as_ref().map(|next| next.key_pem.as_str()));
+        let previous = self.previous.concat();
+        set(CA_PREVIOUS_CERT, (!previous.is_empty()).then_some(previous.as_str()));
+    }
+}
+
+/// The rotation a Secret's data holds (parts that are not text are left out).
+pub fn rotation(secret: &Secret) -> Rotation {
+    let text = |key: &str| {
+        secret.data.as_ref().and_then(|data| data.get(key)).and_then(|value| String::from_utf8(value.0.clone()).ok())
+    };
+    let next = match (text(CA_NEXT_CERT), text(CA_NEXT_KEY)) {
+        (Some(cert_pem), Some(key_pem)) => Some(Pair { cert_pem, key_pem }),
+        _ => None,
+    };
+    Rotation { next, previous: text(CA_PREVIOUS_CERT).map(|pem| split_pem(&pem)).unwrap_or_default() }
+}
+
+/// The PEM blocks of `text`, each as written (with its line end).
+pub fn split_pem(text: &str) -> Vec<String> {
+    const END: &str = "-----END CERTIFICATE-----";
+    let mut blocks = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("-----BEGIN CERTIFICATE-----") {
+        let Some(end) = rest[start..].find(END) else { break };
+        let mut stop = start + end + END.len();
+        if rest[stop..].starts_with('\n') {
+            stop += 1;
+        }
+        blocks.push(rest[start..stop].to_string());
+        rest = &rest[stop..];
+    }
+    blocks
+}
+
+/// The certificates (DER) of a PEM bundle; what does not parse is left out.
+pub fn certificates(pem: &[u8]) -> BTreeSet<Vec<u8>> {
+    x509_parser::pem::Pem::iter_from_buffer(pem)
+        .map_while(Result::ok)
+        .filter(|block| block.label == "CERTIFICATE")
+        .map(|block| block.contents)
+        .collect()
+}
+
 impl Bundle {
     /// The Secret's data.
     pub fn data(&self) -> BTreeMap<String, ByteString> {
@@ -95,13 +161,13 @@ fn validity_from(now: SystemTime, validity: Duration, cap: Option<SystemTime>) -
     (not_before, cap.map_or(not_after, |cap| not_after.min(cap)))
 }
 
-/// A new self-signed CA, valid [`CA_VALIDITY`] from `now`.
-pub fn new_ca(now: SystemTime) -> Result<Pair, PkiError> {
+/// A new self-signed CA, valid `validity` from `now`.
+pub fn new_ca(now: SystemTime, validity: Duration) -> Result<Pair, PkiError> {
     let mut params = CertificateParams::default();
     params.distinguished_name.push(DnType::CommonName, CA_COMMON_NAME);
     params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
     params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
-    let (not_before, not_after) = validity_from(now, CA_VALIDITY, None);
+    let (not_before, not_after) = validity_from(now, validity, None);
     params.not_before = x509_time(not_before)?;
     params.not_after = x509_time(not_after)?;
     let key = KeyPair::generate()?;
@@ -136,9 +202,14 @@ pub fn issue_serving(
     Ok(Pair { cert_pem: cert.pem(), key_pem: key.serialize_pem() })
 }
 
-/// A new CA and a serving certificate it signed.
-pub fn new_bundle(names: &BTreeSet<String>, now: SystemTime, validity: Duration) -> Result<Bundle, PkiError> {
-    let ca = new_ca(now)?;
+/// A new CA (valid `ca_validity`) and a serving certificate it signed.
+pub fn new_bundle(
+    names: &BTreeSet<String>,
+    now: SystemTime,
+    validity: Duration,
+    ca_validity: Duration,
+) -> Result<Bundle, PkiError> {
+    let ca = new_ca(now, ca_validity)?;
     let serving = issue_serving(&ca, names, now, validity)?;
     Ok(Bundle { ca, serving })
 }
@@ -237,6 +308,21 @@ pub fn bundle(secret: &Secret) -> Result<Bundle, PkiError> {
     })
 }
 
+/// A CA certificate (`what`) with its key (when given, with its key's name: a CA that
+/// is to sign).
+fn ca_facts(cert_pem: &str, key: Option<(Result<String, String>, &str)>, what: &str) -> Result<CaFacts, String> {
+    let der = der_of(cert_pem, what)?;
+    let cert = certificate(&der, what)?;
+    if let Some((key_pem, key_name)) = key {
+        key_matches(&cert, &key_pem?, key_name)?;
+    }
+    let parsed = parsed(&cert)?;
+    if !parsed.is_ca {
+        return Err(format!("{what} is not a CA certificate"));
+    }
+    Ok(CaFacts { validity: parsed.validity, der, pem: cert_pem.to_string() })
+}
+
 /// What `secret` holds, for [`decide`](super::decide::decide).
 pub fn inspect(secret: Option<&Secret>) -> SecretFacts {
     let Some(secret) = secret else { return SecretFacts::Absent };
@@ -248,21 +334,13 @@ pub fn inspect(secret: Option<&Secret>) -> SecretFacts {
         let value = secret.data.as_ref().and_then(|data| data.get(key)).ok_or_else(|| format!("no {key}"))?;
         String::from_utf8(value.0.clone()).map_err(|_| format!("{key} is not text"))
     };
-    let ca_der = text(CA_CERT).and_then(|pem| der_of(&pem, CA_CERT));
-    let ca = ca_der.as_deref().map_err(Clone::clone).and_then(|der| {
-        let cert = certificate(der, CA_CERT)?;
-        key_matches(&cert, &text(CA_KEY)?, CA_KEY)?;
-        let parsed = parsed(&cert)?;
-        if !parsed.is_ca {
-            return Err(format!("{CA_CERT} is not a CA certificate"));
-        }
-        Ok((cert, parsed.validity))
-    });
+    let ca = text(CA_CERT).and_then(|pem| ca_facts(&pem, Some((text(CA_KEY), CA_KEY)), CA_CERT));
     let serving = match &ca {
         Err(_) => Err("no usable CA".to_string()),
-        Ok((ca_cert, _)) => text(TLS_CERT).and_then(|pem| der_of(&pem, TLS_CERT)).and_then(|der| {
+        Ok(ca) => text(TLS_CERT).and_then(|pem| der_of(&pem, TLS_CERT)).and_then(|der| {
             let cert = certificate(&der, TLS_CERT)?;
             key_matches(&cert, &text(TLS_KEY)?, TLS_KEY)?;
+            let ca_cert = certificate(&ca.der, CA_CERT)?;
             if cert.issuer().as_raw() != ca_cert.subject().as_raw()
                 || cert.verify_signature(Some(ca_cert.public_key())).is_err()
             {
@@ -272,7 +350,16 @@ pub fn inspect(secret: Option<&Secret>) -> SecretFacts {
             Ok(ServingFacts { validity: parsed.validity, names: parsed.names })
         }),
     };
-    SecretFacts::Tls { ca: ca.map(|(_, validity)| validity), serving }
+    let present = |key: &str| secret.data.as_ref().is_some_and(|data| data.contains_key(key));
+    let next = (present(CA_NEXT_CERT) || present(CA_NEXT_KEY)).then(|| {
+        text(CA_NEXT_CERT).and_then(|pem| ca_facts(&pem, Some((text(CA_NEXT_KEY), CA_NEXT_KEY)), CA_NEXT_CERT))
+    });
+    let previous = match text(CA_PREVIOUS_CERT) {
+        Ok(pem) => split_pem(&pem).iter().map(|block| ca_facts(block, None, CA_PREVIOUS_CERT)).collect(),
+        Err(_) if present(CA_PREVIOUS_CERT) => vec![Err(format!("{CA_PREVIOUS_CERT} is not text"))],
+        Err(_) => Vec::new(),
+    };
+    SecretFacts::Tls { ca, serving, next, previous }
 }
 
 /// The PEM certificate's DER, for comparing with what a server presents.
@@ -301,10 +388,11 @@ mod tests {
     fn a_new_bundle_reads_back_as_issued() {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
         let wanted = names(&["webhook.ns.svc", "webhook.ns.svc.cluster.local", "127.0.0.1", "::1"]);
-        let bundle = new_bundle(&wanted, now, Duration::from_secs(3_600)).expect("issued");
-        let SecretFacts::Tls { ca: Ok(ca), serving: Ok(serving) } = inspect(Some(&secret(bundle.data()))) else {
+        let bundle = new_bundle(&wanted, now, Duration::from_secs(3_600), CA_VALIDITY).expect("issued");
+        let SecretFacts::Tls { ca: Ok(ca), serving: Ok(serving), .. } = inspect(Some(&secret(bundle.data()))) else {
             panic!("unusable: {:?}", inspect(Some(&secret(bundle.data()))));
         };
+        let ca = ca.validity;
         assert_eq!((seconds(ca.not_before), seconds(ca.not_after)), (1_800_000_000 - 300, 1_800_000_000 + 315_360_000));
         assert_eq!(
             (seconds(serving.validity.not_before), seconds(serving.validity.not_after)),
@@ -315,7 +403,7 @@ mod tests {
         assert_eq!(bundle.serving.cert_pem, bundle.serving.cert_pem.trim_start(), "PEM");
         assert_eq!(super::bundle(&secret(bundle.data())).expect("complete"), bundle);
         assert_eq!(
-            decide(&inspect(Some(&secret(bundle.data()))), now, &wanted),
+            decide(&inspect(Some(&secret(bundle.data()))), None, now, &wanted),
             Decision::Use { renew_at: SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000 - 300 + 2_600) }
         );
 
@@ -335,7 +423,8 @@ mod tests {
 
     #[test]
     fn the_server_accepts_what_is_issued() {
-        let bundle = new_bundle(&names(&["127.0.0.1"]), SystemTime::now(), Duration::from_secs(60)).expect("issued");
+        let bundle = new_bundle(&names(&["127.0.0.1"]), SystemTime::now(), Duration::from_secs(60), CA_VALIDITY)
+            .expect("issued");
         controller_support::tls::certified_key_from_pem(
             bundle.serving.cert_pem.as_bytes(),
             bundle.serving.key_pem.as_bytes(),
@@ -353,8 +442,8 @@ mod tests {
     fn broken_secrets_say_why() {
         let now = SystemTime::now();
         let wanted = names(&["webhook.ns.svc"]);
-        let bundle = new_bundle(&wanted, now, Duration::from_secs(60)).expect("issued");
-        let other = new_bundle(&wanted, now, Duration::from_secs(60)).expect("issued");
+        let bundle = new_bundle(&wanted, now, Duration::from_secs(60), CA_VALIDITY).expect("issued");
+        let other = new_bundle(&wanted, now, Duration::from_secs(60), CA_VALIDITY).expect("issued");
         let with = |changes: &[(&str, Option<&str>)]| {
             let mut data = bundle.data();
             for (key, value) in changes {
@@ -366,7 +455,7 @@ mod tests {
             inspect(Some(&secret(data)))
         };
         let problems = |facts: SecretFacts| match facts {
-            SecretFacts::Tls { ca, serving } => (ca.err(), serving.err()),
+            SecretFacts::Tls { ca, serving, .. } => (ca.err(), serving.err()),
             other => panic!("not TLS facts: {other:?}"),
         };
         // (case, facts, (the CA's problem, the serving certificate's problem) as they start)

@@ -1,0 +1,768 @@
+//! AdmissionReview in and out, and what to do with each request: pure, no I/O.
+//!
+//! This webhook must never block the cluster: anything it does not understand (another
+//! resource, another operation, an object that does not decode, a node it does not know,
+//! a node cache not synced yet) is allowed unchanged. Only a body that is not an
+//! AdmissionReview at all is refused, with 400, because then there is no uid to answer.
+//!
+//! A review is read without building its JSON tree ([`read`]): one pass over the body for
+//! the envelope, keeping the object as text, one over the object for what the hook's rule
+//! reads of it, and k8s-openapi's typed decoding of that text for "does it decode". That
+//! reading gives up on anything unusual, and the body is then read as a
+//! `serde_json::Value` tree and decided as it always was ([`decide_tree`]). Both readings
+//! must answer every body alike (the tests hold them to it); the first is only faster.
+
+mod read;
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use base64::Engine;
+use edgegrid_core::admission;
+use edgegrid_core::keys;
+use edgegrid_core::protection::{NodeFacts, ProtectionLimit, Timestamp};
+use json_patch::Patch;
+use k8s_openapi::api::core::v1::{Endpoints, Node};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
+use read::Keep::{self, All, Each, Fields};
+
+/// The three webhook paths, SuperEdge's names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Hook {
+    /// `POST /node-taint`: Node UPDATE.
+    NodeTaint,
+    /// `POST /endpoint`: core Endpoints UPDATE.
+    Endpoint,
+    /// `POST /endpointslice`: discovery.k8s.io/v1 EndpointSlice UPDATE.
+    EndpointSlice,
+}
+
+impl Hook {
+    pub const ALL: [Hook; 3] = [Hook::NodeTaint, Hook::Endpoint, Hook::EndpointSlice];
+
+    pub fn path(self) -> &'static str {
+        match self {
+            Self::NodeTaint => "/node-taint",
+            Self::Endpoint => "/endpoint",
+            Self::EndpointSlice => "/endpointslice",
+        }
+    }
+
+    /// The metric label.
+    pub fn name(self) -> &'static str {
+        &self.path()[1..]
+    }
+
+    /// `(group, resource)` this hook handles.
+    pub(crate) fn resource(self) -> (&'static str, &'static str) {
+        match self {
+            Self::NodeTaint => ("", "nodes"),
+            Self::Endpoint => ("", "endpoints"),
+            Self::EndpointSlice => ("discovery.k8s.io", "endpointslices"),
+        }
+    }
+
+    /// What of the object this hook's rule (`edgegrid_core::admission`) reads: the same
+    /// rule on this much of the object answers as on all of it. (Node: the two
+    /// annotations, each condition's type, status and transition time, each taint's key
+    /// and effect; EndpointSlice: each endpoint's node and ready/terminating conditions;
+    /// Endpoints: each subset's two address lists, which a patch copies whole.)
+    fn keep(self) -> &'static Keep {
+        static NODE: Keep = Fields(&[
+            (
+                "metadata",
+                Fields(&[(
+                    "annotations",
+                    Fields(&[
+                        (keys::NODE_UNHEALTH_ANNOTATION, All),
+                        (keys::MAX_UNREACHABLE_PROTECTION_ANNOTATION, All),
+                    ]),
+                )]),
+            ),
+            (
+                "status",
+                Fields(&[(
+                    "conditions",
+                    Each(&Fields(&[("type", All), ("status", All), ("lastTransitionTime", All)])),
+                )]),
+            ),
+            ("spec", Fields(&[("taints", Each(&Fields(&[("key", All), ("effect", All)])))])),
+        ]);
+        static ENDPOINTS: Keep =
+            Fields(&[("subsets", Each(&Fields(&[("addresses", All), ("notReadyAddresses", All)])))]);
+        static ENDPOINT_SLICE: Keep = Fields(&[(
+            "endpoints",
+            Each(&Fields(&[("nodeName", All), ("conditions", Fields(&[("ready", All), ("terminating", All)]))])),
+        )]);
+        match self {
+            Self::NodeTaint => &NODE,
+            Self::Endpoint => &ENDPOINTS,
+            Self::EndpointSlice => &ENDPOINT_SLICE,
+        }
+    }
+
+    /// Whether `object` decodes as this hook's kind (k8s-openapi's say).
+    fn decodes(self, object: &Value) -> Result<(), String> {
+        match self {
+            Self::NodeTaint => decodes::<Node>(object),
+            Self::Endpoint => decodes::<Endpoints>(object),
+            Self::EndpointSlice => decodes::<EndpointSlice>(object),
+        }
+    }
+
+    /// The same, from the object's text (which is a JSON object).
+    fn decodes_text(self, object: &RawValue) -> bool {
+        let text = object.get();
+        match self {
+            Self::NodeTaint => serde_json::from_str::<Node>(text).is_ok(),
+            Self::Endpoint => serde_json::from_str::<Endpoints>(text).is_ok(),
+            Self::EndpointSlice => serde_json::from_str::<EndpointSlice>(text).is_ok(),
+        }
+    }
+}
+
+pub const API_VERSIONS: [&str; 2] = ["admission.k8s.io/v1", "admission.k8s.io/v1beta1"];
+
+/// A parsed AdmissionReview request, borrowing from the body.
+#[derive(Clone, Debug)]
+pub struct Review<'a> {
+    /// Echoed in the response: the apiserver only accepts its own version back.
+    pub api_version: &'static str,
+    pub uid: Cow<'a, str>,
+    request: Request<'a>,
+}
+
+impl Review<'_> {
+    /// Whether the review was read without building its JSON tree (the usual case).
+    pub fn read_lean(&self) -> bool {
+        matches!(self.request, Request::Lean(_))
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Request<'a> {
+    Lean(LeanRequest<'a>),
+    /// `request`, for a body the lean reading gave up on.
+    Tree(Value),
+}
+
+/// What the lean reading keeps of `request`.
+#[derive(Clone, Debug)]
+struct LeanRequest<'a> {
+    /// `resource.group`, `resource.resource`, `operation`, when strings.
+    group: Option<Cow<'a, str>>,
+    resource: Option<Cow<'a, str>>,
+    operation: Option<Cow<'a, str>>,
+    /// The object as sent, checked to be valid JSON.
+    object: Option<&'a RawValue>,
+    /// What the hook's rule reads of the object ([`Hook::keep`]).
+    kept: Value,
+}
+
+/// Why a body is not an AdmissionReview request (400).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum MalformedReview {
+    #[error("the body is not JSON: {0}")]
+    NotJson(String),
+    #[error("kind must be AdmissionReview, got {0:?}")]
+    NotAReview(String),
+    #[error("apiVersion must be admission.k8s.io/v1 or admission.k8s.io/v1beta1, got {0:?}")]
+    UnsupportedVersion(String),
+    #[error("request.uid is missing")]
+    NoUid,
+}
+
+/// Reads a review sent to `hook`'s path.
+pub fn parse(hook: Hook, body: &[u8]) -> Result<Review<'_>, MalformedReview> {
+    match parse_lean(hook, body) {
+        Some(review) => Ok(review),
+        None => parse_tree(body),
+    }
+}
+
+/// The lean reading, `None` when it gives up.
+fn parse_lean(hook: Hook, body: &[u8]) -> Option<Review<'_>> {
+    let envelope = read::envelope(body)?;
+    let kept = match envelope.object {
+        Some(object) => read::kept(object, hook.keep())?,
+        None => Value::Null,
+    };
+    Some(Review {
+        api_version: envelope.api_version,
+        uid: envelope.uid,
+        request: Request::Lean(LeanRequest {
+            group: envelope.group,
+            resource: envelope.resource,
+            operation: envelope.operation,
+            object: envelope.object,
+            kept,
+        }),
+    })
+}
+
+/// The tree reading: the whole body as a `Value`.
+fn parse_tree(body: &[u8]) -> Result<Review<'static>, MalformedReview> {
+    let mut value: Value = serde_json::from_slice(body).map_err(|e| MalformedReview::NotJson(e.to_string()))?;
+    let kind = value["kind"].as_str().unwrap_or_default();
+    if kind != "AdmissionReview" {
+        return Err(MalformedReview::NotAReview(kind.to_string()));
+    }
+    let api_version = value["apiVersion"].as_str().unwrap_or_default();
+    let Some(api_version) = API_VERSIONS.into_iter().find(|v| *v == api_version) else {
+        return Err(MalformedReview::UnsupportedVersion(api_version.to_string()));
+    };
+    let uid = value["request"]["uid"].as_str().filter(|u| !u.is_empty()).ok_or(MalformedReview::NoUid)?;
+    let uid = Cow::Owned(uid.to_string());
+    let request = value.get_mut("request").map(Value::take).unwrap_or_default();
+    Ok(Review { api_version, uid, request: Request::Tree(request) })
+}
+
+/// Why a request was allowed without looking further.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Skip {
+    /// Another resource or operation than the hook's (a misconfigured webhook).
+    WrongRequest(String),
+    /// The object does not decode as the hook's kind.
+    Undecodable(String),
+    /// The node cache has not listed yet: no verdict is safe.
+    NodesNotSynced,
+}
+
+impl Skip {
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::WrongRequest(_) => "wrong_request",
+            Self::Undecodable(_) => "undecodable",
+            Self::NodesNotSynced => "nodes_not_synced",
+        }
+    }
+}
+
+/// What the webhook answers.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Decision {
+    Patch(Patch),
+    /// Nothing to change (no protected node involved, or an unknown one).
+    Unchanged,
+    Skipped(Skip),
+}
+
+impl Decision {
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::Patch(_) => "patched",
+            Self::Unchanged => "unchanged",
+            Self::Skipped(skip) => skip.label(),
+        }
+    }
+}
+
+/// What the webhook knows about nodes.
+pub trait NodeVerdicts {
+    /// Whether the cache has listed the nodes at least once.
+    fn synced(&self) -> bool;
+    /// Calls `judge` with the facts of every known node that has some (a Ready
+    /// condition), by name; with `votes_ignored`, as if no unit had voted any node
+    /// unhealthy (`--always-reachable`).
+    fn judge<R>(&self, votes_ignored: bool, judge: impl FnOnce(&BTreeMap<String, NodeFacts>) -> R) -> R;
+}
+
+/// How nodes are judged (`edgegrid_core::protection`).
+#[derive(Clone, Copy, Debug)]
+pub struct Policy {
+    pub now: Timestamp,
+    /// The cluster-wide `--max-unreachable-protection`.
+    pub default: ProtectionLimit,
+    /// SuperEdge's `--always-reachable`: protect an Unknown node even when its unit voted
+    /// it unhealthy.
+    pub always_reachable: bool,
+}
+
+impl Policy {
+    fn adjust(&self, facts: &mut NodeFacts) {
+        if self.always_reachable {
+            facts.voted_unhealthy = false;
+        }
+    }
+}
+
+/// Decides one review for `hook` under `policy`.
+pub fn decide(hook: Hook, review: &Review<'_>, nodes: &impl NodeVerdicts, policy: &Policy) -> Decision {
+    let request = match &review.request {
+        Request::Tree(request) => return decide_tree(hook, request, nodes, policy),
+        Request::Lean(request) => request,
+    };
+    let [group, resource, operation] =
+        [&request.group, &request.resource, &request.operation].map(|field| field.as_deref().unwrap_or_default());
+    if let Some(wrong) = wrong_request(hook, group, resource, operation) {
+        return wrong;
+    }
+    let Some(object) = request.object.filter(|object| object.get().starts_with('{')) else {
+        return not_an_object();
+    };
+    if !hook.decodes_text(object) {
+        // k8s-openapi refuses it: decided on the tree, for the same words
+        return match serde_json::from_str::<Value>(object.get()) {
+            Ok(object) => decide_object(hook, &object, nodes, policy),
+            Err(error) => Decision::Skipped(Skip::Undecodable(error.to_string())),
+        };
+    }
+    rule(hook, &request.kept, nodes, policy)
+}
+
+/// Decides the `request` of a review read as a tree.
+fn decide_tree(hook: Hook, request: &Value, nodes: &impl NodeVerdicts, policy: &Policy) -> Decision {
+    let got = |field: &Value| field.as_str().unwrap_or_default().to_string();
+    let (group, resource) = (got(&request["resource"]["group"]), got(&request["resource"]["resource"]));
+    if let Some(wrong) = wrong_request(hook, &group, &resource, &got(&request["operation"])) {
+        return wrong;
+    }
+    decide_object(hook, &request["object"], nodes, policy)
+}
+
+/// `Skipped(WrongRequest)` unless the request is an UPDATE of the hook's resource.
+fn wrong_request(hook: Hook, group: &str, resource: &str, operation: &str) -> Option<Decision> {
+    if (group, resource) == hook.resource() && operation == "UPDATE" {
+        return None;
+    }
+    let path = hook.path();
+    Some(Decision::Skipped(Skip::WrongRequest(format!("{operation} of {group}/{resource} sent to {path}"))))
+}
+
+fn not_an_object() -> Decision {
+    Decision::Skipped(Skip::Undecodable("request.object is not an object".into()))
+}
+
+/// Decides on the whole object: whether it decodes, then the rule.
+fn decide_object(hook: Hook, object: &Value, nodes: &impl NodeVerdicts, policy: &Policy) -> Decision {
+    if !object.is_object() {
+        return not_an_object();
+    }
+    if let Err(error) = hook.decodes(object) {
+        return Decision::Skipped(Skip::Undecodable(error));
+    }
+    rule(hook, object, nodes, policy)
+}
+
+/// The hook's rule on `object` (all of it, or what [`Hook::keep`] keeps of it).
+fn rule(hook: Hook, object: &Value, nodes: &impl NodeVerdicts, policy: &Policy) -> Decision {
+    let patch = match hook {
+        // the node in the request is the verdict's subject: its own state decides
+        Hook::NodeTaint => admission::node_facts(object).and_then(|mut facts| {
+            policy.adjust(&mut facts);
+            admission::node_patch_judging(object, &facts, policy.now, policy.default)
+        }),
+        Hook::Endpoint | Hook::EndpointSlice => {
+            if !nodes.synced() {
+                return Decision::Skipped(Skip::NodesNotSynced);
+            }
+            nodes.judge(policy.always_reachable, |states| match hook {
+                Hook::Endpoint => admission::endpoints_patch(object, states, policy.now, policy.default),
+                _ => admission::endpoint_slice_patch(object, states, policy.now, policy.default),
+            })
+        }
+    };
+    patch.map_or(Decision::Unchanged, Decision::Patch)
+}
+
+fn decodes<T: serde::de::DeserializeOwned>(object: &Value) -> Result<(), String> {
+    T::deserialize(object).map(|_| ()).map_err(|e| e.to_string())
+}
+
+/// The AdmissionReview response: always allowed, with the patch if there is one.
+pub fn response(review: &Review<'_>, decision: &Decision) -> Value {
+    let mut response = json!({"uid": review.uid, "allowed": true});
+    if let Decision::Patch(patch) = decision {
+        let encoded = serde_json::to_vec(patch).unwrap_or_default();
+        response["patchType"] = json!("JSONPatch");
+        response["patch"] = json!(base64::engine::general_purpose::STANDARD.encode(encoded));
+    }
+    json!({"apiVersion": review.api_version, "kind": "AdmissionReview", "response": response})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nodes::NodeCache;
+    use k8s_openapi::api::core::v1::Node;
+    use kube::runtime::watcher::Event;
+    use proptest::prelude::*;
+
+    const NODE_NAMES: [&str; 6] = ["alive", "dead", "fine", "bounded", "odd", "ghost"];
+
+    /// `alive` Unknown since 10:00, `dead` voted unhealthy, `fine` Ready, `bounded`
+    /// limited to 1h, `odd` with an unparsable limit; `ghost` unknown.
+    fn cache() -> NodeCache {
+        let cache = NodeCache::default();
+        cache.apply(Event::Init);
+        let node = |name: &str, ready: &str, annotations: Value| {
+            serde_json::from_value::<Node>(json!({"metadata": {"name": name, "annotations": annotations},
+                "status": {"conditions": [{"type": "Ready", "status": ready, "lastTransitionTime": "2026-11-22T10:00:00Z"}]}}))
+            .expect("a node")
+        };
+        for node in [
+            node("alive", "Unknown", json!({})),
+            node("dead", "Unknown", json!({"nodeunhealth": "yes"})),
+            node("fine", "True", json!({})),
+            node("bounded", "Unknown", json!({"superedge.io/max-unreachable-protection": "1h"})),
+            node("odd", "Unknown", json!({"superedge.io/max-unreachable-protection": "soon"})),
+        ] {
+            cache.apply(Event::InitApply(node));
+        }
+        cache.apply(Event::InitDone);
+        cache
+    }
+
+    fn policy(minutes_after_ten: i64, default: ProtectionLimit, always_reachable: bool) -> Policy {
+        let (hours, minutes) = (10 + minutes_after_ten / 60, minutes_after_ten % 60);
+        let now = format!("2026-11-22T{hours:02}:{minutes:02}:00Z").parse().expect("a time");
+        Policy { now, default, always_reachable }
+    }
+
+    fn review_body(hook: Hook, object: &Value) -> String {
+        let (group, resource) = hook.resource();
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+            "uid": "7f0b", "kind": {"group": group, "version": "v1", "kind": "X"},
+            "resource": {"group": group, "version": "v1", "resource": resource}, "operation": "UPDATE",
+            "userInfo": {"username": "system:serviceaccount:kube-system:node-controller"},
+            "object": object, "oldObject": object, "dryRun": false}})
+        .to_string()
+    }
+
+    fn node_object() -> Value {
+        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "alive", "annotations": {"a": "b"}},
+            "spec": {"taints": [{"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"},
+                {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute", "timeAdded": "2026-11-22T10:00:05Z"}]},
+            "status": {"conditions": [{"type": "Ready", "status": "Unknown", "lastTransitionTime": "2026-11-22T10:00:00Z"}],
+                "images": [{"names": ["a@sha256:00"], "sizeBytes": 5}]}})
+    }
+
+    fn slice_object() -> Value {
+        let endpoint = |node: &str, ready: bool| {
+            json!({"addresses": ["10.0.0.1"], "nodeName": node,
+            "conditions": {"ready": ready, "serving": ready, "terminating": false}, "zone": "z"})
+        };
+        json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
+            "metadata": {"name": "web-1", "namespace": "ns"},
+            "endpoints": [endpoint("alive", false), endpoint("dead", false), endpoint("fine", true), endpoint("ghost", false)],
+            "ports": [{"port": 80}]})
+    }
+
+    fn endpoints_object() -> Value {
+        json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "web", "namespace": "ns"},
+            "subsets": [{"addresses": [{"ip": "10.0.0.9", "nodeName": "fine"}],
+                "notReadyAddresses": [{"ip": "10.0.0.1", "nodeName": "alive", "futureField": {"x": [1, 2.5, null]}},
+                    {"ip": "10.0.0.2", "nodeName": "dead"}],
+                "ports": [{"port": 80}]}]})
+    }
+
+    /// Both readings of `body` for `hook`, and their decisions; asserts they agree
+    /// wherever the lean one reads the body; whether it did.
+    fn agree(hook: Hook, body: &[u8], nodes: &NodeCache, policy: &Policy) -> bool {
+        let tree = parse_tree(body);
+        let Some(lean) = parse_lean(hook, body) else {
+            // given up: `parse` is the tree reading
+            let parsed = parse(hook, body).map(|r| (r.api_version, r.read_lean(), r.uid.into_owned()));
+            assert_eq!(parsed, tree.map(|r| (r.api_version, false, r.uid.into_owned())));
+            return false;
+        };
+        let tree =
+            tree.unwrap_or_else(|e| panic!("read lean, refused as a tree ({e}): {}", String::from_utf8_lossy(body)));
+        assert_eq!((lean.api_version, &lean.uid), (tree.api_version, &tree.uid));
+        assert_eq!(
+            decide(hook, &lean, nodes, policy),
+            decide(hook, &tree, nodes, policy),
+            "{hook:?}: {}",
+            String::from_utf8_lossy(body)
+        );
+        assert!(parse(hook, body).expect("a review").read_lean());
+        true
+    }
+
+    #[test]
+    fn the_usual_reviews_are_read_lean_and_decided_as_from_the_tree() {
+        let nodes = cache();
+        let at = policy(30, ProtectionLimit::Unlimited, false);
+        let cases = [
+            (Hook::NodeTaint, node_object()),
+            (Hook::EndpointSlice, slice_object()),
+            (Hook::Endpoint, endpoints_object()),
+        ];
+        for (hook, object) in cases {
+            let body = review_body(hook, &object);
+            assert!(agree(hook, body.as_bytes(), &nodes, &at), "{hook:?} read lean");
+            let decision = decide(hook, &parse(hook, body.as_bytes()).expect("a review"), &nodes, &at);
+            let Decision::Patch(patch) = decision else { panic!("{hook:?}: {decision:?}") };
+            let mut patched = object.clone();
+            json_patch::patch(&mut patched, &patch).expect("applies");
+            let expected = match hook {
+                Hook::NodeTaint => {
+                    let mut node = object.clone();
+                    node["spec"]["taints"].as_array_mut().expect("taints").remove(1);
+                    node
+                }
+                Hook::EndpointSlice => {
+                    let mut slice = object.clone();
+                    slice["endpoints"][0]["conditions"] = json!({"ready": true, "serving": true, "terminating": false});
+                    slice
+                }
+                Hook::Endpoint => {
+                    let mut endpoints = object.clone();
+                    endpoints["subsets"][0]["addresses"] = json!([{"ip": "10.0.0.9", "nodeName": "fine"},
+                        {"ip": "10.0.0.1", "nodeName": "alive", "futureField": {"x": [1, 2.5, null]}}]);
+                    endpoints["subsets"][0]["notReadyAddresses"] = json!([{"ip": "10.0.0.2", "nodeName": "dead"}]);
+                    endpoints
+                }
+            };
+            assert_eq!(patched, expected, "{hook:?}");
+        }
+    }
+
+    /// Odd bodies: each read lean or not as said, and answered as the tree reading
+    /// answers them (the same error, or the same decision).
+    #[test]
+    fn odd_bodies_are_answered_as_the_tree_reading_answers_them() {
+        let nodes = cache();
+        let at = policy(30, ProtectionLimit::Unlimited, false);
+        let node = review_body(Hook::NodeTaint, &node_object());
+        let deep = format!("{}1{}", "[".repeat(120), "]".repeat(120));
+        let cases: Vec<(&str, String, bool)> = vec![
+            (
+                "keys and strings escaped",
+                node.replace("\"uid\"", "\"u\\u0069d\"").replace("\"Ready\"", "\"Re\\u0061dy\""),
+                true,
+            ),
+            ("whitespace", node.replace(',', " ,\n\t").replace(':', " : "), true),
+            (
+                "a node field given twice: the last counts",
+                node.replacen("\"spec\":", "\"spec\":{\"taints\":[]},\"spec\":", 1),
+                true,
+            ),
+            ("an annotation of another type", node.replace("\"a\":\"b\"", "\"nodeunhealth\":7"), true),
+            ("the object given twice", node.replacen("\"object\":", "\"object\":{},\"object\":", 1), false),
+            ("the request given twice", node.replacen("\"request\":", "\"request\":{},\"request\":", 1), false),
+            ("uid given twice", node.replacen("\"uid\":", "\"uid\":\"a\",\"uid\":", 1), false),
+            (
+                "serde_json's raw-value marker in the object",
+                node.replacen("\"a\":\"b\"", "\"$serde_json::private::RawValue\":\"[1]\"", 1),
+                false,
+            ),
+            (
+                "the raw-value marker, not JSON inside",
+                node.replacen("\"dryRun\":false", "\"dryRun\":{\"$serde_json::private::RawValue\":\"[\"}", 1),
+                false,
+            ),
+            (
+                "nesting deeper than the lean reading goes",
+                node.replacen("\"dryRun\":false", &format!("\"dryRun\":{deep}"), 1),
+                false,
+            ),
+            (
+                "nesting deeper than serde_json goes",
+                node.replacen("\"dryRun\":false", &format!("\"dryRun\":{}1{}", "[".repeat(130), "]".repeat(130)), 1),
+                false,
+            ),
+            ("a lone surrogate in oldObject", node.replacen("\"a\":\"b\"", "\"a\":\"\\ud800\"", 2), false),
+            ("a number out of range in the object", node.replacen("\"sizeBytes\":5", "\"sizeBytes\":1e400", 1), false),
+            (
+                "a number out of range in oldObject only",
+                {
+                    let at = node.rfind("\"sizeBytes\":5").expect("oldObject's");
+                    format!("{}\"sizeBytes\":1e400{}", &node[..at], &node[at + "\"sizeBytes\":5".len()..])
+                },
+                false,
+            ),
+            (
+                "a label of the wrong type: undecodable",
+                node.replace("\"annotations\":{\"a\":\"b\"}", "\"annotations\":{\"a\":\"b\"},\"labels\":5"),
+                true,
+            ),
+            ("a transition time that is no time: undecodable", node.replace("2026-11-22T10:00:00Z", "yesterday"), true),
+            ("no object", node.replacen("\"object\":", "\"objectX\":", 1), true),
+            ("an object that is a number", review_body(Hook::NodeTaint, &json!(42)), true),
+            ("a CREATE", node.replace("\"UPDATE\"", "\"CREATE\""), true),
+            (
+                "resource not an object",
+                node.replacen(
+                    "\"resource\":{\"group\":\"\",\"resource\":\"nodes\",\"version\":\"v1\"}",
+                    "\"resource\":[\"nodes\"]",
+                    1,
+                ),
+                true,
+            ),
+            ("kind not a review", node.replace("\"kind\":\"AdmissionReview\"", "\"kind\":\"Pod\""), false),
+            ("no uid", node.replace("\"uid\":\"7f0b\"", "\"uid\":\"\""), false),
+            ("trailing garbage", format!("{node} x"), false),
+            ("not JSON", node[..node.len() - 1].to_string(), false),
+            ("not an object", "[1]".to_string(), false),
+        ];
+        for (name, body, lean) in cases {
+            assert_ne!(body, node, "{name}: the case changes the body");
+            assert_eq!(agree(Hook::NodeTaint, body.as_bytes(), &nodes, &at), lean, "{name}");
+        }
+        let mut invalid = node.clone().into_bytes();
+        let at_old = node.rfind("\"b\"").expect("oldObject's annotation") + 1;
+        invalid[at_old] = 0xff;
+        assert!(!agree(Hook::NodeTaint, &invalid, &nodes, &at), "invalid UTF-8 in oldObject");
+        assert!(matches!(parse(Hook::NodeTaint, &invalid), Err(MalformedReview::NotJson(_))));
+    }
+
+    fn arb_json() -> impl Strategy<Value = Value> {
+        let words = prop::sample::select(vec![
+            "Ready",
+            "Unknown",
+            "True",
+            "yes",
+            "no",
+            "NoExecute",
+            "NoSchedule",
+            "node.kubernetes.io/unreachable",
+            "2026-11-22T10:00:00Z",
+            "later",
+            "1h",
+            "0",
+            "alive",
+            "dead",
+            "ghost",
+            "bounded",
+            "é\u{1F600}\"\\",
+        ]);
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            (-1e6f64..1e6).prop_map(Value::from),
+            words.prop_map(Value::from),
+        ];
+        let keys = prop::sample::select(vec![
+            "type",
+            "status",
+            "key",
+            "effect",
+            "nodeName",
+            "ready",
+            "terminating",
+            "conditions",
+            "taints",
+            "annotations",
+            "nodeunhealth",
+            "superedge.io/max-unreachable-protection",
+            "lastTransitionTime",
+            "ip",
+            "x",
+        ]);
+        leaf.prop_recursive(4, 24, 4, move |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::vec((keys.clone(), inner), 0..4)
+                    .prop_map(|fields| Value::Object(fields.into_iter().map(|(k, v)| (k.to_string(), v)).collect())),
+            ]
+        })
+    }
+
+    /// A plausible object for `hook` (mostly decodable), with random values put in.
+    fn arb_object() -> impl Strategy<Value = (Hook, Value)> {
+        let node_name = prop::sample::select(NODE_NAMES.to_vec());
+        let taint = (
+            prop::sample::select(vec!["node.kubernetes.io/unreachable", "other"]),
+            prop::sample::select(vec!["NoExecute", "NoSchedule"]),
+        )
+            .prop_map(|(key, effect)| json!({"key": key, "effect": effect}));
+        let condition = (
+            prop::sample::select(vec!["Ready", "MemoryPressure"]),
+            prop::sample::select(vec!["Unknown", "True", "False"]),
+            prop::sample::select(vec!["2026-11-22T10:00:00Z", "2026-11-22T11:00:00+01:00", "2026-11-22T09:00:00Z"]),
+        )
+            .prop_map(|(kind, status, since)| json!({"type": kind, "status": status, "lastTransitionTime": since}));
+        let annotations = prop::collection::btree_map(
+            prop::sample::select(vec!["nodeunhealth", "superedge.io/max-unreachable-protection", "other"]),
+            prop::sample::select(vec!["yes", "no", "1h", "10m", "0", "soon"]),
+            0..3,
+        );
+        let node = (prop::collection::vec(taint, 0..4), prop::collection::vec(condition, 0..3), annotations).prop_map(
+            |(taints, conditions, annotations)| {
+                (
+                    Hook::NodeTaint,
+                    json!({"metadata": {"name": "n", "annotations": annotations},
+                    "spec": {"taints": taints}, "status": {"conditions": conditions}}),
+                )
+            },
+        );
+        let endpoint = (node_name.clone(), any::<bool>(), any::<bool>(), any::<bool>()).prop_map(
+            |(node, ready, terminating, named)| {
+                let mut endpoint =
+                    json!({"addresses": ["10.0.0.1"], "conditions": {"ready": ready, "terminating": terminating}});
+                if named {
+                    endpoint["nodeName"] = json!(node);
+                }
+                endpoint
+            },
+        );
+        let slice = prop::collection::vec(endpoint, 0..6)
+            .prop_map(|endpoints| (Hook::EndpointSlice, json!({"addressType": "IPv4", "endpoints": endpoints})));
+        let address =
+            (node_name, 0u8..9).prop_map(|(node, ip)| json!({"ip": format!("10.0.0.{ip}"), "nodeName": node}));
+        let subset = (prop::collection::vec(address.clone(), 0..3), prop::collection::vec(address, 0..4))
+            .prop_map(|(ready, not_ready)| json!({"addresses": ready, "notReadyAddresses": not_ready}));
+        let endpoints =
+            prop::collection::vec(subset, 0..3).prop_map(|subsets| (Hook::Endpoint, json!({"subsets": subsets})));
+        // a random value at a random place, now and then
+        let paths = prop::sample::select(vec![
+            "/spec/taints/0",
+            "/spec/taints/0/key",
+            "/status/conditions/0/status",
+            "/status/conditions",
+            "/metadata/annotations",
+            "/metadata/annotations/nodeunhealth",
+            "/endpoints/0/conditions",
+            "/endpoints/0/nodeName",
+            "/endpoints/1",
+            "/subsets/0/notReadyAddresses",
+            "/subsets/0/notReadyAddresses/0/nodeName",
+            "/extra",
+            "/spec",
+        ]);
+        (prop_oneof![node, slice, endpoints], prop::option::weighted(0.3, (paths, arb_json()))).prop_map(
+            |((hook, mut object), odd)| {
+                match odd {
+                    Some(("/extra", value)) => object["extra"] = value,
+                    Some((path, value)) => {
+                        if let Some(slot) = object.pointer_mut(path) {
+                            *slot = value;
+                        }
+                    }
+                    None => {}
+                }
+                (hook, object)
+            },
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// Whatever the object, the other fields and the policy, the lean reading answers
+        /// as the tree reading; and it reads every such body.
+        #[test]
+        fn the_lean_reading_decides_as_the_tree_reading(
+            (hook, object) in arb_object(),
+            sent_to in prop::sample::select(Hook::ALL.to_vec()),
+            old in arb_json(),
+            minutes in 0i64..120,
+            default in prop::sample::select(vec![ProtectionLimit::Unlimited, ProtectionLimit::parse("30m").expect("a limit")]),
+            always_reachable in any::<bool>(),
+            v1 in any::<bool>(),
+        ) {
+            let mut body: Value = serde_json::from_str(&review_body(hook, &object)).expect("JSON");
+            body["request"]["oldObject"] = old;
+            if !v1 {
+                body["apiVersion"] = json!("admission.k8s.io/v1beta1");
+            }
+            let read = agree(sent_to, body.to_string().as_bytes(), &cache(), &policy(minutes, default, always_reachable));
+            prop_assert!(read, "read lean");
+        }
+    }
+}
