@@ -198,15 +198,3 @@ fn an_invalid_configuration_is_refused() {
     bad.protocol.vote_window = 0;
     assert!(matches!(Sim::new(bad), Err(SimError::Config(_))));
 }
-
-/// The same scenario over many seeds; slow in debug builds, so run on demand:
-/// `cargo test -p edge-health --release -- --ignored seed_sweep`.
-#[test]
-#[ignore = "slow: 40 seeded runs of a 50-member unit"]
-fn seed_sweep() {
-    let mut worst = 0;
-    for seed in 0..40 {
-        worst = worst.max(dead_member_scenario(50, seed, seed as usize * 7));
-    }
-    assert!(worst <= 3, "{worst}");
-}
