@@ -17,40 +17,15 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use bench_table::{Table, duration, load_average, met, percentile};
-use edge_health::config::{CheckConfig, CheckKind, CheckSpec, ProtocolConfig};
 use edge_health::sim::{PeriodStats, Sim, SimConfig, false_accusations};
-use edge_health::time::Timestamp;
 use edge_health::vote::Verdict;
 
+/// `k` of the reference protocol.
 const K: usize = 3;
 
+/// The reference unit, with only 50 members keeping vote tables.
 fn config(nodes: usize, loss: f64, seed: u64) -> SimConfig {
-    SimConfig {
-        nodes,
-        protocol: ProtocolConfig {
-            period: Duration::from_secs(10),
-            probes_per_period: K,
-            indirect_helpers: 3,
-            indirect_timeout: Duration::from_secs(2),
-            vote_window: 3,
-            max_clock_skew: Duration::from_secs(30),
-            send_retries: 1,
-        },
-        checks: CheckConfig::new(
-            vec![CheckSpec {
-                kind: CheckKind::Tcp { port: 10250 },
-                timeout: Duration::from_secs(1),
-                retries: 2,
-                weight: 1.0,
-            }],
-            1.0,
-        )
-        .expect("valid checks"),
-        loss,
-        seed,
-        observers: nodes.min(50),
-        start: Timestamp::from_unix_millis(1_700_000_000_000),
-    }
+    SimConfig { observers: nodes.min(50), ..SimConfig::reference(nodes, loss, seed).expect("valid reference") }
 }
 
 struct Row {

@@ -256,6 +256,23 @@ pub struct ProtocolConfig {
     pub send_retries: u32,
 }
 
+/// The settings the simulation, its tests and the benchmark run, and sensible starting
+/// values: a 10 s period, `k` = 3 probes and 3 indirect helpers, a 3-period vote window,
+/// 30 s of tolerated clock skew, one resend.
+impl Default for ProtocolConfig {
+    fn default() -> Self {
+        Self {
+            period: Duration::from_secs(10),
+            probes_per_period: 3,
+            indirect_helpers: 3,
+            indirect_timeout: Duration::from_secs(2),
+            vote_window: 3,
+            max_clock_skew: Duration::from_secs(30),
+            send_retries: 1,
+        }
+    }
+}
+
 impl ProtocolConfig {
     /// Checks the numbers against each other and against the checks.
     pub fn validate(&self, checks: &CheckConfig) -> Result<(), ConfigError> {
@@ -330,15 +347,7 @@ mod tests {
     }
 
     fn protocol() -> ProtocolConfig {
-        ProtocolConfig {
-            period: Duration::from_secs(10),
-            probes_per_period: 3,
-            indirect_helpers: 3,
-            indirect_timeout: Duration::from_secs(2),
-            vote_window: 3,
-            max_clock_skew: Duration::from_secs(30),
-            send_retries: 1,
-        }
+        ProtocolConfig::default()
     }
 
     #[test]

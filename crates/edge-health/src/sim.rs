@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use node_lifecycle::prober::Outcome;
 
-use crate::config::{CheckConfig, ProtocolConfig};
+use crate::config::{CheckConfig, CheckKind, CheckSpec, ProtocolConfig};
 use crate::indirect::{Conclusion, DirectStep, IndirectProbes, should_help};
 use crate::membership::{Labels, UnitMembership, UnitSource};
 use crate::message::{Ballot, HmacKey, Payload, Signer, Verifier};
@@ -42,6 +42,28 @@ pub struct SimConfig {
     pub observers: usize,
     /// When the simulation starts (periods are numbered from the epoch).
     pub start: Timestamp,
+}
+
+impl SimConfig {
+    /// The unit the tests and the benchmark simulate: the default protocol, one TCP check
+    /// (kubelet's port, 1 s timeout, 2 retries), every member an observer, a fixed start.
+    pub fn reference(nodes: usize, loss: f64, seed: u64) -> Result<Self, crate::config::ConfigError> {
+        let check = CheckSpec {
+            kind: CheckKind::Tcp { port: 10250 },
+            timeout: std::time::Duration::from_secs(1),
+            retries: 2,
+            weight: 1.0,
+        };
+        Ok(Self {
+            nodes,
+            protocol: ProtocolConfig::default(),
+            checks: CheckConfig::new(vec![check], 1.0)?,
+            loss,
+            seed,
+            observers: nodes,
+            start: Timestamp::from_unix_millis(1_700_000_000_000),
+        })
+    }
 }
 
 /// A write to a Node, as the apiserver received it.

@@ -12,10 +12,10 @@ use std::time::Duration;
 
 use common::*;
 use edgegrid_core::health::{LocalVerdicts, NodeVerdict, Verdict};
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use grid_wrapper::verdicts::VerdictsConfig;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{Api, WatchEvent, WatchParams};
+use kube::api::{Api, WatchParams};
 
 type Shared = Arc<Mutex<Option<LocalVerdicts>>>;
 
@@ -50,26 +50,6 @@ fn view(unhealthy: &[&str]) -> Option<LocalVerdicts> {
     Some(LocalVerdicts { node: "n1".into(), nodes })
 }
 
-async fn next_slice_event(
-    events: &mut (impl futures::Stream<Item = Result<WatchEvent<EndpointSlice>, kube::Error>> + Unpin),
-) -> (String, String, Vec<String>) {
-    loop {
-        let event = within("a watch event", events.try_next()).await.expect("watch ok").expect("stream open");
-        let (kind, slice) = match event {
-            WatchEvent::Added(s) => ("ADDED", s),
-            WatchEvent::Modified(s) => ("MODIFIED", s),
-            WatchEvent::Deleted(s) => ("DELETED", s),
-            WatchEvent::Bookmark(_) => continue,
-            WatchEvent::Error(e) => panic!("watch error {e:?}"),
-        };
-        return (kind.to_string(), slice.metadata.name.clone().unwrap_or_default(), value_ips(&slice));
-    }
-}
-
-fn event(kind: &str, name: &str, ips: &[&str]) -> (String, String, Vec<String>) {
-    (kind.into(), name.into(), ips.iter().map(|s| s.to_string()).collect())
-}
-
 #[tokio::test]
 async fn a_node_voted_down_locally_leaves_the_served_slices_while_upstream_lists_it_ready() {
     let (server, upstream) = two_unit_cluster().await;
@@ -92,24 +72,24 @@ async fn a_node_voted_down_locally_leaves_the_served_slices_while_upstream_lists
     let mut events = served.watch(&WatchParams::default(), &rv).await.expect("watch").boxed();
 
     *verdicts.lock().expect("lock") = view(&["n2"]);
-    assert_eq!(next_slice_event(&mut events).await, event("MODIFIED", "web-2", &[]));
+    assert_eq!(next_events(&mut events, 1).await, vec![event("MODIFIED", "web-2", &[])]);
     let upstream_slice = Api::<EndpointSlice>::namespaced(upstream.clone(), "ns").get("web-2").await.expect("upstream");
     assert_eq!(value_ips(&upstream_slice), vec!["10.0.0.2"], "upstream still lists it");
     assert_eq!(upstream_slice.endpoints[0].conditions.as_ref().and_then(|c| c.ready), Some(true));
 
     // voted up again
     *verdicts.lock().expect("lock") = view(&[]);
-    assert_eq!(next_slice_event(&mut events).await, event("MODIFIED", "web-2", &["10.0.0.2"]));
+    assert_eq!(next_events(&mut events, 1).await, vec![event("MODIFIED", "web-2", &["10.0.0.2"])]);
 
     // n1 itself voted down: its endpoint leaves web-1 (pass-through plain-1 runs on n3, untouched)
     *verdicts.lock().expect("lock") = view(&["n1", "n2"]);
-    let mut got = vec![next_slice_event(&mut events).await, next_slice_event(&mut events).await];
+    let mut got = next_events(&mut events, 2).await;
     got.sort();
     assert_eq!(got, vec![event("MODIFIED", "web-1", &[]), event("MODIFIED", "web-2", &[])]);
 
     // the daemon goes away: the verdicts hold until stale, then every node is served again
     *verdicts.lock().expect("lock") = None;
-    let mut got = vec![next_slice_event(&mut events).await, next_slice_event(&mut events).await];
+    let mut got = next_events(&mut events, 2).await;
     got.sort();
     assert_eq!(got, vec![event("MODIFIED", "web-1", &["10.0.0.1"]), event("MODIFIED", "web-2", &["10.0.0.2"])]);
     let metrics = wrapper.wrapper.metrics();

@@ -65,26 +65,6 @@ async fn each_units_wrapper_serves_only_its_units_endpoints_in_both_list_modes()
     assert_eq!(only_local.items.len(), 1);
 }
 
-/// The served EndpointSlice events of a raw watch: (type, name, addresses).
-async fn next_events(
-    events: &mut (impl futures::Stream<Item = Result<WatchEvent<EndpointSlice>, kube::Error>> + Unpin),
-    n: usize,
-) -> Vec<(String, String, Vec<String>)> {
-    let mut out = Vec::new();
-    while out.len() < n {
-        let event = within("a watch event", events.try_next()).await.expect("watch ok").expect("stream open");
-        let (kind, slice) = match event {
-            WatchEvent::Added(s) => ("ADDED", s),
-            WatchEvent::Modified(s) => ("MODIFIED", s),
-            WatchEvent::Deleted(s) => ("DELETED", s),
-            WatchEvent::Bookmark(_) => continue,
-            WatchEvent::Error(e) => panic!("watch error {e:?}"),
-        };
-        out.push((kind.to_string(), slice.metadata.name.clone().unwrap_or_default(), value_ips(&slice)));
-    }
-    out
-}
-
 async fn no_more_events(
     events: &mut (impl futures::Stream<Item = Result<WatchEvent<EndpointSlice>, kube::Error>> + Unpin),
 ) {
@@ -98,10 +78,6 @@ async fn no_more_events(
     })
     .await;
     assert!(quiet.is_err(), "unexpected event: {quiet:?}");
-}
-
-fn event(kind: &str, name: &str, ips: &[&str]) -> (String, String, Vec<String>) {
-    (kind.into(), name.into(), ips.iter().map(|s| s.to_string()).collect())
 }
 
 async fn label(client: &kube::Client, node: &str, unit: &str) {

@@ -1,37 +1,9 @@
-use std::time::Duration;
-
 use proptest::prelude::*;
 
 use super::*;
-use crate::config::{CheckKind, CheckSpec};
 
 fn config(nodes: usize, loss: f64, seed: u64) -> SimConfig {
-    SimConfig {
-        nodes,
-        protocol: ProtocolConfig {
-            period: Duration::from_secs(10),
-            probes_per_period: 3,
-            indirect_helpers: 3,
-            indirect_timeout: Duration::from_secs(2),
-            vote_window: 3,
-            max_clock_skew: Duration::from_secs(30),
-            send_retries: 1,
-        },
-        checks: CheckConfig::new(
-            vec![CheckSpec {
-                kind: CheckKind::Tcp { port: 10250 },
-                timeout: Duration::from_secs(1),
-                retries: 2,
-                weight: 1.0,
-            }],
-            1.0,
-        )
-        .unwrap(),
-        loss,
-        seed,
-        observers: nodes,
-        start: Timestamp::from_unix_millis(1_700_000_000_000),
-    }
+    SimConfig::reference(nodes, loss, seed).expect("the reference configuration is valid")
 }
 
 /// Runs `periods` periods, returning their stats.

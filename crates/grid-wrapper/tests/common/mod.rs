@@ -9,13 +9,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fake_apiserver::FakeApiServer;
+use futures::TryStreamExt;
 use grid_wrapper::cache::Serving;
 use grid_wrapper::fixtures::*;
 use grid_wrapper::metrics::Metrics;
 use grid_wrapper::{Wrapper, WrapperConfig};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, PostParams, WatchEvent};
 use kube::{Client, Resource};
 use listwatch::{LogConfig, WatchConfig};
 use serde_json::Value;
@@ -248,4 +249,29 @@ pub async fn raw_get(address: SocketAddr, path: &str) -> Option<RawResponse> {
         Some(RawResponse::parse(&response))
     };
     tokio::time::timeout(Duration::from_secs(5), exchange).await.ok().flatten()
+}
+
+/// The served EndpointSlice events of a raw watch: (type, name, addresses).
+pub async fn next_events(
+    events: &mut (impl futures::Stream<Item = Result<WatchEvent<EndpointSlice>, kube::Error>> + Unpin),
+    n: usize,
+) -> Vec<(String, String, Vec<String>)> {
+    let mut out = Vec::new();
+    while out.len() < n {
+        let event = within("a watch event", events.try_next()).await.expect("watch ok").expect("stream open");
+        let (kind, slice) = match event {
+            WatchEvent::Added(s) => ("ADDED", s),
+            WatchEvent::Modified(s) => ("MODIFIED", s),
+            WatchEvent::Deleted(s) => ("DELETED", s),
+            WatchEvent::Bookmark(_) => continue,
+            WatchEvent::Error(e) => panic!("watch error {e:?}"),
+        };
+        out.push((kind.to_string(), slice.metadata.name.clone().unwrap_or_default(), value_ips(&slice)));
+    }
+    out
+}
+
+/// An expected event: (type, name, addresses).
+pub fn event(kind: &str, name: &str, ips: &[&str]) -> (String, String, Vec<String>) {
+    (kind.into(), name.into(), ips.iter().map(|s| s.to_string()).collect())
 }
