@@ -1,11 +1,15 @@
 //! The shipped `edge-health` binary, end to end over HTTP: five daemons, one per node of a
 //! unit, each on its own loopback address (127.0.0.11..15) with a check target of its own
-//! on that address, sharing one fake apiserver. All healthy: nobody is annotated. One
-//! daemon and its target stopped: that node alone gets `nodeunhealth: "yes"` within the
-//! detection time, in exactly one write. Brought back: the annotation is removed. Frames
-//! a test forges (bad MAC, replay, unknown sender, skew, misdirected, garbage) are
-//! refused with their status and metric; peers without an address are not probed; a
-//! configuration that cannot work is a start-up error saying why.
+//! on that address, sharing one fake apiserver. All healthy: nobody is annotated and a
+//! removed address annotation is put back. One daemon and its target stopped: that node
+//! alone gets `nodeunhealth: "yes"` within the detection time, in exactly one write.
+//! Brought back: the annotation is removed. With the API server refusing Node requests
+//! the unit still votes a dead node down locally and the verdict is written once the API
+//! is back. Frames a test forges (bad MAC, replay, unknown sender, skew, misdirected,
+//! garbage) are refused with their status and metric, a rotated key file is used without
+//! a restart, peers without an address are not probed and stay undecided; SuperEdge node
+//! units follow the `edge-health-config` ConfigMap; a configuration that cannot work is a
+//! start-up error saying why.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -140,6 +144,8 @@ impl Cluster {
             "150ms",
             "--shutdown-grace-period",
             "2s",
+            "--key-reload-interval",
+            "100ms",
         ]
         .map(String::from)
         .into_iter()
@@ -431,12 +437,14 @@ async fn forged_replayed_and_stray_frames_are_refused() {
     })
     .await;
     assert_eq!(view.node, "solo");
-    assert!(view.nodes.values().all(|v| v.verdict == Verdict::Undecided), "nobody probes ghost or hears from it");
-    until("a peer without an address is not probed", Duration::from_secs(5), || async {
-        (metric(address, "edge_health_probes_skipped_total").await >= 1.0).then_some(())
+    // a peer without an address is not probed, for periods on end, and stays undecided
+    until("ghost skipped for 3 periods", Duration::from_secs(5), || async {
+        (metric(address, "edge_health_probes_skipped_total").await >= 3.0).then_some(())
     })
     .await;
     assert_eq!(metric(address, r#"edge_health_probes_total{check="http",result="failure"}"#).await, 0.0);
+    let view = verdicts(address).await.expect("view");
+    assert!(view.nodes.values().all(|v| v.verdict == Verdict::Undecided), "nobody probes ghost or hears from it");
 
     let key = HmacKey::new(KEY).expect("key");
     let now = || {
@@ -470,6 +478,34 @@ async fn forged_replayed_and_stray_frames_are_refused() {
         assert_eq!(metric(address, &series).await, before + 1.0, "{what} counted as {reason}");
     }
     assert_eq!(metric(address, r#"edge_health_messages_accepted_total{kind="results"}"#).await, 1.0);
+
+    // the Secret rotates: the new key is used without a restart, the old one refused
+    let new_key = b"the unit's next key, also thirty-two bytes or more";
+    let rotate = |contents: &[u8]| {
+        let (temporary, path) = (cluster.dir.join(".key.new"), cluster.dir.join("key"));
+        std::fs::write(&temporary, contents).expect("write");
+        std::fs::rename(temporary, path).expect("rename");
+    };
+    rotate(new_key);
+    let sequence = std::sync::atomic::AtomicU64::new(100);
+    let next = || sequence.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let rotated = HmacKey::new(new_key).expect("key");
+    until("frames under the new key accepted", Duration::from_secs(5), || async {
+        let frame = seal_message(&rotated, &message("ghost", now(), next(), None));
+        (http_post(address, "/exchange", &frame).await.0 == 204).then_some(())
+    })
+    .await;
+    assert_eq!(metric(address, r#"edge_health_key_reloads_total{result="loaded"}"#).await, 1.0);
+    let old = seal_message(&key, &message("ghost", now(), next(), None));
+    assert_eq!(http_post(address, "/exchange", &old).await.0, 401, "the old key is refused");
+    // a key too short to use is reported and the key in use kept
+    rotate(b"short");
+    until("the short key refused", Duration::from_secs(5), || async {
+        (metric(address, r#"edge_health_key_reloads_total{result="invalid"}"#).await == 1.0).then_some(())
+    })
+    .await;
+    let frame = seal_message(&rotated, &message("ghost", now(), next(), None));
+    assert_eq!(http_post(address, "/exchange", &frame).await.0, 204, "still the rotated key");
 
     let exit = solo.daemon.take().expect("running").terminate(PROMPT_EXIT).await.expect("exits on SIGTERM");
     assert!(exit.status.success() && exit.took < PROMPT_EXIT, "{:?} after {:?}", exit.status, exit.took);
