@@ -18,6 +18,10 @@ use crate::membership::UnitSource;
 /// Where a pod finds its service-account token (sent to the kubelet by `kind=kubelet`).
 pub const SERVICE_ACCOUNT_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
 
+/// Every evaluation walks the assignments of the whole window; 1,000 periods of 10 s are
+/// nearly three hours of ballots, far more than says anything about a node now.
+pub const MAX_VOTE_WINDOW: u64 = 1000;
+
 #[derive(clap::Parser, Debug)]
 #[command(
     name = "edge-health",
@@ -130,6 +134,8 @@ pub enum SettingsError {
     UnroutableAdvertiseAddress(IpAddr),
     #[error("--message-timeout must be positive and shorter than --period ({period:?}), got {timeout:?}")]
     MessageTimeout { timeout: Duration, period: Duration },
+    #[error("--vote-window {0} is more periods than the {MAX_VOTE_WINDOW} a vote may span")]
+    VoteWindow(u64),
     #[error("--key-reload-interval must be positive")]
     KeyReloadInterval,
     #[error("--unit-label-key must not be empty")]
@@ -169,6 +175,9 @@ impl Flags {
         protocol.validate(&checks)?;
         if self.message_timeout.is_zero() || self.message_timeout >= self.period {
             return Err(SettingsError::MessageTimeout { timeout: self.message_timeout, period: self.period });
+        }
+        if self.vote_window > MAX_VOTE_WINDOW {
+            return Err(SettingsError::VoteWindow(self.vote_window));
         }
         if self.key_reload_interval.is_zero() {
             return Err(SettingsError::KeyReloadInterval);
@@ -381,6 +390,8 @@ mod tests {
         assert!(matches!(unreachable, SettingsError::Config(ConfigError::UnreachableHealthyScore { .. })));
         let zero_k = settings(&["--check", HTTP, "--probes-per-period", "0"]).unwrap_err();
         assert!(matches!(zero_k, SettingsError::Config(ConfigError::ZeroProbesPerPeriod)));
+        let window = settings(&["--check", HTTP, "--vote-window", "1001"]).unwrap_err();
+        assert!(matches!(window, SettingsError::VoteWindow(1001)), "{window}");
         let message = settings(&["--check", HTTP, "--message-timeout", "10s"]).unwrap_err();
         assert!(matches!(message, SettingsError::MessageTimeout { .. }), "{message}");
         let no_address = Flags::try_parse_from(["edge-health", "--hmac-key-file", "/k", "--check", HTTP])

@@ -473,7 +473,7 @@ impl Daemon {
         let horizon = self
             .clock
             .length()
-            .saturating_mul(u32::try_from(self.settings.protocol.vote_window + 1).unwrap_or(u32::MAX));
+            .saturating_mul(u32::try_from(self.settings.protocol.vote_window.saturating_add(1)).unwrap_or(u32::MAX));
         dissent.retain(|_, since| now.distance(*since) <= horizon);
 
         let mut served = BTreeMap::new();
