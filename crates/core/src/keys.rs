@@ -65,6 +65,18 @@ pub const MAX_UNREACHABLE_PROTECTION_ANNOTATION: &str = "superedge.io/max-unreac
 pub const NODE_UNIT_LABEL_VALUE: &str = "nodeunits.superedge.io";
 /// ConfigMap edge-health reads its checks from.
 pub const EDGE_HEALTH_CONFIGMAP: &str = "edge-health-config";
+/// `edge-health-config` key: `"false"` turns unit-internal checking off (SuperEdge v0.9.0).
+pub const EDGE_HEALTH_UNIT_INTERNAL_CHECK_KEY: &str = "unit-internal-check";
+/// `edge-health-config` key: comma-separated names of the units to check (SuperEdge v0.9.0).
+pub const EDGE_HEALTH_CHECK_UNITS_KEY: &str = "check-units";
+/// Node annotation each edge-health daemon keeps on its own Node: the `ip:port` its peers
+/// send messages to and run their checks against (the port is the exchange's; checks use
+/// their own ports on that IP). Peers learn addresses from Node metadata only.
+pub const EDGE_HEALTH_ADDRESS_ANNOTATION: &str = "edgegrid.io/edge-health-address";
+/// Node role label of control-plane nodes (Kubernetes 1.20 and later).
+pub const CONTROL_PLANE_ROLE_LABEL: &str = "node-role.kubernetes.io/control-plane";
+/// Node role label of control-plane nodes before Kubernetes 1.24 (SuperEdge's `MasterLabel`).
+pub const MASTER_ROLE_LABEL: &str = "node-role.kubernetes.io/master";
 
 /// Taints the node lifecycle controller manages.
 pub const TAINT_UNREACHABLE: &str = "node.kubernetes.io/unreachable";
@@ -104,6 +116,12 @@ mod tests {
             (super::MAX_UNREACHABLE_PROTECTION_ANNOTATION, "superedge.io/max-unreachable-protection"),
             (super::TAINT_UNREACHABLE, "node.kubernetes.io/unreachable"),
             (super::INITIAL_EVENTS_END_ANNOTATION, "k8s.io/initial-events-end"),
+            (super::EDGE_HEALTH_CONFIGMAP, "edge-health-config"),
+            (super::EDGE_HEALTH_UNIT_INTERNAL_CHECK_KEY, "unit-internal-check"),
+            (super::EDGE_HEALTH_CHECK_UNITS_KEY, "check-units"),
+            (super::EDGE_HEALTH_ADDRESS_ANNOTATION, "edgegrid.io/edge-health-address"),
+            (super::CONTROL_PLANE_ROLE_LABEL, "node-role.kubernetes.io/control-plane"),
+            (super::MASTER_ROLE_LABEL, "node-role.kubernetes.io/master"),
         ];
         for (constant, wire) in pinned {
             assert_eq!(constant, wire);

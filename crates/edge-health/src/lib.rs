@@ -17,8 +17,12 @@
 //! 4. it sends its verdicts to its peers in a signed [`message`], and checks theirs;
 //! 5. [`vote`] turns the verdicts of a window of periods into each node's verdict, picks
 //!    the one member that writes each change, and builds the patch.
+//!
+//! [`daemon`] is the exception: the binary's I/O shell (tokio, HTTP, the API server), which
+//! drives the modules above one period at a time as [`sim`] does and decides nothing itself.
 
 pub mod config;
+pub mod daemon;
 pub mod indirect;
 pub mod membership;
 pub mod message;

@@ -28,21 +28,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use edgegrid_core::keys::NODE_UNIT_LABEL_VALUE;
+use edgegrid_core::keys::{
+    CONTROL_PLANE_ROLE_LABEL, EDGE_HEALTH_CHECK_UNITS_KEY, EDGE_HEALTH_UNIT_INTERNAL_CHECK_KEY, MASTER_ROLE_LABEL,
+    NODE_UNIT_LABEL_VALUE,
+};
 
 /// A node's labels.
 pub type Labels = BTreeMap<String, String>;
-
-/// Node role label of control-plane nodes (Kubernetes 1.20 and later).
-// These four strings belong in `edgegrid_core::keys`; they are here until that crate
-// gains them (this crate may not change it).
-pub const CONTROL_PLANE_ROLE_LABEL: &str = "node-role.kubernetes.io/control-plane";
-/// Node role label of control-plane nodes before Kubernetes 1.24 (SuperEdge's `MasterLabel`).
-pub const MASTER_ROLE_LABEL: &str = "node-role.kubernetes.io/master";
-/// `edge-health-config` key: `"false"` turns unit-internal checking off (SuperEdge v0.9.0).
-pub const UNIT_INTERNAL_CHECK_KEY: &str = "unit-internal-check";
-/// `edge-health-config` key: comma-separated names of the units to check (SuperEdge v0.9.0).
-pub const CHECK_UNITS_KEY: &str = "check-units";
 
 /// Where units come from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -74,11 +66,11 @@ impl NodeUnitCheck {
         let Some(data) = data else {
             return Self::WholeCluster;
         };
-        if data.get(UNIT_INTERNAL_CHECK_KEY).map(String::as_str) == Some("false") {
+        if data.get(EDGE_HEALTH_UNIT_INTERNAL_CHECK_KEY).map(String::as_str) == Some("false") {
             return Self::WholeCluster;
         }
         let units = data
-            .get(CHECK_UNITS_KEY)
+            .get(EDGE_HEALTH_CHECK_UNITS_KEY)
             .map(|list| list.split(',').map(str::trim).filter(|u| !u.is_empty()).map(str::to_string).collect())
             .unwrap_or_default();
         Self::Units(units)
@@ -377,14 +369,26 @@ mod tests {
             ("no ConfigMap: whole cluster", None, NodeUnitCheck::WholeCluster),
             (
                 "exactly false: whole cluster",
-                Some(config(&[(UNIT_INTERNAL_CHECK_KEY, "false"), (CHECK_UNITS_KEY, "u1")])),
+                Some(config(&[(EDGE_HEALTH_UNIT_INTERNAL_CHECK_KEY, "false"), (EDGE_HEALTH_CHECK_UNITS_KEY, "u1")])),
                 NodeUnitCheck::WholeCluster,
             ),
-            ("true", Some(config(&[(UNIT_INTERNAL_CHECK_KEY, "true"), (CHECK_UNITS_KEY, "u1")])), units(&["u1"])),
-            ("key absent turns it on", Some(config(&[(CHECK_UNITS_KEY, "u1")])), units(&["u1"])),
-            ("False is not false", Some(config(&[(UNIT_INTERNAL_CHECK_KEY, "False")])), units(&[])),
-            ("on without check-units: nothing", Some(config(&[(UNIT_INTERNAL_CHECK_KEY, "true")])), units(&[])),
-            ("list trimmed, empties dropped", Some(config(&[(CHECK_UNITS_KEY, " u1, ,u2 ,")])), units(&["u1", "u2"])),
+            (
+                "true",
+                Some(config(&[(EDGE_HEALTH_UNIT_INTERNAL_CHECK_KEY, "true"), (EDGE_HEALTH_CHECK_UNITS_KEY, "u1")])),
+                units(&["u1"]),
+            ),
+            ("key absent turns it on", Some(config(&[(EDGE_HEALTH_CHECK_UNITS_KEY, "u1")])), units(&["u1"])),
+            ("False is not false", Some(config(&[(EDGE_HEALTH_UNIT_INTERNAL_CHECK_KEY, "False")])), units(&[])),
+            (
+                "on without check-units: nothing",
+                Some(config(&[(EDGE_HEALTH_UNIT_INTERNAL_CHECK_KEY, "true")])),
+                units(&[]),
+            ),
+            (
+                "list trimmed, empties dropped",
+                Some(config(&[(EDGE_HEALTH_CHECK_UNITS_KEY, " u1, ,u2 ,")])),
+                units(&["u1", "u2"]),
+            ),
         ];
         for (name, data, want) in cases {
             assert_eq!(NodeUnitCheck::from_config_map(data.as_ref()), want, "{name}");
@@ -412,8 +416,8 @@ mod tests {
         m.apply("e", &unit_labels(&["u1", "u2"]));
         m.apply("f", &labels(&[("u1", "something-else")]));
         let change = m.set_node_unit_check(NodeUnitCheck::from_config_map(Some(&config(&[
-            (UNIT_INTERNAL_CHECK_KEY, "true"),
-            (CHECK_UNITS_KEY, "u1,u2"),
+            (EDGE_HEALTH_UNIT_INTERNAL_CHECK_KEY, "true"),
+            (EDGE_HEALTH_CHECK_UNITS_KEY, "u1,u2"),
         ]))));
         assert!(change.left.contains("d") && change.left.contains("f"));
         // union of the checked units (SuperEdge: only nodes in both u1 and u2, i.e. e)

@@ -1,0 +1,225 @@
+//! The `edge-health` binary's I/O shell around the pure core: flags ([`cli`]), the
+//! state and decisions between I/O ([`state`]), one period's probes and messages
+//! ([`round`]), the exchange and verdicts routes ([`server`]), the API server's Nodes and
+//! ConfigMap ([`api`]) and the metrics ([`metrics`]).
+//!
+//! The period loop, on the wall clock through the core's [`PeriodClock`](crate::time::PeriodClock):
+//! at each period boundary it evaluates the period that ended (verdicts, the served view,
+//! the patches this node writes), writes those and re-asserts this node's address
+//! annotation, and starts the new period's round (assignment -> checks -> indirect
+//! probes -> results to every peer). A round that overruns its period is abandoned.
+//! With the API server unreachable everything but the writes goes on; the writer retries
+//! each period from the Nodes it observes, so verdicts land once the link is back.
+
+pub mod api;
+pub mod cli;
+pub mod metrics;
+pub mod round;
+pub mod server;
+pub mod state;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context;
+use controller_support::{Readiness, Runtime, ShutdownSignal};
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+
+use self::cli::Flags;
+use self::metrics::{Metrics, ResultLabel};
+use self::round::Transport;
+use self::state::{Daemon, wall_clock};
+use crate::membership::UnitSource;
+use crate::time::Period;
+
+/// Runs the daemon until SIGTERM. Every configuration error (flags, the key file) is
+/// reported before anything starts.
+pub async fn run(flags: Flags) -> anyhow::Result<()> {
+    let node_name = controller_support::runtime::node_name(flags.runtime.node_name.as_deref());
+    let settings = flags.settings(node_name).context("invalid configuration")?;
+    let key_file = settings.key_file.clone();
+    let key = read_key(&key_file)?;
+    let metrics = Arc::new(Metrics::default());
+    let daemon = Daemon::new(settings, metrics.clone(), &key, wall_clock())
+        .with_context(|| format!("--hmac-key-file {}", key_file.display()))?;
+    let daemon = Arc::new(daemon);
+    let runtime = Runtime::builder("edge-health", &flags.runtime)
+        .metrics(metrics.registry())
+        .routes(server::router(daemon.clone()))
+        .build()
+        .await?;
+    let bound = *runtime.admin_addresses().first().context("--bind-address is not served")?;
+    let advertised = daemon.settings().advertised(bound).to_string();
+    let settings = daemon.settings();
+    tracing::info!(node = %settings.node_name, %advertised, units = ?settings.unit_source,
+        period = ?settings.protocol.period, probes_per_period = settings.protocol.probes_per_period,
+        checks = settings.checks.checks().len(), "edge-health starting");
+
+    let client = runtime.client();
+    // writes: a refusal is counted and retried next period from the then observed Node,
+    // not retried within the request by kube's client for as long as the API is away
+    let mut config = runtime.config().clone();
+    config.default_retry = false;
+    let writer = kube::Client::try_from(config).context("building the API client")?;
+    let shutdown = runtime.shutdown_signal();
+    let node_units = matches!(settings.unit_source, UnitSource::NodeUnits);
+    let ready = Ready {
+        readiness: runtime.readiness_handle(),
+        nodes: Arc::default(),
+        config: Arc::new(AtomicBool::new(!node_units)),
+        shutdown: shutdown.clone(),
+        updating: Arc::default(),
+    };
+    ready.update();
+    runtime
+        .run(async move {
+            let nodes = {
+                let ready = ready.clone();
+                api::follow_nodes(client.clone(), daemon.clone(), move || ready.synced(&ready.nodes))
+            };
+            let config = async {
+                if node_units {
+                    let namespace = daemon.settings().namespace.clone();
+                    let ready = ready.clone();
+                    api::follow_config(client.clone(), daemon.clone(), namespace, move || ready.synced(&ready.config))
+                        .await;
+                } else {
+                    std::future::pending::<()>().await;
+                }
+            };
+            tokio::select! {
+                () = nodes => tracing::error!("node watch ended"),
+                () = config => tracing::error!("edge-health-config watch ended"),
+                () = periods(daemon.clone(), Api::all(writer), advertised) => {}
+                () = reload_key(daemon.clone()) => {}
+                () = shutdown.signalled() => {}
+            }
+        })
+        .await?;
+    Ok(())
+}
+
+fn read_key(path: &Path) -> anyhow::Result<Vec<u8>> {
+    std::fs::read(path).with_context(|| format!("reading --hmac-key-file {}", path.display()))
+}
+
+/// The period loop (see the module comment).
+async fn periods(daemon: Arc<Daemon>, nodes: Api<Node>, advertised: String) {
+    let clock = daemon.clock();
+    let transport = Transport::new(daemon.settings().message_timeout);
+    // the API's share of a period; the round runs alongside
+    let api_limit = clock.length().mul_f64(0.75);
+    let mut round: Option<AbortOnDrop> = None;
+    loop {
+        let now = wall_clock();
+        let period = clock.period_at(now);
+        if let Some(previous) = round.take()
+            && !previous.0.is_finished()
+        {
+            tracing::warn!(period = period.0 - 1, "the round did not finish within its period: abandoned");
+        }
+        let writes = daemon.evaluate(Period(period.0.saturating_sub(1)), now);
+        round = Some(AbortOnDrop(tokio::spawn(round::run(daemon.clone(), transport.clone(), period))));
+        let writes = writes.into_iter().map(|patch| api::write_verdict(&nodes, &daemon, patch, api_limit));
+        tokio::join!(api::publish_address(&nodes, &daemon, &advertised, api_limit), futures::future::join_all(writes));
+        let next = clock.start_of(period.next()).as_unix_millis();
+        let wait = next.saturating_sub(wall_clock().as_unix_millis());
+        tokio::time::sleep(Duration::from_millis(wait)).await;
+    }
+}
+
+/// Aborts its task when dropped (a round never outlives the loop that started it).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Re-reads --hmac-key-file; a new valid key replaces the old one, an invalid one is
+/// reported once and the old key kept.
+async fn reload_key(daemon: Arc<Daemon>) {
+    let path = daemon.settings().key_file.clone();
+    let mut ticks = tokio::time::interval(daemon.settings().key_reload_interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticks.tick().await;
+    let mut refused: Option<Vec<u8>> = None;
+    let mut unreadable = false;
+    loop {
+        ticks.tick().await;
+        let key = match std::fs::read(&path) {
+            Ok(key) => key,
+            Err(error) => {
+                if !unreadable {
+                    tracing::warn!(path = %path.display(), %error, "--hmac-key-file unreadable: keeping the key in use");
+                    daemon.metrics().key_reloads.get_or_create(&ResultLabel { result: "unreadable" }).inc();
+                }
+                unreadable = true;
+                continue;
+            }
+        };
+        unreadable = false;
+        if refused.as_ref() == Some(&key) {
+            continue;
+        }
+        match daemon.reload_key(&key, wall_clock()) {
+            Ok(false) => refused = None,
+            Ok(true) => {
+                refused = None;
+                tracing::info!(path = %path.display(), "new HMAC key in use");
+                daemon.metrics().key_reloads.get_or_create(&ResultLabel { result: "loaded" }).inc();
+            }
+            Err(error) => {
+                tracing::error!(path = %path.display(), %error, "new --hmac-key-file content refused: keeping the key in use");
+                daemon.metrics().key_reloads.get_or_create(&ResultLabel { result: "invalid" }).inc();
+                refused = Some(key);
+            }
+        }
+    }
+}
+
+/// `/readyz`: ready once the Nodes (and, in node-units mode, the ConfigMap) have listed;
+/// the key was loaded before the server started.
+#[derive(Clone)]
+struct Ready {
+    readiness: Readiness,
+    nodes: Arc<AtomicBool>,
+    config: Arc<AtomicBool>,
+    shutdown: ShutdownSignal,
+    /// One update at a time: two interleaved could leave the older answer standing.
+    updating: Arc<Mutex<()>>,
+}
+
+impl Ready {
+    fn synced(&self, which: &AtomicBool) {
+        if !which.swap(true, Ordering::SeqCst) {
+            self.update();
+        }
+    }
+
+    fn update(&self) {
+        let _one_at_a_time = self.updating.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        // once shutting down, the runtime's "not ready: shutting down" stands
+        if self.shutdown.is_signalled() {
+            return;
+        }
+        let mut waiting = Vec::new();
+        if !self.nodes.load(Ordering::SeqCst) {
+            waiting.push("the node watch has not listed yet");
+        }
+        if !self.config.load(Ordering::SeqCst) {
+            waiting.push("the edge-health-config watch has not listed yet");
+        }
+        if waiting.is_empty() {
+            self.readiness.set_note(None);
+            self.readiness.set_ready(true);
+        } else {
+            self.readiness.set_ready(false);
+            self.readiness.set_note(Some(waiting.join("; ")));
+        }
+    }
+}

@@ -1,0 +1,455 @@
+//! The binary's flags and their validation into [`Settings`], before anything starts.
+//!
+//! Every number given is the number used (SuperEdge parsed its numeric flags and then
+//! overwrote them with defaults); a configuration that cannot work (no check, a check
+//! that cannot finish within the period, no address peers could reach) is a start-up
+//! error naming the flag, not a daemon that votes everyone unhealthy.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use controller_support::{BindAddress, RuntimeFlags, parse_duration};
+use node_lifecycle::prober::TlsVerification;
+
+use crate::config::{CheckConfig, CheckKind, CheckSpec, ConfigError, KUBELET_HEALTHZ_PATH, ProtocolConfig};
+use crate::membership::UnitSource;
+
+/// Where a pod finds its service-account token (sent to the kubelet by `kind=kubelet`).
+pub const SERVICE_ACCOUNT_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+
+/// Every evaluation walks the assignments of the whole window; 1,000 periods of 10 s are
+/// nearly three hours of ballots, far more than says anything about a node now.
+pub const MAX_VOTE_WINDOW: u64 = 1000;
+
+#[derive(clap::Parser, Debug)]
+#[command(
+    name = "edge-health",
+    version,
+    about = "Checks the nodes of this node's unit with its peers and votes on which are down"
+)]
+pub struct Flags {
+    /// `--bind-address` serves the peer exchange (`POST /exchange`), `GET /verdicts`,
+    /// `/healthz` and `/readyz` (SuperEdge's port 51005).
+    #[command(flatten)]
+    pub runtime: RuntimeFlags<51005, 51008>,
+    /// The IP peers reach this daemon and run their checks at (published on this node's
+    /// Node as `edgegrid.io/edge-health-address` = `<ip>:<--bind-address port>`). Default:
+    /// the --bind-address IP, when it is a single address.
+    #[arg(long, env = "POD_IP")]
+    pub advertise_address: Option<IpAddr>,
+    /// Units are the nodes sharing this node's value of this label key (a ServiceGrid's
+    /// `gridUniqKey`). Without it: SuperEdge node units (`<unit>=nodeunits.superedge.io`
+    /// labels, filtered by the `edge-health-config` ConfigMap in --namespace).
+    #[arg(long, env = "EDGE_HEALTH_UNIT_LABEL_KEY")]
+    pub unit_label_key: Option<String>,
+    /// Namespace of the `edge-health-config` ConfigMap (node-units mode).
+    #[arg(long, default_value = "kube-system")]
+    pub namespace: String,
+    /// The unit's HMAC-SHA256 key (a mounted Secret, at least 32 bytes, used as is); re-read
+    /// when it changes. There is no default key.
+    #[arg(long)]
+    pub hmac_key_file: PathBuf,
+    /// A check run on each assigned peer, repeatable:
+    /// `kind=<kubelet|http|https|tcp|grpc>,port=N,timeout=300ms[,retries=N][,weight=W]`
+    /// `[,path=/healthz]` (http, https) `[,service=NAME]` (grpc) `[,ca-file=PEM]` (https,
+    /// kubelet; otherwise the certificate is not verified, as kubelet's probes do).
+    /// `retries` defaults to 0 and `weight` to 1.
+    #[arg(long = "check", value_name = "CHECK", value_parser = parse_check)]
+    pub checks: Vec<CheckSpec>,
+    /// SuperEdge's kubelet check flag, e.g. `timeout=5,retrytime=3,weight=1,port=10250`.
+    #[arg(long)]
+    pub kubeletauthplugin: Option<String>,
+    /// SuperEdge's plain-HTTP kubelet check flag.
+    #[arg(long)]
+    pub kubeletplugin: Option<String>,
+    /// SuperEdge's TCP check flag.
+    #[arg(long)]
+    pub pingplugin: Option<String>,
+    /// A peer passes when the weights of its passing checks reach this. Default: the sum
+    /// of all weights (every check must pass).
+    #[arg(long)]
+    pub healthy_score: Option<f64>,
+    /// Length of a check period; periods are aligned to the Unix epoch so all members
+    /// agree on them (clocks must be synchronised to well within --max-clock-skew).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub period: Duration,
+    /// `k`: peers each member probes per period (each member is probed by `k` others).
+    #[arg(long, default_value_t = 3)]
+    pub probes_per_period: usize,
+    /// Members asked to probe a peer the direct check failed on before accusing it (0:
+    /// accuse on the direct result).
+    #[arg(long, default_value_t = 3)]
+    pub indirect_helpers: usize,
+    /// How long to wait for indirect probe answers.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub indirect_timeout: Duration,
+    /// Periods a ballot counts for.
+    #[arg(long, default_value_t = 3)]
+    pub vote_window: u64,
+    /// Largest tolerated difference between a message's timestamp and this node's clock.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub max_clock_skew: Duration,
+    /// Further attempts to deliver a results message a peer did not take.
+    #[arg(long, default_value_t = 1)]
+    pub send_retries: u32,
+    /// Per attempt of sending one message to a peer.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub message_timeout: Duration,
+    /// Service-account token sent to the kubelet by `kind=kubelet` checks (re-read each
+    /// period: it rotates).
+    #[arg(long, default_value = SERVICE_ACCOUNT_TOKEN)]
+    pub token_file: PathBuf,
+    /// How often --hmac-key-file is looked at for a new key.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub key_reload_interval: Duration,
+}
+
+/// The validated configuration the daemon runs with.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub node_name: String,
+    /// The IP of this node's address annotation (and of its checks).
+    pub advertise_ip: IpAddr,
+    pub unit_source: UnitSource,
+    pub namespace: String,
+    pub key_file: PathBuf,
+    pub checks: CheckConfig,
+    pub protocol: ProtocolConfig,
+    pub message_timeout: Duration,
+    /// Only when a kubelet check is configured.
+    pub token_file: Option<PathBuf>,
+    pub key_reload_interval: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(
+        "--advertise-address (or POD_IP) is required when --bind-address {0} listens on every address: peers need one to reach this node at"
+    )]
+    NoAdvertiseAddress(BindAddress),
+    #[error("--advertise-address {0} is not an address peers can reach")]
+    UnroutableAdvertiseAddress(IpAddr),
+    #[error("--message-timeout must be positive and shorter than --period ({period:?}), got {timeout:?}")]
+    MessageTimeout { timeout: Duration, period: Duration },
+    #[error("--vote-window {0} is more periods than the {MAX_VOTE_WINDOW} a vote may span")]
+    VoteWindow(u64),
+    #[error("--key-reload-interval must be positive")]
+    KeyReloadInterval,
+    #[error("--unit-label-key must not be empty")]
+    EmptyUnitLabelKey,
+    #[error("--node-name (or NODE_NAME) must name this node")]
+    NoNodeName,
+}
+
+impl Flags {
+    /// Validates the flags; `node_name` is the runtime's (flag, else the host name).
+    pub fn settings(&self, node_name: String) -> Result<Settings, SettingsError> {
+        if node_name.is_empty() || node_name == "unknown" {
+            return Err(SettingsError::NoNodeName);
+        }
+        let mut checks = self.checks.clone();
+        for (plugin, value) in [
+            ("kubeletauthplugin", &self.kubeletauthplugin),
+            ("kubeletplugin", &self.kubeletplugin),
+            ("pingplugin", &self.pingplugin),
+        ] {
+            if let Some(value) = value {
+                checks.push(CheckSpec::from_superedge_plugin(plugin, value)?);
+            }
+        }
+        let total: f64 = checks.iter().map(|c| c.weight).sum();
+        let uses_kubelet = checks.iter().any(|c| matches!(c.kind, CheckKind::KubeletHealthz { .. }));
+        let checks = CheckConfig::new(checks, self.healthy_score.unwrap_or(total))?;
+        let protocol = ProtocolConfig {
+            period: self.period,
+            probes_per_period: self.probes_per_period,
+            indirect_helpers: self.indirect_helpers,
+            indirect_timeout: self.indirect_timeout,
+            vote_window: self.vote_window,
+            max_clock_skew: self.max_clock_skew,
+            send_retries: self.send_retries,
+        };
+        protocol.validate(&checks)?;
+        if self.message_timeout.is_zero() || self.message_timeout >= self.period {
+            return Err(SettingsError::MessageTimeout { timeout: self.message_timeout, period: self.period });
+        }
+        if self.vote_window > MAX_VOTE_WINDOW {
+            return Err(SettingsError::VoteWindow(self.vote_window));
+        }
+        if self.key_reload_interval.is_zero() {
+            return Err(SettingsError::KeyReloadInterval);
+        }
+        let advertise_ip = match (self.advertise_address, self.runtime.bind_address) {
+            (Some(ip), _) => ip,
+            (None, BindAddress::Socket(addr)) if !addr.ip().is_unspecified() => addr.ip(),
+            (None, bind) => return Err(SettingsError::NoAdvertiseAddress(bind)),
+        };
+        if advertise_ip.is_unspecified() || advertise_ip.is_multicast() {
+            return Err(SettingsError::UnroutableAdvertiseAddress(advertise_ip));
+        }
+        let unit_source = match &self.unit_label_key {
+            Some(key) if key.is_empty() => return Err(SettingsError::EmptyUnitLabelKey),
+            Some(key) => UnitSource::LabelKey(key.clone()),
+            None => UnitSource::NodeUnits,
+        };
+        Ok(Settings {
+            node_name,
+            advertise_ip,
+            unit_source,
+            namespace: self.namespace.clone(),
+            key_file: self.hmac_key_file.clone(),
+            checks,
+            protocol,
+            message_timeout: self.message_timeout,
+            token_file: uses_kubelet.then(|| self.token_file.clone()),
+            key_reload_interval: self.key_reload_interval,
+        })
+    }
+}
+
+impl Settings {
+    /// The value of this node's address annotation once bound on `bound`.
+    pub fn advertised(&self, bound: SocketAddr) -> SocketAddr {
+        SocketAddr::new(self.advertise_ip, bound.port())
+    }
+}
+
+/// Parses one `--check`.
+pub fn parse_check(text: &str) -> Result<CheckSpec, String> {
+    let mut fields: Vec<(&str, &str)> = Vec::new();
+    for pair in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').ok_or_else(|| format!("{pair:?} is not key=value"))?;
+        let (key, value) = (key.trim(), value.trim());
+        if fields.iter().any(|(k, _)| *k == key) {
+            return Err(format!("{key} given twice"));
+        }
+        fields.push((key, value));
+    }
+    let take = |key: &str| fields.iter().find(|(k, _)| *k == key).map(|(_, v)| *v);
+    let kind = take("kind").ok_or("kind is required (kubelet, http, https, tcp or grpc)")?;
+    let allowed: &[&str] = match kind {
+        "kubelet" => &["ca-file"],
+        "http" => &["path"],
+        "https" => &["path", "ca-file"],
+        "tcp" => &[],
+        "grpc" => &["service"],
+        other => return Err(format!("unknown kind {other:?} (kubelet, http, https, tcp or grpc)")),
+    };
+    for (key, _) in &fields {
+        if !["kind", "port", "timeout", "retries", "weight"].contains(key) && !allowed.contains(key) {
+            return Err(format!("{key:?} does not apply to kind={kind}"));
+        }
+    }
+    let port = take("port").ok_or("port is required")?;
+    let port: u16 = port.parse().map_err(|_| format!("port {port:?} is not a port number"))?;
+    let timeout = parse_duration(take("timeout").ok_or("timeout is required (e.g. timeout=1s)")?)?;
+    let retries = match take("retries") {
+        Some(r) => r.parse().map_err(|_| format!("retries {r:?} is not a whole number"))?,
+        None => 0,
+    };
+    let weight = match take("weight") {
+        Some(w) => w.parse().map_err(|_| format!("weight {w:?} is not a number"))?,
+        None => 1.0,
+    };
+    let tls = match take("ca-file") {
+        Some(path) => TlsVerification::CaBundle(std::fs::read(path).map_err(|e| format!("ca-file {path}: {e}"))?),
+        None => TlsVerification::InsecureSkipVerify,
+    };
+    let path = take("path").unwrap_or(KUBELET_HEALTHZ_PATH).to_string();
+    let kind = match kind {
+        "kubelet" => CheckKind::KubeletHealthz { port, tls },
+        "http" => CheckKind::Http { https: false, port, path, tls },
+        "https" => CheckKind::Http { https: true, port, path, tls },
+        "tcp" => CheckKind::Tcp { port },
+        _ => CheckKind::Grpc { port, service: take("service").map(str::to_string) },
+    };
+    Ok(CheckSpec { kind, timeout, retries, weight })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    fn flags(args: &[&str]) -> Flags {
+        let mut all = vec!["edge-health", "--hmac-key-file", "/k", "--advertise-address", "10.244.0.5"];
+        all.extend_from_slice(args);
+        Flags::try_parse_from(all).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+    }
+
+    fn settings(args: &[&str]) -> Result<Settings, SettingsError> {
+        flags(args).settings("edge-1".into())
+    }
+
+    const HTTP: &str = "kind=http,port=8080,timeout=300ms";
+
+    #[test]
+    fn every_number_given_is_the_number_used() {
+        let s = settings(&[
+            "--check",
+            "kind=http,port=8080,path=/ready,timeout=250ms,retries=2,weight=3",
+            "--check",
+            "kind=tcp,port=22,timeout=100ms,weight=0.5",
+            "--healthy-score",
+            "3.25",
+            "--period",
+            "7s",
+            "--probes-per-period",
+            "5",
+            "--indirect-helpers",
+            "4",
+            "--indirect-timeout",
+            "1500ms",
+            "--vote-window",
+            "6",
+            "--max-clock-skew",
+            "45s",
+            "--send-retries",
+            "3",
+            "--message-timeout",
+            "700ms",
+            "--key-reload-interval",
+            "9s",
+        ])
+        .unwrap();
+        assert_eq!(
+            s.protocol,
+            ProtocolConfig {
+                period: Duration::from_secs(7),
+                probes_per_period: 5,
+                indirect_helpers: 4,
+                indirect_timeout: Duration::from_millis(1500),
+                vote_window: 6,
+                max_clock_skew: Duration::from_secs(45),
+                send_retries: 3,
+            }
+        );
+        assert_eq!(s.checks.healthy_score(), 3.25);
+        assert_eq!(
+            s.checks.checks(),
+            [
+                CheckSpec {
+                    kind: CheckKind::Http {
+                        https: false,
+                        port: 8080,
+                        path: "/ready".into(),
+                        tls: TlsVerification::InsecureSkipVerify
+                    },
+                    timeout: Duration::from_millis(250),
+                    retries: 2,
+                    weight: 3.0,
+                },
+                CheckSpec {
+                    kind: CheckKind::Tcp { port: 22 },
+                    timeout: Duration::from_millis(100),
+                    retries: 0,
+                    weight: 0.5
+                },
+            ]
+        );
+        assert_eq!((s.message_timeout, s.key_reload_interval), (Duration::from_millis(700), Duration::from_secs(9)));
+        assert_eq!(s.token_file, None, "no kubelet check, no token");
+        assert_eq!(s.unit_source, UnitSource::NodeUnits);
+        assert_eq!(s.namespace, "kube-system");
+    }
+
+    #[test]
+    fn the_flags_are_well_formed() {
+        use clap::CommandFactory;
+        Flags::command().debug_assert();
+        let defaults = flags(&["--check", HTTP]);
+        assert_eq!(defaults.runtime.bind_address.to_string(), ":51005", "SuperEdge's port, every interface");
+    }
+
+    #[test]
+    fn defaults_are_documented_values() {
+        let s = settings(&["--check", HTTP, "--unit-label-key", "site"]).unwrap();
+        assert_eq!(s.protocol.period, Duration::from_secs(10));
+        assert_eq!((s.protocol.probes_per_period, s.protocol.indirect_helpers, s.protocol.vote_window), (3, 3, 3));
+        assert_eq!(s.checks.healthy_score(), 1.0, "every check must pass");
+        assert_eq!(s.unit_source, UnitSource::LabelKey("site".into()));
+        assert_eq!(s.advertise_ip, "10.244.0.5".parse::<IpAddr>().unwrap());
+    }
+
+    #[test]
+    fn no_check_is_a_start_up_error() {
+        let error = settings(&[]).unwrap_err();
+        assert!(matches!(error, SettingsError::Config(ConfigError::NoChecks)), "{error}");
+        assert!(error.to_string().contains("no check configured"), "{error}");
+    }
+
+    #[test]
+    fn impossible_configurations_are_refused() {
+        let slow = settings(&["--check", "kind=tcp,port=1,timeout=6s,retries=1", "--period", "10s"]).unwrap_err();
+        assert!(matches!(slow, SettingsError::Config(ConfigError::ChecksTooSlow { .. })), "{slow}");
+        let unreachable = settings(&["--check", HTTP, "--healthy-score", "2"]).unwrap_err();
+        assert!(matches!(unreachable, SettingsError::Config(ConfigError::UnreachableHealthyScore { .. })));
+        let zero_k = settings(&["--check", HTTP, "--probes-per-period", "0"]).unwrap_err();
+        assert!(matches!(zero_k, SettingsError::Config(ConfigError::ZeroProbesPerPeriod)));
+        let window = settings(&["--check", HTTP, "--vote-window", "1001"]).unwrap_err();
+        assert!(matches!(window, SettingsError::VoteWindow(1001)), "{window}");
+        let message = settings(&["--check", HTTP, "--message-timeout", "10s"]).unwrap_err();
+        assert!(matches!(message, SettingsError::MessageTimeout { .. }), "{message}");
+        let no_address = Flags::try_parse_from(["edge-health", "--hmac-key-file", "/k", "--check", HTTP])
+            .unwrap()
+            .settings("edge-1".into())
+            .unwrap_err();
+        assert!(matches!(no_address, SettingsError::NoAdvertiseAddress(_)), "{no_address}");
+        assert!(Flags::try_parse_from(["edge-health", "--check", HTTP]).is_err(), "--hmac-key-file is required");
+    }
+
+    #[test]
+    fn the_bind_address_is_advertised_when_it_is_one_address() {
+        let flags = Flags::try_parse_from([
+            "edge-health",
+            "--hmac-key-file",
+            "/k",
+            "--check",
+            HTTP,
+            "--bind-address",
+            "127.0.0.11:51005",
+        ])
+        .unwrap();
+        let s = flags.settings("edge-1".into()).unwrap();
+        assert_eq!(s.advertised("127.0.0.11:4000".parse().unwrap()), "127.0.0.11:4000".parse().unwrap());
+    }
+
+    #[test]
+    fn superedge_plugin_flags_are_checks() {
+        let s = settings(&["--kubeletauthplugin", "timeout=1,retrytime=2,weight=1,port=10250"]).unwrap();
+        assert_eq!(s.checks.checks().len(), 1);
+        assert_eq!(s.checks.healthy_score(), 100.0, "SuperEdge's weights are scaled to its score line");
+        assert_eq!(s.token_file.as_deref(), Some(std::path::Path::new(SERVICE_ACCOUNT_TOKEN)));
+    }
+
+    #[test]
+    fn check_flags_parse_or_say_why_not() {
+        assert_eq!(
+            parse_check("kind=grpc,port=9090,timeout=1s,service=health").unwrap().kind,
+            CheckKind::Grpc { port: 9090, service: Some("health".into()) }
+        );
+        let kubelet = parse_check("kind=kubelet,port=10250,timeout=2s,retries=1").unwrap();
+        assert_eq!(kubelet.kind, CheckKind::KubeletHealthz { port: 10250, tls: TlsVerification::InsecureSkipVerify });
+        assert_eq!((kubelet.retries, kubelet.weight), (1, 1.0));
+        for (text, why) in [
+            ("port=1,timeout=1s", "kind is required"),
+            ("kind=icmp,port=1,timeout=1s", "unknown kind"),
+            ("kind=tcp,timeout=1s", "port is required"),
+            ("kind=tcp,port=1", "timeout is required"),
+            ("kind=tcp,port=1,timeout=5", "missing unit"),
+            ("kind=tcp,port=1,timeout=1s,path=/x", "does not apply"),
+            ("kind=tcp,port=70000,timeout=1s", "not a port"),
+            ("kind=tcp,port=1,port=2,timeout=1s", "twice"),
+            ("kind=tcp,port=1,timeout=1s,retries=-1", "not a whole number"),
+            ("kind=tcp,port=1,timeout=1s,weight=x", "not a number"),
+            ("kind=tcp,port", "not key=value"),
+        ] {
+            let error = parse_check(text).unwrap_err();
+            assert!(error.contains(why), "{text}: {error}");
+        }
+    }
+}

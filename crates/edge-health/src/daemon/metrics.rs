@@ -1,0 +1,163 @@
+//! The daemon's metrics, prefixed `edge_health_`: probe attempts by check and result,
+//! ballots cast, verdict changes and the current verdicts, messages accepted and
+//! rejected (one label value per [`Rejection`]), messages sent, the vote latency, Node
+//! writes by outcome and key reloads.
+
+use std::sync::{Arc, Mutex};
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::message::Rejection;
+use crate::vote::Verdict;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProbeLabels {
+    /// kubelet, http, https, tcp, grpc
+    pub check: &'static str,
+    /// success, failure, error (our side: an invalid probe)
+    pub result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BallotLabels {
+    /// healthy, unhealthy
+    pub verdict: &'static str,
+    /// direct, helper, all_helpers_failed, deadline, no_helpers
+    pub basis: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct VerdictLabel {
+    pub verdict: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabel {
+    /// results, probe_request, probe_answer
+    pub kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabel {
+    /// [`Rejection::metric_label`]
+    pub reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SentLabels {
+    pub kind: &'static str,
+    /// delivered, refused (the peer answered 4xx), failed (no answer, 5xx)
+    pub result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WriteLabels {
+    /// verdict (the `nodeunhealth` annotation), address (this node's own address annotation)
+    pub target: &'static str,
+    /// written, conflict (the precondition failed: recomputed next period), failed
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabel {
+    /// loaded, unreadable, invalid
+    pub result: &'static str,
+}
+
+pub struct Metrics {
+    registry: Arc<Mutex<Registry>>,
+    pub probes: Family<ProbeLabels, Counter>,
+    /// Peers of the period's assignment not probed: they publish no address.
+    pub probes_skipped: Counter,
+    pub ballots: Family<BallotLabels, Counter>,
+    pub verdict_changes: Family<VerdictLabel, Counter>,
+    /// Members of this node's units by current verdict.
+    pub verdicts: Family<VerdictLabel, Gauge>,
+    pub peers: Gauge,
+    pub messages_accepted: Family<KindLabel, Counter>,
+    pub messages_rejected: Family<ReasonLabel, Counter>,
+    pub messages_sent: Family<SentLabels, Counter>,
+    /// From the first ballot against a standing verdict to the verdict's change.
+    pub vote_latency: Histogram,
+    pub writes: Family<WriteLabels, Counter>,
+    pub key_reloads: Family<ResultLabel, Counter>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("edge_health");
+        let metrics = Self {
+            registry: Arc::default(),
+            probes: Family::default(),
+            probes_skipped: Counter::default(),
+            ballots: Family::default(),
+            verdict_changes: Family::default(),
+            verdicts: Family::default(),
+            peers: Gauge::default(),
+            messages_accepted: Family::default(),
+            messages_rejected: Family::default(),
+            messages_sent: Family::default(),
+            vote_latency: Histogram::new(exponential_buckets(0.05, 2.0, 14)),
+            writes: Family::default(),
+            key_reloads: Family::default(),
+        };
+        registry.register("probes", "Probe attempts on peers, by check and result", metrics.probes.clone());
+        registry.register(
+            "probes_skipped",
+            "Assigned peers not probed because they publish no address",
+            metrics.probes_skipped.clone(),
+        );
+        registry.register("ballots", "Ballots this node cast, by verdict and basis", metrics.ballots.clone());
+        registry.register("verdict_changes", "Verdict changes in this node's vote tables, by new verdict", {
+            metrics.verdict_changes.clone()
+        });
+        registry.register("verdicts", "Members of this node's units by current verdict", metrics.verdicts.clone());
+        registry.register("peers", "Members of this node's units, itself excluded", metrics.peers.clone());
+        registry.register(
+            "messages_accepted",
+            "Messages from peers accepted, by kind",
+            metrics.messages_accepted.clone(),
+        );
+        registry.register("messages_rejected", "Messages refused, by reason", metrics.messages_rejected.clone());
+        registry.register("messages_sent", "Messages sent to peers, by kind and result", metrics.messages_sent.clone());
+        registry.register(
+            "vote_latency_seconds",
+            "Time from the first ballot against a standing verdict to the verdict's change",
+            metrics.vote_latency.clone(),
+        );
+        registry.register("writes", "Node patches, by target and outcome", metrics.writes.clone());
+        registry.register("key_reloads", "Reads of a changed --hmac-key-file, by result", metrics.key_reloads.clone());
+        // every rejection reason is visible at 0 before the first refusal
+        for rejection in Rejection::ALL {
+            let _ = metrics.messages_rejected.get_or_create(&ReasonLabel { reason: rejection.metric_label() });
+        }
+        for verdict in [Verdict::Undecided, Verdict::Healthy, Verdict::Unhealthy] {
+            let _ = metrics.verdicts.get_or_create(&VerdictLabel { verdict: verdict.metric_label() });
+        }
+        *metrics.registry.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = registry;
+        metrics
+    }
+}
+
+impl Metrics {
+    pub fn registry(&self) -> Arc<Mutex<Registry>> {
+        self.registry.clone()
+    }
+
+    pub fn rejected(&self, rejection: Rejection) {
+        self.messages_rejected.get_or_create(&ReasonLabel { reason: rejection.metric_label() }).inc();
+    }
+
+    pub fn write(&self, target: &'static str, outcome: &'static str) {
+        self.writes.get_or_create(&WriteLabels { target, outcome }).inc();
+    }
+
+    pub fn sent(&self, kind: &'static str, result: &'static str) {
+        self.messages_sent.get_or_create(&SentLabels { kind, result }).inc();
+    }
+}

@@ -1,0 +1,563 @@
+//! The daemon's state between its I/O, and every decision it takes, by calling the pure
+//! core the way [`crate::sim`] does: node metadata feeds [`UnitMembership`] and one
+//! [`VoteTable`] + [`Schedule`] per unit; frames in are opened by the [`Verifier`] and
+//! their ballots recorded; the period's probe plan, indirect requests, results frame,
+//! evaluation and Node patches come out as data for the I/O tasks to carry out.
+//!
+//! One lock, never held across an await: every method here is synchronous, so no I/O can
+//! ever stall a decision, and the tasks interleave only between whole steps.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use edgegrid_core::health::{self, LocalVerdicts, NodeVerdict};
+use edgegrid_core::keys::EDGE_HEALTH_ADDRESS_ANNOTATION;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use super::cli::Settings;
+use super::metrics::{BallotLabels, KindLabel, Metrics, VerdictLabel};
+use crate::indirect::{Basis, Conclusion, DirectStep, IndirectProbes, should_help};
+use crate::membership::{Labels, MembershipChange, NodeUnitCheck, UnitId, UnitMembership};
+use crate::message::{Ballot, HmacKey, KeyError, Payload, Rejection, Signer, Verifier};
+use crate::selection::Schedule;
+use crate::time::{Period, PeriodClock, Timestamp};
+use crate::vote::{AnnotationPatch, ObservedNode, Verdict, VoteTable, annotation_patch, writer_of};
+
+/// The wall clock as the core's [`Timestamp`].
+pub fn wall_clock() -> Timestamp {
+    let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    Timestamp::from_unix_millis(u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// One assigned peer to probe this period.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedProbe {
+    pub target: String,
+    /// `None`: the peer publishes no address, so it is not probed (no ballot: undecided).
+    pub host: Option<IpAddr>,
+}
+
+/// An indirect probe request to send: its frame, sealed for `helper`.
+#[derive(Clone, Debug)]
+pub struct OutgoingRequest {
+    pub helper: String,
+    pub address: SocketAddr,
+    pub frame: Vec<u8>,
+}
+
+/// One frame for every peer with an address.
+#[derive(Clone, Debug)]
+pub struct Broadcast {
+    pub frame: Vec<u8>,
+    /// Name and address.
+    pub peers: Vec<(String, SocketAddr)>,
+}
+
+/// What to do after a direct probe.
+#[derive(Debug)]
+pub enum AfterDirect {
+    Concluded,
+    /// Send these and feed the answers to [`Daemon::take_answer`] until one settles the
+    /// probe or the deadline passes ([`Daemon::expire`]).
+    Ask(Vec<OutgoingRequest>),
+}
+
+/// What an incoming frame was.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Received {
+    Rejected(Rejection),
+    Results,
+    /// An indirect probe answer; `settled`: it concluded its probe.
+    Answer {
+        settled: bool,
+    },
+    /// A peer asks this node to probe `target` at `host` and answer under `id`.
+    Help {
+        requester: String,
+        id: u64,
+        target: String,
+        host: IpAddr,
+    },
+    /// A probe request for a node this one does not check, or cannot reach (no address).
+    Declined,
+}
+
+/// Whether this node's address annotation says what it should.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AddressState {
+    /// The local Node is not known (yet).
+    NoNode,
+    Published,
+    /// Missing or different: patch it.
+    Stale,
+}
+
+#[derive(Clone, Debug)]
+struct NodeRecord {
+    observed: ObservedNode,
+    /// The annotation's raw value.
+    address_annotation: Option<String>,
+    /// The annotation, when it is a valid `ip:port`.
+    address: Option<SocketAddr>,
+}
+
+impl NodeRecord {
+    fn from_meta(meta: &ObjectMeta) -> Self {
+        let address_annotation = meta.annotations.as_ref().and_then(|a| a.get(EDGE_HEALTH_ADDRESS_ANNOTATION)).cloned();
+        let address = address_annotation.as_deref().and_then(|a| a.parse().ok());
+        Self { observed: ObservedNode::from_meta(meta), address_annotation, address }
+    }
+}
+
+struct UnitVote {
+    table: VoteTable,
+    schedule: Schedule,
+}
+
+struct Crypto {
+    key: Vec<u8>,
+    signer: Signer,
+    verifier: Verifier,
+}
+
+struct State {
+    membership: UnitMembership,
+    units: BTreeMap<UnitId, UnitVote>,
+    nodes: BTreeMap<String, NodeRecord>,
+    /// This node's latest ballot about each peer, as sent in its results.
+    own: BTreeMap<String, Ballot>,
+    crypto: Crypto,
+    indirect: IndirectProbes,
+    /// Per node: when the first ballot against its standing verdict was recorded (for
+    /// the vote latency).
+    dissent: BTreeMap<String, Timestamp>,
+    view: LocalVerdicts,
+}
+
+/// The daemon's state; shared by its tasks and its HTTP handlers.
+pub struct Daemon {
+    settings: Settings,
+    clock: PeriodClock,
+    metrics: Arc<Metrics>,
+    state: Mutex<State>,
+}
+
+impl Daemon {
+    /// `key`: the contents of --hmac-key-file; `now`: the start (see [`Signer::new`]).
+    pub fn new(settings: Settings, metrics: Arc<Metrics>, key: &[u8], now: Timestamp) -> Result<Self, KeyError> {
+        let clock = PeriodClock::new(settings.protocol.period).expect("validated: the period is at least 1ms");
+        let crypto = Crypto::new(key, &settings, now)?;
+        let local = settings.node_name.clone();
+        let state = State {
+            membership: UnitMembership::new(local.clone(), settings.unit_source.clone()),
+            units: BTreeMap::new(),
+            nodes: BTreeMap::new(),
+            own: BTreeMap::new(),
+            crypto,
+            indirect: IndirectProbes::new(settings.protocol.indirect_timeout, now.as_unix_millis()),
+            dissent: BTreeMap::new(),
+            view: LocalVerdicts { node: local, nodes: BTreeMap::new() },
+        };
+        Ok(Self { settings, clock, metrics, state: Mutex::new(state) })
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    pub fn clock(&self) -> PeriodClock {
+        self.clock
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    fn local(&self) -> &str {
+        &self.settings.node_name
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    // ---- inputs from the API ----
+
+    /// A Node was added or its metadata changed (also: the answer to this daemon's patch).
+    pub fn apply_node(&self, meta: &ObjectMeta) {
+        let Some(name) = meta.name.as_deref() else { return };
+        let mut st = self.lock();
+        st.nodes.insert(name.to_string(), NodeRecord::from_meta(meta));
+        let change = st.membership.apply(name, &labels(meta));
+        self.membership_changed(&mut st, change);
+    }
+
+    pub fn delete_node(&self, name: &str) {
+        let mut st = self.lock();
+        st.nodes.remove(name);
+        let change = st.membership.delete(name);
+        self.membership_changed(&mut st, change);
+    }
+
+    /// A (re)list: these are all the Nodes there are.
+    pub fn replace_nodes(&self, metas: &[ObjectMeta]) {
+        let mut st = self.lock();
+        st.nodes = metas.iter().filter_map(|meta| Some((meta.name.clone()?, NodeRecord::from_meta(meta)))).collect();
+        let change =
+            st.membership.replace_all(metas.iter().filter_map(|meta| Some((meta.name.clone()?, labels(meta)))));
+        self.membership_changed(&mut st, change);
+    }
+
+    /// The `edge-health-config` ConfigMap's data (`None`: there is none).
+    pub fn set_node_unit_config(&self, data: Option<&BTreeMap<String, String>>) {
+        let mut st = self.lock();
+        let change = st.membership.set_node_unit_check(NodeUnitCheck::from_config_map(data));
+        self.membership_changed(&mut st, change);
+    }
+
+    fn membership_changed(&self, st: &mut State, change: MembershipChange) {
+        if change.is_empty() {
+            return;
+        }
+        let State { membership, units, crypto, own, .. } = st;
+        if change.units_changed {
+            let k = self.settings.protocol.probes_per_period;
+            let keep = usize::try_from(self.settings.protocol.vote_window).unwrap_or(usize::MAX).saturating_add(2);
+            let mut previous = std::mem::take(units);
+            for unit in membership.units() {
+                let vote = match previous.remove(&unit.id) {
+                    Some(vote) if vote.schedule.members() == unit.members.as_slice() => vote,
+                    // the table forgets departed members at its next evaluation
+                    Some(vote) => UnitVote { table: vote.table, schedule: Schedule::new(&unit.members, k, keep) },
+                    None => UnitVote {
+                        table: VoteTable::new(self.settings.protocol.vote_window),
+                        schedule: Schedule::new(&unit.members, k, keep),
+                    },
+                };
+                units.insert(unit.id.clone(), vote);
+            }
+        }
+        if !change.left.is_empty() {
+            crypto.verifier.retain_senders(|n| membership.is_peer(n));
+            own.retain(|n, _| membership.is_peer(n));
+        }
+        self.metrics.peers.set(i64::try_from(membership.peers().len()).unwrap_or(i64::MAX));
+        tracing::info!(joined = ?change.joined, left = ?change.left, units = ?membership.units().iter().map(|u| &u.id).collect::<Vec<_>>(),
+            peers = membership.peers().len(), "unit membership changed");
+    }
+
+    /// A new --hmac-key-file content; `Ok(true)` when the key changed. Senders' replay
+    /// windows start over with the new key, and frames stamped before `now` are refused.
+    pub fn reload_key(&self, key: &[u8], now: Timestamp) -> Result<bool, KeyError> {
+        let mut st = self.lock();
+        if st.crypto.key == key {
+            return Ok(false);
+        }
+        st.crypto = Crypto::new(key, &self.settings, now)?;
+        Ok(true)
+    }
+
+    // ---- the exchange ----
+
+    /// Opens one frame a peer sent.
+    pub fn receive(&self, frame: &[u8], now: Timestamp) -> Received {
+        let mut st = self.lock();
+        let st = &mut *st;
+        let opened = st.crypto.verifier.open(frame, now, |n| st.membership.is_peer(n));
+        let message = match opened {
+            Ok(message) => message,
+            Err(rejection) => {
+                self.metrics.rejected(rejection);
+                return Received::Rejected(rejection);
+            }
+        };
+        match message.payload {
+            Payload::Results { verdicts } => {
+                self.accepted("results");
+                for (target, ballot) in verdicts {
+                    self.record(st, &message.sender, &target, ballot, now);
+                }
+                Received::Results
+            }
+            Payload::ProbeRequest { id, target } => {
+                self.accepted("probe_request");
+                let host = st.nodes.get(&target).and_then(|n| n.address).map(|a| a.ip());
+                match host {
+                    Some(host) if should_help(&target, |n| st.membership.is_peer(n)) => {
+                        Received::Help { requester: message.sender, id, target, host }
+                    }
+                    _ => Received::Declined,
+                }
+            }
+            Payload::ProbeAnswer { id, target, reachable } => {
+                self.accepted("probe_answer");
+                let conclusion = st.indirect.answer(&message.sender, id, &target, reachable);
+                let settled = conclusion.is_some();
+                if let Some(conclusion) = conclusion {
+                    self.conclude_locked(st, conclusion, now);
+                }
+                Received::Answer { settled }
+            }
+        }
+    }
+
+    fn accepted(&self, kind: &'static str) {
+        self.metrics.messages_accepted.get_or_create(&KindLabel { kind }).inc();
+    }
+
+    /// Seals the answer to a probe request this node ran.
+    pub fn seal_answer(&self, requester: &str, id: u64, target: &str, reachable: bool, now: Timestamp) -> Vec<u8> {
+        let payload = Payload::ProbeAnswer { id, target: target.to_string(), reachable };
+        self.lock().crypto.signer.seal(now, Some(requester.to_string()), payload)
+    }
+
+    /// A helper's reply to this node's probe request (a sealed answer, verified like any
+    /// frame). Returns whether it settled the probe.
+    pub fn take_answer(&self, frame: &[u8], now: Timestamp) -> bool {
+        matches!(self.receive(frame, now), Received::Answer { settled: true })
+    }
+
+    // ---- one period ----
+
+    /// The peers this node probes in `period`: its targets in every unit's assignment.
+    pub fn plan(&self, period: Period) -> Vec<PlannedProbe> {
+        let mut st = self.lock();
+        let st = &mut *st;
+        let mut targets: BTreeMap<String, Option<IpAddr>> = BTreeMap::new();
+        for vote in st.units.values_mut() {
+            let assignment = vote.schedule.assignment(period);
+            for target in assignment.targets_of(self.local()) {
+                let host = st.nodes.get(target).and_then(|n| n.address).map(|a| a.ip());
+                targets.insert(target.to_string(), host);
+            }
+        }
+        targets.into_iter().map(|(target, host)| PlannedProbe { target, host }).collect()
+    }
+
+    /// The direct probe of `target` for `period` ended: concludes, or returns the indirect
+    /// requests to send (to helpers with an address, not held unhealthy).
+    pub fn direct_result(&self, target: &str, period: Period, reachable: bool, now: Timestamp) -> AfterDirect {
+        let mut st = self.lock();
+        let st = &mut *st;
+        let local = self.local();
+        let assignment = st.units.values_mut().find_map(|vote| {
+            let assignment = vote.schedule.assignment(period);
+            assignment.is_assigned(local, target).then_some(assignment)
+        });
+        let helpers: Vec<String> = match &assignment {
+            Some(assignment) => {
+                let (units, nodes) = (&st.units, &st.nodes);
+                let excluded = |h: &str| {
+                    units.values().any(|v| v.table.verdict(h) == Verdict::Unhealthy)
+                        || nodes.get(h).and_then(|n| n.address).is_none()
+                };
+                let count = self.settings.protocol.indirect_helpers;
+                assignment.helpers(local, target, count, excluded).into_iter().map(str::to_string).collect()
+            }
+            None => Vec::new(),
+        };
+        let helpers: Vec<&str> = helpers.iter().map(String::as_str).collect();
+        match st.indirect.direct_result(target, period, reachable, &helpers, now) {
+            DirectStep::Concluded(conclusion) => {
+                self.conclude_locked(st, conclusion, now);
+                AfterDirect::Concluded
+            }
+            DirectStep::Ask(requests) => AfterDirect::Ask(
+                requests
+                    .into_iter()
+                    .filter_map(|request| {
+                        let address = st.nodes.get(&request.helper)?.address?;
+                        let payload = Payload::ProbeRequest { id: request.id, target: request.target };
+                        let frame = st.crypto.signer.seal(now, Some(request.helper.clone()), payload);
+                        Some(OutgoingRequest { helper: request.helper, address, frame })
+                    })
+                    .collect(),
+            ),
+        }
+    }
+
+    /// Concludes (unhealthy) every indirect probe whose deadline has passed.
+    pub fn expire(&self, now: Timestamp) {
+        let mut st = self.lock();
+        for conclusion in st.indirect.expire(now) {
+            self.conclude_locked(&mut st, conclusion, now);
+        }
+    }
+
+    fn conclude_locked(&self, st: &mut State, conclusion: Conclusion, now: Timestamp) {
+        let basis = match &conclusion.basis {
+            Basis::Direct => "direct",
+            Basis::Helper(_) => "helper",
+            Basis::AllHelpersFailed => "all_helpers_failed",
+            Basis::Deadline => "deadline",
+            Basis::NoHelpers => "no_helpers",
+        };
+        let verdict = if conclusion.healthy { "healthy" } else { "unhealthy" };
+        self.metrics.ballots.get_or_create(&BallotLabels { verdict, basis }).inc();
+        if !conclusion.healthy {
+            tracing::info!(target_node = %conclusion.target, period = conclusion.period.0, basis = ?conclusion.basis,
+                "peer unreachable");
+        }
+        let ballot = Ballot { period: conclusion.period, healthy: conclusion.healthy };
+        st.own.insert(conclusion.target.clone(), ballot);
+        let local = self.local().to_string();
+        self.record(st, &local, &conclusion.target, ballot, now);
+    }
+
+    /// Records one checker's ballot in every unit table holding both, and notes when it
+    /// goes against the standing verdict.
+    fn record(&self, st: &mut State, checker: &str, target: &str, ballot: Ballot, now: Timestamp) {
+        let period = self.clock.period_at(now);
+        for vote in st.units.values_mut() {
+            let members = vote.schedule.members();
+            if members.binary_search_by(|m| m.as_str().cmp(checker)).is_err()
+                || members.binary_search_by(|m| m.as_str().cmp(target)).is_err()
+            {
+                continue;
+            }
+            if vote.table.record(checker, target, ballot, period, &mut vote.schedule).is_ok() {
+                let against = match vote.table.verdict(target) {
+                    Verdict::Undecided => true,
+                    Verdict::Healthy => !ballot.healthy,
+                    Verdict::Unhealthy => ballot.healthy,
+                };
+                if against {
+                    st.dissent.entry(target.to_string()).or_insert(now);
+                }
+            }
+        }
+    }
+
+    /// The results frame to send now (this node's ballots of the vote window) and the
+    /// peers to send it to; `None` without any peer to send to.
+    pub fn results(&self, now: Timestamp) -> Option<Broadcast> {
+        let mut st = self.lock();
+        let st = &mut *st;
+        let window = self.settings.protocol.vote_window;
+        let start = Period(self.clock.period_at(now).0.saturating_sub(window.saturating_sub(1)));
+        st.own.retain(|_, ballot| ballot.period >= start);
+        let peers: Vec<(String, SocketAddr)> = st
+            .membership
+            .peers()
+            .iter()
+            .filter_map(|peer| Some((peer.clone(), st.nodes.get(peer)?.address?)))
+            .collect();
+        if peers.is_empty() {
+            return None;
+        }
+        let frame = st.crypto.signer.seal(now, None, Payload::Results { verdicts: st.own.clone() });
+        Some(Broadcast { frame, peers })
+    }
+
+    /// Ends `period`: evaluates every unit's table, refreshes the served view and returns
+    /// the patches this node is the writer of (the Nodes it observes differ from the
+    /// verdicts; retried every period until the Node says what the verdict does).
+    pub fn evaluate(&self, period: Period, now: Timestamp) -> Vec<AnnotationPatch> {
+        let mut st = self.lock();
+        let State { membership, units, nodes, dissent, view, .. } = &mut *st;
+        for (unit, vote) in units.iter_mut() {
+            for change in vote.table.evaluate(period, &mut vote.schedule) {
+                let to = change.to.metric_label();
+                self.metrics.verdict_changes.get_or_create(&VerdictLabel { verdict: to }).inc();
+                let latency = dissent.remove(&change.node).map(|since| now.distance(since));
+                if let Some(latency) = latency {
+                    self.metrics.vote_latency.observe(latency.as_secs_f64());
+                }
+                tracing::info!(node = %change.node, from = change.from.metric_label(), to, unit = ?unit,
+                    eligible = change.tally.eligible, healthy = change.tally.healthy,
+                    unhealthy = change.tally.unhealthy, latency = ?latency, "verdict changed");
+            }
+        }
+        // dissent that has not changed a verdict within a window (and a period) is noise
+        let horizon = self
+            .clock
+            .length()
+            .saturating_mul(u32::try_from(self.settings.protocol.vote_window.saturating_add(1)).unwrap_or(u32::MAX));
+        dissent.retain(|_, since| now.distance(*since) <= horizon);
+
+        let mut served = BTreeMap::new();
+        let local = self.settings.node_name.as_str();
+        let mut writes = Vec::new();
+        for unit in membership.units() {
+            let Some(vote) = units.get_mut(&unit.id) else { continue };
+            for member in &unit.members {
+                if !served.contains_key(member) {
+                    let tally = vote.table.tally(member, period, &mut vote.schedule);
+                    let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+                    served.insert(
+                        member.clone(),
+                        NodeVerdict {
+                            verdict: wire(vote.table.verdict(member)),
+                            eligible: count(tally.eligible),
+                            healthy: count(tally.healthy),
+                            unhealthy: count(tally.unhealthy),
+                        },
+                    );
+                }
+                if membership.home_unit(member).as_ref() != Some(&unit.id)
+                    || writer_of(&unit.members, member, &vote.table) != Some(local)
+                {
+                    continue;
+                }
+                if let Some(patch) =
+                    nodes.get(member).and_then(|n| annotation_patch(&n.observed, vote.table.verdict(member)))
+                {
+                    writes.push(patch);
+                }
+            }
+        }
+        for (verdict, wire_verdict) in [
+            (Verdict::Undecided, health::Verdict::Undecided),
+            (Verdict::Healthy, health::Verdict::Healthy),
+            (Verdict::Unhealthy, health::Verdict::Unhealthy),
+        ] {
+            let count = served.values().filter(|v| v.verdict == wire_verdict).count();
+            self.metrics
+                .verdicts
+                .get_or_create(&VerdictLabel { verdict: verdict.metric_label() })
+                .set(i64::try_from(count).unwrap_or(i64::MAX));
+        }
+        view.nodes = served;
+        writes
+    }
+
+    /// What `GET /verdicts` serves.
+    pub fn view(&self) -> LocalVerdicts {
+        self.lock().view.clone()
+    }
+
+    /// Whether this node's Node carries `address` in its address annotation.
+    pub fn address_state(&self, address: &str) -> AddressState {
+        match self.lock().nodes.get(self.local()) {
+            None => AddressState::NoNode,
+            Some(node) if node.address_annotation.as_deref() == Some(address) => AddressState::Published,
+            Some(_) => AddressState::Stale,
+        }
+    }
+}
+
+impl Crypto {
+    fn new(key: &[u8], settings: &Settings, now: Timestamp) -> Result<Self, KeyError> {
+        let hmac = HmacKey::new(key)?;
+        let local = settings.node_name.clone();
+        Ok(Self {
+            key: key.to_vec(),
+            signer: Signer::new(hmac.clone(), local.clone(), now),
+            verifier: Verifier::new(hmac, local, settings.protocol.max_clock_skew, now),
+        })
+    }
+}
+
+fn labels(meta: &ObjectMeta) -> Labels {
+    meta.labels.clone().unwrap_or_default()
+}
+
+/// The core's verdict as the wire type says it.
+pub fn wire(verdict: Verdict) -> health::Verdict {
+    match verdict {
+        Verdict::Undecided => health::Verdict::Undecided,
+        Verdict::Healthy => health::Verdict::Healthy,
+        Verdict::Unhealthy => health::Verdict::Unhealthy,
+    }
+}
