@@ -32,14 +32,27 @@ pub struct NodeVerdict {
     pub unhealthy: u32,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// What a unit concluded about a node (edge-health's vote decides it; this is also the
+/// vote's own type, so the daemon serves what it decided without translating).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Verdict {
-    /// No majority yet.
+    /// No majority yet since the voter started.
     #[default]
     Undecided,
     Healthy,
     Unhealthy,
+}
+
+impl Verdict {
+    /// Its name on the wire, also its metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Undecided => "undecided",
+            Self::Healthy => "healthy",
+            Self::Unhealthy => "unhealthy",
+        }
+    }
 }
 
 impl LocalVerdicts {
@@ -63,6 +76,9 @@ mod tests {
         assert_eq!(verdicts.down(), BTreeSet::from(["n2".to_string()]));
         let back: serde_json::Value = serde_json::to_value(&verdicts).expect("serialisable");
         assert_eq!(back, serde_json::from_str::<serde_json::Value>(json).expect("valid"));
+        for verdict in [Verdict::Undecided, Verdict::Healthy, Verdict::Unhealthy] {
+            assert_eq!(serde_json::to_value(verdict).expect("serialisable"), verdict.as_str());
+        }
         assert!(
             serde_json::from_str::<LocalVerdicts>(
                 r#"{"node":"n1","nodes":{"n2":{"verdict":"dead","eligible":1,"healthy":0,"unhealthy":1}}}"#

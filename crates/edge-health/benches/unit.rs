@@ -1,13 +1,15 @@
 //! edge-health at unit scale: simulated units of 50, 500 and 2,000 members running the
 //! real protocol in one process (`edge_health::sim`: real selection, checks scoring,
-//! indirect probes, sealed and verified messages, vote tables, writer rule), one table.
+//! indirect probes, sealed and verified messages, relay rounds, vote tables, writer rule),
+//! one table.
 //!
 //! Per period and per member: probe attempts (direct, retries, on behalf of others),
-//! indirect requests, frames sent; CPU per period (wall time of one simulated period on
-//! one thread, every member's work included, divided by the members); periods until every
-//! live observer holds a killed member unhealthy; false accusations of live members with
-//! 30% loss. For 2,000 members only 50 members keep vote tables (`SimConfig::observers`),
-//! so the CPU column understates a full unit by the other members' vote bookkeeping.
+//! indirect requests, frames and bytes sent, the share of the period's ballots a member
+//! holds at its end; CPU per period (wall time of one simulated period on one thread,
+//! every member's work included, and divided by the members); periods until every live
+//! member holds a killed member unhealthy; false accusations of live members without loss
+//! and with 30% loss. Every member is simulated in full (it must be: each relays), so
+//! 2,000 members need about 8 GB and minutes per period, and run fewer periods.
 //! `EDGE_HEALTH_BENCH_QUICK=1` runs small units as a smoke test.
 
 #[path = "../../../tests/src/bench_table.rs"]
@@ -17,15 +19,27 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use bench_table::{Table, duration, load_average, met, percentile};
+use edge_health::config::ProtocolConfig;
 use edge_health::sim::{PeriodStats, Sim, SimConfig, false_accusations};
 use edge_health::vote::Verdict;
 
 /// `k` of the reference protocol.
 const K: usize = 3;
 
-/// The reference unit, with only 50 members keeping vote tables.
 fn config(nodes: usize, loss: f64, seed: u64) -> SimConfig {
-    SimConfig { observers: nodes.min(50), ..SimConfig::reference(nodes, loss, seed).expect("valid reference") }
+    SimConfig::reference(nodes, loss, seed).expect("valid reference")
+}
+
+/// How much to run at one size: every member of the unit is simulated in full, so a
+/// simulated period of 2,000 members takes minutes on one thread and the largest unit
+/// runs fewer periods.
+struct Plan {
+    nodes: usize,
+    /// Periods measured after a warm-up period.
+    periods: usize,
+    kills: u64,
+    /// Periods of the accusation runs (one without loss, one with 30%).
+    accusation_periods: usize,
 }
 
 struct Row {
@@ -33,18 +47,21 @@ struct Row {
     probes: f64,
     indirect: f64,
     frames: f64,
+    bytes: f64,
+    /// Of a period's ballots, the share each member holds at the period's end: mean, worst.
+    coverage: (f64, f64),
     cpu: Vec<Duration>,
     detection: Vec<usize>,
     accused_clean: usize,
     accused_lossy: usize,
 }
 
-/// Periods until every live observer holds `node` unhealthy (None: not within `limit`).
+/// Periods until every live member holds `node` unhealthy (None: not within `limit`).
 fn detection(sim: &mut Sim, node: &str, limit: usize) -> Option<usize> {
     for i in 1..=limit {
         sim.run_period();
-        let observers: Vec<String> = sim.observers().filter(|o| sim.is_alive(o)).map(String::from).collect();
-        if observers.iter().all(|o| sim.verdict(o, node) == Some(Verdict::Unhealthy)) {
+        let live: Vec<String> = sim.live().filter(|m| *m != node).map(String::from).collect();
+        if live.iter().all(|o| sim.verdict(o, node) == Some(Verdict::Unhealthy)) {
             return Some(i);
         }
     }
@@ -58,29 +75,33 @@ fn accusations(nodes: usize, loss: f64, seed: u64, periods: usize) -> usize {
     false_accusations(&history, &everyone).len()
 }
 
-fn measure(nodes: usize, periods: usize, kills: u64) -> Row {
+fn measure(plan: &Plan) -> Row {
+    let nodes = plan.nodes;
     let mut sim = Sim::new(config(nodes, 0.0, 1)).expect("valid simulation");
-    // fill the vote window first
-    for _ in 0..3 {
-        sim.run_period();
-    }
-    let (mut probes, mut indirect, mut frames, mut cpu) = (0u64, 0u64, 0u64, Vec::new());
-    for _ in 0..periods {
+    sim.run_period();
+    let (mut probes, mut indirect, mut frames, mut bytes, mut cpu) = (0u64, 0u64, 0u64, 0u64, Vec::new());
+    let (mut coverage_sum, mut coverage_worst, mut samples) = (0.0, 1.0f64, 0usize);
+    for _ in 0..plan.periods {
         let started = Instant::now();
         let stats = sim.run_period();
         cpu.push(started.elapsed());
         probes += stats.probe_attempts;
         indirect += stats.indirect_requests;
         frames += stats.frames_sent;
+        bytes += stats.bytes_sent;
+        for member in sim.members() {
+            let share = sim.known_ballots(member, stats.period) as f64 / stats.ballots.max(1) as f64;
+            coverage_sum += share;
+            coverage_worst = coverage_worst.min(share);
+            samples += 1;
+        }
     }
     cpu.sort();
-    let per = |total: u64| total as f64 / (periods * nodes) as f64;
+    let per = |total: u64| total as f64 / (plan.periods * nodes) as f64;
     let mut detection = Vec::new();
-    for seed in 0..kills {
+    for seed in 0..plan.kills {
         let mut sim = Sim::new(config(nodes, 0.0, seed + 10)).expect("valid simulation");
-        for _ in 0..3 {
-            sim.run_period();
-        }
+        sim.run_period();
         let victim = sim.members()[(seed as usize * 7 + nodes / 2) % nodes].clone();
         sim.kill(&victim);
         detection.push(detection_or_limit(&mut sim, &victim));
@@ -91,14 +112,16 @@ fn measure(nodes: usize, periods: usize, kills: u64) -> Row {
         probes: per(probes),
         indirect: per(indirect),
         frames: per(frames),
+        bytes: per(bytes),
+        coverage: (coverage_sum / samples.max(1) as f64, coverage_worst),
         cpu,
         detection,
-        accused_clean: accusations(nodes, 0.0, 3, periods),
-        accused_lossy: accusations(nodes, 0.3, 4, periods),
+        accused_clean: accusations(nodes, 0.0, 3, plan.accusation_periods),
+        accused_lossy: accusations(nodes, 0.3, 4, plan.accusation_periods),
     }
 }
 
-const DETECTION_LIMIT: usize = 10;
+const DETECTION_LIMIT: usize = 5;
 
 fn detection_or_limit(sim: &mut Sim, node: &str) -> usize {
     detection(sim, node, DETECTION_LIMIT).unwrap_or(DETECTION_LIMIT + 1)
@@ -109,13 +132,23 @@ fn main() {
         return;
     }
     let quick = std::env::var("EDGE_HEALTH_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0");
-    let (sizes, periods, kills): (&[usize], usize, u64) =
-        if quick { (&[20, 100], 3, 2) } else { (&[50, 500, 2_000], 6, 3) };
+    let plans: Vec<Plan> = if quick {
+        vec![
+            Plan { nodes: 20, periods: 3, kills: 2, accusation_periods: 4 },
+            Plan { nodes: 100, periods: 3, kills: 2, accusation_periods: 4 },
+        ]
+    } else {
+        vec![
+            Plan { nodes: 50, periods: 6, kills: 3, accusation_periods: 6 },
+            Plan { nodes: 500, periods: 4, kills: 3, accusation_periods: 5 },
+            Plan { nodes: 2_000, periods: 1, kills: 1, accusation_periods: 3 },
+        ]
+    };
     let started = Instant::now();
-    let rows: Vec<Row> = sizes.iter().map(|&n| measure(n, periods, kills)).collect();
+    let rows: Vec<Row> = plans.iter().map(measure).collect();
     let mut table = Table::new(["median / p50", "p99 / max", "ratio", "target", "result"]);
     let base = &rows[0];
-    for row in &rows {
+    for (i, row) in rows.iter().enumerate() {
         let n = row.nodes;
         let assigned = (K.min(n - 1)) as f64;
         table.row(
@@ -134,17 +167,28 @@ fn main() {
             "  indirect requests per member per period (no failures)",
             [&format!("{:.3}", row.indirect), "-", "-", "", "-"],
         );
-        let frame_growth = row.frames / base.frames;
+        let protocol = ProtocolConfig::default();
+        let bound = f64::from(protocol.relay_rounds) * protocol.relay_fanout as f64;
         table.row(
             &n.to_string(),
-            format!("  frames sent per member per period (results to every peer), vs {} members", base.nodes),
+            format!("  frames sent per member per period, vs {} members (relay rounds x fanout at most)", base.nodes),
             [
-                &format!("{:.0}", row.frames),
+                &format!("{:.1}", row.frames),
                 "-",
-                &format!("{frame_growth:.1}x"),
-                "O(n*k) overall",
-                met(frame_growth <= 1.2),
+                &format!("{:.2}x", row.frames / base.frames),
+                &format!("<= {bound} whatever n"),
+                met(row.frames <= bound),
             ],
+        );
+        table.row(
+            &n.to_string(),
+            "  bytes sent per member per period (every member learns all n*k ballots: O(n))",
+            [&format!("{:.1} KiB", row.bytes / 1024.0), "-", &format!("{:.1}x", row.bytes / base.bytes), "", "-"],
+        );
+        table.row(
+            &n.to_string(),
+            "  a period's ballots a member holds at its end: mean / worst member",
+            [&format!("{:.2}%", row.coverage.0 * 100.0), &format!("{:.2}%", row.coverage.1 * 100.0), "-", "", "-"],
         );
         let p50 = percentile(&row.cpu, 0.5);
         let max = row.cpu.last().copied().unwrap_or_default();
@@ -170,7 +214,7 @@ fn main() {
         );
         table.row(
             &n.to_string(),
-            format!("  live members accused in {periods} periods: no loss / 30% loss"),
+            format!("  live members accused in {} periods: no loss / 30% loss", plans[i].accusation_periods),
             [
                 &row.accused_clean.to_string(),
                 &row.accused_lossy.to_string(),
@@ -181,7 +225,7 @@ fn main() {
         );
     }
     println!(
-        "\nedge-health unit bench: simulated units, period 10 s, k = {K}, 3 indirect helpers, vote window 3; {} s; load average {}",
+        "\nedge-health unit bench: simulated units (every member in full), period 10 s, k = {K}, 3 indirect helpers, vote window 3, relay 8 rounds x 3 peers, spread 2; {} s; load average {}",
         started.elapsed().as_secs(),
         load_average().unwrap_or_else(|| "unknown".into())
     );

@@ -7,7 +7,10 @@
 //! at each period boundary it evaluates the period that ended (verdicts, the served view,
 //! the patches this node writes), writes those and re-asserts this node's address
 //! annotation, and starts the new period's round (assignment -> checks -> indirect
-//! probes -> results to every peer). A round that overruns its period is abandoned.
+//! probes). A round that overruns its period is abandoned. Beside it, the relay loop
+//! runs the relay rounds, evenly spaced over each period (at the middle of each of the
+//! period's `--relay-rounds` slices, as [`crate::sim`] does), each passing the ballots
+//! learned since to a few peers.
 //! With the API server unreachable everything but the writes goes on; the writer retries
 //! each period from the Nodes it observes, so verdicts land once the link is back.
 
@@ -33,6 +36,7 @@ use self::metrics::{Metrics, ResultLabel};
 use self::round::Transport;
 use self::state::{Daemon, wall_clock};
 use crate::membership::UnitSource;
+use crate::relay;
 use crate::time::Period;
 
 /// Runs the daemon until SIGTERM. Every configuration error (flags, the key file) is
@@ -94,6 +98,7 @@ pub async fn run(flags: Flags) -> anyhow::Result<()> {
                 () = nodes => tracing::error!("node watch ended"),
                 () = config => tracing::error!("edge-health-config watch ended"),
                 () = periods(daemon.clone(), Api::all(writer), advertised) => {}
+                () = relays(daemon.clone()) => {}
                 () = reload_key(daemon.clone()) => {}
                 () = shutdown.signalled() => {}
             }
@@ -128,6 +133,24 @@ async fn periods(daemon: Arc<Daemon>, nodes: Api<Node>, advertised: String) {
         let next = clock.start_of(period.next()).as_unix_millis();
         let wait = next.saturating_sub(wall_clock().as_unix_millis());
         tokio::time::sleep(Duration::from_millis(wait)).await;
+    }
+}
+
+/// The relay loop (see the module comment). A round's sends run in their own task, so a
+/// slow peer never delays the next round; each send is bounded by --message-timeout and
+/// --send-retries.
+async fn relays(daemon: Arc<Daemon>) {
+    let clock = daemon.clock();
+    let transport = Transport::new(daemon.settings().message_timeout);
+    let rounds = daemon.settings().protocol.relay_rounds;
+    let mut after = wall_clock();
+    loop {
+        let (_, round, at) = relay::next_round(clock, rounds, after);
+        tokio::time::sleep(Duration::from_millis(at.as_unix_millis().saturating_sub(wall_clock().as_unix_millis())))
+            .await;
+        let (daemon, transport) = (daemon.clone(), transport.clone());
+        tokio::spawn(async move { round::relay(&daemon, &transport, round).await });
+        after = at.saturating_add(Duration::from_millis(1));
     }
 }
 

@@ -14,7 +14,9 @@
 //!    `k` others);
 //! 3. it runs the [`config`] checks on them; when one fails, [`indirect`] asks a few other
 //!    members to try before accusing;
-//! 4. it sends its verdicts to its peers in a signed [`message`], and checks theirs;
+//! 4. it passes its verdicts, and those it learned from others, on to a few peers at a
+//!    time in signed [`message`]s ([`relay`]: push gossip, so messages per member stay
+//!    constant as the unit grows), and checks the ones it receives;
 //! 5. [`vote`] turns the verdicts of a window of periods into each node's verdict, picks
 //!    the one member that writes each change, and builds the patch.
 //!
@@ -26,6 +28,7 @@ pub mod daemon;
 pub mod indirect;
 pub mod membership;
 pub mod message;
+pub mod relay;
 pub mod selection;
 pub mod sim;
 pub mod time;

@@ -3,8 +3,9 @@
 //! A frame on the wire is one JSON object, `{"body":{...},"mac":"<hex>"}`, where `mac` is
 //! HMAC-SHA256 over the exact bytes of `body` under the unit's shared key. The body names
 //! its sender, the sender's wall-clock time and a sequence number, and carries either
-//! check results keyed by node NAME (SuperEdge keyed them by IP and looked them up by
-//! name, so they only matched where names were IPs) or an indirect probe request/answer.
+//! check results keyed by checker and target node NAME (SuperEdge keyed them by IP and
+//! looked them up by name, so they only matched where names were IPs) or an indirect
+//! probe request/answer.
 //!
 //! A [`Verifier`] accepts a frame only if, in this order: it parses; its MAC is right
 //! (compared in constant time, before any field of the body is trusted); the body parses;
@@ -31,13 +32,14 @@
 //! There is no default key: [`HmacKey::new`] refuses keys shorter than
 //! [`HmacKey::MIN_LEN`] bytes (SuperEdge shipped a hard-coded 16-character key).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::time::Duration;
 
 use ring::hmac;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
+use crate::relay::BallotsByChecker;
 use crate::time::{Period, Timestamp};
 
 /// Frames larger than this are refused unread: a results message about a few dozen nodes
@@ -99,8 +101,9 @@ pub struct Message {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub enum Payload {
-    /// The sender's own recent verdicts, by target node name.
-    Results { verdicts: BTreeMap<String, Ballot> },
+    /// Ballots by checker and target node name: the sender's own and those it relays
+    /// (see [`crate::relay`]).
+    Results { ballots: BallotsByChecker },
     /// "Probe `target` for me": an indirect probe (see [`crate::indirect`]).
     ProbeRequest { id: u64, target: String },
     /// The answer to a [`Payload::ProbeRequest`].

@@ -99,19 +99,31 @@ impl Assignment {
     /// depends on the checker, so the `k` checkers of a node ask different helpers and one
     /// unlucky helper cannot sink them all.
     pub fn helpers(&self, checker: &str, target: &str, count: usize, excluded: impl Fn(&str) -> bool) -> Vec<&str> {
+        let seed = splitmix64(
+            period_seed(self.period) ^ fnv1a64(checker.as_bytes()) ^ fnv1a64(target.as_bytes()).rotate_left(32),
+        );
+        self.sample(seed, count, |m| m == checker || m == target || excluded(m))
+    }
+
+    /// The `count` peers `sender` pushes its relay round `round` to (see [`crate::relay`]):
+    /// neither itself nor any `excluded`, from a starting point on the ring that depends on
+    /// the sender and the round, so its rounds reach different peers and different
+    /// senders' rounds spread over the unit.
+    pub fn relay_peers(&self, sender: &str, round: u32, count: usize, excluded: impl Fn(&str) -> bool) -> Vec<&str> {
+        let seed = splitmix64(
+            period_seed(self.period) ^ fnv1a64(sender.as_bytes()).rotate_left(17) ^ splitmix64(u64::from(round)),
+        );
+        self.sample(seed, count, |m| m == sender || excluded(m))
+    }
+
+    /// Up to `count` members, walking the ring from a point `seed` picks, skipping `skip`.
+    fn sample(&self, seed: u64, count: usize, skip: impl Fn(&str) -> bool) -> Vec<&str> {
         let n = self.members.len();
         if n == 0 || count == 0 {
             return Vec::new();
         }
-        let start = splitmix64(
-            period_seed(self.period) ^ fnv1a64(checker.as_bytes()) ^ fnv1a64(target.as_bytes()).rotate_left(32),
-        );
-        let start = (start % n as u64) as usize;
-        (0..n)
-            .map(|j| self.members[self.ring[(start + j) % n]].as_str())
-            .filter(|m| *m != checker && *m != target && !excluded(m))
-            .take(count)
-            .collect()
+        let start = (seed % n as u64) as usize;
+        (0..n).map(|j| self.members[self.ring[(start + j) % n]].as_str()).filter(|m| !skip(m)).take(count).collect()
     }
 
     fn index(&self, name: &str) -> Option<usize> {
@@ -282,6 +294,52 @@ mod tests {
                 prop_assert!(h != checker && h != target && !excluded(h) && a.contains(h));
             }
         }
+    }
+
+    proptest! {
+        #[test]
+        fn relay_peers_are_distinct_others(
+            n in 0usize..30,
+            count in 0usize..6,
+            period in any::<u64>(),
+            sender in 0usize..30,
+            round in 0u32..8,
+        ) {
+            let names = members(n);
+            let a = Assignment::new(&names, 3, Period(period));
+            let sender = format!("edge-{sender:02}");
+            let excluded = |m: &str| m.ends_with('3');
+            let peers = a.relay_peers(&sender, round, count, excluded);
+            let distinct: BTreeSet<&str> = peers.iter().copied().collect();
+            prop_assert_eq!(distinct.len(), peers.len());
+            let available = names.iter().filter(|m| **m != sender && !excluded(m)).count();
+            prop_assert_eq!(peers.len(), count.min(available));
+            for p in peers {
+                prop_assert!(p != sender && !excluded(p) && a.contains(p));
+            }
+        }
+    }
+
+    #[test]
+    fn relay_rounds_reach_many_peers_and_every_member_hears_from_others() {
+        let names = members(200);
+        let a = Assignment::new(&names, 3, Period(42));
+        // one sender's 4 rounds of 3: mostly different peers
+        let reached: BTreeSet<&str> = (0..4).flat_map(|r| a.relay_peers("edge-07", r, 3, |_| false)).collect();
+        assert!(reached.len() >= 10, "4 rounds x 3 peers reached only {}: {reached:?}", reached.len());
+        // every member is pushed to by someone over the period's rounds: the load spreads
+        let mut received: BTreeMap<&str, usize> = names.iter().map(|n| (n.as_str(), 0)).collect();
+        for sender in &names {
+            for r in 0..4 {
+                for peer in a.relay_peers(sender, r, 3, |_| false) {
+                    *received.get_mut(peer).unwrap() += 1;
+                }
+            }
+        }
+        let most = received.values().max().copied().unwrap_or(0);
+        let silent = received.values().filter(|c| **c == 0).count();
+        assert!(silent <= 2, "{silent} of 200 members never pushed to");
+        assert!(most <= 40, "one member takes {most} of 2400 pushes (mean 12)");
     }
 
     #[test]

@@ -6,13 +6,17 @@
 //!
 //! It backs the tests that the protocol detects a dead member within three periods and
 //! accuses nobody alive under loss, and the benchmark of units of 50 to 2,000 members.
-//! For the large units only the first `observers` members (by name) keep vote tables and
-//! read results broadcasts; everyone still probes, helps, signs and sends, so the
-//! per-member costs measured on observers are those of any member, without holding
-//! `n` full tables in memory.
+//! Every member keeps its vote table (it is also what tells a member which ballots are
+//! new to it and so are relayed, see [`crate::relay`]).
+//!
+//! One period: every live member probes its assigned peers (indirect probes included)
+//! at the period's start; then the period's relay rounds run in turn, each member sending
+//! the ballots it learned to its round's peers, and ballots received in a round are
+//! passed on from the next round; at the end every member evaluates and the writers write.
 //!
 //! What is simplified: delivery is instantaneous or lost (no latency; indirect answers
-//! either arrive before the deadline or never), clocks agree, and a probe attempt succeeds
+//! either arrive before the deadline or never), clocks agree, every conclusion (indirect
+//! ones included) is reached before the first relay round, and a probe attempt succeeds
 //! when the target is alive and neither the request nor the response is lost.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -23,9 +27,10 @@ use crate::config::{CheckConfig, CheckKind, CheckSpec, ProtocolConfig};
 use crate::indirect::{Conclusion, DirectStep, IndirectProbes, should_help};
 use crate::membership::{Labels, UnitMembership, UnitSource};
 use crate::message::{Ballot, HmacKey, Payload, Signer, Verifier};
+use crate::relay::{Relay, next_round, relays_received};
 use crate::selection::{Schedule, splitmix64};
 use crate::time::{Period, PeriodClock, Timestamp};
-use crate::vote::{ObservedNode, Verdict, VerdictChange, VoteTable, annotation_patch, writer_of};
+use crate::vote::{ObservedNode, Recorded, Verdict, VerdictChange, VoteTable, annotation_patch, writer_of};
 
 /// The label key the simulated unit shares.
 const UNIT_KEY: &str = "sim.edgegrid.io/unit";
@@ -38,15 +43,13 @@ pub struct SimConfig {
     /// Probability that one network traversal (a probe request or response, a message) is lost.
     pub loss: f64,
     pub seed: u64,
-    /// How many members (the lowest-named) keep vote tables; `nodes` for all.
-    pub observers: usize,
     /// When the simulation starts (periods are numbered from the epoch).
     pub start: Timestamp,
 }
 
 impl SimConfig {
     /// The unit the tests and the benchmark simulate: the default protocol, one TCP check
-    /// (kubelet's port, 1 s timeout, 2 retries), every member an observer, a fixed start.
+    /// (kubelet's port, 1 s timeout, 2 retries), a fixed start.
     pub fn reference(nodes: usize, loss: f64, seed: u64) -> Result<Self, crate::config::ConfigError> {
         let check = CheckSpec {
             kind: CheckKind::Tcp { port: 10250 },
@@ -60,7 +63,6 @@ impl SimConfig {
             checks: CheckConfig::new(vec![check], 1.0)?,
             loss,
             seed,
-            observers: nodes,
             start: Timestamp::from_unix_millis(1_700_000_000_000),
         })
     }
@@ -84,6 +86,11 @@ pub struct PeriodStats {
     pub indirect_requests: u64,
     /// Frames put on the network (every attempt of every message).
     pub frames_sent: u64,
+    /// Their bytes.
+    pub bytes_sent: u64,
+    /// Ballots carried by the relay frames put on the network (a ballot in a frame sent
+    /// to three peers counts three times).
+    pub ballots_sent: u64,
     /// Frames a verifier accepted.
     pub frames_accepted: u64,
     /// Frames a verifier refused, by reason.
@@ -102,10 +109,10 @@ struct Member {
     signer: Signer,
     verifier: Verifier,
     indirect: IndirectProbes,
-    /// target -> latest own ballot
-    own: BTreeMap<String, Ballot>,
-    /// Observers only.
-    vote: Option<(VoteTable, Schedule)>,
+    table: VoteTable,
+    /// This member's copy of the unit's schedule (each computes the same one).
+    schedule: Schedule,
+    relay: Relay,
 }
 
 /// The simulated unit.
@@ -147,20 +154,15 @@ impl Sim {
         let keep = config.protocol.vote_window as usize + 2;
         let nodes = members
             .iter()
-            .enumerate()
-            .map(|(i, name)| Member {
+            .map(|name| Member {
                 name: name.clone(),
                 alive: true,
                 signer: Signer::new(key.clone(), name.clone(), config.start),
                 verifier: Verifier::new(key.clone(), name.clone(), config.protocol.max_clock_skew, config.start),
                 indirect: IndirectProbes::new(config.protocol.indirect_timeout, config.start.as_unix_millis()),
-                own: BTreeMap::new(),
-                vote: (i < config.observers).then(|| {
-                    (
-                        VoteTable::new(config.protocol.vote_window),
-                        Schedule::new(&members, config.protocol.probes_per_period, keep),
-                    )
-                }),
+                table: VoteTable::new(config.protocol.vote_window),
+                schedule: Schedule::new(&members, config.protocol.probes_per_period, keep),
+                relay: Relay::new(config.protocol.relay_spread),
             })
             .collect();
         let index = members.iter().enumerate().map(|(i, n)| (n.clone(), i)).collect();
@@ -207,14 +209,20 @@ impl Sim {
         self.index.get(name).is_some_and(|&i| self.nodes[i].alive)
     }
 
-    /// What `observer`'s table says about `target` (None: not an observer).
+    /// What `observer`'s table says about `target` (None: not a member).
     pub fn verdict(&self, observer: &str, target: &str) -> Option<Verdict> {
         let member = &self.nodes[*self.index.get(observer)?];
-        member.vote.as_ref().map(|(table, _)| table.verdict(target))
+        Some(member.table.verdict(target))
     }
 
-    pub fn observers(&self) -> impl Iterator<Item = &str> {
-        self.nodes.iter().filter(|m| m.vote.is_some()).map(|m| m.name.as_str())
+    /// How many ballots of `period` `member`'s table holds.
+    pub fn known_ballots(&self, member: &str, period: Period) -> usize {
+        self.index.get(member).map_or(0, |&i| self.nodes[i].table.ballots().filter(|b| b.2.period == period).count())
+    }
+
+    /// The live members.
+    pub fn live(&self) -> impl Iterator<Item = &str> {
+        self.nodes.iter().filter(|m| m.alive).map(|m| m.name.as_str())
     }
 
     /// Whether the apiserver's Node carries `nodeunhealth: "yes"`.
@@ -222,7 +230,7 @@ impl Sim {
         self.annotations.get(node).is_some_and(|(yes, _)| *yes)
     }
 
-    /// Runs one period: probes (with indirect probes), results exchange, evaluation, writes.
+    /// Runs one period: probes (with indirect probes), relay rounds, evaluation, writes.
     pub fn run_period(&mut self) -> PeriodStats {
         let period = self.clock.period_at(self.now);
         let start = self.clock.start_of(period);
@@ -265,47 +273,20 @@ impl Sim {
             stats.unhealthy_ballots += u64::from(!conclusion.healthy);
             let ballot = Ballot { period: conclusion.period, healthy: conclusion.healthy };
             let member = &mut self.nodes[c];
-            member.own.insert(conclusion.target.clone(), ballot);
-            if let Some((table, schedule)) = member.vote.as_mut() {
-                let _ = table.record(&member.name, &conclusion.target, ballot, period, schedule);
-            }
+            let name = member.name.clone();
+            member.learn(&name, &conclusion.target, ballot, period, false);
         }
 
-        // 2. results exchange at mid-period
-        let sent_at = start.saturating_add(self.config.protocol.period / 2);
+        // 2. the relay rounds, evenly spread over the period
         let window_start = Period(period.0.saturating_sub(self.config.protocol.vote_window - 1));
-        for s in 0..self.nodes.len() {
-            if !self.nodes[s].alive {
-                continue;
+        let mut at = start;
+        loop {
+            let (round_period, round, sent_at) = next_round(self.clock, self.config.protocol.relay_rounds, at);
+            if round_period != period {
+                break;
             }
-            let sender = &mut self.nodes[s];
-            sender.own.retain(|_, b| b.period >= window_start);
-            let verdicts = sender.own.clone();
-            let frame = sender.signer.seal(sent_at, None, Payload::Results { verdicts });
-            let sender_name = sender.name.clone();
-            for r in 0..self.nodes.len() {
-                if r == s {
-                    continue;
-                }
-                let delivered = self.send(&mut stats);
-                let receiver = &mut self.nodes[r];
-                let Some((table, schedule)) = receiver.vote.as_mut() else { continue };
-                if !delivered || !receiver.alive {
-                    continue;
-                }
-                let members = &self.index;
-                match receiver.verifier.open(&frame, sent_at, |n| members.contains_key(n)) {
-                    Ok(message) => {
-                        stats.frames_accepted += 1;
-                        if let Payload::Results { verdicts } = message.payload {
-                            for (target, ballot) in verdicts {
-                                let _ = table.record(&sender_name, &target, ballot, period, schedule);
-                            }
-                        }
-                    }
-                    Err(rejection) => *stats.frames_rejected.entry(rejection.metric_label()).or_default() += 1,
-                }
-            }
+            self.relay_round(&assignment, round, sent_at, window_start, period, &mut stats);
+            at = sent_at.saturating_add(std::time::Duration::from_millis(1));
         }
 
         // 3. evaluation at the end of the period, then writes
@@ -314,7 +295,7 @@ impl Sim {
             if !member.alive {
                 continue;
             }
-            let Some((table, schedule)) = member.vote.as_mut() else { continue };
+            let (table, schedule) = (&mut member.table, &mut member.schedule);
             for change in table.evaluate(period, schedule) {
                 stats.changes.push((member.name.clone(), change));
             }
@@ -379,6 +360,7 @@ impl Sim {
             Payload::ProbeRequest { id: request.id, target: request.target.clone() },
         );
         stats.frames_sent += 1;
+        stats.bytes_sent += frame.len() as u64;
         if self.lost() || !self.nodes[h].alive {
             return None;
         }
@@ -392,6 +374,7 @@ impl Sim {
         let answer =
             self.nodes[h].signer.seal(now, Some(opened.sender.clone()), Payload::ProbeAnswer { id, target, reachable });
         stats.frames_sent += 1;
+        stats.bytes_sent += answer.len() as u64;
         if self.lost() {
             return None;
         }
@@ -421,18 +404,71 @@ impl Sim {
     }
 
     /// One results message with its retries: delivered when any attempt gets through.
-    fn send(&mut self, stats: &mut PeriodStats) -> bool {
+    fn send(&mut self, stats: &mut PeriodStats) -> Attempts {
+        let mut sent = 0;
         for _ in 0..=self.config.protocol.send_retries {
             stats.frames_sent += 1;
+            sent += 1;
             if !self.lost() {
-                return true;
+                return Attempts { sent, delivered: true };
             }
         }
-        false
+        Attempts { sent, delivered: false }
     }
 
     fn held_unhealthy(&self, member: usize, node: &str) -> bool {
-        self.nodes[member].vote.as_ref().is_some_and(|(table, _)| table.verdict(node) == Verdict::Unhealthy)
+        self.nodes[member].table.verdict(node) == Verdict::Unhealthy
+    }
+
+    /// One relay round: every live member with something to pass on seals one frame and
+    /// sends it to the round's peers; what a member learns from a round it passes on from
+    /// the next (deliveries are applied after every member has sent).
+    fn relay_round(
+        &mut self,
+        assignment: &crate::selection::Assignment,
+        round: u32,
+        sent_at: Timestamp,
+        window_start: Period,
+        period: Period,
+        stats: &mut PeriodStats,
+    ) {
+        let fanout = self.config.protocol.relay_fanout;
+        let relays = relays_received(self.members.len(), fanout);
+        let mut deliveries: Vec<(usize, std::rc::Rc<Vec<u8>>)> = Vec::new();
+        for s in 0..self.nodes.len() {
+            if !self.nodes[s].alive {
+                continue;
+            }
+            let Some(ballots) = self.nodes[s].relay.round(window_start) else { continue };
+            let carried: u64 = ballots.values().map(|b| b.len() as u64).sum();
+            let frame = std::rc::Rc::new(self.nodes[s].signer.seal(sent_at, None, Payload::Results { ballots }));
+            let peers: Vec<usize> = {
+                let held = |h: &str| self.held_unhealthy(s, h);
+                assignment
+                    .relay_peers(&self.nodes[s].name, round, fanout, held)
+                    .iter()
+                    .map(|p| self.index[*p])
+                    .collect()
+            };
+            for r in peers {
+                let attempts = self.send(stats);
+                stats.bytes_sent += attempts.sent * frame.len() as u64;
+                stats.ballots_sent += attempts.sent * carried;
+                if attempts.delivered && self.nodes[r].alive {
+                    deliveries.push((r, frame.clone()));
+                }
+            }
+        }
+        for (r, frame) in deliveries {
+            let Some(message) = self.open(r, &frame, sent_at, stats) else { continue };
+            let Payload::Results { ballots } = message.payload else { continue };
+            let member = &mut self.nodes[r];
+            for (checker, by_target) in ballots {
+                for (target, ballot) in by_target {
+                    member.learn(&checker, &target, ballot, period, relays);
+                }
+            }
+        }
     }
 
     fn lost(&mut self) -> bool {
@@ -440,6 +476,24 @@ impl Sim {
         let x = splitmix64(self.rng);
         // 53 random bits as a fraction in [0, 1)
         ((x >> 11) as f64 / (1u64 << 53) as f64) < self.config.loss
+    }
+}
+
+/// What sending one message took.
+struct Attempts {
+    sent: u64,
+    delivered: bool,
+}
+
+impl Member {
+    /// Records a ballot (its own or received); a new one is passed on in the next rounds
+    /// when [`relays_received`] says so (own ones always).
+    fn learn(&mut self, checker: &str, target: &str, ballot: Ballot, now: Period, relays: bool) {
+        if let Ok(Recorded::New) = self.table.record(checker, target, ballot, now, &mut self.schedule)
+            && (relays || checker == self.name)
+        {
+            self.relay.learned(checker, target, ballot);
+        }
     }
 }
 

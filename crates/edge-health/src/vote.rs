@@ -59,26 +59,8 @@ use crate::message::Ballot;
 use crate::selection::{Assignment, Schedule};
 use crate::time::Period;
 
-/// What a unit concluded about a node.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub enum Verdict {
-    /// No majority yet since this table started.
-    #[default]
-    Undecided,
-    Healthy,
-    Unhealthy,
-}
-
-impl Verdict {
-    pub fn metric_label(self) -> &'static str {
-        match self {
-            Self::Undecided => "undecided",
-            Self::Healthy => "healthy",
-            Self::Unhealthy => "unhealthy",
-        }
-    }
-}
+/// What a unit concluded about a node: the type `GET /verdicts` serves.
+pub use edgegrid_core::health::Verdict;
 
 /// The counted ballots about one node at one evaluation.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -128,6 +110,16 @@ pub enum BallotIgnored {
     Superseded,
 }
 
+/// What storing a ballot changed, which is what decides whether it is relayed on (see
+/// [`crate::relay`]): a ballot is passed on once, by each member, when it first learns it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recorded {
+    /// The table did not hold it: a new checker, a later period, or a changed verdict.
+    New,
+    /// The table already held exactly this ballot.
+    Known,
+}
+
 /// One unit's ballots and verdicts, as one member sees them.
 #[derive(Clone, Debug)]
 pub struct VoteTable {
@@ -162,7 +154,7 @@ impl VoteTable {
         ballot: Ballot,
         now: Period,
         schedule: &mut Schedule,
-    ) -> Result<(), BallotIgnored> {
+    ) -> Result<Recorded, BallotIgnored> {
         if checker == target {
             return Err(BallotIgnored::SelfBallot);
         }
@@ -182,15 +174,23 @@ impl VoteTable {
         };
         match by_checker.get_mut(checker) {
             Some(stored) if stored.period > ballot.period => Err(BallotIgnored::Superseded),
+            Some(stored) if *stored == ballot => Ok(Recorded::Known),
             Some(stored) => {
                 *stored = ballot;
-                Ok(())
+                Ok(Recorded::New)
             }
             None => {
                 by_checker.insert(checker.to_string(), ballot);
-                Ok(())
+                Ok(Recorded::New)
             }
         }
+    }
+
+    /// Every stored ballot: `(target, checker, ballot)`.
+    pub fn ballots(&self) -> impl Iterator<Item = (&str, &str, Ballot)> + '_ {
+        self.ballots
+            .iter()
+            .flat_map(|(target, by_checker)| by_checker.iter().map(move |(c, b)| (target.as_str(), c.as_str(), *b)))
     }
 
     pub fn verdict(&self, node: &str) -> Verdict {

@@ -456,7 +456,7 @@ async fn forged_replayed_and_stray_frames_are_refused() {
         timestamp,
         sequence,
         recipient: recipient.map(String::from),
-        payload: Payload::Results { verdicts: BTreeMap::new() },
+        payload: Payload::Results { ballots: BTreeMap::new() },
     };
     let valid = seal_message(&key, &message("ghost", now(), 1, None));
     assert_eq!(http_post(address, "/exchange", &valid).await.0, 204, "a member's sealed results are taken");

@@ -93,6 +93,16 @@ pub struct Flags {
     /// Further attempts to deliver a results message a peer did not take.
     #[arg(long, default_value_t = 1)]
     pub send_retries: u32,
+    /// Relay rounds per period: how often this node passes on the ballots it learned
+    /// (results travel by push gossip, not to every peer).
+    #[arg(long, default_value_t = 8)]
+    pub relay_rounds: u32,
+    /// Peers each relay round is sent to.
+    #[arg(long, default_value_t = 3)]
+    pub relay_fanout: usize,
+    /// In how many relay rounds each ballot is passed on.
+    #[arg(long, default_value_t = 2)]
+    pub relay_spread: u32,
     /// Per attempt of sending one message to a peer.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub message_timeout: Duration,
@@ -171,6 +181,9 @@ impl Flags {
             vote_window: self.vote_window,
             max_clock_skew: self.max_clock_skew,
             send_retries: self.send_retries,
+            relay_rounds: self.relay_rounds,
+            relay_fanout: self.relay_fanout,
+            relay_spread: self.relay_spread,
         };
         protocol.validate(&checks)?;
         if self.message_timeout.is_zero() || self.message_timeout >= self.period {
@@ -310,6 +323,12 @@ mod tests {
             "45s",
             "--send-retries",
             "3",
+            "--relay-rounds",
+            "5",
+            "--relay-fanout",
+            "2",
+            "--relay-spread",
+            "3",
             "--message-timeout",
             "700ms",
             "--key-reload-interval",
@@ -326,6 +345,9 @@ mod tests {
                 vote_window: 6,
                 max_clock_skew: Duration::from_secs(45),
                 send_retries: 3,
+                relay_rounds: 5,
+                relay_fanout: 2,
+                relay_spread: 3,
             }
         );
         assert_eq!(s.checks.healthy_score(), 3.25);

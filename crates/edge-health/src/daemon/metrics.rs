@@ -137,7 +137,7 @@ impl Default for Metrics {
             let _ = metrics.messages_rejected.get_or_create(&ReasonLabel { reason: rejection.metric_label() });
         }
         for verdict in [Verdict::Undecided, Verdict::Healthy, Verdict::Unhealthy] {
-            let _ = metrics.verdicts.get_or_create(&VerdictLabel { verdict: verdict.metric_label() });
+            let _ = metrics.verdicts.get_or_create(&VerdictLabel { verdict: verdict.as_str() });
         }
         *metrics.registry.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = registry;
         metrics

@@ -1,6 +1,7 @@
 //! One period's work with the peers: run the checks on the assigned peers concurrently,
-//! ask helpers before accusing one the checks failed on, then send this node's ballots
-//! to every peer. Also the checks a helper runs for a peer that asked.
+//! ask helpers before accusing one the checks failed on. The relay rounds that pass
+//! ballots on to a few peers at a time (see [`crate::relay`]), and the checks a helper
+//! runs for a peer that asked.
 //!
 //! Messages go as `POST /exchange` with the sealed frame as the body. A probe request is
 //! answered in the reply (a sealed answer frame), so a helper needs no way back to the
@@ -21,7 +22,7 @@ use hyper_util::rt::TokioExecutor;
 use node_lifecycle::prober::{Outcome, run_probe};
 
 use super::metrics::ProbeLabels;
-use super::state::{AfterDirect, Broadcast, Daemon, OutgoingRequest, wall_clock};
+use super::state::{AfterDirect, Daemon, OutgoingRequest, RelayFrame, wall_clock};
 use crate::config::CheckConfig;
 use crate::message::MAX_FRAME_BYTES;
 use crate::time::Period;
@@ -126,7 +127,7 @@ pub fn read_token(daemon: &Daemon) -> Option<String> {
     }
 }
 
-/// One period's probes and results exchange.
+/// One period's probes (their ballots go out with the next relay rounds).
 pub async fn run(daemon: Arc<Daemon>, transport: Transport, period: Period) {
     let plan = daemon.plan(period);
     let token = read_token(&daemon);
@@ -146,7 +147,6 @@ pub async fn run(daemon: Arc<Daemon>, transport: Transport, period: Period) {
         }
     });
     futures::future::join_all(probes).await;
-    send_results(&daemon, &transport).await;
 }
 
 /// Sends indirect probe requests and feeds their answers until one settles the probe or
@@ -192,9 +192,14 @@ async fn ask_helpers(daemon: &Daemon, transport: &Transport, requests: Vec<Outgo
     }
 }
 
-/// Sends this node's ballots to every peer with an address, retrying failed deliveries.
-async fn send_results(daemon: &Daemon, transport: &Transport) {
-    let Some(Broadcast { frame, peers }) = daemon.results(wall_clock()) else { return };
+/// Relay round `round` of the current period: sends each unit's frame to its peers,
+/// retrying failed deliveries.
+pub async fn relay(daemon: &Daemon, transport: &Transport, round: u32) {
+    let frames = daemon.relay_round(round, wall_clock());
+    futures::future::join_all(frames.into_iter().map(|frame| send_relay_frame(daemon, transport, frame))).await;
+}
+
+async fn send_relay_frame(daemon: &Daemon, transport: &Transport, RelayFrame { frame, peers }: RelayFrame) {
     let frame = Bytes::from(frame);
     let retries = daemon.settings().protocol.send_retries;
     let sends = peers.into_iter().map(|(peer, address)| {

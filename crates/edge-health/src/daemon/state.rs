@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use edgegrid_core::health::{self, LocalVerdicts, NodeVerdict};
+use edgegrid_core::health::{LocalVerdicts, NodeVerdict};
 use edgegrid_core::keys::EDGE_HEALTH_ADDRESS_ANNOTATION;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -20,9 +20,10 @@ use super::metrics::{BallotLabels, KindLabel, Metrics, VerdictLabel};
 use crate::indirect::{Basis, Conclusion, DirectStep, IndirectProbes, should_help};
 use crate::membership::{Labels, MembershipChange, NodeUnitCheck, UnitId, UnitMembership};
 use crate::message::{Ballot, HmacKey, KeyError, Payload, Rejection, Signer, Verifier};
+use crate::relay::{Relay, relays_received};
 use crate::selection::Schedule;
 use crate::time::{Period, PeriodClock, Timestamp};
-use crate::vote::{AnnotationPatch, ObservedNode, Verdict, VoteTable, annotation_patch, writer_of};
+use crate::vote::{AnnotationPatch, ObservedNode, Recorded, Verdict, VoteTable, annotation_patch, writer_of};
 
 /// The wall clock as the core's [`Timestamp`].
 pub fn wall_clock() -> Timestamp {
@@ -46,9 +47,9 @@ pub struct OutgoingRequest {
     pub frame: Vec<u8>,
 }
 
-/// One frame for every peer with an address.
+/// One relay round's frame for one unit, and the peers it goes to.
 #[derive(Clone, Debug)]
-pub struct Broadcast {
+pub struct RelayFrame {
     pub frame: Vec<u8>,
     /// Name and address.
     pub peers: Vec<(String, SocketAddr)>,
@@ -113,6 +114,8 @@ impl NodeRecord {
 struct UnitVote {
     table: VoteTable,
     schedule: Schedule,
+    /// The ballots this node passes on to the unit's members.
+    relay: Relay,
 }
 
 struct Crypto {
@@ -125,8 +128,6 @@ struct State {
     membership: UnitMembership,
     units: BTreeMap<UnitId, UnitVote>,
     nodes: BTreeMap<String, NodeRecord>,
-    /// This node's latest ballot about each peer, as sent in its results.
-    own: BTreeMap<String, Ballot>,
     crypto: Crypto,
     indirect: IndirectProbes,
     /// Per node: when the first ballot against its standing verdict was recorded (for
@@ -153,7 +154,6 @@ impl Daemon {
             membership: UnitMembership::new(local.clone(), settings.unit_source.clone()),
             units: BTreeMap::new(),
             nodes: BTreeMap::new(),
-            own: BTreeMap::new(),
             crypto,
             indirect: IndirectProbes::new(settings.protocol.indirect_timeout, now.as_unix_millis()),
             dissent: BTreeMap::new(),
@@ -220,7 +220,7 @@ impl Daemon {
         if change.is_empty() {
             return;
         }
-        let State { membership, units, crypto, own, .. } = st;
+        let State { membership, units, crypto, .. } = st;
         if change.units_changed {
             let k = self.settings.protocol.probes_per_period;
             let keep = usize::try_from(self.settings.protocol.vote_window).unwrap_or(usize::MAX).saturating_add(2);
@@ -229,10 +229,11 @@ impl Daemon {
                 let vote = match previous.remove(&unit.id) {
                     Some(vote) if vote.schedule.members() == unit.members.as_slice() => vote,
                     // the table forgets departed members at its next evaluation
-                    Some(vote) => UnitVote { table: vote.table, schedule: Schedule::new(&unit.members, k, keep) },
+                    Some(vote) => UnitVote { schedule: Schedule::new(&unit.members, k, keep), ..vote },
                     None => UnitVote {
                         table: VoteTable::new(self.settings.protocol.vote_window),
                         schedule: Schedule::new(&unit.members, k, keep),
+                        relay: Relay::new(self.settings.protocol.relay_spread),
                     },
                 };
                 units.insert(unit.id.clone(), vote);
@@ -240,7 +241,6 @@ impl Daemon {
         }
         if !change.left.is_empty() {
             crypto.verifier.retain_senders(|n| membership.is_peer(n));
-            own.retain(|n, _| membership.is_peer(n));
         }
         self.metrics.peers.set(i64::try_from(membership.peers().len()).unwrap_or(i64::MAX));
         tracing::info!(joined = ?change.joined, left = ?change.left, units = ?membership.units().iter().map(|u| &u.id).collect::<Vec<_>>(),
@@ -273,10 +273,12 @@ impl Daemon {
             }
         };
         match message.payload {
-            Payload::Results { verdicts } => {
+            Payload::Results { ballots } => {
                 self.accepted("results");
-                for (target, ballot) in verdicts {
-                    self.record(st, &message.sender, &target, ballot, now);
+                for (checker, by_target) in ballots {
+                    for (target, ballot) in by_target {
+                        self.record(st, &checker, &target, ballot, now);
+                    }
                 }
                 Received::Results
             }
@@ -400,15 +402,15 @@ impl Daemon {
                 "peer unreachable");
         }
         let ballot = Ballot { period: conclusion.period, healthy: conclusion.healthy };
-        st.own.insert(conclusion.target.clone(), ballot);
         let local = self.local().to_string();
         self.record(st, &local, &conclusion.target, ballot, now);
     }
 
-    /// Records one checker's ballot in every unit table holding both, and notes when it
-    /// goes against the standing verdict.
+    /// Records one checker's ballot in every unit table holding both, passes it on when it
+    /// is new (see [`crate::relay`]), and notes when it goes against the standing verdict.
     fn record(&self, st: &mut State, checker: &str, target: &str, ballot: Ballot, now: Timestamp) {
         let period = self.clock.period_at(now);
+        let own = checker == self.local();
         for vote in st.units.values_mut() {
             let members = vote.schedule.members();
             if members.binary_search_by(|m| m.as_str().cmp(checker)).is_err()
@@ -416,7 +418,12 @@ impl Daemon {
             {
                 continue;
             }
-            if vote.table.record(checker, target, ballot, period, &mut vote.schedule).is_ok() {
+            let relays = own || relays_received(members.len(), self.settings.protocol.relay_fanout);
+            let recorded = vote.table.record(checker, target, ballot, period, &mut vote.schedule);
+            if recorded == Ok(Recorded::New) && relays {
+                vote.relay.learned(checker, target, ballot);
+            }
+            if recorded.is_ok() {
                 let against = match vote.table.verdict(target) {
                     Verdict::Undecided => true,
                     Verdict::Healthy => !ballot.healthy,
@@ -429,25 +436,44 @@ impl Daemon {
         }
     }
 
-    /// The results frame to send now (this node's ballots of the vote window) and the
-    /// peers to send it to; `None` without any peer to send to.
-    pub fn results(&self, now: Timestamp) -> Option<Broadcast> {
+    /// Relay round `round` of the current period: per unit with ballots to pass on, the
+    /// sealed frame and the round's peers (with an address, not held unhealthy).
+    pub fn relay_round(&self, round: u32, now: Timestamp) -> Vec<RelayFrame> {
         let mut st = self.lock();
         let st = &mut *st;
+        let period = self.clock.period_at(now);
         let window = self.settings.protocol.vote_window;
-        let start = Period(self.clock.period_at(now).0.saturating_sub(window.saturating_sub(1)));
-        st.own.retain(|_, ballot| ballot.period >= start);
-        let peers: Vec<(String, SocketAddr)> = st
-            .membership
-            .peers()
-            .iter()
-            .filter_map(|peer| Some((peer.clone(), st.nodes.get(peer)?.address?)))
+        let window_start = Period(period.0.saturating_sub(window.saturating_sub(1)));
+        let fanout = self.settings.protocol.relay_fanout;
+        let mut frames = Vec::new();
+        let held_unhealthy: std::collections::BTreeSet<String> = st
+            .units
+            .values()
+            .flat_map(|v| v.table.verdicts(v.schedule.members()))
+            .filter(|(_, verdict)| *verdict == Verdict::Unhealthy)
+            .map(|(node, _)| node.to_string())
             .collect();
-        if peers.is_empty() {
-            return None;
+        let mut sends: Vec<(crate::relay::BallotsByChecker, Vec<(String, SocketAddr)>)> = Vec::new();
+        for vote in st.units.values_mut() {
+            let Some(ballots) = vote.relay.round(window_start) else { continue };
+            let assignment = vote.schedule.assignment(period);
+            let excluded =
+                |peer: &str| held_unhealthy.contains(peer) || st.nodes.get(peer).and_then(|n| n.address).is_none();
+            let peers: Vec<(String, SocketAddr)> = assignment
+                .relay_peers(self.local(), round, fanout, excluded)
+                .into_iter()
+                .filter_map(|peer| Some((peer.to_string(), st.nodes.get(peer)?.address?)))
+                .collect();
+            sends.push((ballots, peers));
         }
-        let frame = st.crypto.signer.seal(now, None, Payload::Results { verdicts: st.own.clone() });
-        Some(Broadcast { frame, peers })
+        for (ballots, peers) in sends {
+            if peers.is_empty() {
+                continue;
+            }
+            let frame = st.crypto.signer.seal(now, None, Payload::Results { ballots });
+            frames.push(RelayFrame { frame, peers });
+        }
+        frames
     }
 
     /// Ends `period`: evaluates every unit's table, refreshes the served view and returns
@@ -458,13 +484,13 @@ impl Daemon {
         let State { membership, units, nodes, dissent, view, .. } = &mut *st;
         for (unit, vote) in units.iter_mut() {
             for change in vote.table.evaluate(period, &mut vote.schedule) {
-                let to = change.to.metric_label();
+                let to = change.to.as_str();
                 self.metrics.verdict_changes.get_or_create(&VerdictLabel { verdict: to }).inc();
                 let latency = dissent.remove(&change.node).map(|since| now.distance(since));
                 if let Some(latency) = latency {
                     self.metrics.vote_latency.observe(latency.as_secs_f64());
                 }
-                tracing::info!(node = %change.node, from = change.from.metric_label(), to, unit = ?unit,
+                tracing::info!(node = %change.node, from = change.from.as_str(), to, unit = ?unit,
                     eligible = change.tally.eligible, healthy = change.tally.healthy,
                     unhealthy = change.tally.unhealthy, latency = ?latency, "verdict changed");
             }
@@ -488,7 +514,7 @@ impl Daemon {
                     served.insert(
                         member.clone(),
                         NodeVerdict {
-                            verdict: wire(vote.table.verdict(member)),
+                            verdict: vote.table.verdict(member),
                             eligible: count(tally.eligible),
                             healthy: count(tally.healthy),
                             unhealthy: count(tally.unhealthy),
@@ -507,15 +533,11 @@ impl Daemon {
                 }
             }
         }
-        for (verdict, wire_verdict) in [
-            (Verdict::Undecided, health::Verdict::Undecided),
-            (Verdict::Healthy, health::Verdict::Healthy),
-            (Verdict::Unhealthy, health::Verdict::Unhealthy),
-        ] {
-            let count = served.values().filter(|v| v.verdict == wire_verdict).count();
+        for verdict in [Verdict::Undecided, Verdict::Healthy, Verdict::Unhealthy] {
+            let count = served.values().filter(|v| v.verdict == verdict).count();
             self.metrics
                 .verdicts
-                .get_or_create(&VerdictLabel { verdict: verdict.metric_label() })
+                .get_or_create(&VerdictLabel { verdict: verdict.as_str() })
                 .set(i64::try_from(count).unwrap_or(i64::MAX));
         }
         view.nodes = served;
@@ -551,13 +573,4 @@ impl Crypto {
 
 fn labels(meta: &ObjectMeta) -> Labels {
     meta.labels.clone().unwrap_or_default()
-}
-
-/// The core's verdict as the wire type says it.
-pub fn wire(verdict: Verdict) -> health::Verdict {
-    match verdict {
-        Verdict::Undecided => health::Verdict::Undecided,
-        Verdict::Healthy => health::Verdict::Healthy,
-        Verdict::Unhealthy => health::Verdict::Unhealthy,
-    }
 }

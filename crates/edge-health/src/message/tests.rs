@@ -1,4 +1,4 @@
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
 
@@ -26,7 +26,12 @@ fn verifier() -> Verifier {
 }
 
 fn results(target: &str, healthy: bool) -> Payload {
-    Payload::Results { verdicts: BTreeMap::from([(target.to_string(), Ballot { period: Period(5), healthy })]) }
+    Payload::Results {
+        ballots: BTreeMap::from([(
+            "edge-1".to_string(),
+            BTreeMap::from([(target.to_string(), Ballot { period: Period(5), healthy })]),
+        )]),
+    }
 }
 
 fn message(sender: &str, timestamp: Timestamp, sequence: u64) -> Message {
@@ -58,7 +63,7 @@ fn every_payload_round_trips() {
         (None, results("c", true)),
         (Some("b".to_string()), Payload::ProbeRequest { id: 7, target: "c".into() }),
         (Some("b".to_string()), Payload::ProbeAnswer { id: 7, target: "c".into(), reachable: true }),
-        (None, Payload::Results { verdicts: BTreeMap::new() }),
+        (None, Payload::Results { ballots: BTreeMap::new() }),
     ] {
         let frame = signer.seal(at(0), recipient.clone(), payload.clone());
         let opened = v.open(&frame, at(0), members).unwrap();
@@ -75,11 +80,14 @@ fn wire_format_is_pinned() {
         sequence: 42,
         recipient: None,
         payload: Payload::Results {
-            verdicts: BTreeMap::from([("edge-2".to_string(), Ballot { period: Period(170_000_000), healthy: false })]),
+            ballots: BTreeMap::from([(
+                "edge-3".to_string(),
+                BTreeMap::from([("edge-2".to_string(), Ballot { period: Period(170_000_000), healthy: false })]),
+            )]),
         },
     };
     let frame = String::from_utf8(seal_message(&key(), &message)).unwrap();
-    let body = r#"{"sender":"edge-1","timestamp":1700000000123,"sequence":42,"payload":{"results":{"verdicts":{"edge-2":{"period":170000000,"healthy":false}}}}}"#;
+    let body = r#"{"sender":"edge-1","timestamp":1700000000123,"sequence":42,"payload":{"results":{"ballots":{"edge-3":{"edge-2":{"period":170000000,"healthy":false}}}}}}"#;
     let mac = hex(hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, KEY), body.as_bytes()).as_ref());
     assert_eq!(frame, format!(r#"{{"body":{body},"mac":"{mac}"}}"#));
     let request = Message {
@@ -152,7 +160,7 @@ fn malformed_frames_are_rejected() {
         (
             "signed message with an unknown field",
             signed_garbage(
-                r#"{"sender":"a","timestamp":1,"sequence":1,"payload":{"results":{"verdicts":{}}},"extra":1}"#,
+                r#"{"sender":"a","timestamp":1,"sequence":1,"payload":{"results":{"ballots":{}}},"extra":1}"#,
             ),
         ),
         (

@@ -143,13 +143,16 @@ fn one_checker_counts_once_latest_wins() {
     let mut table = VoteTable::new(1);
     let c = checkers(&mut s, "n04", 20);
     // the same checker repeating itself is still one voice
-    for _ in 0..5 {
-        table.record(&c[0], "n04", ballot(20, false), Period(20), &mut s).unwrap();
+    let first = table.record(&c[0], "n04", ballot(20, false), Period(20), &mut s);
+    assert_eq!(first, Ok(Recorded::New));
+    for _ in 0..4 {
+        // known: not relayed again
+        assert_eq!(table.record(&c[0], "n04", ballot(20, false), Period(20), &mut s), Ok(Recorded::Known));
     }
     assert_eq!(table.tally("n04", Period(20), &mut s), Tally { eligible: 3, healthy: 0, unhealthy: 1 });
     assert!(table.evaluate(Period(20), &mut s).is_empty());
     // it changes its mind within the period: the later ballot replaces the earlier
-    table.record(&c[0], "n04", ballot(20, true), Period(20), &mut s).unwrap();
+    assert_eq!(table.record(&c[0], "n04", ballot(20, true), Period(20), &mut s), Ok(Recorded::New));
     assert_eq!(table.tally("n04", Period(20), &mut s), Tally { eligible: 3, healthy: 1, unhealthy: 0 });
     // an older ballot arriving late does not replace a newer one
     let mut w = VoteTable::new(2);
@@ -191,7 +194,7 @@ fn self_and_future_ballots_are_refused() {
     assert_eq!(table.record("n01", "n01", ballot(20, false), Period(20), &mut s), Err(BallotIgnored::SelfBallot));
     assert_eq!(table.record("n01", "n02", ballot(22, false), Period(20), &mut s), Err(BallotIgnored::Future));
     // one period ahead is a clock slightly ahead: stored, counted once its period comes
-    assert_eq!(table.record("n01", "n02", ballot(21, false), Period(20), &mut s), Ok(()));
+    assert_eq!(table.record("n01", "n02", ballot(21, false), Period(20), &mut s), Ok(Recorded::New));
     assert_eq!(table.tally("n02", Period(20), &mut s).unhealthy, 0);
     assert_eq!(table.tally("n02", Period(21), &mut s).unhealthy, 1);
 }
@@ -253,13 +256,17 @@ fn one_forged_message_has_no_effect() {
         timestamp: start,
         sequence,
         recipient: None,
-        payload: Payload::Results { verdicts: BTreeMap::from([("n04".to_string(), ballot(20, false))]) },
+        payload: Payload::Results {
+            ballots: BTreeMap::from([(sender.to_string(), BTreeMap::from([("n04".to_string(), ballot(20, false))]))]),
+        },
     };
     let deliver = |table: &mut VoteTable, s: &mut Schedule, verifier: &mut Verifier, frame: &[u8]| {
         let message = verifier.open(frame, start, is_member)?;
-        if let Payload::Results { verdicts } = message.payload {
-            for (target, b) in verdicts {
-                let _ = table.record(&message.sender, &target, b, Period(20), s);
+        if let Payload::Results { ballots } = message.payload {
+            for (checker, by_target) in ballots {
+                for (target, b) in by_target {
+                    let _ = table.record(&checker, &target, b, Period(20), s);
+                }
             }
         }
         Ok::<(), Rejection>(())
