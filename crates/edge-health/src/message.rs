@@ -30,7 +30,10 @@
 //! for others; the vote's majority rule, not the MAC, limits what one liar achieves.
 //!
 //! There is no default key: [`HmacKey::new`] refuses keys shorter than
-//! [`HmacKey::MIN_LEN`] bytes (SuperEdge shipped a hard-coded 16-character key).
+//! [`HmacKey::MIN_LEN`] bytes (SuperEdge shipped a hard-coded 16-character key). A
+//! rotated key is used for sealing at once, and the key it replaces is still accepted for
+//! a while ([`Verifier::rotate`]), so a unit whose nodes see the new Secret at different
+//! times keeps talking.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -152,6 +155,12 @@ impl Signer {
         &self.sender
     }
 
+    /// Seals with `key` from now on; the sequence goes on (receivers keep their replay
+    /// windows across a rotation).
+    pub fn rotate(&mut self, key: HmacKey) {
+        self.key = key;
+    }
+
     /// The message as it will be sent, with the next sequence number.
     pub fn message(&mut self, now: Timestamp, recipient: Option<String>, payload: Payload) -> Message {
         let sequence = self.next_sequence;
@@ -246,6 +255,8 @@ impl ReplayWindow {
 #[derive(Debug)]
 pub struct Verifier {
     key: HmacKey,
+    /// The key before the last rotation, still accepted until the time given.
+    previous: Option<(HmacKey, Timestamp)>,
     local: String,
     max_skew: Duration,
     started: Timestamp,
@@ -256,7 +267,17 @@ impl Verifier {
     /// `started`: now, when the daemon starts; `max_skew`: the largest clock difference
     /// (plus transit time) tolerated between sender and receiver.
     pub fn new(key: HmacKey, local: impl Into<String>, max_skew: Duration, started: Timestamp) -> Self {
-        Self { key, local: local.into(), max_skew, started, windows: HashMap::new() }
+        Self { key, previous: None, local: local.into(), max_skew, started, windows: HashMap::new() }
+    }
+
+    /// A new unit key: frames under it are accepted from now on, and frames under the key
+    /// it replaces until `accept_previous_until`. Kubelets update a Secret's files on
+    /// each node at its own time (a minute or more apart), so without the overlap nodes
+    /// that already have the new key and nodes that do not yet refuse each other. The
+    /// replay windows are kept: sequence numbers do not start over with a key.
+    pub fn rotate(&mut self, key: HmacKey, accept_previous_until: Timestamp) {
+        let previous = std::mem::replace(&mut self.key, key);
+        self.previous = Some((previous, accept_previous_until));
     }
 
     /// Verifies one frame. `is_member` says whether a sender is a current peer. Only an
@@ -273,7 +294,14 @@ impl Verifier {
         let frame: FrameIn<'_> = serde_json::from_slice(frame).map_err(|_| Rejection::Malformed)?;
         let mac = unhex(frame.mac).ok_or(Rejection::Malformed)?;
         // ring's verify compares in constant time
-        hmac::verify(&self.key.0, frame.body.get().as_bytes(), &mac).map_err(|_| Rejection::BadMac)?;
+        let body = frame.body.get().as_bytes();
+        let current = hmac::verify(&self.key.0, body, &mac);
+        if current.is_err() {
+            let previous = self.previous.as_ref().filter(|(_, until)| now <= *until);
+            previous
+                .ok_or(Rejection::BadMac)
+                .and_then(|(key, _)| hmac::verify(&key.0, body, &mac).map_err(|_| Rejection::BadMac))?;
+        }
         let message: Message = serde_json::from_str(frame.body.get()).map_err(|_| Rejection::Malformed)?;
         if !is_member(&message.sender) || message.sender == self.local {
             return Err(Rejection::UnknownSender);

@@ -146,6 +146,8 @@ impl Cluster {
             "2s",
             "--key-reload-interval",
             "100ms",
+            "--key-rotation-overlap",
+            "1500ms",
         ]
         .map(String::from)
         .into_iter()
@@ -496,8 +498,16 @@ async fn forged_replayed_and_stray_frames_are_refused() {
     })
     .await;
     assert_eq!(metric(address, r#"edge_health_key_reloads_total{result="loaded"}"#).await, 1.0);
+    let rotated_at = Instant::now();
     let old = seal_message(&key, &message("ghost", now(), next(), None));
-    assert_eq!(http_post(address, "/exchange", &old).await.0, 401, "the old key is refused");
+    assert_eq!(http_post(address, "/exchange", &old).await.0, 204, "the old key within --key-rotation-overlap");
+    until("the old key refused after the overlap", Duration::from_secs(5), || async {
+        let old = seal_message(&key, &message("ghost", now(), next(), None));
+        (http_post(address, "/exchange", &old).await.0 == 401).then_some(())
+    })
+    .await;
+    let overlap = rotated_at.elapsed();
+    assert!(overlap >= Duration::from_millis(1000), "refused after only {overlap:?} of a 1.5 s overlap");
     // a key too short to use is reported and the key in use kept
     rotate(b"short");
     until("the short key refused", Duration::from_secs(5), || async {

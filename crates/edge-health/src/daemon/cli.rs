@@ -113,6 +113,12 @@ pub struct Flags {
     /// How often --hmac-key-file is looked at for a new key.
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub key_reload_interval: Duration,
+    /// After a new key is loaded, how long frames under the key it replaced are still
+    /// accepted: nodes see an updated Secret at different times (the kubelet's sync
+    /// period plus its cache, a minute or two), and must not refuse each other meanwhile.
+    /// 0: refuse the old key at once.
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    pub key_rotation_overlap: Duration,
 }
 
 /// The validated configuration the daemon runs with.
@@ -130,6 +136,7 @@ pub struct Settings {
     /// Only when a kubelet check is configured.
     pub token_file: Option<PathBuf>,
     pub key_reload_interval: Duration,
+    pub key_rotation_overlap: Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -219,6 +226,7 @@ impl Flags {
             message_timeout: self.message_timeout,
             token_file: uses_kubelet.then(|| self.token_file.clone()),
             key_reload_interval: self.key_reload_interval,
+            key_rotation_overlap: self.key_rotation_overlap,
         })
     }
 }
@@ -333,6 +341,8 @@ mod tests {
             "700ms",
             "--key-reload-interval",
             "9s",
+            "--key-rotation-overlap",
+            "90s",
         ])
         .unwrap();
         assert_eq!(
@@ -373,7 +383,10 @@ mod tests {
                 },
             ]
         );
-        assert_eq!((s.message_timeout, s.key_reload_interval), (Duration::from_millis(700), Duration::from_secs(9)));
+        assert_eq!(
+            (s.message_timeout, s.key_reload_interval, s.key_rotation_overlap),
+            (Duration::from_millis(700), Duration::from_secs(9), Duration::from_secs(90))
+        );
         assert_eq!(s.token_file, None, "no kubelet check, no token");
         assert_eq!(s.unit_source, UnitSource::NodeUnits);
         assert_eq!(s.namespace, "kube-system");

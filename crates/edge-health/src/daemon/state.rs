@@ -247,14 +247,19 @@ impl Daemon {
             peers = membership.peers().len(), "unit membership changed");
     }
 
-    /// A new --hmac-key-file content; `Ok(true)` when the key changed. Senders' replay
-    /// windows start over with the new key, and frames stamped before `now` are refused.
+    /// A new --hmac-key-file content; `Ok(true)` when the key changed. Frames are sealed
+    /// with the new key at once; the old key is still accepted for
+    /// --key-rotation-overlap (see [`Verifier::rotate`]).
     pub fn reload_key(&self, key: &[u8], now: Timestamp) -> Result<bool, KeyError> {
         let mut st = self.lock();
         if st.crypto.key == key {
             return Ok(false);
         }
-        st.crypto = Crypto::new(key, &self.settings, now)?;
+        let hmac = HmacKey::new(key)?;
+        let crypto = &mut st.crypto;
+        crypto.key = key.to_vec();
+        crypto.signer.rotate(hmac.clone());
+        crypto.verifier.rotate(hmac, now.saturating_add(self.settings.key_rotation_overlap));
         Ok(true)
     }
 

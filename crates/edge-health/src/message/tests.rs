@@ -247,6 +247,40 @@ fn replays_are_rejected() {
 }
 
 #[test]
+fn a_rotated_key_overlaps_with_the_one_it_replaces_then_the_old_one_is_refused() {
+    let mut v = verifier();
+    let other = HmacKey::new(OTHER_KEY).unwrap();
+    let mut new_sender = Signer::new(key(), "a", STARTED);
+    let before = new_sender.seal(at(1), None, results("c", true));
+    assert!(v.open(&before, at(1), members).is_ok());
+    // the receiver gets the new key: the old one is accepted until +60 s
+    v.rotate(other.clone(), at(60_000));
+    new_sender.rotate(other.clone());
+    let under_new = new_sender.seal(at(2), None, results("c", true));
+    assert!(v.open(&under_new, at(2), members).is_ok(), "the new key");
+    let under_old = seal_message(&key(), &message("c", at(3), 7));
+    assert!(v.open(&under_old, at(3), members).is_ok(), "a node still on the old key, within the overlap");
+    // the replay window survived the rotation: the first frame is still a replay, and a
+    // frame under the old key is not a way around it
+    assert_eq!(v.open(&before, at(4), members), Err(Rejection::Replay));
+    let late = seal_message(&key(), &message("c", at(60_000), 8));
+    assert!(v.open(&late, at(60_000), members).is_ok(), "the overlap's last moment");
+    let too_late = seal_message(&key(), &message("c", at(60_001), 9));
+    assert_eq!(v.open(&too_late, at(60_001), members), Err(Rejection::BadMac), "after the overlap");
+    let neither = seal_message(&HmacKey::new(&[9; 32]).unwrap(), &message("c", at(4), 10));
+    assert_eq!(v.open(&neither, at(4), members), Err(Rejection::BadMac), "a key never used");
+    // a second rotation replaces the previous key: only the one just replaced overlaps
+    v.rotate(HmacKey::new(&[5; 32]).unwrap(), at(120_000));
+    let two_back = seal_message(&key(), &message("c", at(61_000), 11));
+    assert_eq!(v.open(&two_back, at(61_000), members), Err(Rejection::BadMac));
+    let one_back = seal_message(&other, &message("c", at(61_000), 12));
+    assert!(v.open(&one_back, at(61_000), members).is_ok());
+    // the sender's sequence went on across its rotation
+    let next = new_sender.message(at(5), None, results("c", true));
+    assert_eq!(next.sequence, STARTED.as_unix_millis() * 1000 + 2);
+}
+
+#[test]
 fn messages_from_before_the_receiver_started_are_replays() {
     // the receiver restarted and forgot what it accepted: it cannot tell a replay
     let frame = seal_message(&key(), &message("a", Timestamp::from_unix_millis(STARTED.as_unix_millis() - 1), 1));
