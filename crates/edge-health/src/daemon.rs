@@ -1,7 +1,8 @@
 //! The `edge-health` binary's I/O shell around the pure core: flags ([`cli`]), the
 //! state and decisions between I/O ([`state`]), one period's probes and messages
 //! ([`round`]), the exchange and verdicts routes ([`server`]), the API server's Nodes and
-//! ConfigMap ([`api`]) and the metrics ([`metrics`]).
+//! ConfigMap ([`api`]), the on-disk peer cache ([`peer_cache`]) and the metrics
+//! ([`metrics`]).
 //!
 //! The period loop, on the wall clock through the core's [`PeriodClock`](crate::time::PeriodClock):
 //! at each period boundary it evaluates the period that ended (verdicts, the served view,
@@ -17,6 +18,7 @@
 pub mod api;
 pub mod cli;
 pub mod metrics;
+pub mod peer_cache;
 pub mod round;
 pub mod server;
 pub mod state;
@@ -50,6 +52,16 @@ pub async fn run(flags: Flags) -> anyhow::Result<()> {
     let daemon = Daemon::new(settings, metrics.clone(), &key, wall_clock())
         .with_context(|| format!("--hmac-key-file {}", key_file.display()))?;
     let daemon = Arc::new(daemon);
+    if let Some(path) = &daemon.settings().peer_cache_file {
+        match peer_cache::load(path) {
+            Ok(Some(cache)) => {
+                daemon.restore(&cache);
+                tracing::info!(path = %path.display(), nodes = cache.nodes.len(), "peers restored from the peer cache");
+            }
+            Ok(None) => {}
+            Err(error) => tracing::warn!(%error, "peer cache ignored"),
+        }
+    }
     let runtime = Runtime::builder("edge-health", &flags.runtime)
         .metrics(metrics.registry())
         .routes(server::router(daemon.clone()))
@@ -118,6 +130,7 @@ async fn periods(daemon: Arc<Daemon>, nodes: Api<Node>, advertised: String) {
     // the API's share of a period; the round runs alongside
     let api_limit = clock.length().mul_f64(0.75);
     let mut round: Option<AbortOnDrop> = None;
+    let mut cached = daemon.peer_cache().0;
     loop {
         let now = wall_clock();
         let period = clock.period_at(now);
@@ -127,6 +140,15 @@ async fn periods(daemon: Arc<Daemon>, nodes: Api<Node>, advertised: String) {
             tracing::warn!(period = period.0 - 1, "the round did not finish within its period: abandoned");
         }
         let writes = daemon.evaluate(Period(period.0.saturating_sub(1)), now);
+        if let Some(path) = &daemon.settings().peer_cache_file {
+            let (generation, cache) = daemon.peer_cache();
+            if generation != cached {
+                match peer_cache::store(path, &cache) {
+                    Ok(()) => cached = generation,
+                    Err(error) => tracing::warn!(%error, "peer cache not written"),
+                }
+            }
+        }
         round = Some(AbortOnDrop(tokio::spawn(round::run(daemon.clone(), transport.clone(), period))));
         let writes = writes.into_iter().map(|patch| api::write_verdict(&nodes, &daemon, patch, api_limit));
         tokio::join!(api::publish_address(&nodes, &daemon, &advertised, api_limit), futures::future::join_all(writes));

@@ -148,6 +148,8 @@ impl Cluster {
             "100ms",
             "--key-rotation-overlap",
             "1500ms",
+            "--peer-cache-file",
+            &self.peer_cache(member).display().to_string(),
         ]
         .map(String::from)
         .into_iter()
@@ -156,6 +158,11 @@ impl Cluster {
             (!self.unit.is_empty()).then(|| ["--unit-label-key".to_string(), "site".to_string()]).into_iter().flatten(),
         )
         .collect()
+    }
+
+    /// Where `member`'s daemon keeps its peers.
+    fn peer_cache(&self, member: &Member) -> std::path::PathBuf {
+        self.dir.join(&format!("{}.peers.json", member.name))
     }
 
     async fn start(&self, member: &mut Member) {
@@ -593,6 +600,64 @@ async fn configurations_that_cannot_work_are_start_up_errors() {
         assert!(!exit.status.success(), "{what}: exited {:?}", exit.status);
         for words in says {
             assert!(exit.logs.contains(words), "{what}: {words:?} not in\n{}", exit.logs);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_restarted_while_the_api_server_is_away_resumes_from_its_peer_cache() {
+    let ips: Vec<IpAddr> = (51..=53).map(loopback).collect();
+    let cluster = Cluster::new("d", &ips).await;
+    let mut members: Vec<Member> = ips
+        .iter()
+        .enumerate()
+        .map(|(i, ip)| Member { name: format!("site-d-{}", i + 1), ip: *ip, daemon: None, target: None })
+        .collect();
+    let names: Vec<String> = members.iter().map(|m| m.name.clone()).collect();
+    for member in &mut members {
+        cluster.create_node(&member.name).await;
+        cluster.start(member).await;
+    }
+    let healthy = expect(&names, &[]);
+    until("every view healthy", Duration::from_secs(20), || views_agree(&cluster, &members, &healthy)).await;
+    // the cache holds the unit with every address once the addresses are published
+    let cache = cluster.peer_cache(&members[0]);
+    until("site-d-1's peer cache lists the unit with addresses", Duration::from_secs(5), || async {
+        let cache: serde_json::Value = serde_json::from_slice(&std::fs::read(&cache).ok()?).ok()?;
+        let nodes = cache["nodes"].as_array()?;
+        let addressed = nodes.iter().filter(|n| n["annotations"][EDGE_HEALTH_ADDRESS_ANNOTATION].is_string()).count();
+        (nodes.len() == 3 && addressed == 3).then_some(())
+    })
+    .await;
+
+    // the cloud link goes; site-d-1's daemon restarts (a reboot, an upgrade) meanwhile
+    cluster.server.set_fault("nodes", Fault::Error(503));
+    let restarted = &mut members[0];
+    restarted.target = None;
+    restarted.daemon.take().expect("running").terminate(PROMPT_EXIT).await.expect("exits on SIGTERM");
+    cluster.start(restarted).await;
+    let address = cluster.address(&members[0]);
+    // it cannot list a single Node, yet it knows, probes and votes on its unit
+    until("the restarted daemon's view lists the unit", Duration::from_secs(10), || async {
+        verdicts(address).await.filter(|v| v.nodes.len() == 3).map(|_| ())
+    })
+    .await;
+    until("every view healthy again", DETECTION, || views_agree(&cluster, &members, &healthy)).await;
+    let dead = &mut members[2];
+    dead.target = None;
+    dead.daemon.take().expect("running").terminate(PROMPT_EXIT).await.expect("exits on SIGTERM");
+    let down = expect(&names, &["site-d-3"]);
+    until("voted down, the restarted daemon included", DETECTION, || views_agree(&cluster, &members, &down)).await;
+    cluster.server.clear_faults();
+    until("site-d-3 annotated once the link is back", PERIOD * 3 + Duration::from_secs(2), || async {
+        (cluster.unhealth("site-d-3").await.as_deref() == Some("yes")).then_some(())
+    })
+    .await;
+    for member in &mut members {
+        if let Some(daemon) = member.daemon.take() {
+            let exit = daemon.terminate(PROMPT_EXIT).await.expect("exits on SIGTERM");
+            assert!(exit.status.success(), "{}: {:?}", member.name, exit.status);
+            show_logs(&member.name, &exit.logs);
         }
     }
 }

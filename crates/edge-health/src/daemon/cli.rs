@@ -119,6 +119,11 @@ pub struct Flags {
     /// 0: refuse the old key at once.
     #[arg(long, default_value = "10m", value_parser = parse_duration)]
     pub key_rotation_overlap: Duration,
+    /// Keeps the unit's Nodes (names, labels, addresses) in this file on the node, so a
+    /// daemon restarted while the API server is unreachable still knows its peers (a
+    /// hostPath such as /var/lib/edge-health/peers.json). Unset: no cache.
+    #[arg(long)]
+    pub peer_cache_file: Option<PathBuf>,
 }
 
 /// The validated configuration the daemon runs with.
@@ -137,6 +142,7 @@ pub struct Settings {
     pub token_file: Option<PathBuf>,
     pub key_reload_interval: Duration,
     pub key_rotation_overlap: Duration,
+    pub peer_cache_file: Option<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -227,6 +233,7 @@ impl Flags {
             token_file: uses_kubelet.then(|| self.token_file.clone()),
             key_reload_interval: self.key_reload_interval,
             key_rotation_overlap: self.key_rotation_overlap,
+            peer_cache_file: self.peer_cache_file.clone(),
         })
     }
 }
@@ -343,6 +350,8 @@ mod tests {
             "9s",
             "--key-rotation-overlap",
             "90s",
+            "--peer-cache-file",
+            "/var/lib/edge-health/peers.json",
         ])
         .unwrap();
         assert_eq!(
@@ -387,6 +396,7 @@ mod tests {
             (s.message_timeout, s.key_reload_interval, s.key_rotation_overlap),
             (Duration::from_millis(700), Duration::from_secs(9), Duration::from_secs(90))
         );
+        assert_eq!(s.peer_cache_file, Some(PathBuf::from("/var/lib/edge-health/peers.json")));
         assert_eq!(s.token_file, None, "no kubelet check, no token");
         assert_eq!(s.unit_source, UnitSource::NodeUnits);
         assert_eq!(s.namespace, "kube-system");

@@ -17,6 +17,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::cli::Settings;
 use super::metrics::{BallotLabels, KindLabel, Metrics, VerdictLabel};
+use super::peer_cache::{self, PeerCache};
 use crate::indirect::{Basis, Conclusion, DirectStep, IndirectProbes, should_help};
 use crate::membership::{Labels, MembershipChange, NodeUnitCheck, UnitId, UnitMembership};
 use crate::message::{Ballot, HmacKey, KeyError, Payload, Rejection, Signer, Verifier};
@@ -96,6 +97,8 @@ pub enum AddressState {
 
 #[derive(Clone, Debug)]
 struct NodeRecord {
+    /// What the peer cache keeps of it.
+    cached: ObjectMeta,
     observed: ObservedNode,
     /// The annotation's raw value.
     address_annotation: Option<String>,
@@ -107,7 +110,7 @@ impl NodeRecord {
     fn from_meta(meta: &ObjectMeta) -> Self {
         let address_annotation = meta.annotations.as_ref().and_then(|a| a.get(EDGE_HEALTH_ADDRESS_ANNOTATION)).cloned();
         let address = address_annotation.as_deref().and_then(|a| a.parse().ok());
-        Self { observed: ObservedNode::from_meta(meta), address_annotation, address }
+        Self { cached: peer_cache::trimmed(meta), observed: ObservedNode::from_meta(meta), address_annotation, address }
     }
 }
 
@@ -134,6 +137,10 @@ struct State {
     /// the vote latency).
     dissent: BTreeMap<String, Timestamp>,
     view: LocalVerdicts,
+    /// The `edge-health-config` data last applied (for the peer cache).
+    node_unit_config: Option<BTreeMap<String, String>>,
+    /// Counts changes to the Nodes or the ConfigMap (the peer cache is rewritten when it moves).
+    generation: u64,
 }
 
 /// The daemon's state; shared by its tasks and its HTTP handlers.
@@ -158,6 +165,8 @@ impl Daemon {
             indirect: IndirectProbes::new(settings.protocol.indirect_timeout, now.as_unix_millis()),
             dissent: BTreeMap::new(),
             view: LocalVerdicts { node: local, nodes: BTreeMap::new() },
+            node_unit_config: None,
+            generation: 0,
         };
         Ok(Self { settings, clock, metrics, state: Mutex::new(state) })
     }
@@ -188,6 +197,7 @@ impl Daemon {
     pub fn apply_node(&self, meta: &ObjectMeta) {
         let Some(name) = meta.name.as_deref() else { return };
         let mut st = self.lock();
+        st.generation += 1;
         st.nodes.insert(name.to_string(), NodeRecord::from_meta(meta));
         let change = st.membership.apply(name, &labels(meta));
         self.membership_changed(&mut st, change);
@@ -195,6 +205,7 @@ impl Daemon {
 
     pub fn delete_node(&self, name: &str) {
         let mut st = self.lock();
+        st.generation += 1;
         st.nodes.remove(name);
         let change = st.membership.delete(name);
         self.membership_changed(&mut st, change);
@@ -203,6 +214,7 @@ impl Daemon {
     /// A (re)list: these are all the Nodes there are.
     pub fn replace_nodes(&self, metas: &[ObjectMeta]) {
         let mut st = self.lock();
+        st.generation += 1;
         st.nodes = metas.iter().filter_map(|meta| Some((meta.name.clone()?, NodeRecord::from_meta(meta)))).collect();
         let change =
             st.membership.replace_all(metas.iter().filter_map(|meta| Some((meta.name.clone()?, labels(meta)))));
@@ -212,8 +224,25 @@ impl Daemon {
     /// The `edge-health-config` ConfigMap's data (`None`: there is none).
     pub fn set_node_unit_config(&self, data: Option<&BTreeMap<String, String>>) {
         let mut st = self.lock();
+        st.generation += 1;
+        st.node_unit_config = data.cloned();
         let change = st.membership.set_node_unit_check(NodeUnitCheck::from_config_map(data));
         self.membership_changed(&mut st, change);
+    }
+
+    /// What the peer cache should hold now, and the generation it is of.
+    pub fn peer_cache(&self) -> (u64, PeerCache) {
+        let st = self.lock();
+        let nodes = st.nodes.values().map(|record| record.cached.clone()).collect();
+        (st.generation, PeerCache { nodes, node_unit_config: st.node_unit_config.clone() })
+    }
+
+    /// Starts from a peer cache (before the API server has answered).
+    pub fn restore(&self, cache: &PeerCache) {
+        if matches!(self.settings.unit_source, crate::membership::UnitSource::NodeUnits) {
+            self.set_node_unit_config(cache.node_unit_config.as_ref());
+        }
+        self.replace_nodes(&cache.nodes);
     }
 
     fn membership_changed(&self, st: &mut State, change: MembershipChange) {
