@@ -14,6 +14,8 @@ pub struct ResourceType {
     pub namespaced: bool,
     pub status_subresource: bool,
     pub short_names: Vec<String>,
+    /// The categories it belongs to (`kubectl get all`, `kubectl get grids`).
+    pub categories: Vec<String>,
 }
 
 impl ResourceType {
@@ -27,11 +29,18 @@ impl ResourceType {
             namespaced,
             status_subresource: status,
             short_names: Vec::new(),
+            categories: Vec::new(),
         }
     }
 
     fn short(mut self, names: &[&str]) -> Self {
         self.short_names = names.iter().map(|s| s.to_string()).collect();
+        self
+    }
+
+    /// In the `all` category, as a real apiserver puts its workload and Service kinds.
+    fn in_all(mut self) -> Self {
+        self.categories = vec!["all".to_string()];
         self
     }
 
@@ -52,14 +61,18 @@ impl ResourceType {
     /// The `APIResource` entries (resource and its status subresource) for discovery.
     pub fn discovery_entries(&self) -> Vec<Value> {
         let verbs = json!(["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]);
-        let mut out = vec![json!({
+        let mut resource = json!({
             "name": self.plural,
             "singularName": self.singular,
             "namespaced": self.namespaced,
             "kind": self.kind,
             "verbs": verbs,
             "shortNames": self.short_names,
-        })];
+        });
+        if !self.categories.is_empty() {
+            resource["categories"] = json!(self.categories);
+        }
+        let mut out = vec![resource];
         if self.status_subresource {
             out.push(json!({
                 "name": format!("{}/status", self.plural),
@@ -79,8 +92,8 @@ pub fn builtin() -> Vec<ResourceType> {
     vec![
         R::new("", "v1", "namespaces", "Namespace", false, true).short(&["ns"]),
         R::new("", "v1", "nodes", "Node", false, true).short(&["no"]),
-        R::new("", "v1", "pods", "Pod", true, true).short(&["po"]),
-        R::new("", "v1", "services", "Service", true, true).short(&["svc"]),
+        R::new("", "v1", "pods", "Pod", true, true).short(&["po"]).in_all(),
+        R::new("", "v1", "services", "Service", true, true).short(&["svc"]).in_all(),
         R::new("", "v1", "endpoints", "Endpoints", true, false).short(&["ep"]),
         R::new("", "v1", "configmaps", "ConfigMap", true, false).short(&["cm"]),
         R::new("", "v1", "secrets", "Secret", true, false),
@@ -89,9 +102,9 @@ pub fn builtin() -> Vec<ResourceType> {
         R::new("events.k8s.io", "v1", "events", "Event", true, false).short(&["ev"]),
         R::new("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", true, false),
         R::new("coordination.k8s.io", "v1", "leases", "Lease", true, false),
-        R::new("apps", "v1", "deployments", "Deployment", true, true).short(&["deploy"]),
-        R::new("apps", "v1", "statefulsets", "StatefulSet", true, true).short(&["sts"]),
-        R::new("apps", "v1", "daemonsets", "DaemonSet", true, true).short(&["ds"]),
+        R::new("apps", "v1", "deployments", "Deployment", true, true).short(&["deploy"]).in_all(),
+        R::new("apps", "v1", "statefulsets", "StatefulSet", true, true).short(&["sts"]).in_all(),
+        R::new("apps", "v1", "daemonsets", "DaemonSet", true, true).short(&["ds"]).in_all(),
         R::new("networking.k8s.io", "v1", "servicecidrs", "ServiceCIDR", false, true),
         R::new("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", false, false),
         R::new("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", false, false),
@@ -128,10 +141,13 @@ pub fn from_crd(crd: &Value) -> Vec<ResourceType> {
     };
     let namespaced = spec["scope"].as_str() == Some("Namespaced");
     let singular = spec["names"]["singular"].as_str().map_or_else(|| kind.to_lowercase(), str::to_string);
-    let short_names: Vec<String> = spec["names"]["shortNames"]
-        .as_array()
-        .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect())
-        .unwrap_or_default();
+    let strings = |field: &str| -> Vec<String> {
+        spec["names"][field]
+            .as_array()
+            .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect())
+            .unwrap_or_default()
+    };
+    let (short_names, categories) = (strings("shortNames"), strings("categories"));
     spec["versions"]
         .as_array()
         .into_iter()
@@ -147,6 +163,7 @@ pub fn from_crd(crd: &Value) -> Vec<ResourceType> {
                 namespaced,
                 status_subresource: v["subresources"]["status"].is_object(),
                 short_names: short_names.clone(),
+                categories: categories.clone(),
             })
         })
         .collect()

@@ -97,6 +97,15 @@ fn kubectl_against_the_serve_binary() {
         "deploymentgrid.superedge.io/echo serverside-applied\n"
     );
     assert_eq!(served.ok(&kubectl, &["get", "sg", "echo", "-o", "jsonpath={.spec.gridUniqKey}"]), "zone1");
+    // categories as the CRDs declare them, and the built-ins' `all`
+    assert_eq!(
+        served.ok(&kubectl, &["get", "grids", "-o", "name"]),
+        "deploymentgrid.superedge.io/echo\nservicegrid.superedge.io/echo\n"
+    );
+    let service = r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"web"},"spec":{"ports":[{"port":80}]}}"#;
+    std::fs::write(served.dir.join("svc.json"), service).unwrap();
+    served.ok(&kubectl, &["apply", "-f", served.dir.join("svc.json").to_str().unwrap()]);
+    assert_eq!(served.ok(&kubectl, &["get", "all", "-o", "name"]), "service/web\n");
 
     // get -w: the current object, then its deletion (read as they stream, no sleeps)
     let mut watch = Command::new(&kubectl)
