@@ -23,6 +23,7 @@ mod resources;
 mod server;
 mod store;
 mod strategic;
+mod table;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

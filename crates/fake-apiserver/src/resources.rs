@@ -16,6 +16,34 @@ pub struct ResourceType {
     pub short_names: Vec<String>,
     /// The categories it belongs to (`kubectl get all`, `kubectl get grids`).
     pub categories: Vec<String>,
+    /// A CRD version's `additionalPrinterColumns` (server-side printing).
+    pub printer_columns: Vec<PrinterColumn>,
+}
+
+/// One of a CRD's `additionalPrinterColumns`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PrinterColumn {
+    pub name: String,
+    /// integer, number, string, boolean, date
+    pub kind: String,
+    pub format: String,
+    pub description: String,
+    pub priority: i64,
+    pub json_path: String,
+}
+
+impl PrinterColumn {
+    fn from_crd(column: &Value) -> Option<Self> {
+        let text = |field: &str| column[field].as_str().unwrap_or_default().to_string();
+        Some(Self {
+            name: column["name"].as_str()?.to_string(),
+            kind: text("type"),
+            format: text("format"),
+            description: text("description"),
+            priority: column["priority"].as_i64().unwrap_or(0),
+            json_path: column["jsonPath"].as_str()?.to_string(),
+        })
+    }
 }
 
 impl ResourceType {
@@ -30,6 +58,7 @@ impl ResourceType {
             status_subresource: status,
             short_names: Vec::new(),
             categories: Vec::new(),
+            printer_columns: Vec::new(),
         }
     }
 
@@ -164,6 +193,12 @@ pub fn from_crd(crd: &Value) -> Vec<ResourceType> {
                 status_subresource: v["subresources"]["status"].is_object(),
                 short_names: short_names.clone(),
                 categories: categories.clone(),
+                printer_columns: v["additionalPrinterColumns"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(PrinterColumn::from_crd)
+                    .collect(),
             })
         })
         .collect()

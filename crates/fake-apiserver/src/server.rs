@@ -25,6 +25,7 @@ use crate::error::ApiError;
 use crate::faults::{Fault, Faults};
 use crate::resources::ResourceType;
 use crate::store::{DeleteOptions, PatchKind, Patched, Store};
+use crate::table;
 
 /// Tunables of one server instance.
 #[derive(Clone, Debug)]
@@ -135,9 +136,15 @@ async fn handle(
     let namespace = target.namespace.as_deref().unwrap_or_default();
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or_default();
     let shape = Shape::from_accept(accept);
+    let as_table = table::wants_table(accept);
     match (method.clone(), &target.name) {
         (Method::GET, None) if listwatch::is_watch(query) => watch(app, &target, query, shape),
+        (Method::GET, None) if as_table => list_table(store, &target, query),
         (Method::GET, None) => list(store, &target, query, shape),
+        (Method::GET, Some(name)) if as_table => {
+            let object = store.get(rt, namespace, name)?;
+            Ok(ok(&table::table(rt, &[object], store.current_rv(), None, jiff::Timestamp::now().as_second())))
+        }
         (Method::GET, Some(name)) => Ok(ok(&shape.present(store.get(rt, namespace, name)?))),
         (Method::POST, None) => {
             let object = parse_json(&body)?;
@@ -323,6 +330,15 @@ fn list(store: &Store, target: &Target, query: &HashMap<String, String>, shape: 
     let chunks = listwatch::ListBody::new(page, target.rt.served(), shape).map(Ok::<_, std::convert::Infallible>);
     let body = axum::body::Body::from_stream(futures::stream::iter(chunks));
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
+}
+
+/// A list page as a Table (what `kubectl get` asks for).
+fn list_table(store: &Store, target: &Target, query: &HashMap<String, String>) -> Result<Response, ApiError> {
+    let opts = ListOptions::from_query(query, target.namespace.clone())?;
+    let page = store.list_encoded(&target.rt, &opts)?;
+    let objects: Vec<Value> = page.items.iter().map(|item| item.value()).collect();
+    let now = jiff::Timestamp::now().as_second();
+    Ok(ok(&table::table(&target.rt, &objects, page.rv, page.continue_token.as_deref(), now)))
 }
 
 fn watch(app: &Arc<App>, target: &Target, query: &HashMap<String, String>, shape: Shape) -> Result<Response, ApiError> {

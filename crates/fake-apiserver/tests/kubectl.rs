@@ -59,6 +59,36 @@ impl Drop for Served {
     }
 }
 
+/// kubectl's table output as cells, cut where the header's columns start (an empty cell
+/// stays empty), ages (`0s`, `12s`, `3m4s`) replaced by `<age>`.
+fn table(output: &str) -> Vec<Vec<String>> {
+    let is_age = |cell: &str| {
+        cell.chars().next().is_some_and(|c| c.is_ascii_digit())
+            && cell.chars().last().is_some_and(|c| "smhdy".contains(c))
+            && cell.chars().all(|c| c.is_ascii_digit() || "smhdy".contains(c))
+    };
+    let header = output.lines().next().unwrap_or_default();
+    let starts: Vec<usize> = header
+        .char_indices()
+        .filter(|(i, c)| *c != ' ' && (*i == 0 || header.as_bytes()[i - 1] == b' '))
+        .map(|(i, _)| i)
+        .collect();
+    output
+        .lines()
+        .map(|line| {
+            starts
+                .iter()
+                .enumerate()
+                .map(|(n, start)| {
+                    let end = starts.get(n + 1).copied().unwrap_or(line.len()).min(line.len());
+                    let cell = line.get((*start).min(end)..end).unwrap_or_default().trim();
+                    if is_age(cell) { "<age>".to_string() } else { cell.to_string() }
+                })
+                .collect()
+        })
+        .collect()
+}
+
 #[test]
 #[cfg_attr(missing_kubectl, ignore = "kubectl not found at $KUBECTL or .tools/bin: run .ci/install-tools")]
 fn kubectl_against_the_serve_binary() {
@@ -106,6 +136,37 @@ fn kubectl_against_the_serve_binary() {
     std::fs::write(served.dir.join("svc.json"), service).unwrap();
     served.ok(&kubectl, &["apply", "-f", served.dir.join("svc.json").to_str().unwrap()]);
     assert_eq!(served.ok(&kubectl, &["get", "all", "-o", "name"]), "service/web\n");
+
+    // server-side printing: the columns a real cluster shows
+    // (this server allocates no cluster IPs)
+    assert_eq!(served.ok(&kubectl, &["get", "svc", "web", "-o", "jsonpath={.spec.clusterIP}"]), "");
+    assert_eq!(
+        table(&served.ok(&kubectl, &["get", "svc", "web"])),
+        [
+            vec!["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE"],
+            vec!["web", "ClusterIP", "<none>", "<none>", "80/TCP", "<age>"],
+        ]
+    );
+    assert_eq!(
+        table(&served.ok(&kubectl, &["get", "dg"])),
+        // no status yet: kubectl shows a column the object lacks as blank, as with a real server
+        [vec!["NAME", "KEY", "UNITS", "READY", "AGE"], vec!["echo", "zone1", "", "", "<age>"]]
+    );
+    assert_eq!(
+        table(&served.ok(&kubectl, &["get", "dg", "-o", "wide"]))[0],
+        ["NAME", "KEY", "UNITS", "READY", "WORKLOADS", "AGE"],
+        "priority-1 columns only with -o wide"
+    );
+    let deployment = r#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"api"},"spec":{"replicas":2,
+        "selector":{"matchLabels":{"app":"api"}},"template":{"metadata":{"labels":{"app":"api"}},
+        "spec":{"containers":[{"name":"api","image":"api:1"}]}}}}"#;
+    std::fs::write(served.dir.join("deploy.json"), deployment).unwrap();
+    served.ok(&kubectl, &["apply", "-f", served.dir.join("deploy.json").to_str().unwrap()]);
+    assert_eq!(
+        table(&served.ok(&kubectl, &["get", "deploy"])),
+        [vec!["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"], vec!["api", "0/2", "0", "0", "<age>"]]
+    );
+    served.ok(&kubectl, &["delete", "deploy", "api"]);
 
     // get -w: the current object, then its deletion (read as they stream, no sleeps)
     let mut watch = Command::new(&kubectl)
