@@ -17,6 +17,7 @@
 
 mod admission;
 mod error;
+mod events;
 mod faults;
 mod requests;
 mod resources;

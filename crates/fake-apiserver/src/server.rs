@@ -22,6 +22,7 @@ use tokio::sync::watch;
 
 use crate::admission::{self, Operation};
 use crate::error::ApiError;
+use crate::events;
 use crate::faults::{Fault, Faults};
 use crate::resources::ResourceType;
 use crate::store::{DeleteOptions, PatchKind, Patched, Store};
@@ -159,7 +160,9 @@ async fn handle(
                 old: None,
             };
             let admitted = admission::admit(store, request).await?;
-            Ok(json_response(StatusCode::CREATED, &store.create(rt, namespace, admitted)?))
+            let created = store.create(rt, namespace, admitted)?;
+            events::mirror(store, rt, &created);
+            Ok(json_response(StatusCode::CREATED, &created))
         }
         (Method::PUT, Some(name)) => {
             let old = store.get(rt, namespace, name)?;
@@ -173,7 +176,9 @@ async fn handle(
                 old: Some(&old),
             };
             let admitted = admission::admit(store, request).await?;
-            Ok(ok(&store.update(rt, namespace, name, admitted, target.status)?))
+            let updated = store.update(rt, namespace, name, admitted, target.status)?;
+            events::mirror(store, rt, &updated);
+            Ok(ok(&updated))
         }
         (Method::PATCH, Some(name)) => {
             let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
@@ -188,7 +193,9 @@ async fn handle(
                     )));
                 }
             };
-            patch_with_admission(store, &target, name, kind, &body).await.map(|o| ok(&o))
+            let patched = patch_with_admission(store, &target, name, kind, &body).await?;
+            events::mirror(store, rt, &patched);
+            Ok(ok(&patched))
         }
         (Method::DELETE, None) => {
             let deleted = store.delete_collection(
@@ -196,6 +203,9 @@ async fn handle(
                 &ListOptions::from_query(query, target.namespace.clone())?,
                 &delete_options(&body, query)?,
             )?;
+            for item in &deleted {
+                events::mirror_delete(store, rt, item);
+            }
             Ok(ok(&json!({
                 "kind": format!("{}List", rt.kind),
                 "apiVersion": rt.api_version(),
@@ -205,7 +215,9 @@ async fn handle(
         }
         (Method::DELETE, Some(name)) if !target.status => {
             let opts = delete_options(&body, query)?;
-            Ok(ok(&store.delete(rt, namespace, name, &opts)?))
+            let deleted = store.delete(rt, namespace, name, &opts)?;
+            events::mirror_delete(store, rt, &deleted);
+            Ok(ok(&deleted))
         }
         _ => Err(ApiError::MethodNotAllowed),
     }

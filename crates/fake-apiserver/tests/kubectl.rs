@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use serde_json::json;
+
 #[allow(dead_code)] // the build-script half is for build.rs
 #[path = "../../../tests/src/tool_lookup.rs"]
 mod tool_lookup;
@@ -70,7 +72,8 @@ fn table(output: &str) -> Vec<Vec<String>> {
     let header = output.lines().next().unwrap_or_default();
     let starts: Vec<usize> = header
         .char_indices()
-        .filter(|(i, c)| *c != ' ' && (*i == 0 || header.as_bytes()[i - 1] == b' '))
+        // kubectl pads columns with at least two spaces; "LAST SEEN" is one header
+        .filter(|(i, c)| *c != ' ' && (*i == 0 || (*i >= 2 && &header.as_bytes()[i - 2..*i] == b"  ")))
         .map(|(i, _)| i)
         .collect();
     output
@@ -167,6 +170,37 @@ fn kubectl_against_the_serve_binary() {
         [vec!["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"], vec!["api", "0/2", "0", "0", "<age>"]]
     );
     served.ok(&kubectl, &["delete", "deploy", "api"]);
+
+    // an Event recorded through events.k8s.io/v1 (as kube-rs' Recorder does) is what
+    // `kubectl get events` lists and `kubectl describe` shows
+    let uid = served.ok(&kubectl, &["get", "dg", "echo", "-o", "jsonpath={.metadata.uid}"]);
+    let event = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "metadata": {"name": "echo.1", "namespace": "default"},
+        "eventTime": jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S.%6fZ").to_string(), "reportingController": "grid-controller", "reportingInstance": "grid-controller-0",
+        "action": "Reconcile", "reason": "TemplateMissing", "type": "Warning", "note": "no template named big",
+        "regarding": {"apiVersion": "superedge.io/v1", "kind": "DeploymentGrid", "name": "echo",
+            "namespace": "default", "uid": uid}});
+    std::fs::write(served.dir.join("event.json"), event.to_string()).unwrap();
+    served.ok(&kubectl, &["create", "-f", served.dir.join("event.json").to_str().unwrap()]);
+    assert_eq!(
+        table(&served.ok(&kubectl, &["get", "events"])),
+        [
+            vec!["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"],
+            vec!["<age>", "Warning", "TemplateMissing", "deploymentgrid/echo", "no template named big"],
+        ]
+    );
+    let described = served.ok(&kubectl, &["describe", "dg", "echo"]);
+    let events: Vec<&str> = described.lines().skip_while(|l| !l.starts_with("Events:")).collect();
+    assert_eq!(
+        table(&events[1..].iter().map(|l| l.trim_start()).collect::<Vec<_>>().join("\n")),
+        [
+            vec!["Type", "Reason", "Age", "From", "Message"],
+            vec!["----", "------", "----", "----", "-------"],
+            vec!["Warning", "TemplateMissing", "<age>", "grid-controller", "no template named big"],
+        ]
+    );
+    served.ok(&kubectl, &["delete", "events.v1.events.k8s.io", "echo.1"]);
+    assert_eq!(served.ok(&kubectl, &["get", "events", "-o", "name"]), "", "the deletion reached both APIs");
 
     // get -w: the current object, then its deletion (read as they stream, no sleeps)
     let mut watch = Command::new(&kubectl)
