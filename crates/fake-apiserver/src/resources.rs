@@ -13,6 +13,8 @@ pub struct ResourceType {
     pub kind: String,
     pub namespaced: bool,
     pub status_subresource: bool,
+    /// Serves `/scale` (`autoscaling/v1` Scale of `spec.replicas`).
+    pub scale_subresource: bool,
     pub short_names: Vec<String>,
     /// The categories it belongs to (`kubectl get all`, `kubectl get grids`).
     pub categories: Vec<String>,
@@ -56,6 +58,7 @@ impl ResourceType {
             kind: kind.into(),
             namespaced,
             status_subresource: status,
+            scale_subresource: false,
             short_names: Vec::new(),
             categories: Vec::new(),
             printer_columns: Vec::new(),
@@ -64,6 +67,11 @@ impl ResourceType {
 
     fn short(mut self, names: &[&str]) -> Self {
         self.short_names = names.iter().map(|s| s.to_string()).collect();
+        self
+    }
+
+    fn scalable(mut self) -> Self {
+        self.scale_subresource = true;
         self
     }
 
@@ -102,6 +110,17 @@ impl ResourceType {
             resource["categories"] = json!(self.categories);
         }
         let mut out = vec![resource];
+        if self.scale_subresource {
+            out.push(json!({
+                "name": format!("{}/scale", self.plural),
+                "singularName": "",
+                "namespaced": self.namespaced,
+                "group": "autoscaling",
+                "version": "v1",
+                "kind": "Scale",
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
         if self.status_subresource {
             out.push(json!({
                 "name": format!("{}/status", self.plural),
@@ -131,8 +150,8 @@ pub fn builtin() -> Vec<ResourceType> {
         R::new("events.k8s.io", "v1", "events", "Event", true, false).short(&["ev"]),
         R::new("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", true, false),
         R::new("coordination.k8s.io", "v1", "leases", "Lease", true, false),
-        R::new("apps", "v1", "deployments", "Deployment", true, true).short(&["deploy"]).in_all(),
-        R::new("apps", "v1", "statefulsets", "StatefulSet", true, true).short(&["sts"]).in_all(),
+        R::new("apps", "v1", "deployments", "Deployment", true, true).short(&["deploy"]).in_all().scalable(),
+        R::new("apps", "v1", "statefulsets", "StatefulSet", true, true).short(&["sts"]).in_all().scalable(),
         R::new("apps", "v1", "daemonsets", "DaemonSet", true, true).short(&["ds"]).in_all(),
         R::new("networking.k8s.io", "v1", "servicecidrs", "ServiceCIDR", false, true),
         R::new("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", false, false),
@@ -191,6 +210,8 @@ pub fn from_crd(crd: &Value) -> Vec<ResourceType> {
                 kind: kind.to_string(),
                 namespaced,
                 status_subresource: v["subresources"]["status"].is_object(),
+                // a CRD's scale paths are not served: only the built-ins' spec.replicas
+                scale_subresource: false,
                 short_names: short_names.clone(),
                 categories: categories.clone(),
                 printer_columns: v["additionalPrinterColumns"]

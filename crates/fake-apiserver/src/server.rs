@@ -83,6 +83,8 @@ struct Target {
     namespace: Option<String>,
     name: Option<String>,
     status: bool,
+    /// The `/scale` subresource.
+    scale: bool,
 }
 
 async fn dispatch(
@@ -138,6 +140,9 @@ async fn handle(
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or_default();
     let shape = Shape::from_accept(accept);
     let as_table = table::wants_table(accept);
+    if target.scale {
+        return scale(store, &target, method, headers, &body).map(|s| ok(&s));
+    }
     match (method.clone(), &target.name) {
         (Method::GET, None) if listwatch::is_watch(query) => watch(app, &target, query, shape),
         (Method::GET, None) if as_table => list_table(store, &target, query),
@@ -323,17 +328,22 @@ fn resolve(store: &Store, segments: &[&str]) -> Result<Target, ApiError> {
         }
         _ => (None, rest.to_vec()),
     };
-    let (rt, name, status) = match rest.as_slice() {
-        [plural] => (lookup(plural), None, false),
-        [plural, name] => (lookup(plural), Some(name.to_string()), false),
-        [plural, name, "status"] => (lookup(plural).filter(|rt| rt.status_subresource), Some(name.to_string()), true),
-        _ => (None, None, false),
+    let (rt, name, status, scale) = match rest.as_slice() {
+        [plural] => (lookup(plural), None, false, false),
+        [plural, name] => (lookup(plural), Some(name.to_string()), false, false),
+        [plural, name, "status"] => {
+            (lookup(plural).filter(|rt| rt.status_subresource), Some(name.to_string()), true, false)
+        }
+        [plural, name, "scale"] => {
+            (lookup(plural).filter(|rt| rt.scale_subresource), Some(name.to_string()), false, true)
+        }
+        _ => (None, None, false, false),
     };
     let rt = rt.ok_or(ApiError::NoSuchResource)?;
     if rt.namespaced && namespace.is_none() && name.is_some() {
         return Err(ApiError::NoSuchResource);
     }
-    Ok(Target { rt, namespace, name, status })
+    Ok(Target { rt, namespace, name, status, scale })
 }
 
 fn list(store: &Store, target: &Target, query: &HashMap<String, String>, shape: Shape) -> Result<Response, ApiError> {
@@ -342,6 +352,77 @@ fn list(store: &Store, target: &Target, query: &HashMap<String, String>, shape: 
     let chunks = listwatch::ListBody::new(page, target.rt.served(), shape).map(Ok::<_, std::convert::Infallible>);
     let body = axum::body::Body::from_stream(futures::stream::iter(chunks));
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
+}
+
+/// `/scale` of a Deployment or StatefulSet: its `spec.replicas` as an `autoscaling/v1`
+/// Scale, read, replaced or patched (what `kubectl scale` does).
+fn scale(
+    store: &Store,
+    target: &Target,
+    method: &Method,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Result<Value, ApiError> {
+    let (rt, namespace) = (&target.rt, target.namespace.as_deref().unwrap_or_default());
+    let name = target.name.as_deref().unwrap_or_default();
+    let object = store.get(rt, namespace, name)?;
+    let current = scale_of(&object);
+    let wanted = match *method {
+        Method::GET => return Ok(current),
+        Method::PUT => parse_json(body)?,
+        Method::PATCH => {
+            let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+            let mut scale = current.clone();
+            match content_type.split(';').next().unwrap_or_default().trim() {
+                "application/json-patch+json" => {
+                    let ops: json_patch::Patch = serde_json::from_slice(body)
+                        .map_err(|e| ApiError::BadRequest(format!("the JSON patch is not valid: {e}")))?;
+                    json_patch::patch(&mut scale, &ops).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+                }
+                // a Scale has no lists: strategic merge is a merge
+                "application/merge-patch+json" | "application/strategic-merge-patch+json" => {
+                    json_patch::merge(&mut scale, &parse_json(body)?);
+                }
+                other => {
+                    return Err(ApiError::UnsupportedMediaType(format!(
+                        "the scale subresource takes JSON, merge and strategic merge patches (got {other:?})"
+                    )));
+                }
+            }
+            scale
+        }
+        _ => return Err(ApiError::MethodNotAllowed),
+    };
+    let Some(replicas) = wanted["spec"]["replicas"].as_i64().filter(|r| *r >= 0) else {
+        return Err(ApiError::BadRequest("spec.replicas of a Scale must be a non-negative integer".into()));
+    };
+    let mut updated = object;
+    updated["spec"]["replicas"] = json!(replicas);
+    // a Scale's resourceVersion is its object's: a stale one conflicts as on the object
+    if let Some(rv) = wanted["metadata"]["resourceVersion"].as_str().filter(|rv| !rv.is_empty()) {
+        updated["metadata"]["resourceVersion"] = json!(rv);
+    }
+    let written = store.update(rt, namespace, name, updated, false)?;
+    Ok(scale_of(&written))
+}
+
+/// The `autoscaling/v1` Scale of a Deployment or StatefulSet.
+fn scale_of(object: &Value) -> Value {
+    let metadata = &object["metadata"];
+    let selector = object["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .map(|labels| {
+            labels.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default())).collect::<Vec<_>>().join(",")
+        })
+        .unwrap_or_default();
+    json!({
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {"name": metadata["name"], "namespace": metadata["namespace"], "uid": metadata["uid"],
+            "resourceVersion": metadata["resourceVersion"], "creationTimestamp": metadata["creationTimestamp"]},
+        "spec": {"replicas": object["spec"]["replicas"].as_i64().unwrap_or(1)},
+        "status": {"replicas": object["status"]["replicas"].as_i64().unwrap_or(0), "selector": selector},
+    })
 }
 
 /// A list page as a Table (what `kubectl get` asks for).

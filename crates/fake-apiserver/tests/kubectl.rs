@@ -169,6 +169,25 @@ fn kubectl_against_the_serve_binary() {
         table(&served.ok(&kubectl, &["get", "deploy"])),
         [vec!["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"], vec!["api", "0/2", "0", "0", "<age>"]]
     );
+    // the scale subresource
+    assert_eq!(served.ok(&kubectl, &["scale", "deploy", "api", "--replicas=3"]), "deployment.apps/api scaled\n");
+    assert_eq!(served.ok(&kubectl, &["get", "deploy", "api", "-o", "jsonpath={.spec.replicas}"]), "3");
+    let scale: serde_json::Value = serde_json::from_str(
+        &served.ok(&kubectl, &["get", "--raw", "/apis/apps/v1/namespaces/default/deployments/api/scale"]),
+    )
+    .unwrap();
+    assert_eq!(
+        (&scale["kind"], &scale["apiVersion"], &scale["spec"], &scale["status"]),
+        (
+            &json!("Scale"),
+            &json!("autoscaling/v1"),
+            &json!({"replicas": 3}),
+            &json!({"replicas": 0, "selector": "app=api"})
+        )
+    );
+    let stale = served.kubectl(&kubectl, &["scale", "deploy", "api", "--replicas=1", "--current-replicas=2"]);
+    assert!(!stale.status.success(), "the --current-replicas precondition holds");
+    assert_eq!(served.ok(&kubectl, &["get", "deploy", "api", "-o", "jsonpath={.spec.replicas}"]), "3");
     served.ok(&kubectl, &["delete", "deploy", "api"]);
 
     // an Event recorded through events.k8s.io/v1 (as kube-rs' Recorder does) is what
