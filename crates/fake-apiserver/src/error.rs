@@ -16,8 +16,9 @@ pub enum ApiError {
     Conflict { resource: String, name: String, group: String, kind: String },
     #[error("Operation cannot be fulfilled on {resource} \"{name}\": {message}")]
     PreconditionFailed { resource: String, name: String, group: String, kind: String, message: String },
-    #[error("{kind} \"{name}\" is invalid: {message}")]
-    Invalid { kind: String, name: String, group: String, field: String, message: String },
+    /// 422 with one cause per field, in the real server's words.
+    #[error("{}", invalid_message(kind, group, name, causes))]
+    Invalid { kind: String, name: String, group: String, causes: Vec<FieldCause> },
     #[error("{0}")]
     BadRequest(String),
     #[error("the server could not find the requested resource")]
@@ -98,14 +99,46 @@ impl ApiError {
             | Self::PreconditionFailed { resource, name, group, .. } => {
                 Some(json!({"name": name, "group": group, "kind": resource_plural(resource)}))
             }
-            Self::Invalid { kind, name, group, field, message } => Some(json!({
+            Self::Invalid { kind, name, group, causes } => Some(json!({
                 "name": name, "group": group, "kind": kind,
-                "causes": [{"reason": "FieldValueInvalid", "message": message, "field": field}],
+                "causes": causes.iter().map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+                    .collect::<Vec<_>>(),
             })),
             _ => None,
         };
         listwatch::status(self.code(), self.reason(), &self.to_string(), details)
     }
+}
+
+/// One field's problem in an `Invalid` error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldCause {
+    /// FieldValueInvalid, FieldValueRequired, FieldValueNotSupported
+    pub reason: &'static str,
+    /// `spec.template.replicas`; empty for the object as a whole.
+    pub field: String,
+    /// Without the field: `Required value`.
+    pub message: String,
+}
+
+impl FieldCause {
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self { reason: "FieldValueInvalid", field: field.into(), message: message.into() }
+    }
+
+    fn shown(&self) -> String {
+        if self.field.is_empty() { self.message.clone() } else { format!("{}: {}", self.field, self.message) }
+    }
+}
+
+/// `Deployment.apps "x" is invalid: spec.replicas: ...` (several causes in brackets).
+fn invalid_message(kind: &str, group: &str, name: &str, causes: &[FieldCause]) -> String {
+    let kind = if group.is_empty() { kind.to_string() } else { format!("{kind}.{group}") };
+    let causes = match causes {
+        [one] => one.shown(),
+        many => format!("[{}]", many.iter().map(FieldCause::shown).collect::<Vec<_>>().join(", ")),
+    };
+    format!("{kind} \"{name}\" is invalid: {causes}")
 }
 
 /// `deployments.apps` -> `deployments`: details.kind carries the bare plural.

@@ -21,6 +21,7 @@ mod events;
 mod faults;
 mod requests;
 mod resources;
+mod schema;
 mod server;
 mod store;
 mod strategic;

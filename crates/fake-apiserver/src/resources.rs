@@ -1,5 +1,7 @@
 //! The resource types the server serves: built-ins registered at start-up, plus CRDs.
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -20,6 +22,8 @@ pub struct ResourceType {
     pub categories: Vec<String>,
     /// A CRD version's `additionalPrinterColumns` (server-side printing).
     pub printer_columns: Vec<PrinterColumn>,
+    /// A CRD version's `openAPIV3Schema` (objects are checked against it).
+    pub schema: Option<Arc<Value>>,
 }
 
 /// One of a CRD's `additionalPrinterColumns`.
@@ -62,6 +66,7 @@ impl ResourceType {
             short_names: Vec::new(),
             categories: Vec::new(),
             printer_columns: Vec::new(),
+            schema: None,
         }
     }
 
@@ -220,6 +225,9 @@ pub fn from_crd(crd: &Value) -> Vec<ResourceType> {
                     .flatten()
                     .filter_map(PrinterColumn::from_crd)
                     .collect(),
+                schema: v["schema"]["openAPIV3Schema"]
+                    .is_object()
+                    .then(|| Arc::new(v["schema"]["openAPIV3Schema"].clone())),
             })
         })
         .collect()

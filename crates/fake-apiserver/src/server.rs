@@ -25,6 +25,7 @@ use crate::error::ApiError;
 use crate::events;
 use crate::faults::{Fault, Faults};
 use crate::resources::ResourceType;
+use crate::schema::{self, FieldValidation};
 use crate::store::{DeleteOptions, PatchKind, Patched, Store};
 use crate::table;
 
@@ -140,6 +141,7 @@ async fn handle(
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or_default();
     let shape = Shape::from_accept(accept);
     let as_table = table::wants_table(accept);
+    let validation = FieldValidation::from_query(query.get("fieldValidation").map(String::as_str))?;
     if target.scale {
         return scale(store, &target, method, headers, &body).map(|s| ok(&s));
     }
@@ -164,10 +166,11 @@ async fn handle(
                 object,
                 old: None,
             };
-            let admitted = admission::admit(store, request).await?;
+            let mut admitted = admission::admit(store, request).await?;
+            let warnings = schema::check(rt, &mut admitted, validation)?;
             let created = store.create(rt, namespace, admitted)?;
             events::mirror(store, rt, &created);
-            Ok(json_response(StatusCode::CREATED, &created))
+            Ok(warned(json_response(StatusCode::CREATED, &created), &warnings))
         }
         (Method::PUT, Some(name)) => {
             let old = store.get(rt, namespace, name)?;
@@ -180,10 +183,11 @@ async fn handle(
                 object: parse_json(&body)?,
                 old: Some(&old),
             };
-            let admitted = admission::admit(store, request).await?;
+            let mut admitted = admission::admit(store, request).await?;
+            let warnings = schema::check(rt, &mut admitted, validation)?;
             let updated = store.update(rt, namespace, name, admitted, target.status)?;
             events::mirror(store, rt, &updated);
-            Ok(ok(&updated))
+            Ok(warned(ok(&updated), &warnings))
         }
         (Method::PATCH, Some(name)) => {
             let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
@@ -198,9 +202,9 @@ async fn handle(
                     )));
                 }
             };
-            let patched = patch_with_admission(store, &target, name, kind, &body).await?;
+            let (patched, warnings) = patch_with_admission(store, &target, name, kind, &body, validation).await?;
             events::mirror(store, rt, &patched);
-            Ok(ok(&patched))
+            Ok(warned(ok(&patched), &warnings))
         }
         (Method::DELETE, None) => {
             let deleted = store.delete_collection(
@@ -269,7 +273,8 @@ async fn patch_with_admission(
     name: &str,
     kind: PatchKind,
     body: &Bytes,
-) -> Result<Value, ApiError> {
+    validation: FieldValidation,
+) -> Result<(Value, Vec<String>), ApiError> {
     let (rt, namespace) = (&target.rt, target.namespace.as_deref().unwrap_or_default());
     let mut attempt = 0;
     loop {
@@ -287,14 +292,15 @@ async fn patch_with_admission(
             object,
             old: old.as_ref(),
         };
-        let admitted = admission::admit(store, request).await?;
+        let mut admitted = admission::admit(store, request).await?;
+        let warnings = schema::check(rt, &mut admitted, validation)?;
         let written = match &old {
             None => store.create(rt, namespace, admitted),
             Some(old) => store.replace_if_unchanged(rt, namespace, name, old, admitted, target.status),
         };
         match written {
             Err(ApiError::Conflict { .. } | ApiError::AlreadyExists { .. }) if attempt < PATCH_ATTEMPTS => continue,
-            other => return other,
+            other => return other.map(|written| (written, warnings)),
         }
     }
 }
@@ -423,6 +429,17 @@ fn scale_of(object: &Value) -> Value {
         "spec": {"replicas": object["spec"]["replicas"].as_i64().unwrap_or(1)},
         "status": {"replicas": object["status"]["replicas"].as_i64().unwrap_or(0), "selector": selector},
     })
+}
+
+/// `response` with one `Warning` header per warning, as the real server sends them.
+fn warned(mut response: Response, warnings: &[String]) -> Response {
+    for warning in warnings {
+        let text = format!("299 - {}", serde_json::to_string(warning).unwrap_or_default());
+        if let Ok(value) = axum::http::HeaderValue::from_str(&text) {
+            response.headers_mut().append(header::WARNING, value);
+        }
+    }
+    response
 }
 
 /// A list page as a Table (what `kubectl get` asks for).

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use listwatch::{ListOptions, Log, LogConfig, ObjectId, StoredObject, WatchOptions, WatchStart};
 use serde_json::{Map, Value, json};
 
-use crate::error::ApiError;
+use crate::error::{ApiError, FieldCause};
 use crate::resources::{self, ResourceType};
 
 /// Storage is per (group, plural): every version of a resource shares it.
@@ -777,8 +777,7 @@ fn invalid(rt: &ResourceType, name: &str, field: &str, message: &str) -> ApiErro
         kind: rt.kind.clone(),
         name: name.into(),
         group: rt.group.clone(),
-        field: field.into(),
-        message: if field.is_empty() { message.to_string() } else { format!("{field}: {message}") },
+        causes: vec![FieldCause::invalid(field, message)],
     }
 }
 

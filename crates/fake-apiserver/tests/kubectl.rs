@@ -130,6 +130,35 @@ fn kubectl_against_the_serve_binary() {
         "deploymentgrid.superedge.io/echo serverside-applied\n"
     );
     assert_eq!(served.ok(&kubectl, &["get", "sg", "echo", "-o", "jsonpath={.spec.gridUniqKey}"]), "zone1");
+    // custom resources are checked against their schema
+    let grid = |spec: serde_json::Value| {
+        let path = served.dir.join("grid.json");
+        let object = json!({"apiVersion": "superedge.io/v1", "kind": "DeploymentGrid",
+            "metadata": {"name": "bad", "namespace": "default"}, "spec": spec});
+        std::fs::write(&path, object.to_string()).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let wrong_type = grid(json!({"gridUniqKey": "zone1", "template": {"replicas": "two",
+        "selector": {"matchLabels": {"a": "b"}}, "template": {}}}));
+    let refused = served.kubectl(&kubectl, &["apply", "-f", &wrong_type]);
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains(r#"The DeploymentGrid "bad" is invalid: spec.template.replicas: Invalid value: "two": spec.template.replicas in body must be of type integer: "string""#),
+        "{stderr}"
+    );
+    let unknown = grid(json!({"gridUniqKey": "zone1", "replicaz": 2, "template": {
+        "selector": {"matchLabels": {"a": "b"}}, "template": {}}}));
+    let strict = served.kubectl(&kubectl, &["apply", "-f", &unknown]);
+    assert!(!strict.status.success(), "kubectl validates strictly by default");
+    let stderr = String::from_utf8_lossy(&strict.stderr);
+    assert!(stderr.contains(r#"strict decoding error: unknown field "spec.replicaz""#), "{stderr}");
+    let warned = served.kubectl(&kubectl, &["apply", "--validate=warn", "-f", &unknown]);
+    assert!(warned.status.success(), "{}", String::from_utf8_lossy(&warned.stderr));
+    assert_eq!(String::from_utf8_lossy(&warned.stderr).trim(), r#"Warning: unknown field "spec.replicaz""#);
+    assert!(!served.ok(&kubectl, &["get", "dg", "bad", "-o", "jsonpath={.spec}"]).contains("replicaz"), "pruned");
+    served.ok(&kubectl, &["delete", "dg", "bad"]);
+
     // categories as the CRDs declare them, and the built-ins' `all`
     assert_eq!(
         served.ok(&kubectl, &["get", "grids", "-o", "name"]),

@@ -12,6 +12,7 @@ use edgegrid_core::crd::{DeploymentGrid, GridConditionType, ServiceGrid, Statefu
 use fake_apiserver::Fault;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
@@ -319,10 +320,23 @@ async fn a_labelled_orphan_is_adopted() {
 
 /// Reproduction: a DeploymentGrid with `replicas: "two"`, or without `template`, got no
 /// status, Event or log, and after a relist stopped all DeploymentGrid reconciling.
+/// Our CRD's schema makes the apiserver refuse such objects, but a cluster can hold them
+/// anyway: SuperEdge's own CRD (which users migrating keep) has no schema, and objects
+/// stored under an older CRD are not re-validated. So the CRD here is loosened first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_object_that_does_not_decode_is_reported_and_the_others_reconcile() {
     let c = cluster(&[("n1", &[("zone1", "unit-a")])]).await;
     let client = c.client.clone();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut crd = crds.get("deploymentgrids.superedge.io").await.unwrap();
+    for version in &mut crd.spec.versions {
+        version.schema = Some(
+            serde_json::from_value(json!({"openAPIV3Schema": {
+            "type": "object", "x-kubernetes-preserve-unknown-fields": true}}))
+            .unwrap(),
+        );
+    }
+    crds.replace("deploymentgrids.superedge.io", &PostParams::default(), &crd).await.unwrap();
     let resource = ApiResource::erase::<DeploymentGrid>(&());
     let untyped: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &resource);
     let mut two = raw(&deployment_grid("two", "zone1"));
