@@ -536,10 +536,11 @@ fn openapi_index(types: &[ResourceType]) -> Value {
 
 /// The OpenAPI v3 document of one group-version, reduced to what clients probe: each
 /// resource's PATCH operation, tagged with its kind and declaring the `fieldValidation`
-/// query parameter, so kubectl uses server-side field validation. Object schemas are not
-/// served (this server does not validate fields), so `kubectl explain` has nothing to show.
+/// query parameter, so kubectl uses server-side field validation, and the custom
+/// resources' schemas (`kubectl explain`); built-in kinds have none here.
 fn openapi_group_version(types: &[ResourceType], group: &str, version: &str) -> Value {
     let mut paths = serde_json::Map::new();
+    let mut schemas = serde_json::Map::new();
     for t in types.iter().filter(|t| t.group == group && t.version == version) {
         let prefix = if group.is_empty() { format!("/api/{version}") } else { format!("/apis/{group}/{version}") };
         let scope = if t.namespaced { "/namespaces/{namespace}" } else { "" };
@@ -551,6 +552,47 @@ fn openapi_group_version(types: &[ResourceType], group: &str, version: &str) -> 
             "responses": {"200": {"description": "OK"}},
         });
         paths.insert(format!("{prefix}{scope}/{}/{{name}}", t.plural), json!({"patch": patch}));
+        if let Some(schema) = &t.schema {
+            schemas.insert(schema_name(t), published_schema(t, schema));
+        }
     }
-    json!({"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.33.0-fake"}, "paths": paths})
+    json!({"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.33.0-fake"}, "paths": paths,
+        "components": {"schemas": schemas}})
+}
+
+/// `io.superedge.v1.DeploymentGrid`: the group reversed, as a real server names a custom
+/// resource's schema.
+fn schema_name(t: &ResourceType) -> String {
+    let group: Vec<&str> = t.group.split('.').rev().collect();
+    format!("{}.{}.{}", group.join("."), t.version, t.kind)
+}
+
+/// A CRD version's schema as a real server publishes it (for `kubectl explain`): with
+/// `apiVersion`, `kind` and `metadata` added and the kind it describes.
+fn published_schema(t: &ResourceType, schema: &Value) -> Value {
+    let mut schema = schema.clone();
+    let common = [
+        (
+            "apiVersion",
+            "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values.",
+            "string",
+        ),
+        (
+            "kind",
+            "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase.",
+            "string",
+        ),
+        ("metadata", "Standard object's metadata.", "object"),
+    ];
+    if let Some(object) = schema.as_object_mut() {
+        let properties = object.entry("properties").or_insert_with(|| json!({}));
+        for (name, description, kind) in common {
+            properties[name] = json!({"description": description, "type": kind});
+        }
+        object.insert(
+            "x-kubernetes-group-version-kind".into(),
+            json!([{"group": t.group, "version": t.version, "kind": t.kind}]),
+        );
+    }
+    schema
 }

@@ -130,6 +130,22 @@ fn kubectl_against_the_serve_binary() {
         "deploymentgrid.superedge.io/echo serverside-applied\n"
     );
     assert_eq!(served.ok(&kubectl, &["get", "sg", "echo", "-o", "jsonpath={.spec.gridUniqKey}"]), "zone1");
+    // kubectl explain reads the custom resources' published schemas
+    let explained = served.ok(&kubectl, &["explain", "dg.spec.gridUniqKey"]);
+    assert_eq!(
+        explained.lines().map(str::trim_end).filter(|l| !l.is_empty()).collect::<Vec<_>>(),
+        [
+            "GROUP:      superedge.io",
+            "KIND:       DeploymentGrid",
+            "VERSION:    v1",
+            "FIELD: gridUniqKey <string>",
+            "DESCRIPTION:",
+            "    Node label key whose value names a unit, e.g. `zone1`.",
+        ]
+    );
+    let spec = served.ok(&kubectl, &["explain", "dg.spec"]);
+    assert!(spec.contains("FIELDS:") && spec.contains("  gridUniqKey\t<string> -required-"), "{spec}");
+
     // custom resources are checked against their schema
     let grid = |spec: serde_json::Value| {
         let path = served.dir.join("grid.json");
