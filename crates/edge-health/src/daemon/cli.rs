@@ -124,6 +124,11 @@ pub struct Flags {
     /// hostPath such as /var/lib/edge-health/peers.json). Unset: no cache.
     #[arg(long)]
     pub peer_cache_file: Option<PathBuf>,
+    /// Indirect probes this node runs for peers at once; more requests are declined (the
+    /// requester asks its other helpers), so no member can make this node probe without
+    /// bound.
+    #[arg(long, default_value_t = 16)]
+    pub max_concurrent_probe_requests: usize,
 }
 
 /// The validated configuration the daemon runs with.
@@ -143,6 +148,7 @@ pub struct Settings {
     pub key_reload_interval: Duration,
     pub key_rotation_overlap: Duration,
     pub peer_cache_file: Option<PathBuf>,
+    pub max_concurrent_probe_requests: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -161,6 +167,8 @@ pub enum SettingsError {
     VoteWindow(u64),
     #[error("--key-reload-interval must be positive")]
     KeyReloadInterval,
+    #[error("--max-concurrent-probe-requests must be at least 1")]
+    MaxConcurrentProbeRequests,
     #[error("--unit-label-key must not be empty")]
     EmptyUnitLabelKey,
     #[error("--node-name (or NODE_NAME) must name this node")]
@@ -208,6 +216,9 @@ impl Flags {
         if self.key_reload_interval.is_zero() {
             return Err(SettingsError::KeyReloadInterval);
         }
+        if self.max_concurrent_probe_requests == 0 {
+            return Err(SettingsError::MaxConcurrentProbeRequests);
+        }
         let advertise_ip = match (self.advertise_address, self.runtime.bind_address) {
             (Some(ip), _) => ip,
             (None, BindAddress::Socket(addr)) if !addr.ip().is_unspecified() => addr.ip(),
@@ -234,6 +245,7 @@ impl Flags {
             key_reload_interval: self.key_reload_interval,
             key_rotation_overlap: self.key_rotation_overlap,
             peer_cache_file: self.peer_cache_file.clone(),
+            max_concurrent_probe_requests: self.max_concurrent_probe_requests,
         })
     }
 }
@@ -352,6 +364,8 @@ mod tests {
             "90s",
             "--peer-cache-file",
             "/var/lib/edge-health/peers.json",
+            "--max-concurrent-probe-requests",
+            "4",
         ])
         .unwrap();
         assert_eq!(
@@ -397,6 +411,7 @@ mod tests {
             (Duration::from_millis(700), Duration::from_secs(9), Duration::from_secs(90))
         );
         assert_eq!(s.peer_cache_file, Some(PathBuf::from("/var/lib/edge-health/peers.json")));
+        assert_eq!(s.max_concurrent_probe_requests, 4);
         assert_eq!(s.token_file, None, "no kubelet check, no token");
         assert_eq!(s.unit_source, UnitSource::NodeUnits);
         assert_eq!(s.namespace, "kube-system");

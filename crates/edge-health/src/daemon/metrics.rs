@@ -44,7 +44,7 @@ pub struct KindLabel {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReasonLabel {
-    /// [`Rejection::metric_label`]
+    /// [`Rejection::metric_label`]; for declined probe requests: busy, not_checked
     pub reason: &'static str,
 }
 
@@ -86,6 +86,8 @@ pub struct Metrics {
     pub vote_latency: Histogram,
     pub writes: Family<WriteLabels, Counter>,
     pub key_reloads: Family<ResultLabel, Counter>,
+    /// Peers' indirect probe requests declined, by reason.
+    pub probe_requests_declined: Family<ReasonLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -105,6 +107,7 @@ impl Default for Metrics {
             vote_latency: Histogram::new(exponential_buckets(0.05, 2.0, 14)),
             writes: Family::default(),
             key_reloads: Family::default(),
+            probe_requests_declined: Family::default(),
         };
         registry.register("probes", "Probe attempts on peers, by check and result", metrics.probes.clone());
         registry.register(
@@ -132,6 +135,12 @@ impl Default for Metrics {
         );
         registry.register("writes", "Node patches, by target and outcome", metrics.writes.clone());
         registry.register("key_reloads", "Reads of a changed --hmac-key-file, by result", metrics.key_reloads.clone());
+        registry.register(
+            "probe_requests_declined",
+            "Peers' indirect probe requests this node declined: busy (at --max-concurrent-probe-requests), \
+             not_checked (a node it does not check or cannot reach)",
+            metrics.probe_requests_declined.clone(),
+        );
         // every rejection reason is visible at 0 before the first refusal
         for rejection in Rejection::ALL {
             let _ = metrics.messages_rejected.get_or_create(&ReasonLabel { reason: rejection.metric_label() });

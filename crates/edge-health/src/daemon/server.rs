@@ -3,9 +3,10 @@
 //! serves the local view as core's [`LocalVerdicts`](edgegrid_core::health::LocalVerdicts).
 //!
 //! Exchange answers: `204` for accepted results (and answers, and requests this node
-//! declines), `200` with a sealed answer frame for a probe request it ran, `400` for a
-//! malformed frame, `401` for every other refusal (bad MAC, unknown sender, misdirected,
-//! clock skew, replay), the reason in the body and in
+//! declines: not a node it checks, or already `--max-concurrent-probe-requests` probes
+//! running for peers), `200` with a sealed answer frame for a probe request it ran, `400`
+//! for a malformed frame, `401` for every other refusal (bad MAC, unknown sender,
+//! misdirected, clock skew, replay), the reason in the body and in
 //! `edge_health_messages_rejected_total{reason}`.
 
 use std::sync::Arc;
@@ -18,24 +19,40 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use edgegrid_core::health::VERDICTS_PATH;
 
+use tokio::sync::Semaphore;
+
+use super::metrics::ReasonLabel;
 use super::round::{EXCHANGE_PATH, check_peer, read_token};
 use super::state::{Daemon, Received, wall_clock};
 use crate::message::{MAX_FRAME_BYTES, Rejection};
 
+#[derive(Clone)]
+struct Shared {
+    daemon: Arc<Daemon>,
+    /// Permits for the indirect probes run for peers.
+    helping: Arc<Semaphore>,
+}
+
 pub fn router(daemon: Arc<Daemon>) -> Router {
+    let helping = Arc::new(Semaphore::new(daemon.settings().max_concurrent_probe_requests));
     Router::new()
         .route(EXCHANGE_PATH, post(exchange))
         .route(VERDICTS_PATH, get(verdicts))
         // larger frames reach the verifier, which refuses them as malformed (counted)
         .layer(DefaultBodyLimit::max(MAX_FRAME_BYTES * 2))
-        .with_state(daemon)
+        .with_state(Shared { daemon, helping })
 }
 
-async fn verdicts(State(daemon): State<Arc<Daemon>>) -> Response {
+async fn verdicts(State(Shared { daemon, .. }): State<Shared>) -> Response {
     axum::Json(daemon.view()).into_response()
 }
 
-async fn exchange(State(daemon): State<Arc<Daemon>>, frame: Bytes) -> Response {
+fn declined(daemon: &Daemon, reason: &'static str) -> Response {
+    daemon.metrics().probe_requests_declined.get_or_create(&ReasonLabel { reason }).inc();
+    StatusCode::NO_CONTENT.into_response()
+}
+
+async fn exchange(State(Shared { daemon, helping }): State<Shared>, frame: Bytes) -> Response {
     match daemon.receive(&frame, wall_clock()) {
         Received::Rejected(rejection) => {
             let status =
@@ -43,8 +60,13 @@ async fn exchange(State(daemon): State<Arc<Daemon>>, frame: Bytes) -> Response {
             tracing::debug!(reason = rejection.metric_label(), "message refused");
             (status, rejection.to_string()).into_response()
         }
-        Received::Results | Received::Answer { .. } | Received::Declined => StatusCode::NO_CONTENT.into_response(),
+        Received::Results | Received::Answer { .. } => StatusCode::NO_CONTENT.into_response(),
+        Received::Declined => declined(&daemon, "not_checked"),
         Received::Help { requester, id, target, host } => {
+            let Ok(_permit) = helping.try_acquire() else {
+                tracing::debug!(%requester, target_node = %target, "probe request declined: busy");
+                return declined(&daemon, "busy");
+            };
             let token = read_token(&daemon);
             let checks = &daemon.settings().checks;
             let reachable = check_peer(checks, host, token.as_deref(), &daemon).await;
@@ -52,5 +74,96 @@ async fn exchange(State(daemon): State<Arc<Daemon>>, frame: Bytes) -> Response {
             let answer = daemon.seal_answer(&requester, id, &target, reachable, wall_clock());
             (StatusCode::OK, [(axum::http::header::CONTENT_TYPE, "application/json")], answer).into_response()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use axum::body::Body;
+    use axum::http::Request;
+    use clap::Parser;
+    use edgegrid_core::keys::EDGE_HEALTH_ADDRESS_ANNOTATION;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use tower::ServiceExt;
+
+    use super::*;
+    use crate::daemon::cli::Flags;
+    use crate::daemon::metrics::Metrics;
+    use crate::message::{HmacKey, Payload, Signer};
+
+    const KEY: &[u8] = b"a unit key of at least thirty-two bytes, for tests only";
+
+    fn meta(name: &str, address: Option<&str>) -> ObjectMeta {
+        ObjectMeta {
+            name: Some(name.into()),
+            labels: Some(BTreeMap::from([("site".to_string(), "a".to_string())])),
+            annotations: address.map(|a| BTreeMap::from([(EDGE_HEALTH_ADDRESS_ANNOTATION.to_string(), a.to_string())])),
+            ..ObjectMeta::default()
+        }
+    }
+
+    /// A peer asks twice at once while this node may run one probe for peers: one request
+    /// is run (its check hangs until its timeout), the other declined at once as busy.
+    #[tokio::test]
+    async fn probe_requests_beyond_the_limit_are_declined_not_queued() {
+        // the target's "kubelet": accepts and never answers
+        let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = silent.local_addr().unwrap().port();
+        let _held = tokio::spawn(async move {
+            let mut open = Vec::new();
+            while let Ok((socket, _)) = silent.accept().await {
+                open.push(socket);
+            }
+        });
+        let check = format!("kind=http,port={port},path=/healthz,timeout=300ms");
+        let flags = Flags::try_parse_from([
+            "edge-health",
+            "--node-name",
+            "helper",
+            "--advertise-address",
+            "127.0.0.1",
+            "--hmac-key-file",
+            "/unused",
+            "--unit-label-key",
+            "site",
+            "--check",
+            &check,
+            "--max-concurrent-probe-requests",
+            "1",
+        ])
+        .unwrap();
+        let settings = flags.settings("helper".into()).unwrap();
+        let now = wall_clock();
+        let daemon = Arc::new(Daemon::new(settings, Arc::new(Metrics::default()), KEY, now).unwrap());
+        let target_address = format!("127.0.0.1:{port}");
+        daemon.replace_nodes(&[
+            meta("helper", Some("127.0.0.1:51005")),
+            meta("asker", Some("127.0.0.2:51005")),
+            meta("target", Some(&target_address)),
+        ]);
+        let mut asker = Signer::new(HmacKey::new(KEY).unwrap(), "asker", now);
+        let mut request = |id| {
+            let frame =
+                asker.seal(wall_clock(), Some("helper".into()), Payload::ProbeRequest { id, target: "target".into() });
+            Request::post(EXCHANGE_PATH).body(Body::from(frame)).unwrap()
+        };
+        let app = router(daemon.clone());
+        let started = tokio::time::Instant::now();
+        let (first, second) = tokio::join!(app.clone().oneshot(request(1)), async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            app.clone().oneshot(request(2)).await
+        });
+        let (first, second) = (first.unwrap(), second.unwrap());
+        assert_eq!(first.status(), StatusCode::OK, "the first request is run and answered");
+        assert_eq!(second.status(), StatusCode::NO_CONTENT, "the second is declined");
+        assert!(started.elapsed() >= Duration::from_millis(300), "the first waited for its check");
+        let busy = daemon.metrics().probe_requests_declined.get_or_create(&ReasonLabel { reason: "busy" }).get();
+        assert_eq!(busy, 1);
+        // the permit is back: the next request is run again
+        let third = app.oneshot(request(3)).await.unwrap();
+        assert_eq!(third.status(), StatusCode::OK);
     }
 }
