@@ -11,26 +11,27 @@
 //! units follow the `edge-health-config` ConfigMap; a configuration that cannot work is a
 //! start-up error saying why.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use controller_support::testing::{KubeconfigFile, RunningBinary, TempDir, http_get, sample};
+use common::{Cluster, KEY, Member, Protocol, client, expect, metric, until, verdicts, views_agree};
+use controller_support::testing::{RunningBinary, TempDir};
 use edge_health::message::{HmacKey, Message, Payload, seal_message};
 use edge_health::time::Timestamp;
-use edgegrid_core::health::{LocalVerdicts, Verdict};
+use edgegrid_core::health::Verdict;
 use edgegrid_core::keys::{
     EDGE_HEALTH_ADDRESS_ANNOTATION, EDGE_HEALTH_CONFIGMAP, NODE_UNHEALTH_ANNOTATION, NODE_UNIT_LABEL_VALUE,
 };
-use fake_apiserver::{FakeApiServer, Fault};
+use fake_apiserver::Fault;
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-const KEY: &[u8] = b"a unit key of at least thirty-two bytes, for tests only";
 const PERIOD: Duration = Duration::from_millis(400);
 const VOTE_WINDOW: u64 = 3;
 /// From a node's death to its annotation: the vote window's ballots about it turn over
@@ -38,184 +39,17 @@ const VOTE_WINDOW: u64 = 3;
 /// writes at once; plus one period for the death to fall on a period start, and slack
 /// for a loaded machine.
 const DETECTION: Duration = Duration::from_millis(400 * (VOTE_WINDOW + 2) + 1_500);
-/// SIGTERM to exit.
-const PROMPT_EXIT: Duration = Duration::from_secs(3);
-
-fn client(server: &FakeApiServer) -> kube::Client {
-    kube::Client::try_from(kube::Config::new(server.url().parse().expect("url"))).expect("client")
-}
-
-/// A port free on every address given (tried on each, as nothing else binds 127.0.0.1x).
-fn common_port(ips: &[IpAddr]) -> u16 {
-    for _ in 0..20 {
-        let port = std::net::TcpListener::bind((ips[0], 0)).and_then(|l| l.local_addr()).expect("bind").port();
-        if ips.iter().all(|ip| std::net::TcpListener::bind((*ip, port)).is_ok()) {
-            return port;
-        }
-    }
-    panic!("no port free on all of {ips:?}");
-}
-
-/// The `/healthz` a node's checks probe (its kubelet, in production).
-struct Target(JoinHandle<()>);
-
-impl Target {
-    async fn start(address: SocketAddr) -> Self {
-        let listener = tokio::net::TcpListener::bind(address).await.expect("bind the check target");
-        let app = axum::Router::new().route("/healthz", axum::routing::get(|| async { "ok" }));
-        Self(tokio::spawn(async move { axum::serve(listener, app).await.expect("serve") }))
-    }
-}
-
-impl Drop for Target {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-struct Member {
-    name: String,
-    ip: IpAddr,
-    daemon: Option<RunningBinary>,
-    target: Option<Target>,
-}
-
-/// Daemons sharing a key, a fake apiserver, an exchange port and a check port.
-struct Cluster {
-    server: FakeApiServer,
-    kubeconfig: KubeconfigFile,
-    dir: TempDir,
-    exchange_port: u16,
-    check_port: u16,
-    unit: String,
-}
-
-impl Cluster {
-    async fn new(unit: &str, ips: &[IpAddr]) -> Self {
-        let server = FakeApiServer::start().await.expect("fake apiserver");
-        let kubeconfig = KubeconfigFile::new(&server.url()).expect("kubeconfig");
-        let dir = TempDir::new("edge-health-test").expect("temp dir");
-        std::fs::write(dir.join("key"), KEY).expect("key");
-        let exchange_port = common_port(ips);
-        let check_port = common_port(ips);
-        Self { server, kubeconfig, dir, exchange_port, check_port, unit: unit.into() }
-    }
-
-    /// A Node in the unit (label `site`; with node units, labels `unit` alone).
-    async fn create_node(&self, name: &str) {
-        self.create_node_labelled(name, json!({"site": self.unit})).await;
-    }
-
-    async fn create_node_labelled(&self, name: &str, labels: serde_json::Value) {
-        let node: Node = serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}})).expect("node");
-        Api::<Node>::all(client(&self.server)).create(&PostParams::default(), &node).await.expect("create node");
-    }
-
-    fn args(&self, member: &Member) -> Vec<String> {
-        let address = SocketAddr::new(member.ip, self.exchange_port).to_string();
-        [
-            "--kubeconfig",
-            &self.kubeconfig.arg(),
-            "--node-name",
-            &member.name,
-            "--bind-address",
-            &address,
-            "--metrics-bind-address",
-            &address,
-            "--advertise-address",
-            &member.ip.to_string(),
-            "--hmac-key-file",
-            &self.dir.join("key").display().to_string(),
-            "--check",
-            &format!("kind=http,port={},path=/healthz,timeout=100ms", self.check_port),
-            "--period",
-            &format!("{}ms", PERIOD.as_millis()),
-            "--probes-per-period",
-            "2",
-            "--indirect-helpers",
-            "2",
-            "--indirect-timeout",
-            "100ms",
-            "--vote-window",
-            &VOTE_WINDOW.to_string(),
-            "--max-clock-skew",
-            "5s",
-            "--message-timeout",
-            "150ms",
-            "--shutdown-grace-period",
-            "2s",
-            "--key-reload-interval",
-            "100ms",
-            "--key-rotation-overlap",
-            "1500ms",
-            "--peer-cache-file",
-            &self.peer_cache(member).display().to_string(),
-        ]
-        .map(String::from)
-        .into_iter()
-        // node-units mode: units from `<unit>=nodeunits.superedge.io` and the ConfigMap
-        .chain(
-            (!self.unit.is_empty()).then(|| ["--unit-label-key".to_string(), "site".to_string()]).into_iter().flatten(),
-        )
-        .collect()
-    }
-
-    /// Where `member`'s daemon keeps its peers.
-    fn peer_cache(&self, member: &Member) -> std::path::PathBuf {
-        self.dir.join(&format!("{}.peers.json", member.name))
-    }
-
-    async fn start(&self, member: &mut Member) {
-        member.target = Some(Target::start(SocketAddr::new(member.ip, self.check_port)).await);
-        let daemon = RunningBinary::start(env!("CARGO_BIN_EXE_edge-health"), &self.args(member)).expect("starts");
-        member.daemon = Some(daemon);
-    }
-
-    fn address(&self, member: &Member) -> SocketAddr {
-        SocketAddr::new(member.ip, self.exchange_port)
-    }
-
-    async fn node(&self, name: &str) -> Node {
-        Api::<Node>::all(client(&self.server)).get(name).await.expect("get node")
-    }
-
-    async fn annotations(&self, name: &str) -> BTreeMap<String, String> {
-        self.node(name).await.metadata.annotations.unwrap_or_default()
-    }
-
-    async fn unhealth(&self, name: &str) -> Option<String> {
-        self.annotations(name).await.get(NODE_UNHEALTH_ANNOTATION).cloned()
-    }
-
-    /// Successful and refused PATCHes of `name` since `mark`.
-    fn patches(&self, name: &str, mark: u64) -> (usize, usize) {
-        let path = format!("/api/v1/nodes/{name}");
-        let patches: Vec<u16> = self
-            .server
-            .requests()
-            .since(mark)
-            .into_iter()
-            .filter(|r| r.method == "PATCH" && r.path == path)
-            .map(|r| r.status)
-            .collect();
-        let ok = patches.iter().filter(|s| (200..300).contains(*s)).count();
-        (ok, patches.len() - ok)
-    }
-}
-
-async fn verdicts(address: SocketAddr) -> Option<LocalVerdicts> {
-    let (status, body) = http_get(address, "/verdicts").await?;
-    if status != 200 {
-        return None;
-    }
-    Some(serde_json::from_str(&body).unwrap_or_else(|e| panic!("/verdicts is not LocalVerdicts: {e}: {body}")))
-}
-
-/// The sample `name{labels}` of `/metrics` as a number (0 when absent).
-async fn metric(address: SocketAddr, series: &str) -> f64 {
-    let (_, exposition) = http_get(address, "/metrics").await.expect("/metrics answers");
-    sample(&exposition, series).map(|v| v.parse().expect("a number")).unwrap_or(0.0)
-}
+/// Short periods on loopback, where nothing is lost.
+const LOOPBACK: Protocol = Protocol {
+    period: PERIOD,
+    vote_window: VOTE_WINDOW,
+    probes_per_period: 2,
+    indirect_helpers: 2,
+    indirect_timeout: Duration::from_millis(100),
+    message_timeout: Duration::from_millis(150),
+    check_timeout: Duration::from_millis(100),
+    check_retries: 0,
+};
 
 /// `POST path` with `body` over HTTP/1.0: the status and body.
 async fn http_post(address: SocketAddr, path: &str, body: &[u8]) -> (u16, String) {
@@ -233,48 +67,6 @@ async fn http_post(address: SocketAddr, path: &str, body: &[u8]) -> (u16, String
     (head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).expect("a status"), body.to_string())
 }
 
-/// Polls `check` every 50 ms until it returns `Some`, failing after `limit` with `what`.
-async fn until<T, F: std::future::Future<Output = Option<T>>>(
-    what: &str,
-    limit: Duration,
-    mut check: impl FnMut() -> F,
-) -> T {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "not within {limit:?}: {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// Every member's view has exactly `expected`.
-async fn views_agree(cluster: &Cluster, members: &[Member], expected: &BTreeMap<String, Verdict>) -> Option<()> {
-    for member in members.iter().filter(|m| m.daemon.is_some()) {
-        let view = verdicts(cluster.address(member)).await?;
-        let got: BTreeMap<String, Verdict> = view.nodes.iter().map(|(n, v)| (n.clone(), v.verdict)).collect();
-        if view.node != member.name || &got != expected {
-            return None;
-        }
-    }
-    Some(())
-}
-
-fn expect(names: &[String], unhealthy: &[&str]) -> BTreeMap<String, Verdict> {
-    names
-        .iter()
-        .map(|n| (n.clone(), if unhealthy.contains(&n.as_str()) { Verdict::Unhealthy } else { Verdict::Healthy }))
-        .collect()
-}
-
-/// With `EDGE_HEALTH_TEST_LOGS` set, prints a daemon's logs.
-fn show_logs(name: &str, logs: &str) {
-    if std::env::var_os("EDGE_HEALTH_TEST_LOGS").is_some() {
-        eprintln!("==== {name}\n{logs}");
-    }
-}
-
 fn loopback(last: u8) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(127, 0, 0, last))
 }
@@ -282,26 +74,15 @@ fn loopback(last: u8) -> IpAddr {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_node_alone_is_annotated_once_and_cleared_when_back() {
     let ips: Vec<IpAddr> = (11..=15).map(loopback).collect();
-    let cluster = Cluster::new("a", &ips).await;
-    let mut members: Vec<Member> = ips
-        .iter()
-        .enumerate()
-        .map(|(i, ip)| Member { name: format!("edge-{}", i + 1), ip: *ip, daemon: None, target: None })
-        .collect();
+    let cluster = Cluster::on_loopback("a", &ips, LOOPBACK).await;
+    let mut members: Vec<Member> =
+        ips.iter().enumerate().map(|(i, ip)| Member::new(format!("edge-{}", i + 1), *ip)).collect();
     let names: Vec<String> = members.iter().map(|m| m.name.clone()).collect();
     for member in &mut members {
         cluster.create_node(&member.name).await;
         cluster.start(member).await;
     }
-    for member in &mut members {
-        let address = cluster.address(member);
-        let daemon = member.daemon.as_mut().expect("started");
-        until("ready", Duration::from_secs(15), || async {
-            http_get(address, "/readyz").await.filter(|(status, _)| *status == 200)
-        })
-        .await;
-        daemon.assert_running();
-    }
+    cluster.ready(&mut members).await;
 
     // (1) all healthy: every daemon publishes its address, every view says healthy, and
     // nobody is annotated or written to
@@ -331,10 +112,7 @@ async fn a_dead_node_alone_is_annotated_once_and_cleared_when_back() {
 
     // (2) edge-3's daemon and its target stop: it alone is annotated, in one write
     let mark = cluster.server.requests().mark();
-    let dead = &mut members[2];
-    dead.target = None;
-    let exit = dead.daemon.take().expect("running").terminate(PROMPT_EXIT).await.expect("exits on SIGTERM");
-    assert!(exit.status.success() && exit.took < PROMPT_EXIT, "SIGTERM: {:?} after {:?}", exit.status, exit.took);
+    members[2].stop().await;
     let stopped = Instant::now();
     until("edge-3 annotated", DETECTION, || async {
         (cluster.unhealth("edge-3").await.as_deref() == Some("yes")).then_some(())
@@ -350,14 +128,7 @@ async fn a_dead_node_alone_is_annotated_once_and_cleared_when_back() {
         assert_eq!(cluster.unhealth(name).await, None, "{name} accused");
         assert_eq!(cluster.patches(name, mark), (0, 0), "{name} written");
     }
-    let writers: f64 = {
-        let mut total = 0.0;
-        for member in members.iter().filter(|m| m.daemon.is_some()) {
-            total += metric(cluster.address(member), r#"edge_health_writes_total{target="verdict",outcome="written"}"#)
-                .await;
-        }
-        total
-    };
+    let writers = cluster.total(&members, r#"edge_health_writes_total{target="verdict",outcome="written"}"#).await;
     assert_eq!(writers, 1.0, "one writer, one write");
     let survivor = cluster.address(&members[0]);
     assert!(metric(survivor, r#"edge_health_verdict_changes_total{verdict="unhealthy"}"#).await >= 1.0);
@@ -373,22 +144,15 @@ async fn a_dead_node_alone_is_annotated_once_and_cleared_when_back() {
     .await;
     until("every view healthy again", Duration::from_secs(10), || views_agree(&cluster, &members, &healthy)).await;
     eprintln!("detected in {detected:?} (limit {DETECTION:?}), cleared in {:?}", back.elapsed());
-    for member in &mut members {
-        let exit = member.daemon.take().expect("running").terminate(PROMPT_EXIT).await.expect("exits on SIGTERM");
-        assert!(exit.status.success(), "{}: {:?}\n{}", member.name, exit.status, exit.logs);
-        show_logs(&member.name, &exit.logs);
-    }
+    cluster.stop_all(&mut members).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_cloud_link_down_the_unit_votes_locally_and_writes_when_back() {
     let ips: Vec<IpAddr> = (31..=33).map(loopback).collect();
-    let cluster = Cluster::new("c", &ips).await;
-    let mut members: Vec<Member> = ips
-        .iter()
-        .enumerate()
-        .map(|(i, ip)| Member { name: format!("site-c-{}", i + 1), ip: *ip, daemon: None, target: None })
-        .collect();
+    let cluster = Cluster::on_loopback("c", &ips, LOOPBACK).await;
+    let mut members: Vec<Member> =
+        ips.iter().enumerate().map(|(i, ip)| Member::new(format!("site-c-{}", i + 1), *ip)).collect();
     let names: Vec<String> = members.iter().map(|m| m.name.clone()).collect();
     for member in &mut members {
         cluster.create_node(&member.name).await;
@@ -400,9 +164,7 @@ async fn with_the_cloud_link_down_the_unit_votes_locally_and_writes_when_back() 
     // the API server stops answering for Nodes; then site-c-3 dies
     cluster.server.set_fault("nodes", Fault::Error(503));
     let mark = cluster.server.requests().mark();
-    let dead = &mut members[2];
-    dead.target = None;
-    dead.daemon.take().expect("running").terminate(PROMPT_EXIT).await.expect("exits on SIGTERM");
+    members[2].stop().await;
     let down = expect(&names, &["site-c-3"]);
     until("voted down locally", DETECTION, || views_agree(&cluster, &members, &down)).await;
     let writer = cluster.address(&members[0]);
@@ -422,22 +184,17 @@ async fn with_the_cloud_link_down_the_unit_votes_locally_and_writes_when_back() 
     tokio::time::sleep(PERIOD * 2).await;
     assert_eq!(cluster.patches("site-c-3", mark).0, 1, "one successful write");
     assert_eq!(cluster.unhealth("site-c-2").await, None);
-    for member in &mut members {
-        if let Some(daemon) = member.daemon.take() {
-            let exit = daemon.terminate(PROMPT_EXIT).await.expect("exits on SIGTERM");
-            show_logs(&member.name, &exit.logs);
-        }
-    }
+    cluster.stop_all(&mut members).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forged_replayed_and_stray_frames_are_refused() {
     let ip = loopback(21);
-    let cluster = Cluster::new("b", &[ip]).await;
+    let cluster = Cluster::on_loopback("b", &[ip], LOOPBACK).await;
     // "ghost" is a member without a daemon, so without an address
     cluster.create_node("ghost").await;
     cluster.create_node("solo").await;
-    let mut solo = Member { name: "solo".into(), ip, daemon: None, target: None };
+    let mut solo = Member::new("solo", ip);
     cluster.start(&mut solo).await;
     let address = cluster.address(&solo);
     // once its view lists both, the daemon knows ghost as a peer
@@ -524,15 +281,14 @@ async fn forged_replayed_and_stray_frames_are_refused() {
     let frame = seal_message(&rotated, &message("ghost", now(), next(), None));
     assert_eq!(http_post(address, "/exchange", &frame).await.0, 204, "still the rotated key");
 
-    let exit = solo.daemon.take().expect("running").terminate(PROMPT_EXIT).await.expect("exits on SIGTERM");
-    assert!(exit.status.success() && exit.took < PROMPT_EXIT, "{:?} after {:?}", exit.status, exit.took);
+    solo.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_units_follow_the_edge_health_config_config_map() {
     let ip = loopback(41);
     // no unit label key: SuperEdge node units
-    let cluster = Cluster::new("", &[ip]).await;
+    let cluster = Cluster::on_loopback("", &[ip], LOOPBACK).await;
     let unit = |name: &str| json!({name: NODE_UNIT_LABEL_VALUE});
     cluster.create_node_labelled("solo", unit("u1")).await;
     cluster.create_node_labelled("ghost", unit("u1")).await;
@@ -545,7 +301,7 @@ async fn node_units_follow_the_edge_health_config_config_map() {
     }))
     .expect("config map");
     config_maps.create(&PostParams::default(), &u1_only).await.expect("config map");
-    let mut solo = Member { name: "solo".into(), ip, daemon: None, target: None };
+    let mut solo = Member::new("solo", ip);
     cluster.start(&mut solo).await;
     let address = cluster.address(&solo);
     let members = |names: &'static [&'static str]| async move {
@@ -561,8 +317,7 @@ async fn node_units_follow_the_edge_health_config_config_map() {
     config_maps.patch(EDGE_HEALTH_CONFIGMAP, &PatchParams::default(), &Patch::Merge(&off)).await.expect("patch");
     until("unit checking off: the whole cluster", Duration::from_secs(5), || members(&["ghost", "other", "solo"]))
         .await;
-    let exit = solo.daemon.take().expect("running").terminate(PROMPT_EXIT).await.expect("exits on SIGTERM");
-    assert!(exit.status.success(), "{:?}", exit.status);
+    solo.stop().await;
 }
 
 #[tokio::test]
@@ -592,7 +347,7 @@ async fn configurations_that_cannot_work_are_start_up_errors() {
         ),
     ];
     for (what, args, says) in cases {
-        let exit = RunningBinary::start(env!("CARGO_BIN_EXE_edge-health"), &args)
+        let exit = RunningBinary::start(common::BINARY, &args)
             .expect("starts")
             .wait(Duration::from_secs(10))
             .await
@@ -607,12 +362,9 @@ async fn configurations_that_cannot_work_are_start_up_errors() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_daemon_restarted_while_the_api_server_is_away_resumes_from_its_peer_cache() {
     let ips: Vec<IpAddr> = (51..=53).map(loopback).collect();
-    let cluster = Cluster::new("d", &ips).await;
-    let mut members: Vec<Member> = ips
-        .iter()
-        .enumerate()
-        .map(|(i, ip)| Member { name: format!("site-d-{}", i + 1), ip: *ip, daemon: None, target: None })
-        .collect();
+    let cluster = Cluster::on_loopback("d", &ips, LOOPBACK).await;
+    let mut members: Vec<Member> =
+        ips.iter().enumerate().map(|(i, ip)| Member::new(format!("site-d-{}", i + 1), *ip)).collect();
     let names: Vec<String> = members.iter().map(|m| m.name.clone()).collect();
     for member in &mut members {
         cluster.create_node(&member.name).await;
@@ -632,10 +384,8 @@ async fn a_daemon_restarted_while_the_api_server_is_away_resumes_from_its_peer_c
 
     // the cloud link goes; site-d-1's daemon restarts (a reboot, an upgrade) meanwhile
     cluster.server.set_fault("nodes", Fault::Error(503));
-    let restarted = &mut members[0];
-    restarted.target = None;
-    restarted.daemon.take().expect("running").terminate(PROMPT_EXIT).await.expect("exits on SIGTERM");
-    cluster.start(restarted).await;
+    members[0].stop().await;
+    cluster.start(&mut members[0]).await;
     let address = cluster.address(&members[0]);
     // it cannot list a single Node, yet it knows, probes and votes on its unit
     until("the restarted daemon's view lists the unit", Duration::from_secs(10), || async {
@@ -643,9 +393,7 @@ async fn a_daemon_restarted_while_the_api_server_is_away_resumes_from_its_peer_c
     })
     .await;
     until("every view healthy again", DETECTION, || views_agree(&cluster, &members, &healthy)).await;
-    let dead = &mut members[2];
-    dead.target = None;
-    dead.daemon.take().expect("running").terminate(PROMPT_EXIT).await.expect("exits on SIGTERM");
+    members[2].stop().await;
     let down = expect(&names, &["site-d-3"]);
     until("voted down, the restarted daemon included", DETECTION, || views_agree(&cluster, &members, &down)).await;
     cluster.server.clear_faults();
@@ -653,11 +401,5 @@ async fn a_daemon_restarted_while_the_api_server_is_away_resumes_from_its_peer_c
         (cluster.unhealth("site-d-3").await.as_deref() == Some("yes")).then_some(())
     })
     .await;
-    for member in &mut members {
-        if let Some(daemon) = member.daemon.take() {
-            let exit = daemon.terminate(PROMPT_EXIT).await.expect("exits on SIGTERM");
-            assert!(exit.status.success(), "{}: {:?}", member.name, exit.status);
-            show_logs(&member.name, &exit.logs);
-        }
-    }
+    cluster.stop_all(&mut members).await;
 }
