@@ -214,6 +214,18 @@ fn kubectl_against_the_serve_binary() {
         table(&served.ok(&kubectl, &["get", "deploy"])),
         [vec!["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"], vec!["api", "0/2", "0", "0", "<age>"]]
     );
+    // a built-in kind with a wrong type is refused as a real server refuses it
+    let wrong =
+        deployment.replace(r#""replicas":2"#, r#""replicas":"two""#).replace(r#""name":"api""#, r#""name":"bad""#);
+    std::fs::write(served.dir.join("bad-deploy.json"), wrong).unwrap();
+    let refused = served.kubectl(&kubectl, &["apply", "-f", served.dir.join("bad-deploy.json").to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success()
+            && stderr.contains(r#"Deployment in version "v1" cannot be handled as a Deployment: invalid type: string "two", expected i32"#),
+        "{stderr}"
+    );
+
     // the scale subresource
     assert_eq!(served.ok(&kubectl, &["scale", "deploy", "api", "--replicas=3"]), "deployment.apps/api scaled\n");
     assert_eq!(served.ok(&kubectl, &["get", "deploy", "api", "-o", "jsonpath={.spec.replicas}"]), "3");
