@@ -536,8 +536,9 @@ fn openapi_index(types: &[ResourceType]) -> Value {
 
 /// The OpenAPI v3 document of one group-version, reduced to what clients probe: each
 /// resource's PATCH operation, tagged with its kind and declaring the `fieldValidation`
-/// query parameter, so kubectl uses server-side field validation, and the custom
-/// resources' schemas (`kubectl explain`); built-in kinds have none here.
+/// query parameter, so kubectl uses server-side field validation, and the schemas
+/// `kubectl explain` reads: the custom resources' and those of the built-in kinds users
+/// look at here.
 fn openapi_group_version(types: &[ResourceType], group: &str, version: &str) -> Value {
     let mut paths = serde_json::Map::new();
     let mut schemas = serde_json::Map::new();
@@ -555,9 +556,44 @@ fn openapi_group_version(types: &[ResourceType], group: &str, version: &str) -> 
         if let Some(schema) = &t.schema {
             schemas.insert(schema_name(t), published_schema(t, schema));
         }
+        builtin_schemas(t, &mut schemas);
     }
     json!({"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.33.0-fake"}, "paths": paths,
         "components": {"schemas": schemas}})
+}
+
+/// A built-in kind's schema and those it refers to, from k8s-openapi's (named as the real
+/// server names them, `io.k8s.api.apps.v1.Deployment`), tagged with the kind it describes.
+fn builtin_schemas(t: &ResourceType, schemas: &mut serde_json::Map<String, Value>) {
+    use k8s_openapi::api::{apps, coordination, core, discovery};
+    fn add<T: schemars::JsonSchema>(t: &ResourceType, schemas: &mut serde_json::Map<String, Value>) {
+        let mut generator = schemars::generate::SchemaSettings::openapi3().into_generator();
+        let _ = generator.subschema_for::<T>();
+        let mut definitions = generator.take_definitions(true);
+        if let Some(top) = definitions.get_mut(T::schema_name().as_ref()).and_then(Value::as_object_mut) {
+            top.insert(
+                "x-kubernetes-group-version-kind".into(),
+                json!([{"group": t.group, "version": t.version, "kind": t.kind}]),
+            );
+        }
+        schemas.extend(definitions);
+    }
+    match (t.group.as_str(), t.kind.as_str()) {
+        ("", "Pod") => add::<core::v1::Pod>(t, schemas),
+        ("", "Node") => add::<core::v1::Node>(t, schemas),
+        ("", "Service") => add::<core::v1::Service>(t, schemas),
+        ("", "Endpoints") => add::<core::v1::Endpoints>(t, schemas),
+        ("", "ConfigMap") => add::<core::v1::ConfigMap>(t, schemas),
+        ("", "Secret") => add::<core::v1::Secret>(t, schemas),
+        ("", "Namespace") => add::<core::v1::Namespace>(t, schemas),
+        ("", "Event") => add::<core::v1::Event>(t, schemas),
+        ("apps", "Deployment") => add::<apps::v1::Deployment>(t, schemas),
+        ("apps", "StatefulSet") => add::<apps::v1::StatefulSet>(t, schemas),
+        ("apps", "DaemonSet") => add::<apps::v1::DaemonSet>(t, schemas),
+        ("discovery.k8s.io", "EndpointSlice") => add::<discovery::v1::EndpointSlice>(t, schemas),
+        ("coordination.k8s.io", "Lease") => add::<coordination::v1::Lease>(t, schemas),
+        _ => {}
+    }
 }
 
 /// `io.superedge.v1.DeploymentGrid`: the group reversed, as a real server names a custom

@@ -143,6 +143,11 @@ fn kubectl_against_the_serve_binary() {
             "    Node label key whose value names a unit, e.g. `zone1`.",
         ]
     );
+    let replicas = served.ok(&kubectl, &["explain", "deployment.spec.replicas"]);
+    assert_eq!(
+        replicas.lines().map(str::trim_end).filter(|l| !l.is_empty()).take(5).collect::<Vec<_>>(),
+        ["GROUP:      apps", "KIND:       Deployment", "VERSION:    v1", "FIELD: replicas <integer>", "DESCRIPTION:"]
+    );
     let spec = served.ok(&kubectl, &["explain", "dg.spec"]);
     assert!(spec.contains("FIELDS:") && spec.contains("  gridUniqKey\t<string> -required-"), "{spec}");
 
