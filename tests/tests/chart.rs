@@ -59,7 +59,17 @@ async fn chart_lints_renders_and_applies() {
     assert!(lint.status.success(), "helm lint: {}", String::from_utf8_lossy(&lint.stdout));
 
     let defaults = render(&helm, &[]);
-    let all = render(&helm, &["--set", "nodeLifecycle.enabled=true", "--set", "image.tag=test"]);
+    let all = render(
+        &helm,
+        &[
+            "--set",
+            "nodeLifecycle.enabled=true",
+            "--set",
+            "image.tag=test",
+            "--set",
+            "gridWrapper.kubeProxyKubeconfig=true",
+        ],
+    );
     assert!(
         !kind_names(&defaults).iter().any(|k| k.contains("edge-node-lifecycle")),
         "the node lifecycle controller replaces a stock one: off unless asked for"
@@ -67,23 +77,49 @@ async fn chart_lints_renders_and_applies() {
     assert_eq!(
         kind_names(&all),
         [
+            "ClusterRole/edgegrid:edge-health",
+            "ClusterRole/edgegrid:edge-health-admission",
             "ClusterRole/edgegrid:edge-node-lifecycle",
             "ClusterRole/edgegrid:grid-controller",
+            "ClusterRole/edgegrid:grid-wrapper",
+            "ClusterRoleBinding/edgegrid:edge-health",
+            "ClusterRoleBinding/edgegrid:edge-health-admission",
             "ClusterRoleBinding/edgegrid:edge-node-lifecycle",
             "ClusterRoleBinding/edgegrid:grid-controller",
+            "ClusterRoleBinding/edgegrid:grid-wrapper",
+            "ConfigMap/kube-proxy-grid-wrapper",
             "CustomResourceDefinition/deploymentgrids.superedge.io",
             "CustomResourceDefinition/servicegrids.superedge.io",
             "CustomResourceDefinition/statefulsetgrids.superedge.io",
+            "DaemonSet/edge-health",
+            "DaemonSet/grid-wrapper",
+            "Deployment/edge-health-admission",
             "Deployment/edge-node-lifecycle",
             "Deployment/grid-controller",
+            "MutatingWebhookConfiguration/edge-health-admission",
+            "Role/edgegrid:edge-health-admission-certificates",
+            "Role/edgegrid:edge-health-config",
             "Role/edgegrid:edge-node-lifecycle-leader",
             "Role/edgegrid:grid-controller-leader",
+            "RoleBinding/edgegrid:edge-health-admission-certificates",
+            "RoleBinding/edgegrid:edge-health-config",
             "RoleBinding/edgegrid:edge-node-lifecycle-leader",
             "RoleBinding/edgegrid:grid-controller-leader",
+            "Secret/edge-health-hmac",
+            "Service/edge-health-admission",
+            "ServiceAccount/edge-health",
+            "ServiceAccount/edge-health-admission",
             "ServiceAccount/edge-node-lifecycle",
             "ServiceAccount/grid-controller",
+            "ServiceAccount/grid-wrapper",
         ]
     );
+    for object in &all {
+        typed(object);
+    }
+    per_node_components(&all);
+    admission_webhook(&helm, &all);
+    hmac_key(&helm, &all);
     let deployment =
         |name: &str| all.iter().find(|o| o["kind"] == "Deployment" && o["metadata"]["name"] == name).unwrap().clone();
     let grid = deployment("grid-controller");
@@ -112,6 +148,17 @@ async fn chart_lints_renders_and_applies() {
         ("edgegrid:edge-node-lifecycle", "", "pods/status", "patch"),
         ("edgegrid:edge-node-lifecycle", "coordination.k8s.io", "leases", "watch"),
         ("edgegrid:edge-node-lifecycle-leader", "coordination.k8s.io", "leases", "create"),
+        ("edgegrid:grid-wrapper", "", "services", "watch"),
+        ("edgegrid:grid-wrapper", "", "endpoints", "list"),
+        ("edgegrid:grid-wrapper", "", "nodes", "watch"),
+        ("edgegrid:grid-wrapper", "discovery.k8s.io", "endpointslices", "watch"),
+        ("edgegrid:edge-health", "", "nodes", "patch"),
+        ("edgegrid:edge-health", "", "nodes", "watch"),
+        ("edgegrid:edge-health-config", "", "configmaps", "watch"),
+        ("edgegrid:edge-health-admission", "", "nodes", "watch"),
+        ("edgegrid:edge-health-admission", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch"),
+        ("edgegrid:edge-health-admission-certificates", "", "secrets", "create"),
+        ("edgegrid:edge-health-admission-certificates", "", "secrets", "update"),
     ] {
         assert!(has_rule(&all, role, group, resource, verb), "{role} lacks {verb} on {group}/{resource}");
     }
@@ -155,7 +202,151 @@ async fn chart_lints_renders_and_applies() {
     .unwrap();
     assert_eq!(
         String::from_utf8_lossy(&listed.stdout),
-        "deployment.apps/edge-node-lifecycle\ndeployment.apps/grid-controller\n"
+        "deployment.apps/edge-health-admission\ndeployment.apps/edge-node-lifecycle\ndeployment.apps/grid-controller\n"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Every rendered object parses as its k8s-openapi type (a misspelt field of a known type
+/// fails here, as it would at `kubectl apply --validate=strict`).
+fn typed(object: &Value) {
+    use k8s_openapi::api::{admissionregistration, apps, core, rbac};
+    fn parse<T: serde::de::DeserializeOwned>(object: &Value) -> Result<(), String> {
+        T::deserialize(object).map(|_| ()).map_err(|e| e.to_string())
+    }
+    let parsed = match object["kind"].as_str().unwrap_or_default() {
+        "ServiceAccount" => parse::<core::v1::ServiceAccount>(object),
+        "Service" => parse::<core::v1::Service>(object),
+        "Secret" => parse::<core::v1::Secret>(object),
+        "ConfigMap" => parse::<core::v1::ConfigMap>(object),
+        "Deployment" => parse::<apps::v1::Deployment>(object),
+        "DaemonSet" => parse::<apps::v1::DaemonSet>(object),
+        "ClusterRole" => parse::<rbac::v1::ClusterRole>(object),
+        "ClusterRoleBinding" => parse::<rbac::v1::ClusterRoleBinding>(object),
+        "Role" => parse::<rbac::v1::Role>(object),
+        "RoleBinding" => parse::<rbac::v1::RoleBinding>(object),
+        "MutatingWebhookConfiguration" => parse::<admissionregistration::v1::MutatingWebhookConfiguration>(object),
+        "CustomResourceDefinition" => parse::<
+            k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+        >(object),
+        other => Err(format!("no type for kind {other}")),
+    };
+    if let Err(error) = parsed {
+        panic!("{} {}: {error}", object["kind"], object["metadata"]["name"]);
+    }
+}
+
+fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind}/{name}"))
+}
+
+fn args(workload: &Value) -> Vec<String> {
+    serde_json::from_value(workload["spec"]["template"]["spec"]["containers"][0]["args"].clone()).unwrap()
+}
+
+/// The DaemonSets on edge nodes: host network, their node from `spec.nodeName`, the
+/// wrapper on 127.0.0.1 reading the local daemon's verdicts, kube-proxy's kubeconfig.
+fn per_node_components(all: &[Value]) {
+    for name in ["grid-wrapper", "edge-health"] {
+        let pod = &find(all, "DaemonSet", name)["spec"]["template"]["spec"];
+        assert_eq!(pod["hostNetwork"], true, "{name}");
+        assert_eq!(pod["tolerations"], json!([{"operator": "Exists"}]), "{name}: stays on unreachable nodes");
+        assert_eq!(pod["securityContext"]["seccompProfile"], json!({"type": "RuntimeDefault"}), "{name}");
+        let env = &pod["containers"][0]["env"];
+        assert_eq!(env[0], json!({"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}));
+    }
+    let wrapper = args(find(all, "DaemonSet", "grid-wrapper"));
+    assert!(wrapper.contains(&"--bind-address=127.0.0.1:51006".to_string()), "{wrapper:?}");
+    assert!(wrapper.contains(&"--edge-health-url=http://127.0.0.1:51005/verdicts".to_string()), "{wrapper:?}");
+    let health = args(find(all, "DaemonSet", "edge-health"));
+    for wanted in [
+        "--bind-address=0.0.0.0:51005",
+        "--hmac-key-file=/etc/edge-health/key",
+        "--peer-cache-file=/var/lib/edge-health/peers.json",
+        "--check=kind=kubelet,port=10250,timeout=2s,retries=1,weight=1",
+    ] {
+        assert!(health.contains(&wanted.to_string()), "{wanted} not in {health:?}");
+    }
+    let env = &find(all, "DaemonSet", "edge-health")["spec"]["template"]["spec"]["containers"][0]["env"];
+    assert_eq!(env[1], json!({"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}));
+    let kubeconfig = find(all, "ConfigMap", "kube-proxy-grid-wrapper")["data"]["kubeconfig.conf"].as_str().unwrap();
+    let kubeconfig: Value = serde_saphyr::from_str(kubeconfig).unwrap();
+    assert_eq!(kubeconfig["clusters"][0]["cluster"]["server"], "http://127.0.0.1:51006");
+}
+
+/// The chart's MutatingWebhookConfiguration is the one the binary's code defines, in each
+/// certificate mode.
+fn admission_webhook(helm: &std::path::Path, all: &[Value]) {
+    use edge_health_admission::configuration::{Endpoint, mutating_webhook_configuration};
+    let endpoint = Endpoint::Service { namespace: "edgegrid".into(), name: "edge-health-admission".into(), port: 443 };
+    let expected = |ca: Option<&[u8]>| {
+        serde_json::to_value(mutating_webhook_configuration("edge-health-admission", &endpoint, ca)).unwrap()
+    };
+    let rendered = find(all, "MutatingWebhookConfiguration", "edge-health-admission");
+    assert_eq!(rendered["webhooks"], expected(None)["webhooks"], "self-managed: the binary fills caBundle");
+    let admission = args(find(all, "Deployment", "edge-health-admission"));
+    assert!(admission.contains(&"--self-managed-certificates".to_string()), "{admission:?}");
+    assert!(admission.contains(&"--certificate-secret=edgegrid/edge-health-admission-tls".to_string()));
+
+    let ca = "LS0tLS1CRUdJTi1GQUtFLUNBLS0tLS0=";
+    let with_secret = render(
+        helm,
+        &["--set", "admission.certificate.mode=secret", "--set", &format!("admission.certificate.caBundle={ca}")],
+    );
+    let rendered = find(&with_secret, "MutatingWebhookConfiguration", "edge-health-admission");
+    assert_eq!(rendered["webhooks"], expected(Some(b"-----BEGIN-FAKE-CA-----"))["webhooks"]);
+    let admission = args(find(&with_secret, "Deployment", "edge-health-admission"));
+    assert!(admission.contains(&"--tls-cert-file=/etc/edge-health-admission/tls.crt".to_string()));
+    assert!(
+        !kind_names(&with_secret).iter().any(|k| k.contains("certificates")),
+        "no Secret RBAC without self-management"
+    );
+
+    let with_cert_manager = render(
+        helm,
+        &[
+            "--set",
+            "admission.certificate.mode=certManager",
+            "--set",
+            "admission.certificate.certManagerCertificate=edgegrid/edge-health-admission",
+        ],
+    );
+    let rendered = find(&with_cert_manager, "MutatingWebhookConfiguration", "edge-health-admission");
+    assert_eq!(rendered["metadata"]["annotations"]["cert-manager.io/inject-ca-from"], "edgegrid/edge-health-admission");
+
+    let refused = Command::new(helm)
+        .args(["template", "edgegrid", "charts/edgegrid", "--set", "admission.certificate.mode=secret"])
+        .current_dir(workspace_root())
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("admission.certificate.caBundle"), "a clear message");
+}
+
+/// The unit's HMAC key: generated (32+ bytes) when not given, the given one used as is, a
+/// short one refused.
+fn hmac_key(helm: &std::path::Path, all: &[Value]) {
+    let key = |objects: &[Value]| {
+        let encoded = find(objects, "Secret", "edge-health-hmac")["data"]["key"].as_str().unwrap().to_string();
+        let output = Command::new("base64").arg("-d").stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().and_then(
+            |mut child| {
+                child.stdin.take().unwrap().write_all(encoded.as_bytes())?;
+                child.wait_with_output()
+            },
+        );
+        String::from_utf8(output.unwrap().stdout).unwrap()
+    };
+    assert!(key(all).len() >= 32, "generated: {:?}", key(all));
+    let given = "a unit key of at least thirty-two bytes for the chart test";
+    assert_eq!(key(&render(helm, &["--set", &format!("edgeHealth.hmacKey={given}")])), given);
+    let short = Command::new(helm)
+        .args(["template", "edgegrid", "charts/edgegrid", "--set", "edgeHealth.hmacKey=short"])
+        .current_dir(workspace_root())
+        .output()
+        .unwrap();
+    assert!(!short.status.success());
+    assert!(String::from_utf8_lossy(&short.stderr).contains("edgeHealth.hmacKey must be at least 32 bytes"));
 }
