@@ -120,6 +120,7 @@ async fn chart_lints_renders_and_applies() {
     per_node_components(&all);
     admission_webhook(&helm, &all);
     hmac_key(&helm, &all);
+    bad_values_are_refused(&helm);
     let deployment =
         |name: &str| all.iter().find(|o| o["kind"] == "Deployment" && o["metadata"]["name"] == name).unwrap().clone();
     let grid = deployment("grid-controller");
@@ -348,5 +349,34 @@ fn hmac_key(helm: &std::path::Path, all: &[Value]) {
         .output()
         .unwrap();
     assert!(!short.status.success());
-    assert!(String::from_utf8_lossy(&short.stderr).contains("edgeHealth.hmacKey must be at least 32 bytes"));
+    let stderr = String::from_utf8_lossy(&short.stderr);
+    assert!(stderr.contains("at '/edgeHealth/hmacKey': 'short' does not match pattern"), "{stderr}");
+}
+
+/// `values.schema.json` (generated from xtask's `chart_values`) refuses values that cannot
+/// work, naming the value.
+fn bad_values_are_refused(helm: &std::path::Path) {
+    for (value, says) in [
+        (
+            "nodeLifecycle.args.nodeMonitorPeriod=5",
+            "at '/nodeLifecycle/args/nodeMonitorPeriod': got number, want string",
+        ),
+        (
+            "nodeLifecycle.args.nodeMonitorPeriod=5 seconds",
+            "at '/nodeLifecycle/args/nodeMonitorPeriod': '5 seconds' does not match pattern",
+        ),
+        ("image.registry=", "at '/image/registry': minLength: got 0, want 1"),
+        ("gridWrapper.prot=1", "at '/gridWrapper': additional properties 'prot' not allowed"),
+        ("edgeHealth.port=0", "at '/edgeHealth/port': minimum: got 0, want 1"),
+        ("admission.certificate.mode=manual", "at '/admission/certificate/mode'"),
+        ("admission.replicas=0", "at '/admission/replicas': minimum: got 0, want 1"),
+    ] {
+        let output = Command::new(helm)
+            .args(["template", "edgegrid", "charts/edgegrid", "--set", value])
+            .current_dir(workspace_root())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success() && stderr.contains(says), "{value}: {stderr}");
+    }
 }

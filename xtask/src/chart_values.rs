@@ -1,0 +1,172 @@
+//! The chart's values as a Rust type, from which `values.schema.json` is generated: Helm
+//! checks every `helm install`/`upgrade`/`template` against it, so a value that cannot
+//! work (`nodeMonitorPeriod=5`, an empty image registry, a misspelt key, a port of 0) fails
+//! there with the value's path, not later in a crash-looping pod. Every object refuses
+//! unknown keys. `resources` and node selectors stay free-form (Kubernetes checks those).
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+/// A Go duration as the binaries' flags take it (`300ms`, `1m30s`, `2h`); `0` for none.
+const DURATION: &str = r"^(0|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$";
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(title = "edgegrid chart values")]
+pub struct Values {
+    pub image: Image,
+    pub grid_controller: GridController,
+    pub node_lifecycle: NodeLifecycle,
+    /// Labels of the edge nodes the per-node components run on (empty: every node).
+    pub edge_node_selector: BTreeMap<String, String>,
+    pub grid_wrapper: GridWrapper,
+    pub edge_health: EdgeHealth,
+    pub admission: Admission,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Image {
+    /// Where the images are pushed: `<registry>/<binary>:<tag>`.
+    #[schemars(length(min = 1), regex(pattern = r"^[^/\s]+(/[^/\s]+)*$"))]
+    pub registry: String,
+    /// Empty: the chart's appVersion.
+    #[schemars(regex(pattern = r"^[A-Za-z0-9_.-]{0,128}$"))]
+    pub tag: String,
+    pub pull_policy: PullPolicy,
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub enum PullPolicy {
+    Always,
+    IfNotPresent,
+    Never,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GridController {
+    pub enabled: bool,
+    #[schemars(range(min = 1))]
+    pub replicas: u32,
+    pub resources: serde_json::Value,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeLifecycle {
+    pub enabled: bool,
+    #[schemars(range(min = 1))]
+    pub replicas: u32,
+    pub args: NodeLifecycleArgs,
+    pub resources: serde_json::Value,
+}
+
+/// kube-controller-manager's flags of the same names.
+#[derive(Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeLifecycleArgs {
+    #[schemars(regex(pattern = DURATION))]
+    pub node_monitor_period: String,
+    #[schemars(regex(pattern = DURATION))]
+    pub node_monitor_grace_period: String,
+    #[schemars(regex(pattern = DURATION))]
+    pub node_startup_grace_period: String,
+    #[schemars(range(min = 0.0))]
+    pub node_eviction_rate: f64,
+    #[schemars(range(min = 0.0))]
+    pub secondary_node_eviction_rate: f64,
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub unhealthy_zone_threshold: f64,
+    pub large_cluster_size_threshold: u32,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GridWrapper {
+    pub enabled: bool,
+    #[schemars(range(min = 1))]
+    pub port: u16,
+    #[schemars(range(min = 1))]
+    pub metrics_port: u16,
+    pub service_autonomy: bool,
+    pub resources: serde_json::Value,
+    pub kube_proxy_kubeconfig: bool,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EdgeHealth {
+    pub enabled: bool,
+    /// Empty: SuperEdge's node units.
+    pub unit_label_key: String,
+    /// `--check` values; at least one (no check is a start-up error).
+    #[schemars(length(min = 1))]
+    pub checks: Vec<String>,
+    #[schemars(regex(pattern = DURATION))]
+    pub period: String,
+    #[schemars(range(min = 1))]
+    pub port: u16,
+    #[schemars(range(min = 1))]
+    pub metrics_port: u16,
+    /// Empty: generated once and kept; else at least 32 characters.
+    #[schemars(regex(pattern = r"^(|.{32,})$"))]
+    pub hmac_key: String,
+    pub resources: serde_json::Value,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Admission {
+    pub enabled: bool,
+    #[schemars(range(min = 1))]
+    pub replicas: u32,
+    pub always_reachable: bool,
+    #[schemars(regex(pattern = DURATION))]
+    pub max_unreachable_protection: String,
+    pub certificate: Certificate,
+    pub resources: serde_json::Value,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Certificate {
+    pub mode: CertificateMode,
+    #[schemars(length(min = 1))]
+    pub secret_name: String,
+    pub ca_bundle: String,
+    pub cert_manager_certificate: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum CertificateMode {
+    SelfManaged,
+    Secret,
+    CertManager,
+}
+
+/// `values.schema.json`, as committed.
+pub fn schema_json() -> String {
+    let schema = schemars::schema_for!(Values);
+    let mut text = serde_json::to_string_pretty(&schema).expect("a schema serialises");
+    text.push('\n');
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The committed defaults are values the type accepts (the schema and values.yaml
+    /// cannot drift apart unnoticed).
+    #[test]
+    fn the_charts_defaults_are_valid_values() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../charts/edgegrid/values.yaml");
+        let text = std::fs::read_to_string(path).unwrap();
+        let values: Result<Values, _> = serde_saphyr::from_str(&text);
+        assert!(values.is_ok(), "{:?}", values.err());
+    }
+}
