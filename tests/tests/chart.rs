@@ -100,10 +100,12 @@ async fn chart_lints_renders_and_applies() {
             "Role/edgegrid:edge-health-admission-certificates",
             "Role/edgegrid:edge-health-config",
             "Role/edgegrid:edge-node-lifecycle-leader",
+            "Role/edgegrid:edge-node-lifecycle-node-leases",
             "Role/edgegrid:grid-controller-leader",
             "RoleBinding/edgegrid:edge-health-admission-certificates",
             "RoleBinding/edgegrid:edge-health-config",
             "RoleBinding/edgegrid:edge-node-lifecycle-leader",
+            "RoleBinding/edgegrid:edge-node-lifecycle-node-leases",
             "RoleBinding/edgegrid:grid-controller-leader",
             "Secret/edge-health-hmac",
             "Service/edge-health-admission",
@@ -147,7 +149,7 @@ async fn chart_lints_renders_and_applies() {
         ("edgegrid:edge-node-lifecycle", "", "nodes/status", "patch"),
         ("edgegrid:edge-node-lifecycle", "", "pods", "delete"),
         ("edgegrid:edge-node-lifecycle", "", "pods/status", "patch"),
-        ("edgegrid:edge-node-lifecycle", "coordination.k8s.io", "leases", "watch"),
+        ("edgegrid:edge-node-lifecycle-node-leases", "coordination.k8s.io", "leases", "watch"),
         ("edgegrid:edge-node-lifecycle-leader", "coordination.k8s.io", "leases", "create"),
         ("edgegrid:grid-wrapper", "", "services", "watch"),
         ("edgegrid:grid-wrapper", "", "endpoints", "list"),
@@ -163,6 +165,36 @@ async fn chart_lints_renders_and_applies() {
     ] {
         assert!(has_rule(&all, role, group, resource, verb), "{role} lacks {verb} on {group}/{resource}");
     }
+
+    // nothing more than the code does: patched objects are never updated, Leases are the
+    // binaries' own (by name) in the release namespace, node leases read in kube-node-lease
+    for (role, group, resource, verb) in [
+        ("edgegrid:grid-controller", "", "services", "update"),
+        ("edgegrid:grid-controller", "apps", "deployments", "update"),
+        ("edgegrid:grid-controller", "superedge.io", "servicegrids/status", "update"),
+        ("edgegrid:edge-node-lifecycle", "", "nodes", "update"),
+        ("edgegrid:edge-node-lifecycle", "", "nodes/status", "update"),
+        ("edgegrid:edge-node-lifecycle", "", "pods/status", "update"),
+        ("edgegrid:edge-node-lifecycle", "coordination.k8s.io", "leases", "watch"),
+        ("edgegrid:grid-wrapper", "", "services", "get"),
+        ("edgegrid:edge-health", "", "nodes", "update"),
+    ] {
+        assert!(!has_rule(&all, role, group, resource, verb), "{role} has {verb} on {group}/{resource}");
+    }
+    for (name, lease) in [("grid-controller", "grid-controller"), ("edge-node-lifecycle", "edge-node-lifecycle")] {
+        let role = find(&all, "Role", &format!("edgegrid:{name}-leader"));
+        assert_eq!(role["metadata"]["namespace"], "edgegrid", "{name}");
+        assert_eq!(role["rules"][0]["resourceNames"], json!([lease]), "{name}");
+        assert!(
+            self::args(find(&all, "Deployment", name)).contains(&"--leader-elect-resource-namespace=edgegrid".into())
+        );
+        let pod = &find(&all, "Deployment", name)["spec"]["template"]["spec"];
+        assert_eq!(pod["securityContext"]["seccompProfile"], json!({"type": "RuntimeDefault"}), "{name}");
+    }
+    assert_eq!(
+        find(&all, "Role", "edgegrid:edge-node-lifecycle-node-leases")["metadata"]["namespace"],
+        "kube-node-lease"
+    );
 
     // a real kubectl applies the rendered chart to the fake apiserver
     let server = fake_apiserver::FakeApiServer::start().await.unwrap();
