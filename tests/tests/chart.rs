@@ -97,6 +97,9 @@ async fn chart_lints_renders_and_applies() {
             "Deployment/edge-node-lifecycle",
             "Deployment/grid-controller",
             "MutatingWebhookConfiguration/edge-health-admission",
+            "PodDisruptionBudget/edge-health-admission",
+            "PodDisruptionBudget/edge-node-lifecycle",
+            "PodDisruptionBudget/grid-controller",
             "Role/edgegrid:edge-health-admission-certificates",
             "Role/edgegrid:edge-health-config",
             "Role/edgegrid:edge-node-lifecycle-leader",
@@ -195,6 +198,37 @@ async fn chart_lints_renders_and_applies() {
         find(&all, "Role", "edgegrid:edge-node-lifecycle-node-leases")["metadata"]["namespace"],
         "kube-node-lease"
     );
+    // every object carries the release as app.kubernetes.io/instance
+    for object in all.iter().filter(|o| o["kind"] != "CustomResourceDefinition") {
+        assert_eq!(
+            object["metadata"]["labels"]["app.kubernetes.io/instance"], "edgegrid",
+            "{}",
+            object["metadata"]["name"]
+        );
+    }
+    // cloud components can be kept off edge nodes; one replica survives a drain
+    let placed = render(
+        &helm,
+        &[
+            "--set",
+            "gridController.nodeSelector.tier=cloud",
+            "--set",
+            "admission.priorityClassName=system-cluster-critical",
+            "--set",
+            "admission.tolerations[0].operator=Exists",
+            "--set",
+            "gridController.replicas=1",
+        ],
+    );
+    let pod = |name: &str| find(&placed, "Deployment", name)["spec"]["template"]["spec"].clone();
+    assert_eq!(pod("grid-controller")["nodeSelector"], json!({"tier": "cloud"}));
+    assert_eq!(pod("edge-health-admission")["priorityClassName"], "system-cluster-critical");
+    assert_eq!(pod("edge-health-admission")["tolerations"], json!([{"operator": "Exists"}]));
+    assert!(
+        !kind_names(&placed).contains(&"PodDisruptionBudget/grid-controller".to_string()),
+        "no PDB for one replica"
+    );
+    assert_eq!(find(&all, "PodDisruptionBudget", "grid-controller")["spec"]["minAvailable"], 1);
 
     // a real kubectl applies the rendered chart to the fake apiserver
     let server = fake_apiserver::FakeApiServer::start().await.unwrap();
@@ -249,6 +283,7 @@ fn typed(object: &Value) {
     }
     let parsed = match object["kind"].as_str().unwrap_or_default() {
         "ServiceAccount" => parse::<core::v1::ServiceAccount>(object),
+        "PodDisruptionBudget" => parse::<k8s_openapi::api::policy::v1::PodDisruptionBudget>(object),
         "Service" => parse::<core::v1::Service>(object),
         "Secret" => parse::<core::v1::Secret>(object),
         "ConfigMap" => parse::<core::v1::ConfigMap>(object),

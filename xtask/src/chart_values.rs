@@ -54,7 +54,20 @@ pub struct GridController {
     pub enabled: bool,
     #[schemars(range(min = 1))]
     pub replicas: u32,
+    #[serde(flatten)]
+    pub scheduling: Scheduling,
     pub resources: serde_json::Value,
+}
+
+// Where a cloud component's pods run (Kubernetes checks the contents). A plain comment:
+// flattened into its component, its description would become the component's.
+#[derive(Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Scheduling {
+    pub node_selector: BTreeMap<String, String>,
+    pub affinity: serde_json::Value,
+    pub tolerations: Vec<serde_json::Value>,
+    pub priority_class_name: String,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -63,6 +76,8 @@ pub struct NodeLifecycle {
     pub enabled: bool,
     #[schemars(range(min = 1))]
     pub replicas: u32,
+    #[serde(flatten)]
+    pub scheduling: Scheduling,
     pub args: NodeLifecycleArgs,
     pub resources: serde_json::Value,
 }
@@ -126,6 +141,8 @@ pub struct Admission {
     pub enabled: bool,
     #[schemars(range(min = 1))]
     pub replicas: u32,
+    #[serde(flatten)]
+    pub scheduling: Scheduling,
     pub always_reachable: bool,
     #[schemars(regex(pattern = DURATION))]
     pub max_unreachable_protection: String,
