@@ -258,6 +258,25 @@ async fn chart_lints_renders_and_applies() {
     .unwrap();
     assert!(applied.status.success(), "kubectl apply: {}", String::from_utf8_lossy(&applied.stderr));
     assert_eq!(String::from_utf8_lossy(&applied.stdout).lines().count(), all.len() + 1, "every object applied");
+    // Helm never upgrades crds/: the README's upgrade step applies them over the installed ones
+    let (kubectl3, kubeconfig3) = (kubectl.clone(), kubeconfig.clone());
+    let upgraded = tokio::task::spawn_blocking(move || {
+        Command::new(&kubectl3)
+            .env("KUBECONFIG", &kubeconfig3)
+            .args(["apply", "--server-side", "--force-conflicts", "-f", "charts/edgegrid/crds/"])
+            .current_dir(workspace_root())
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(upgraded.status.success(), "{}", String::from_utf8_lossy(&upgraded.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&upgraded.stdout),
+        "customresourcedefinition.apiextensions.k8s.io/deploymentgrids.superedge.io serverside-applied\n\
+         customresourcedefinition.apiextensions.k8s.io/servicegrids.superedge.io serverside-applied\n\
+         customresourcedefinition.apiextensions.k8s.io/statefulsetgrids.superedge.io serverside-applied\n"
+    );
     let listed = tokio::task::spawn_blocking(move || {
         Command::new(&kubectl)
             .env("KUBECONFIG", &kubeconfig)
