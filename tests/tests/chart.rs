@@ -112,6 +112,11 @@ async fn chart_lints_renders_and_applies() {
             "RoleBinding/edgegrid:grid-controller-leader",
             "Secret/edge-health-hmac",
             "Service/edge-health-admission",
+            "Service/edge-health-admission-metrics",
+            "Service/edge-health-metrics",
+            "Service/edge-node-lifecycle-metrics",
+            "Service/grid-controller-metrics",
+            "Service/grid-wrapper-metrics",
             "ServiceAccount/edge-health",
             "ServiceAccount/edge-health-admission",
             "ServiceAccount/edge-node-lifecycle",
@@ -229,6 +234,23 @@ async fn chart_lints_renders_and_applies() {
         "no PDB for one replica"
     );
     assert_eq!(find(&all, "PodDisruptionBudget", "grid-controller")["spec"]["minAvailable"], 1);
+    // each component's metrics port behind a Service, and a ServiceMonitor when asked for
+    for name in ["grid-controller", "edge-node-lifecycle", "edge-health-admission", "grid-wrapper", "edge-health"] {
+        let service = find(&all, "Service", &format!("{name}-metrics"));
+        assert_eq!(service["spec"]["ports"][0]["targetPort"], "metrics", "{name}");
+        assert_eq!(service["spec"]["selector"]["app.kubernetes.io/name"], name);
+        let workload = all
+            .iter()
+            .find(|o| matches!(o["kind"].as_str(), Some("Deployment" | "DaemonSet")) && o["metadata"]["name"] == name)
+            .unwrap();
+        let ports = &workload["spec"]["template"]["spec"]["containers"][0]["ports"];
+        assert!(ports.as_array().unwrap().iter().any(|p| p["name"] == "metrics"), "{name} has no metrics port");
+    }
+    let monitored = render(&helm, &["--set", "metrics.serviceMonitor=true"]);
+    let monitor = find(&monitored, "ServiceMonitor", "grid-wrapper");
+    assert_eq!(monitor["spec"]["endpoints"], json!([{"port": "metrics", "interval": "30s"}]));
+    assert_eq!(monitor["spec"]["selector"]["matchLabels"]["edgegrid.io/metrics"], "true");
+    assert!(!kind_names(&all).iter().any(|k| k.starts_with("ServiceMonitor/")), "off by default: needs its CRD");
 
     // a real kubectl applies the rendered chart to the fake apiserver
     let server = fake_apiserver::FakeApiServer::start().await.unwrap();

@@ -27,6 +27,16 @@ pub struct Values {
     pub grid_wrapper: GridWrapper,
     pub edge_health: EdgeHealth,
     pub admission: Admission,
+    pub metrics: Metrics,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Metrics {
+    /// A Prometheus Operator ServiceMonitor per component.
+    pub service_monitor: bool,
+    #[schemars(regex(pattern = DURATION))]
+    pub interval: String,
 }
 
 #[derive(Deserialize, JsonSchema)]
