@@ -128,6 +128,7 @@ async fn chart_lints_renders_and_applies() {
         typed(object);
     }
     per_node_components(&all);
+    images_are_built_here(&all);
     admission_webhook(&helm, &all);
     hmac_key(&helm, &all);
     bad_values_are_refused(&helm);
@@ -486,5 +487,21 @@ fn bad_values_are_refused(helm: &std::path::Path) {
             .unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(!output.status.success() && stderr.contains(says), "{value}: {stderr}");
+    }
+}
+
+/// Every image the chart runs is a binary of this workspace that the Containerfile builds
+/// (`<registry>/<binary>:<tag>`, one image per binary).
+fn images_are_built_here(all: &[Value]) {
+    let containerfile = std::fs::read_to_string(workspace_root().join("Containerfile")).unwrap();
+    let built = containerfile.lines().find(|l| l.starts_with("#   for b in")).expect("the build loop").to_string();
+    for workload in all.iter().filter(|o| matches!(o["kind"].as_str(), Some("Deployment" | "DaemonSet"))) {
+        let image = workload["spec"]["template"]["spec"]["containers"][0]["image"].as_str().unwrap();
+        let binary = image.rsplit('/').next().and_then(|n| n.split(':').next()).unwrap();
+        assert!(image.starts_with("ghcr.io/edgegrid/") && image.ends_with(":test"), "{image}");
+        let main = workspace_root().join("crates").join(binary).join("src/main.rs");
+        assert!(main.exists(), "{image}: no binary crate {binary}");
+        let built_here = built.split_whitespace().any(|b| b.trim_end_matches(';') == binary);
+        assert!(built_here, "the Containerfile does not build {binary}");
     }
 }
