@@ -77,17 +77,13 @@ async fn a_dead_node_alone_is_annotated_once_and_cleared_when_back() {
     let cluster = Cluster::on_loopback("a", &ips, LOOPBACK).await;
     let mut members: Vec<Member> =
         ips.iter().enumerate().map(|(i, ip)| Member::new(format!("edge-{}", i + 1), *ip)).collect();
-    let names: Vec<String> = members.iter().map(|m| m.name.clone()).collect();
-    for member in &mut members {
-        cluster.create_node(&member.name).await;
-        cluster.start(member).await;
-    }
+    let names = cluster.start_all(&mut members).await;
     cluster.ready(&mut members).await;
 
     // (1) all healthy: every daemon publishes its address, every view says healthy, and
     // nobody is annotated or written to
+    cluster.until_healthy(&members, &names).await;
     let healthy = expect(&names, &[]);
-    until("every view healthy", Duration::from_secs(20), || views_agree(&cluster, &members, &healthy)).await;
     for member in &members {
         let annotations = cluster.annotations(&member.name).await;
         let address = cluster.address(member).to_string();
@@ -153,13 +149,8 @@ async fn with_the_cloud_link_down_the_unit_votes_locally_and_writes_when_back() 
     let cluster = Cluster::on_loopback("c", &ips, LOOPBACK).await;
     let mut members: Vec<Member> =
         ips.iter().enumerate().map(|(i, ip)| Member::new(format!("site-c-{}", i + 1), *ip)).collect();
-    let names: Vec<String> = members.iter().map(|m| m.name.clone()).collect();
-    for member in &mut members {
-        cluster.create_node(&member.name).await;
-        cluster.start(member).await;
-    }
-    let healthy = expect(&names, &[]);
-    until("every view healthy", Duration::from_secs(20), || views_agree(&cluster, &members, &healthy)).await;
+    let names = cluster.start_all(&mut members).await;
+    cluster.until_healthy(&members, &names).await;
 
     // the API server stops answering for Nodes; then site-c-3 dies
     cluster.server.set_fault("nodes", Fault::Error(503));
@@ -365,13 +356,9 @@ async fn a_daemon_restarted_while_the_api_server_is_away_resumes_from_its_peer_c
     let cluster = Cluster::on_loopback("d", &ips, LOOPBACK).await;
     let mut members: Vec<Member> =
         ips.iter().enumerate().map(|(i, ip)| Member::new(format!("site-d-{}", i + 1), *ip)).collect();
-    let names: Vec<String> = members.iter().map(|m| m.name.clone()).collect();
-    for member in &mut members {
-        cluster.create_node(&member.name).await;
-        cluster.start(member).await;
-    }
+    let names = cluster.start_all(&mut members).await;
+    cluster.until_healthy(&members, &names).await;
     let healthy = expect(&names, &[]);
-    until("every view healthy", Duration::from_secs(20), || views_agree(&cluster, &members, &healthy)).await;
     // the cache holds the unit with every address once the addresses are published
     let cache = cluster.peer_cache(&members[0]);
     until("site-d-1's peer cache lists the unit with addresses", Duration::from_secs(5), || async {

@@ -110,11 +110,7 @@ async fn a_unit_on_a_real_network_rides_out_loss_and_a_cut_apiserver_link_and_vo
     let mut members: Vec<Member> = (0..HOSTS)
         .map(|i| Member::in_namespace(format!("edge-{}", i + 1), network.address(i).into(), network.namespace(i)))
         .collect();
-    let names: Vec<String> = members.iter().map(|m| m.name.clone()).collect();
-    for member in &mut members {
-        cluster.create_node(&member.name).await;
-        cluster.start(member).await;
-    }
+    let names = cluster.start_all(&mut members).await;
     cluster.ready(&mut members).await;
 
     // (1) all healthy: every view, from every namespace, says so; nobody is annotated

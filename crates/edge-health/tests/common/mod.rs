@@ -292,6 +292,21 @@ impl Cluster {
         total
     }
 
+    /// Creates every member's Node and starts its daemon; returns their names.
+    pub async fn start_all(&self, members: &mut [Member]) -> Vec<String> {
+        for member in members.iter_mut() {
+            self.create_node(&member.name).await;
+            self.start(member).await;
+        }
+        members.iter().map(|m| m.name.clone()).collect()
+    }
+
+    /// Waits until every running member's view holds every one of `names` healthy.
+    pub async fn until_healthy(&self, members: &[Member], names: &[String]) {
+        let healthy = expect(names, &[]);
+        until("every view healthy", Duration::from_secs(20), || views_agree(self, members, &healthy)).await;
+    }
+
     /// Stops every running member (each must exit 0 promptly).
     pub async fn stop_all(&self, members: &mut [Member]) {
         for member in members.iter_mut().filter(|m| m.daemon.is_some()) {
