@@ -16,6 +16,7 @@
 //! field selectors accept any dotted path; `generation` is tracked for every resource.
 
 mod admission;
+mod builtin_types;
 mod error;
 mod events;
 mod faults;

@@ -18,6 +18,7 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::builtin_types::{WithType, with_type};
 use crate::error::{ApiError, FieldCause};
 use crate::resources::ResourceType;
 
@@ -88,34 +89,16 @@ pub fn check(rt: &ResourceType, object: &mut Value, validation: FieldValidation)
     })
 }
 
-/// Decodes a built-in kind's object as its k8s-openapi type (kinds not listed: unchecked).
+/// Decodes a built-in kind's object as its k8s-openapi type (kinds without one: unchecked).
 fn decode_builtin(rt: &ResourceType, object: &Value) -> Result<(), ApiError> {
-    use k8s_openapi::api::{apps, coordination, core, discovery, rbac};
-    fn decodes<T: serde::de::DeserializeOwned>(object: &Value) -> Result<(), String> {
-        T::deserialize(object).map(|_| ()).map_err(|e| e.to_string())
+    struct Decode<'a>(&'a Value);
+    impl WithType for Decode<'_> {
+        type Out = Result<(), String>;
+        fn with<T: serde::de::DeserializeOwned + schemars::JsonSchema>(self) -> Self::Out {
+            T::deserialize(self.0).map(|_| ()).map_err(|e| e.to_string())
+        }
     }
-    let decoded = match (rt.group.as_str(), rt.kind.as_str()) {
-        ("", "Pod") => decodes::<core::v1::Pod>(object),
-        ("", "Node") => decodes::<core::v1::Node>(object),
-        ("", "Service") => decodes::<core::v1::Service>(object),
-        ("", "Endpoints") => decodes::<core::v1::Endpoints>(object),
-        ("", "ConfigMap") => decodes::<core::v1::ConfigMap>(object),
-        ("", "Secret") => decodes::<core::v1::Secret>(object),
-        ("", "Namespace") => decodes::<core::v1::Namespace>(object),
-        ("", "ServiceAccount") => decodes::<core::v1::ServiceAccount>(object),
-        ("", "Event") => decodes::<core::v1::Event>(object),
-        ("apps", "Deployment") => decodes::<apps::v1::Deployment>(object),
-        ("apps", "StatefulSet") => decodes::<apps::v1::StatefulSet>(object),
-        ("apps", "DaemonSet") => decodes::<apps::v1::DaemonSet>(object),
-        ("discovery.k8s.io", "EndpointSlice") => decodes::<discovery::v1::EndpointSlice>(object),
-        ("coordination.k8s.io", "Lease") => decodes::<coordination::v1::Lease>(object),
-        ("rbac.authorization.k8s.io", "ClusterRole") => decodes::<rbac::v1::ClusterRole>(object),
-        ("rbac.authorization.k8s.io", "Role") => decodes::<rbac::v1::Role>(object),
-        ("rbac.authorization.k8s.io", "ClusterRoleBinding") => decodes::<rbac::v1::ClusterRoleBinding>(object),
-        ("rbac.authorization.k8s.io", "RoleBinding") => decodes::<rbac::v1::RoleBinding>(object),
-        _ => Ok(()),
-    };
-    decoded.map_err(|error| {
+    with_type(rt, Decode(object)).unwrap_or(Ok(())).map_err(|error| {
         ApiError::BadRequest(format!(
             "{} in version \"{}\" cannot be handled as a {}: {error}",
             rt.kind, rt.version, rt.kind

@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::admission::{self, Operation};
+use crate::builtin_types::{WithType, with_type};
 use crate::error::ApiError;
 use crate::events;
 use crate::faults::{Fault, Faults};
@@ -565,35 +566,24 @@ fn openapi_group_version(types: &[ResourceType], group: &str, version: &str) -> 
 /// A built-in kind's schema and those it refers to, from k8s-openapi's (named as the real
 /// server names them, `io.k8s.api.apps.v1.Deployment`), tagged with the kind it describes.
 fn builtin_schemas(t: &ResourceType, schemas: &mut serde_json::Map<String, Value>) {
-    use k8s_openapi::api::{apps, coordination, core, discovery};
-    fn add<T: schemars::JsonSchema>(t: &ResourceType, schemas: &mut serde_json::Map<String, Value>) {
-        let mut generator = schemars::generate::SchemaSettings::openapi3().into_generator();
-        let _ = generator.subschema_for::<T>();
-        let mut definitions = generator.take_definitions(true);
-        if let Some(top) = definitions.get_mut(T::schema_name().as_ref()).and_then(Value::as_object_mut) {
-            top.insert(
-                "x-kubernetes-group-version-kind".into(),
-                json!([{"group": t.group, "version": t.version, "kind": t.kind}]),
-            );
+    struct Publish<'a>(&'a ResourceType);
+    impl WithType for Publish<'_> {
+        type Out = serde_json::Map<String, Value>;
+        fn with<T: serde::de::DeserializeOwned + schemars::JsonSchema>(self) -> Self::Out {
+            let t = self.0;
+            let mut generator = schemars::generate::SchemaSettings::openapi3().into_generator();
+            let _ = generator.subschema_for::<T>();
+            let mut definitions = generator.take_definitions(true);
+            if let Some(top) = definitions.get_mut(T::schema_name().as_ref()).and_then(Value::as_object_mut) {
+                top.insert(
+                    "x-kubernetes-group-version-kind".into(),
+                    json!([{"group": t.group, "version": t.version, "kind": t.kind}]),
+                );
+            }
+            definitions
         }
-        schemas.extend(definitions);
     }
-    match (t.group.as_str(), t.kind.as_str()) {
-        ("", "Pod") => add::<core::v1::Pod>(t, schemas),
-        ("", "Node") => add::<core::v1::Node>(t, schemas),
-        ("", "Service") => add::<core::v1::Service>(t, schemas),
-        ("", "Endpoints") => add::<core::v1::Endpoints>(t, schemas),
-        ("", "ConfigMap") => add::<core::v1::ConfigMap>(t, schemas),
-        ("", "Secret") => add::<core::v1::Secret>(t, schemas),
-        ("", "Namespace") => add::<core::v1::Namespace>(t, schemas),
-        ("", "Event") => add::<core::v1::Event>(t, schemas),
-        ("apps", "Deployment") => add::<apps::v1::Deployment>(t, schemas),
-        ("apps", "StatefulSet") => add::<apps::v1::StatefulSet>(t, schemas),
-        ("apps", "DaemonSet") => add::<apps::v1::DaemonSet>(t, schemas),
-        ("discovery.k8s.io", "EndpointSlice") => add::<discovery::v1::EndpointSlice>(t, schemas),
-        ("coordination.k8s.io", "Lease") => add::<coordination::v1::Lease>(t, schemas),
-        _ => {}
-    }
+    schemas.extend(with_type(t, Publish(t)).unwrap_or_default());
 }
 
 /// `io.superedge.v1.DeploymentGrid`: the group reversed, as a real server names a custom
