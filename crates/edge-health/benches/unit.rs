@@ -54,6 +54,8 @@ struct Row {
     detection: Vec<usize>,
     accused_clean: usize,
     accused_lossy: usize,
+    /// Under 30% loss with every member alive: ballots saying unhealthy, of all ballots.
+    false_ballots: (u64, u64),
 }
 
 /// Periods until every live member holds `node` unhealthy (None: not within `limit`).
@@ -68,11 +70,14 @@ fn detection(sim: &mut Sim, node: &str, limit: usize) -> Option<usize> {
     None
 }
 
-fn accusations(nodes: usize, loss: f64, seed: u64, periods: usize) -> usize {
+/// Live members accused in `periods` periods, and the ballots wrongly saying unhealthy
+/// of all ballots (every member is alive).
+fn accusations(nodes: usize, loss: f64, seed: u64, periods: usize) -> (usize, (u64, u64)) {
     let mut sim = Sim::new(config(nodes, loss, seed)).expect("valid simulation");
     let history: Vec<PeriodStats> = (0..periods).map(|_| sim.run_period()).collect();
     let everyone: BTreeSet<String> = sim.members().iter().cloned().collect();
-    false_accusations(&history, &everyone).len()
+    let ballots = history.iter().fold((0, 0), |(u, b), s| (u + s.unhealthy_ballots, b + s.ballots));
+    (false_accusations(&history, &everyone).len(), ballots)
 }
 
 fn measure(plan: &Plan) -> Row {
@@ -110,6 +115,8 @@ fn measure(plan: &Plan) -> Row {
         eprintln!("{nodes} members: victim {victim} detected after {:?} periods", detection.last());
     }
     detection.sort();
+    let (accused_clean, _) = accusations(nodes, 0.0, 3, plan.accusation_periods);
+    let (accused_lossy, false_ballots) = accusations(nodes, 0.3, 4, plan.accusation_periods);
     Row {
         nodes,
         probes: per(probes),
@@ -119,8 +126,9 @@ fn measure(plan: &Plan) -> Row {
         coverage: (coverage_sum / samples.max(1) as f64, coverage_worst),
         cpu,
         detection,
-        accused_clean: accusations(nodes, 0.0, 3, plan.accusation_periods),
-        accused_lossy: accusations(nodes, 0.3, 4, plan.accusation_periods),
+        accused_clean,
+        accused_lossy,
+        false_ballots,
     }
 }
 
@@ -244,6 +252,18 @@ fn main() {
                 "-",
                 "0",
                 met(row.accused_clean + row.accused_lossy == 0),
+            ],
+        );
+        let (wrong, cast) = row.false_ballots;
+        table.row(
+            &n.to_string(),
+            "  ballots wrongly saying unhealthy, 30% loss (a vote needs a majority of them)",
+            [
+                &format!("{:.2}%", 100.0 * wrong as f64 / cast.max(1) as f64),
+                "-",
+                &format!("{wrong} of {cast}"),
+                "",
+                "-",
             ],
         );
     }

@@ -345,7 +345,9 @@ impl Sim {
         self.config.checks.passes(&outcomes)
     }
 
-    /// Sends one indirect request and, if it and the answer get through, feeds the answer.
+    /// Sends one indirect request and, if it and the answer get through, feeds the answer;
+    /// a failed round trip is tried again, freshly sealed, up to `send_retries` times (as
+    /// the daemon does within the indirect timeout).
     fn indirect_round_trip(
         &mut self,
         c: usize,
@@ -354,33 +356,39 @@ impl Sim {
         stats: &mut PeriodStats,
     ) -> Option<Conclusion> {
         let h = self.index[&request.helper];
-        let frame = self.nodes[c].signer.seal(
-            now,
-            Some(request.helper.clone()),
-            Payload::ProbeRequest { id: request.id, target: request.target.clone() },
-        );
-        stats.frames_sent += 1;
-        stats.bytes_sent += frame.len() as u64;
-        if self.lost() || !self.nodes[h].alive {
-            return None;
+        for _ in 0..=self.config.protocol.send_retries {
+            let frame = self.nodes[c].signer.seal(
+                now,
+                Some(request.helper.clone()),
+                Payload::ProbeRequest { id: request.id, target: request.target.clone() },
+            );
+            stats.frames_sent += 1;
+            stats.bytes_sent += frame.len() as u64;
+            if self.lost() || !self.nodes[h].alive {
+                continue;
+            }
+            let opened = self.open(h, &frame, now, stats)?;
+            let Payload::ProbeRequest { id, target } = opened.payload else { return None };
+            let helper_name = self.nodes[h].name.clone();
+            if !should_help(&target, |n| n != helper_name && self.index.contains_key(n)) {
+                return None; // declined: asking again changes nothing
+            }
+            let reachable = self.check(self.index[&target], stats);
+            let answer = self.nodes[h].signer.seal(
+                now,
+                Some(opened.sender.clone()),
+                Payload::ProbeAnswer { id, target, reachable },
+            );
+            stats.frames_sent += 1;
+            stats.bytes_sent += answer.len() as u64;
+            if self.lost() {
+                continue;
+            }
+            let opened = self.open(c, &answer, now, stats)?;
+            let Payload::ProbeAnswer { id, target, reachable } = opened.payload else { return None };
+            return self.nodes[c].indirect.answer(&opened.sender, id, &target, reachable);
         }
-        let opened = self.open(h, &frame, now, stats)?;
-        let Payload::ProbeRequest { id, target } = opened.payload else { return None };
-        let helper_name = self.nodes[h].name.clone();
-        if !should_help(&target, |n| n != helper_name && self.index.contains_key(n)) {
-            return None;
-        }
-        let reachable = self.check(self.index[&target], stats);
-        let answer =
-            self.nodes[h].signer.seal(now, Some(opened.sender.clone()), Payload::ProbeAnswer { id, target, reachable });
-        stats.frames_sent += 1;
-        stats.bytes_sent += answer.len() as u64;
-        if self.lost() {
-            return None;
-        }
-        let opened = self.open(c, &answer, now, stats)?;
-        let Payload::ProbeAnswer { id, target, reachable } = opened.payload else { return None };
-        self.nodes[c].indirect.answer(&opened.sender, id, &target, reachable)
+        None
     }
 
     fn open(

@@ -90,7 +90,8 @@ pub struct Flags {
     /// Largest tolerated difference between a message's timestamp and this node's clock.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub max_clock_skew: Duration,
-    /// Further attempts to deliver a results message a peer did not take.
+    /// Further attempts to deliver a results message a peer did not take, and to get an
+    /// indirect probe request answered (within the indirect timeout).
     #[arg(long, default_value_t = 1)]
     pub send_retries: u32,
     /// Relay rounds per period: how often this node passes on the ballots it learned

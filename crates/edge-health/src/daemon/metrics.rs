@@ -51,7 +51,8 @@ pub struct ReasonLabel {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SentLabels {
     pub kind: &'static str,
-    /// delivered, refused (the peer answered 4xx), failed (no answer, 5xx)
+    /// delivered, refused (the peer answered 4xx), failed (no answer, 5xx), retried (a
+    /// probe request attempt that failed and was sent again)
     pub result: &'static str,
 }
 

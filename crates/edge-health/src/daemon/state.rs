@@ -40,12 +40,15 @@ pub struct PlannedProbe {
     pub host: Option<IpAddr>,
 }
 
-/// An indirect probe request to send: its frame, sealed for `helper`.
+/// An indirect probe request to send to `helper`, sealed per attempt by
+/// [`Daemon::seal_request`] (a resent frame would be refused as a replay when only the
+/// answer to the first was lost).
 #[derive(Clone, Debug)]
 pub struct OutgoingRequest {
     pub helper: String,
     pub address: SocketAddr,
-    pub frame: Vec<u8>,
+    pub id: u64,
+    pub target: String,
 }
 
 /// One relay round's frame for one unit, and the peers it goes to.
@@ -348,6 +351,12 @@ impl Daemon {
         self.lock().crypto.signer.seal(now, Some(requester.to_string()), payload)
     }
 
+    /// A fresh frame (its own sequence number) for one attempt of an indirect probe request.
+    pub fn seal_request(&self, request: &OutgoingRequest, now: Timestamp) -> Vec<u8> {
+        let payload = Payload::ProbeRequest { id: request.id, target: request.target.clone() };
+        self.lock().crypto.signer.seal(now, Some(request.helper.clone()), payload)
+    }
+
     /// A helper's reply to this node's probe request (a sealed answer, verified like any
     /// frame). Returns whether it settled the probe.
     pub fn take_answer(&self, frame: &[u8], now: Timestamp) -> bool {
@@ -404,9 +413,12 @@ impl Daemon {
                     .into_iter()
                     .filter_map(|request| {
                         let address = st.nodes.get(&request.helper)?.address?;
-                        let payload = Payload::ProbeRequest { id: request.id, target: request.target };
-                        let frame = st.crypto.signer.seal(now, Some(request.helper.clone()), payload);
-                        Some(OutgoingRequest { helper: request.helper, address, frame })
+                        Some(OutgoingRequest {
+                            helper: request.helper,
+                            address,
+                            id: request.id,
+                            target: request.target,
+                        })
                     })
                     .collect(),
             ),

@@ -182,3 +182,29 @@ fn an_invalid_configuration_is_refused() {
     bad.protocol.vote_window = 0;
     assert!(matches!(Sim::new(bad), Err(SimError::Config(_))));
 }
+
+/// The case CI found: without retried indirect round trips, 5 of the 7 fresh ballots
+/// about live edge-00002 said unhealthy in one window (each a lost direct probe whose
+/// three helpers' requests or answers were all lost once), and every member voted it dead.
+#[test]
+fn seed_found_by_ci_accusing_a_live_member() {
+    dead_member_scenario(50, 17261073842669335770, 3);
+}
+
+/// With nobody dead and 30% loss, a ballot wrongly says unhealthy only when the direct
+/// probe and every helper's round trips fail: about 0.5% of ballots with the reference
+/// retries, 2.5% when an indirect round trip was tried once (which let a majority of a
+/// window's few ballots go wrong, as in the case above).
+#[test]
+fn under_30_percent_loss_fewer_than_one_ballot_in_a_hundred_wrongly_says_unhealthy() {
+    let (mut wrong, mut cast) = (0, 0);
+    for seed in 0..4 {
+        let mut sim = Sim::new(config(50, 0.3, seed)).unwrap();
+        for stats in run(&mut sim, 20) {
+            wrong += stats.unhealthy_ballots;
+            cast += stats.ballots;
+        }
+    }
+    assert_eq!(cast, 4 * 20 * 50 * 3, "every member casts k ballots a period");
+    assert!(wrong * 100 < cast, "{wrong} of {cast} ballots wrongly said unhealthy");
+}
