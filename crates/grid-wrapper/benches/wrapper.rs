@@ -1180,7 +1180,7 @@ async fn bench() {
     );
     table.row(
         "3",
-        "  topology view alone (typed upstream slices, policies, indexes)",
+        "  topology view alone (LZ4-compressed upstream slices, policies, indexes)",
         [&mib(rss.view), "-", &share(rss.view), "", "-"],
     );
     table.row("3", "  list/watch log alone (served objects)", [&mib(rss.log), "-", &share(rss.log), "", "-"]);

@@ -53,7 +53,10 @@ pub struct Change<K> {
 impl<K> Change<K> {
     pub(crate) fn departed(&self) -> Option<&Arc<StoredObject>> {
         let old = self.old.as_ref()?;
-        Some(self.departed.get_or_init(|| Arc::new(StoredObject::new(stamped(old.value(), self.rv), self.rv))))
+        Some(
+            self.departed
+                .get_or_init(|| Arc::new(StoredObject::new(stamped(old.value(), self.rv), self.rv, Some(old)))),
+        )
     }
 }
 
@@ -160,8 +163,11 @@ impl<K: ResourceKey> Log<K> {
         }
         self.rv += 1;
         object = stamped(object, self.rv);
-        let stored = Arc::new(StoredObject::new(object, self.rv));
-        let old = self.objects.entry(key.clone()).or_default().insert(id.clone(), stored.clone());
+        let objects = self.objects.entry(key.clone()).or_default();
+        // what the new version shares: its previous version's, else a neighbour's
+        let like = objects.get(&id).or_else(|| objects.values().next());
+        let stored = Arc::new(StoredObject::new(object, self.rv, like.map(|o| &**o)));
+        let old = objects.insert(id.clone(), stored.clone());
         let kind = if old.is_some() { ChangeKind::Modified } else { ChangeKind::Added };
         self.publish(key, id, kind, stored.clone(), old);
         Ok(stored)
@@ -172,7 +178,7 @@ impl<K: ResourceKey> Log<K> {
     pub fn remove(&mut self, key: &K, id: &ObjectId) -> Option<Arc<StoredObject>> {
         let old = self.objects.get_mut(key)?.remove(id)?;
         self.rv += 1;
-        let last = Arc::new(StoredObject::new(stamped(old.value(), self.rv), self.rv));
+        let last = Arc::new(StoredObject::new(stamped(old.value(), self.rv), self.rv, Some(&old)));
         self.publish(key.clone(), id.clone(), ChangeKind::Deleted, last.clone(), Some(old));
         Some(last)
     }

@@ -5,7 +5,7 @@
 //! path: only a representation other than the stored one (metadata-only, encoded at most
 //! once per version, or another served version of the same storage) costs an encoding.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use serde_json::{Value, json};
@@ -22,7 +22,10 @@ thread_local! {
 pub(crate) fn encode(value: &Value) -> Bytes {
     #[cfg(test)]
     ENCODINGS.with(|n| n.set(n.get() + 1));
-    Bytes::from(value.to_string())
+    // The encoder grows its buffer by doubling: kept as it comes, a 2.1 KiB object would
+    // hold 4 KiB (and `Bytes` a second allocation to count the slack) for as long as the
+    // version is stored. Stored versions are never appended to, so the bytes are trimmed.
+    Bytes::from(value.to_string().into_bytes().into_boxed_slice())
 }
 
 /// One version of an object: its bytes for the wire, and what selectors, garbage
@@ -41,53 +44,109 @@ pub struct StoredObject {
     resource_version: u64,
 }
 
-/// The metadata read on hot paths (selectors, type checks, garbage collection).
-#[derive(Debug, Default)]
-struct Identity {
+/// `apiVersion` and `kind` as stored: the same for nearly every object of a resource, so
+/// one copy is shared by the versions that agree (see [`StoredObject::new`]).
+#[derive(Debug, Default, PartialEq, Eq)]
+struct ObjectType {
     api_version: Box<str>,
     kind: Box<str>,
-    namespace: Box<str>,
-    name: Box<str>,
-    uid: Box<str>,
-    /// Sorted by key, for lookups by binary search.
-    labels: Box<[(Box<str>, Box<str>)]>,
-    owner_uids: Box<[Box<str>]>,
 }
 
+/// The metadata read on hot paths (selectors, type checks, garbage collection).
+///
+/// The strings are kept end to end in one allocation rather than one each: an
+/// EndpointSlice's identity is a dozen short strings, and their allocations cost more
+/// than their text.
+#[derive(Debug, Default)]
+struct Identity {
+    object_type: Arc<ObjectType>,
+    /// namespace, name, uid, then each label's key and value (sorted by key, for lookups
+    /// by binary search), then the uids in `metadata.ownerReferences`.
+    text: Box<str>,
+    /// Where each of those strings ends in `text`.
+    ends: Box<[u32]>,
+    labels: u32,
+}
+
+/// Strings before the labels in [`Identity::text`].
+const NAMESPACE: usize = 0;
+const NAME: usize = 1;
+const UID: usize = 2;
+const FIRST_LABEL: usize = 3;
+
 impl Identity {
-    fn of(object: &Value) -> Self {
-        let text = |v: &Value| Box::<str>::from(v.as_str().unwrap_or_default());
+    fn of(object: &Value, like: Option<&Identity>) -> Self {
+        fn text(v: &Value) -> &str {
+            v.as_str().unwrap_or_default()
+        }
         let metadata = &object["metadata"];
-        let mut labels: Vec<(Box<str>, Box<str>)> = metadata["labels"]
+        let object_type =
+            ObjectType { api_version: text(&object["apiVersion"]).into(), kind: text(&object["kind"]).into() };
+        let object_type = match like {
+            Some(like) if *like.object_type == object_type => like.object_type.clone(),
+            _ => Arc::new(object_type),
+        };
+        let mut labels: Vec<(&str, &str)> = metadata["labels"]
             .as_object()
             .into_iter()
             .flatten()
-            .filter_map(|(k, v)| Some((Box::from(k.as_str()), Box::from(v.as_str()?))))
+            .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
             .collect();
-        labels.sort();
-        let owner_uids = metadata["ownerReferences"]
-            .as_array()
+        labels.sort_unstable();
+        let owner_uids = metadata["ownerReferences"].as_array().into_iter().flatten().filter_map(|r| r["uid"].as_str());
+        let strings = [text(&metadata["namespace"]), text(&metadata["name"]), text(&metadata["uid"])]
             .into_iter()
-            .flatten()
-            .filter_map(|r| r["uid"].as_str().map(Box::from))
-            .collect();
-        Self {
-            api_version: text(&object["apiVersion"]),
-            kind: text(&object["kind"]),
-            namespace: text(&metadata["namespace"]),
-            name: text(&metadata["name"]),
-            uid: text(&metadata["uid"]),
-            labels: labels.into_boxed_slice(),
-            owner_uids,
+            .chain(labels.iter().flat_map(|(k, v)| [*k, *v]))
+            .chain(owner_uids);
+        let mut packed = String::new();
+        let mut ends = Vec::new();
+        for string in strings {
+            packed.push_str(string);
+            ends.push(u32::try_from(packed.len()).expect("an object's metadata is under 4 GiB"));
         }
+        Self {
+            object_type,
+            text: packed.into_boxed_str(),
+            ends: ends.into_boxed_slice(),
+            labels: u32::try_from(labels.len()).expect("an object has fewer than 2^32 labels"),
+        }
+    }
+
+    /// The `at`th string of [`Identity::text`].
+    fn string(&self, at: usize) -> &str {
+        let start = at.checked_sub(1).map_or(0, |before| self.ends[before] as usize);
+        &self.text[start..self.ends[at] as usize]
+    }
+
+    fn label_count(&self) -> usize {
+        self.labels as usize
+    }
+
+    fn label_key(&self, label: usize) -> &str {
+        self.string(FIRST_LABEL + 2 * label)
+    }
+
+    fn label_value(&self, label: usize) -> &str {
+        self.string(FIRST_LABEL + 2 * label + 1)
+    }
+
+    fn owner_uids(&self) -> impl Iterator<Item = &str> {
+        (FIRST_LABEL + 2 * self.label_count()..self.ends.len()).map(|at| self.string(at))
     }
 }
 
 impl StoredObject {
-    /// Encodes `value` (which carries `resource_version` in its metadata).
-    pub(crate) fn new(value: Value, resource_version: u64) -> Self {
+    /// Encodes `value` (which carries `resource_version` in its metadata), sharing what it
+    /// has in common with `like` (another version of the object, or another object of its
+    /// resource).
+    pub(crate) fn new(value: Value, resource_version: u64, like: Option<&StoredObject>) -> Self {
         let json = encode(&value);
-        Self { identity: Identity::of(&value), json, metadata_json: OnceLock::new(), resource_version }
+        Self {
+            identity: Identity::of(&value, like.map(|l| &l.identity)),
+            json,
+            metadata_json: OnceLock::new(),
+            resource_version,
+        }
     }
 
     /// The object, parsed from its stored bytes (a copy: changing it changes nothing stored).
@@ -107,21 +166,21 @@ impl StoredObject {
     }
 
     pub fn namespace(&self) -> &str {
-        &self.identity.namespace
+        self.identity.string(NAMESPACE)
     }
 
     pub fn name(&self) -> &str {
-        &self.identity.name
+        self.identity.string(NAME)
     }
 
     /// `metadata.uid`, or "" when the object has none.
     pub fn uid(&self) -> &str {
-        &self.identity.uid
+        self.identity.string(UID)
     }
 
     /// The uids in `metadata.ownerReferences`.
     pub fn owner_uids(&self) -> impl Iterator<Item = &str> {
-        self.identity.owner_uids.iter().map(|u| &**u)
+        self.identity.owner_uids()
     }
 
     /// The bytes of this version as `served` in `shape`: the stored bytes when they
@@ -132,7 +191,10 @@ impl StoredObject {
             Shape::Metadata => {
                 self.metadata_json.get_or_init(|| encode(&Shape::Metadata.present(self.value()))).clone()
             }
-            Shape::Full if served.api_version == *self.identity.api_version && served.kind == *self.identity.kind => {
+            Shape::Full
+                if served.api_version == *self.identity.object_type.api_version
+                    && served.kind == *self.identity.object_type.kind =>
+            {
                 self.json.clone()
             }
             Shape::Full => encode(&served.stamp(self.value())),
@@ -142,8 +204,17 @@ impl StoredObject {
 
 impl Selectable for StoredObject {
     fn label(&self, key: &str) -> Option<&str> {
-        let labels = &self.identity.labels;
-        labels.binary_search_by(|(k, _)| (**k).cmp(key)).ok().map(|at| &*labels[at].1)
+        let identity = &self.identity;
+        let (mut low, mut high) = (0, identity.label_count());
+        while low < high {
+            let middle = low + (high - low) / 2;
+            match identity.label_key(middle).cmp(key) {
+                std::cmp::Ordering::Less => low = middle + 1,
+                std::cmp::Ordering::Greater => high = middle,
+                std::cmp::Ordering::Equal => return Some(identity.label_value(middle)),
+            }
+        }
+        None
     }
 
     fn field(&self, path: &str) -> String {
@@ -236,7 +307,7 @@ mod tests {
 
     #[test]
     fn stored_bytes_are_reused_unless_another_type_is_served() {
-        let object = StoredObject::new(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a"}}), 1);
+        let object = StoredObject::new(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a"}}), 1, None);
         let same = object.encoded(&Served::new("v1", "Pod"), Shape::Full);
         assert_eq!(same.as_ptr(), object.json().as_ptr());
         let other = object.encoded(&Served::new("v2", "Pod"), Shape::Full);
@@ -244,6 +315,21 @@ mod tests {
         let meta1 = object.encoded(&Served::new("v1", "Pod"), Shape::Metadata);
         let meta2 = object.encoded(&Served::new("v1", "Pod"), Shape::Metadata);
         assert_eq!(meta1.as_ptr(), meta2.as_ptr(), "metadata-only is encoded once per version");
+    }
+
+    #[test]
+    fn versions_of_one_type_share_it_and_another_type_is_its_own() {
+        let pod = |name: &str| json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}});
+        let a = StoredObject::new(pod("a"), 1, None);
+        let b = StoredObject::new(pod("b"), 2, Some(&a));
+        assert!(Arc::ptr_eq(&a.identity.object_type, &b.identity.object_type));
+        let other =
+            StoredObject::new(json!({"apiVersion": "v2", "kind": "Pod", "metadata": {"name": "c"}}), 3, Some(&a));
+        assert!(!Arc::ptr_eq(&a.identity.object_type, &other.identity.object_type));
+        let served = other.encoded(&Served::new("v2", "Pod"), Shape::Full);
+        assert_eq!(served.as_ptr(), other.json().as_ptr(), "served as stored");
+        assert_eq!((b.name(), other.name(), other.namespace(), other.uid()), ("b", "c", "", ""));
+        assert_eq!(other.owner_uids().count(), 0);
     }
 
     #[test]
@@ -255,7 +341,7 @@ mod tests {
                          "ownerReferences": [{"uid": "o-1"}, {"uid": "o-2"}]},
             "spec": {"nodeName": "n1", "replicas": 3, "paused": null}
         });
-        let object = StoredObject::new(value.clone(), 7);
+        let object = StoredObject::new(value.clone(), 7, None);
         assert_eq!((object.namespace(), object.name(), object.uid()), ("ns", "a", "u-1"));
         assert_eq!(object.owner_uids().collect::<Vec<_>>(), ["o-1", "o-2"]);
         assert_eq!(object.value(), value);
@@ -286,7 +372,7 @@ mod tests {
             ),
         ) {
             let value = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "labels": labels}});
-            let object = StoredObject::new(value.clone(), 1);
+            let object = StoredObject::new(value.clone(), 1, None);
             let selector = crate::LabelSelector::parse(&requirements.join(",")).expect("valid selector");
             proptest::prop_assert_eq!(selector.matches(&object), selector.matches(&value));
         }

@@ -10,6 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Endpoints, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -182,44 +183,53 @@ pub enum ViewError {
 
 struct ServiceEntry {
     policy: TopologyPolicy,
-    error: Option<PolicyError>,
+    /// Boxed: rare, and several times the size of the rest of the entry.
+    error: Option<Box<PolicyError>>,
     slice_filter: EndpointFilter,
     endpoints_filter: EndpointFilter,
 }
 
 /// One cached upstream object, kept encoded: a typed k8s-openapi object costs about three
-/// times its JSON, and a wrapper caches a whole cluster's slices on every edge node. What
-/// selection reads on every change (where each endpoint runs, whether it is ready, the
-/// announced local endpoint) is kept apart; the object is decoded only to materialise a
-/// pruned form, once per change of that object.
+/// times its JSON, and a wrapper caches a whole cluster's slices on every edge node. The
+/// JSON is LZ4-compressed too: a slice repeats its field names, conditions and pod-name
+/// prefixes per endpoint, and compressed takes about a third of the space for a few
+/// microseconds per decoding. What selection reads on every change (where each endpoint
+/// runs, whether it is ready, the announced local endpoint) is kept apart; the object is
+/// decoded only to materialise a pruned form, once per change of that object.
 struct Cached<T> {
-    json: Box<[u8]>,
+    /// LZ4 block of the JSON, prefixed with its length.
+    compressed_json: Box<[u8]>,
+    /// In endpoint order. The node names are shared with [`PrunedView::objects_on_node`]'s
+    /// keys: a cluster has few nodes and many endpoints.
     candidates: Box<[OwnedCandidate]>,
-    /// What the `default/kubernetes` rewrite would serve, if this object announces it.
-    local: Option<LocalEndpoint>,
-    /// The Service this object's endpoints belong to, if it names one.
-    service: Option<NamespacedName>,
+    /// What the `default/kubernetes` rewrite would serve, if this object announces it
+    /// (boxed: one object in a cluster does).
+    local: Option<Box<LocalEndpoint>>,
+    /// The Service this object's endpoints belong to, if it names one; a slice's is
+    /// shared with [`PrunedView::slices_of_service`]'s key.
+    service: Option<Arc<NamespacedName>>,
     selection: Selection,
     object_type: PhantomData<T>,
 }
 
 struct OwnedCandidate {
-    node: Option<Box<str>>,
+    node: Option<Arc<str>>,
     ready: bool,
 }
 
 impl<T: Serialize + DeserializeOwned + Default> Cached<T> {
-    fn new<'a>(
+    fn new(
         object: &T,
-        candidates: impl Iterator<Item = Candidate<'a>>,
+        candidates: Box<[OwnedCandidate]>,
         local: Option<LocalEndpoint>,
-        service: Option<NamespacedName>,
+        service: Option<Arc<NamespacedName>>,
     ) -> Self {
         Self {
             // encoding a k8s-openapi object cannot fail
-            json: serde_json::to_vec(object).unwrap_or_default().into_boxed_slice(),
-            candidates: candidates.map(|c| OwnedCandidate { node: c.node.map(Box::from), ready: c.ready }).collect(),
-            local,
+            compressed_json: lz4_flex::block::compress_prepend_size(&serde_json::to_vec(object).unwrap_or_default())
+                .into_boxed_slice(),
+            candidates,
+            local: local.map(Box::new),
             service,
             selection: Selection::All,
             object_type: PhantomData,
@@ -229,7 +239,10 @@ impl<T: Serialize + DeserializeOwned + Default> Cached<T> {
     /// The cached object, decoded.
     fn object(&self) -> T {
         // the bytes are this module's own encoding of a T, so decoding cannot fail
-        serde_json::from_slice(&self.json).unwrap_or_default()
+        lz4_flex::block::decompress_size_prepended(&self.compressed_json)
+            .ok()
+            .and_then(|json| serde_json::from_slice(&json).ok())
+            .unwrap_or_default()
     }
 
     fn candidates(&self) -> impl Iterator<Item = Candidate<'_>> {
@@ -257,8 +270,11 @@ pub struct PrunedView {
     services: HashMap<NamespacedName, ServiceEntry>,
     slices: HashMap<NamespacedName, Cached<EndpointSlice>>,
     endpoints: HashMap<NamespacedName, Cached<Endpoints>>,
-    slices_of_service: HashMap<NamespacedName, BTreeSet<String>>,
-    objects_on_node: HashMap<String, HashSet<ObjectKey>>,
+    /// Slice names, sorted (a Service has one slice or a few: a set's tree node would
+    /// cost more than the names).
+    slices_of_service: HashMap<Arc<NamespacedName>, Vec<String>>,
+    /// One shared key per object, however many of its endpoints run on a node.
+    objects_on_node: HashMap<Arc<str>, HashSet<Arc<ObjectKey>>>,
 }
 
 const PASS_THROUGH: TopologyPolicy = TopologyPolicy::PassThrough;
@@ -292,12 +308,13 @@ impl PrunedView {
 
     /// Services whose topology annotations could not be read (they pass through).
     pub fn policy_errors(&self) -> impl Iterator<Item = (&NamespacedName, &PolicyError)> {
-        self.services.iter().filter_map(|(id, entry)| entry.error.as_ref().map(|e| (id, e)))
+        self.services.iter().filter_map(|(id, entry)| entry.error.as_deref().map(|e| (id, e)))
     }
 
     /// Cached slices and Endpoints with at least one endpoint on `node`, sorted.
     pub fn objects_on_node(&self, node: &str) -> Vec<ObjectKey> {
-        let mut keys: Vec<ObjectKey> = self.objects_on_node.get(node).into_iter().flatten().cloned().collect();
+        let mut keys: Vec<ObjectKey> =
+            self.objects_on_node.get(node).into_iter().flatten().map(|key| (**key).clone()).collect();
         keys.sort();
         keys
     }
@@ -425,27 +442,40 @@ impl PrunedView {
         if let Some(old) = self.slices.remove(&id) {
             unindex_nodes(&mut self.objects_on_node, &key, old.nodes());
             if let Some(service) = &old.service {
-                if let Some(members) = self.slices_of_service.get_mut(service) {
-                    members.remove(&id.name);
+                if let Some(members) = self.slices_of_service.get_mut(&**service) {
+                    if let Ok(at) = members.binary_search(&id.name) {
+                        members.remove(at);
+                    }
                     if members.is_empty() {
-                        self.slices_of_service.remove(service);
+                        self.slices_of_service.remove(&**service);
                     }
                 }
-                work.refilter.insert(service.clone());
+                work.refilter.insert((**service).clone());
             }
         } else if new.is_none() {
             return;
         }
-        work.replaced.insert(key.clone(), old_pruned);
-        let Some(slice) = new else { return };
-        index_nodes(&mut self.objects_on_node, &key, prune::slice_candidates(&slice).map(|c| c.node));
-        let service = service_of_slice(&slice);
-        if let Some(service) = &service {
-            self.slices_of_service.entry(service.clone()).or_default().insert(id.name.clone());
+        let Some(slice) = new else {
+            work.replaced.insert(key, old_pruned);
+            return;
+        };
+        let key = Arc::new(key);
+        let candidates = index_nodes(&mut self.objects_on_node, &key, prune::slice_candidates(&slice));
+        work.replaced.insert(Arc::unwrap_or_clone(key), old_pruned);
+        let service = service_of_slice(&slice).map(|service| {
             work.refilter.insert(service.clone());
-        }
+            let shared = match self.slices_of_service.get_key_value(&service) {
+                Some((shared, _)) => shared.clone(),
+                None => Arc::new(service),
+            };
+            let members = self.slices_of_service.entry(shared.clone()).or_insert_with(|| Vec::with_capacity(1));
+            if let Err(at) = members.binary_search(&id.name) {
+                members.insert(at, id.name.clone());
+            }
+            shared
+        });
         let local = LocalEndpoint::for_slice(&slice);
-        self.slices.insert(id, Cached::new(&slice, prune::slice_candidates(&slice), local, service));
+        self.slices.insert(id, Cached::new(&slice, candidates, local, service));
     }
 
     fn replace_endpoints(&mut self, id: NamespacedName, new: Option<Endpoints>, work: &mut Work) {
@@ -456,25 +486,34 @@ impl PrunedView {
             None if new.is_none() => return,
             None => {}
         }
-        work.replaced.insert(key.clone(), old_pruned);
         work.refilter.insert(id.clone());
-        let Some(endpoints) = new else { return };
-        index_nodes(&mut self.objects_on_node, &key, prune::endpoints_candidates(&endpoints).map(|c| c.node));
+        let Some(endpoints) = new else {
+            work.replaced.insert(key, old_pruned);
+            return;
+        };
+        let key = Arc::new(key);
+        let candidates = index_nodes(&mut self.objects_on_node, &key, prune::endpoints_candidates(&endpoints));
+        work.replaced.insert(Arc::unwrap_or_clone(key), old_pruned);
         let local = LocalEndpoint::for_endpoints(&endpoints);
-        let cached = Cached::new(&endpoints, prune::endpoints_candidates(&endpoints), local, Some(id.clone()));
+        let cached = Cached::new(&endpoints, candidates, local, Some(Arc::new(id.clone())));
         self.endpoints.insert(id, cached);
     }
 
     fn set_policy(&mut self, id: NamespacedName, new: Option<(TopologyPolicy, Option<PolicyError>)>, work: &mut Work) {
-        let old = self.services.get(&id).map(|e| (&e.policy, &e.error));
-        if old == new.as_ref().map(|(p, e)| (p, e)) {
+        let old = self.services.get(&id).map(|e| (&e.policy, e.error.as_deref()));
+        if old == new.as_ref().map(|(p, e)| (p, e.as_ref())) {
             return;
         }
         match new {
             Some((policy, error)) => {
                 self.services.insert(
                     id.clone(),
-                    ServiceEntry { policy, error, slice_filter: KEEP_ALL, endpoints_filter: KEEP_ALL },
+                    ServiceEntry {
+                        policy,
+                        error: error.map(Box::new),
+                        slice_filter: KEEP_ALL,
+                        endpoints_filter: KEEP_ALL,
+                    },
                 );
                 work.refilter.insert(id.clone());
             }
@@ -499,9 +538,9 @@ impl PrunedView {
 
     fn node_changed(&mut self, name: &str, work: &mut Work) {
         for key in self.objects_on_node.get(name).into_iter().flatten() {
-            work.reselect.insert(key.clone());
+            work.reselect.insert((**key).clone());
             let service = match key.kind {
-                ObjectKind::EndpointSlice => self.slices.get(&key.id).and_then(|c| c.service.clone()),
+                ObjectKind::EndpointSlice => self.slices.get(&key.id).and_then(|c| c.service.as_deref().cloned()),
                 ObjectKind::Endpoints => Some(key.id.clone()),
             };
             // Only an ordered policy reads remote nodes when deciding its filter.
@@ -585,17 +624,22 @@ impl PrunedView {
     /// forms before and after (identical forms are possible when duplicate endpoints swap).
     fn store_selection(&mut self, key: &ObjectKey) -> Option<(PrunedObject, PrunedObject)> {
         let ctx = self.ctx();
-        let filter_of = |service: &Option<NamespacedName>, pick: fn(&ServiceEntry) -> &EndpointFilter| {
-            service.as_ref().and_then(|s| self.services.get(s)).map_or(&KEEP_ALL, pick)
+        let filter_of = |service: &Option<Arc<NamespacedName>>, pick: fn(&ServiceEntry) -> &EndpointFilter| {
+            service.as_deref().and_then(|s| self.services.get(s)).map_or(&KEEP_ALL, pick)
         };
         let selection = match key.kind {
             ObjectKind::EndpointSlice => {
                 let c = self.slices.get(&key.id)?;
-                prune::selection(c.local.as_ref(), c.candidates(), filter_of(&c.service, |e| &e.slice_filter), ctx)
+                prune::selection(c.local.as_deref(), c.candidates(), filter_of(&c.service, |e| &e.slice_filter), ctx)
             }
             ObjectKind::Endpoints => {
                 let c = self.endpoints.get(&key.id)?;
-                prune::selection(c.local.as_ref(), c.candidates(), filter_of(&c.service, |e| &e.endpoints_filter), ctx)
+                prune::selection(
+                    c.local.as_deref(),
+                    c.candidates(),
+                    filter_of(&c.service, |e| &e.endpoints_filter),
+                    ctx,
+                )
             }
         };
         match key.kind {
@@ -632,22 +676,31 @@ fn service_of_slice(slice: &EndpointSlice) -> Option<NamespacedName> {
     Some(NamespacedName::new(namespace.clone(), name.clone()))
 }
 
+/// Indexes `key` under the node of each candidate; returns the candidates, naming their
+/// nodes by the index's keys.
 fn index_nodes<'a>(
-    index: &mut HashMap<String, HashSet<ObjectKey>>,
-    key: &ObjectKey,
-    nodes: impl Iterator<Item = Option<&'a str>>,
-) {
-    for node in nodes.flatten() {
-        if let Some(set) = index.get_mut(node) {
-            set.insert(key.clone());
-        } else {
-            index.insert(node.to_string(), HashSet::from([key.clone()]));
+    index: &mut HashMap<Arc<str>, HashSet<Arc<ObjectKey>>>,
+    key: &Arc<ObjectKey>,
+    candidates: impl Iterator<Item = Candidate<'a>>,
+) -> Box<[OwnedCandidate]> {
+    let mut index_one = |node: &str| match index.get_key_value(node).map(|(name, _)| name.clone()) {
+        Some(name) => {
+            if let Some(set) = index.get_mut(node) {
+                set.insert(key.clone());
+            }
+            name
         }
-    }
+        None => {
+            let name = Arc::<str>::from(node);
+            index.insert(name.clone(), HashSet::from([key.clone()]));
+            name
+        }
+    };
+    candidates.map(|c| OwnedCandidate { node: c.node.map(&mut index_one), ready: c.ready }).collect()
 }
 
 fn unindex_nodes<'a>(
-    index: &mut HashMap<String, HashSet<ObjectKey>>,
+    index: &mut HashMap<Arc<str>, HashSet<Arc<ObjectKey>>>,
     key: &ObjectKey,
     nodes: impl Iterator<Item = Option<&'a str>>,
 ) {
@@ -681,7 +734,7 @@ impl PrunedView {
             local_node: &self.local_node,
             nodes: &self.nodes,
             rewrite_local_apiserver: self.rewrite_local_apiserver,
-            policy: self.services.get(service).map(|entry| (&entry.policy, entry.error.as_ref())),
+            policy: self.services.get(service).map(|entry| (&entry.policy, entry.error.as_deref())),
             slices: slices.iter().collect(),
             endpoints: endpoints.as_ref(),
         })
