@@ -44,6 +44,25 @@ fn has_rule(objects: &[Value], role: &str, group: &str, resource: &str, verb: &s
         })
 }
 
+/// The `resourceNames` of the one rule of `role` granting `verb` on `group`/`resource`
+/// (`null`: every name).
+fn rule_names(objects: &[Value], role: &str, group: &str, resource: &str, verb: &str) -> Value {
+    let rules: Vec<Value> = objects
+        .iter()
+        .filter(|o| o["metadata"]["name"] == role)
+        .flat_map(|o| o["rules"].as_array().cloned().unwrap_or_default())
+        .filter(|r| {
+            let has = |field: &str, want: &str| r[field].as_array().is_some_and(|l| l.iter().any(|v| v == want));
+            has("apiGroups", group) && has("resources", resource) && has("verbs", verb)
+        })
+        .collect();
+    assert_eq!(rules.len(), 1, "{role}: {verb} on {group}/{resource} in {rules:?}");
+    rules[0]["resourceNames"].clone()
+}
+
+/// `--set-json` naming the edge nodes by a label.
+const EDGE_NODES: &str = r#"edgeNodeSelector={"node-role.kubernetes.io/edge":""}"#;
+
 #[tokio::test]
 #[cfg_attr(
     any(missing_helm, missing_kubectl),
@@ -68,12 +87,21 @@ async fn chart_lints_renders_and_applies() {
             "image.tag=test",
             "--set",
             "gridWrapper.kubeProxyKubeconfig=true",
+            "--set-json",
+            EDGE_NODES,
         ],
     );
     assert!(
         !kind_names(&defaults).iter().any(|k| k.contains("edge-node-lifecycle")),
         "the node lifecycle controller replaces a stock one: off unless asked for"
     );
+    // the defaults: everything but the node lifecycle controller and the kube-proxy wiring
+    let optional = ["edge-node-lifecycle", "kube-proxy-grid-wrapper", "grid-wrapper-node-proxier"];
+    let expected_defaults: Vec<String> =
+        kind_names(&all).into_iter().filter(|k| !optional.iter().any(|o| k.contains(o))).collect();
+    assert_eq!(kind_names(&defaults), expected_defaults);
+    // (the filter hides no more than the 10 objects of the node lifecycle controller and the 2 of the wiring)
+    assert_eq!(expected_defaults.len(), kind_names(&all).len() - 12, "{expected_defaults:#?}");
     assert_eq!(
         kind_names(&all),
         [
@@ -87,6 +115,7 @@ async fn chart_lints_renders_and_applies() {
             "ClusterRoleBinding/edgegrid:edge-node-lifecycle",
             "ClusterRoleBinding/edgegrid:grid-controller",
             "ClusterRoleBinding/edgegrid:grid-wrapper",
+            "ClusterRoleBinding/edgegrid:grid-wrapper-node-proxier",
             "ConfigMap/kube-proxy-grid-wrapper",
             "CustomResourceDefinition/deploymentgrids.superedge.io",
             "CustomResourceDefinition/servicegrids.superedge.io",
@@ -127,7 +156,8 @@ async fn chart_lints_renders_and_applies() {
     for object in &all {
         typed(object);
     }
-    per_node_components(&all);
+    per_node_components(&helm, &all);
+    cloud_components_stay_off_edge_nodes(&helm, &all);
     images_are_built_here(&all);
     admission_webhook(&helm, &all);
     hmac_key(&helm, &all);
@@ -148,6 +178,10 @@ async fn chart_lints_renders_and_applies() {
         ("edgegrid:grid-controller", "apps", "deployments", "delete"),
         ("edgegrid:grid-controller", "apps", "statefulsets", "patch"),
         ("edgegrid:grid-controller", "", "services", "patch"),
+        // new objects are created with POST (a conflict instead of a takeover), then applied
+        ("edgegrid:grid-controller", "", "services", "create"),
+        ("edgegrid:grid-controller", "apps", "deployments", "create"),
+        ("edgegrid:grid-controller", "apps", "statefulsets", "create"),
         ("edgegrid:grid-controller", "superedge.io", "servicegrids/status", "patch"),
         ("edgegrid:grid-controller", "superedge.io", "deploymentgrids", "patch"),
         ("edgegrid:grid-controller", "superedge.io", "statefulsetgrids", "patch"),
@@ -164,15 +198,44 @@ async fn chart_lints_renders_and_applies() {
         ("edgegrid:grid-wrapper", "", "endpoints", "list"),
         ("edgegrid:grid-wrapper", "", "nodes", "watch"),
         ("edgegrid:grid-wrapper", "discovery.k8s.io", "endpointslices", "watch"),
+        ("edgegrid:grid-wrapper", "", "endpoints", "watch"),
+        ("edgegrid:grid-wrapper", "", "nodes", "list"),
         ("edgegrid:edge-health", "", "nodes", "patch"),
+        ("edgegrid:edge-health", "", "nodes", "list"),
         ("edgegrid:edge-health", "", "nodes", "watch"),
+        // the kubelet check: the peer kubelet's SubjectAccessReview for GET /healthz
+        ("edgegrid:edge-health", "", "nodes/healthz", "get"),
+        ("edgegrid:edge-health-config", "", "configmaps", "list"),
         ("edgegrid:edge-health-config", "", "configmaps", "watch"),
+        ("edgegrid:edge-health-admission", "", "nodes", "list"),
         ("edgegrid:edge-health-admission", "", "nodes", "watch"),
+        ("edgegrid:edge-health-admission", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "get"),
         ("edgegrid:edge-health-admission", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch"),
+        ("edgegrid:edge-health-admission-certificates", "", "secrets", "get"),
+        ("edgegrid:edge-health-admission-certificates", "", "secrets", "watch"),
         ("edgegrid:edge-health-admission-certificates", "", "secrets", "create"),
         ("edgegrid:edge-health-admission-certificates", "", "secrets", "update"),
     ] {
         assert!(has_rule(&all, role, group, resource, verb), "{role} lacks {verb} on {group}/{resource}");
+    }
+    // by name where the code names the object (list/watch with a metadata.name field
+    // selector are authorized by resourceNames); create cannot be
+    for (role, group, resource, verb, names) in [
+        ("edgegrid:edge-health-config", "", "configmaps", "watch", json!(["edge-health-config"])),
+        ("edgegrid:edge-health-config", "", "configmaps", "list", json!(["edge-health-config"])),
+        ("edgegrid:edge-health-admission-certificates", "", "secrets", "get", json!(["edge-health-admission-tls"])),
+        ("edgegrid:edge-health-admission-certificates", "", "secrets", "watch", json!(["edge-health-admission-tls"])),
+        ("edgegrid:edge-health-admission-certificates", "", "secrets", "update", json!(["edge-health-admission-tls"])),
+        ("edgegrid:edge-health-admission-certificates", "", "secrets", "create", Value::Null),
+        (
+            "edgegrid:edge-health-admission",
+            "admissionregistration.k8s.io",
+            "mutatingwebhookconfigurations",
+            "patch",
+            json!(["edge-health-admission"]),
+        ),
+    ] {
+        assert_eq!(rule_names(&all, role, group, resource, verb), names, "{role}: {verb} on {group}/{resource}");
     }
 
     // nothing more than the code does: patched objects are never updated, Leases are the
@@ -186,7 +249,17 @@ async fn chart_lints_renders_and_applies() {
         ("edgegrid:edge-node-lifecycle", "", "pods/status", "update"),
         ("edgegrid:edge-node-lifecycle", "coordination.k8s.io", "leases", "watch"),
         ("edgegrid:grid-wrapper", "", "services", "get"),
+        ("edgegrid:grid-wrapper", "", "nodes", "patch"),
+        ("edgegrid:grid-wrapper", "discovery.k8s.io", "endpointslices", "get"),
         ("edgegrid:edge-health", "", "nodes", "update"),
+        ("edgegrid:edge-health", "", "nodes", "get"),
+        ("edgegrid:edge-health", "", "nodes/proxy", "get"),
+        ("edgegrid:edge-health-config", "", "configmaps", "get"),
+        ("edgegrid:edge-health-admission", "", "nodes", "patch"),
+        ("edgegrid:edge-health-admission", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "update"),
+        ("edgegrid:edge-health-admission-certificates", "", "secrets", "list"),
+        ("edgegrid:edge-health-admission-certificates", "", "secrets", "patch"),
+        ("edgegrid:edge-health-admission-certificates", "", "secrets", "delete"),
     ] {
         assert!(!has_rule(&all, role, group, resource, verb), "{role} has {verb} on {group}/{resource}");
     }
@@ -316,12 +389,18 @@ async fn chart_lints_renders_and_applies() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Every rendered object parses as its k8s-openapi type (a misspelt field of a known type
-/// fails here, as it would at `kubectl apply --validate=strict`).
+/// Every rendered object parses as its k8s-openapi type and comes back the same when
+/// serialized again: k8s-openapi skips fields it does not know, so the round trip is what
+/// makes a misspelt field fail here, as it would at `kubectl apply --validate=strict`.
 fn typed(object: &Value) {
     use k8s_openapi::api::{admissionregistration, apps, core, rbac};
-    fn parse<T: serde::de::DeserializeOwned>(object: &Value) -> Result<(), String> {
-        T::deserialize(object).map(|_| ()).map_err(|e| e.to_string())
+    fn parse<T: serde::de::DeserializeOwned + serde::Serialize>(object: &Value) -> Result<(), String> {
+        let parsed = T::deserialize(object).map_err(|e| e.to_string())?;
+        let again = serde_json::to_value(parsed).map_err(|e| e.to_string())?;
+        match lost_in_round_trip(object, &again, "") {
+            Some(path) => Err(format!("{path}: not a field of the type, or not its value after a round trip")),
+            None => Ok(()),
+        }
     }
     let parsed = match object["kind"].as_str().unwrap_or_default() {
         "ServiceAccount" => parse::<core::v1::ServiceAccount>(object),
@@ -346,6 +425,27 @@ fn typed(object: &Value) {
     }
 }
 
+/// The first path of `rendered` that `typed` (its round trip) lacks or holds otherwise; a
+/// `null` counts as absent.
+fn lost_in_round_trip(rendered: &Value, typed: &Value, path: &str) -> Option<String> {
+    match (rendered, typed) {
+        (Value::Object(rendered), Value::Object(typed)) => rendered.iter().find_map(|(key, value)| {
+            let path = format!("{path}/{key}");
+            match typed.get(key) {
+                None if value.is_null() => None,
+                None => Some(path),
+                Some(again) => lost_in_round_trip(value, again, &path),
+            }
+        }),
+        (Value::Array(rendered), Value::Array(typed)) if rendered.len() == typed.len() => rendered
+            .iter()
+            .zip(typed)
+            .enumerate()
+            .find_map(|(i, (r, t))| lost_in_round_trip(r, t, &format!("{path}/{i}"))),
+        (rendered, typed) => (rendered != typed).then(|| path.to_string()),
+    }
+}
+
 fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
     objects
         .iter()
@@ -358,11 +458,14 @@ fn args(workload: &Value) -> Vec<String> {
 }
 
 /// The DaemonSets on edge nodes: host network, their node from `spec.nodeName`, the
-/// wrapper on 127.0.0.1 reading the local daemon's verdicts, kube-proxy's kubeconfig.
-fn per_node_components(all: &[Value]) {
+/// wrapper on 127.0.0.1 reading the local daemon's verdicts, kube-proxy's kubeconfig and
+/// what kube-proxy's requests passed through the wrapper need.
+fn per_node_components(helm: &std::path::Path, all: &[Value]) {
     for name in ["grid-wrapper", "edge-health"] {
         let pod = &find(all, "DaemonSet", name)["spec"]["template"]["spec"];
         assert_eq!(pod["hostNetwork"], true, "{name}");
+        assert_eq!(pod["nodeSelector"], json!({"node-role.kubernetes.io/edge": ""}), "{name}: on edge nodes");
+        assert_eq!(pod["dnsPolicy"], "ClusterFirstWithHostNet", "{name}");
         assert_eq!(pod["tolerations"], json!([{"operator": "Exists"}]), "{name}: stays on unreachable nodes");
         assert_eq!(pod["securityContext"]["seccompProfile"], json!({"type": "RuntimeDefault"}), "{name}");
         let env = &pod["containers"][0]["env"];
@@ -385,6 +488,116 @@ fn per_node_components(all: &[Value]) {
     let kubeconfig = find(all, "ConfigMap", "kube-proxy-grid-wrapper")["data"]["kubeconfig.conf"].as_str().unwrap();
     let kubeconfig: Value = serde_saphyr::from_str(kubeconfig).unwrap();
     assert_eq!(kubeconfig["clusters"][0]["cluster"]["server"], "http://127.0.0.1:51006");
+    assert_eq!(kubeconfig["current-context"], "grid-wrapper");
+    // kube-proxy's ServiceCIDR watches and Event POSTs go upstream with the wrapper's credentials
+    let proxier = find(all, "ClusterRoleBinding", "edgegrid:grid-wrapper-node-proxier");
+    assert_eq!(proxier["roleRef"]["name"], "system:node-proxier");
+    assert_eq!(
+        proxier["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "grid-wrapper", "namespace": "edgegrid"}])
+    );
+
+    // probes where the wrapper listens (loopback only), the daemon's on its exchange port
+    let wrapper = &find(all, "DaemonSet", "grid-wrapper")["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(wrapper["livenessProbe"]["httpGet"], json!({"host": "127.0.0.1", "path": "/healthz", "port": 51006}));
+    assert_eq!(wrapper["readinessProbe"]["httpGet"], json!({"host": "127.0.0.1", "path": "/readyz", "port": 51006}));
+    // the saved view (--cache-dir) on a root-owned hostPath: root with nothing else
+    assert_eq!(
+        wrapper["securityContext"],
+        json!({"runAsUser": 0, "runAsGroup": 0, "runAsNonRoot": false, "allowPrivilegeEscalation": false,
+               "readOnlyRootFilesystem": true, "capabilities": {"drop": ["ALL"]}})
+    );
+    assert!(args(find(all, "DaemonSet", "grid-wrapper")).contains(&"--cache-dir=/var/lib/grid-wrapper".to_string()));
+    assert_eq!(wrapper["volumeMounts"], json!([{"name": "cache", "mountPath": "/var/lib/grid-wrapper"}]));
+    assert_eq!(
+        find(all, "DaemonSet", "grid-wrapper")["spec"]["template"]["spec"]["volumes"],
+        json!([{"name": "cache", "hostPath": {"path": "/var/lib/grid-wrapper", "type": "DirectoryOrCreate"}}])
+    );
+    let daemon = &find(all, "DaemonSet", "edge-health")["spec"]["template"]["spec"];
+    let container = &daemon["containers"][0];
+    assert_eq!(container["readinessProbe"]["httpGet"], json!({"path": "/readyz", "port": "exchange"}));
+    assert_eq!(container["ports"][0], json!({"name": "exchange", "containerPort": 51005}));
+    // the peer cache on the node: a root-owned hostPath, so the daemon runs as root (the
+    // image's user is not) with nothing else
+    assert_eq!(
+        container["securityContext"],
+        json!({"runAsUser": 0, "runAsGroup": 0, "runAsNonRoot": false, "allowPrivilegeEscalation": false,
+               "readOnlyRootFilesystem": true, "capabilities": {"drop": ["ALL"]}})
+    );
+    let volume = daemon["volumes"].as_array().unwrap().iter().find(|v| v["name"] == "state").unwrap();
+    assert_eq!(volume["hostPath"], json!({"path": "/var/lib/edge-health", "type": "DirectoryOrCreate"}));
+    let key = daemon["volumes"].as_array().unwrap().iter().find(|v| v["name"] == "key").unwrap();
+    assert_eq!(key["secret"]["secretName"], "edge-health-hmac");
+
+    // the defaults: no kube-proxy wiring; nodes/healthz only for a kubelet check; a unit
+    // label key instead of node units drops the ConfigMap Role
+    let defaults = render(helm, &[]);
+    assert!(!kind_names(&defaults).iter().any(|k| k.contains("node-proxier") || k.contains("kube-proxy")));
+    assert!(!args(find(&defaults, "DaemonSet", "edge-health")).iter().any(|a| a.starts_with("--unit-label-key")));
+    let other = render(
+        helm,
+        &[
+            "--set-json",
+            r#"edgeHealth.checks=["kind=tcp,port=22,timeout=1s"]"#,
+            "--set",
+            "edgeHealth.unitLabelKey=site",
+            "--set",
+            "gridWrapper.serviceAutonomy=false",
+        ],
+    );
+    assert!(!has_rule(&other, "edgegrid:edge-health", "", "nodes/healthz", "get"), "no kubelet check");
+    assert!(has_rule(&other, "edgegrid:edge-health", "", "nodes", "patch"));
+    assert!(!kind_names(&other).iter().any(|k| k.contains("edge-health-config")), "label-key mode reads no ConfigMap");
+    let health = args(find(&other, "DaemonSet", "edge-health"));
+    assert!(health.contains(&"--unit-label-key=site".to_string()), "{health:?}");
+    assert!(health.contains(&"--check=kind=tcp,port=22,timeout=1s".to_string()), "{health:?}");
+    let wrapper = args(find(&other, "DaemonSet", "grid-wrapper"));
+    assert!(!wrapper.iter().any(|a| a.starts_with("--edge-health-url")), "{wrapper:?}");
+    // no saved view: no hostPath, and not root
+    let uncached = render(helm, &["--set", "gridWrapper.cacheDir="]);
+    let daemon = &find(&uncached, "DaemonSet", "grid-wrapper")["spec"]["template"]["spec"];
+    assert!(!args(find(&uncached, "DaemonSet", "grid-wrapper")).iter().any(|a| a.starts_with("--cache-dir")));
+    assert_eq!((&daemon["volumes"], &daemon["containers"][0]["volumeMounts"]), (&Value::Null, &Value::Null));
+    assert_eq!(
+        daemon["containers"][0]["securityContext"],
+        json!({"runAsNonRoot": true, "allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true,
+               "capabilities": {"drop": ["ALL"]}})
+    );
+}
+
+/// The cloud components (grid controller, node lifecycle, admission webhook) stay off the
+/// edge nodes unless given an affinity of their own.
+fn cloud_components_stay_off_edge_nodes(helm: &std::path::Path, all: &[Value]) {
+    let off_edge = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "node-role.kubernetes.io/edge", "operator": "NotIn", "values": [""]}]}
+    ]}}});
+    for name in ["grid-controller", "edge-node-lifecycle", "edge-health-admission"] {
+        let pod = &find(all, "Deployment", name)["spec"]["template"]["spec"];
+        assert_eq!(pod["affinity"], off_edge, "{name}");
+    }
+    // two labels: a node lacking either is not an edge node
+    let two = render(helm, &["--set-json", r#"edgeNodeSelector={"edge":"true","site":"a"}"#]);
+    assert_eq!(
+        find(&two, "Deployment", "edge-health-admission")["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+            ["nodeSelectorTerms"],
+        json!([
+            {"matchExpressions": [{"key": "edge", "operator": "NotIn", "values": ["true"]}]},
+            {"matchExpressions": [{"key": "site", "operator": "NotIn", "values": ["a"]}]},
+        ])
+    );
+    // an affinity of its own replaces the default; no edge nodes named, nothing to avoid
+    let own = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["cloud"]}]}
+    ]}}});
+    let placed = render(helm, &["--set-json", EDGE_NODES, "--set-json", &format!("admission.affinity={own}")]);
+    assert_eq!(find(&placed, "Deployment", "edge-health-admission")["spec"]["template"]["spec"]["affinity"], own);
+    assert_eq!(find(&placed, "Deployment", "grid-controller")["spec"]["template"]["spec"]["affinity"], off_edge);
+    let defaults = render(helm, &[]);
+    for name in ["grid-controller", "edge-health-admission"] {
+        let pod = &find(&defaults, "Deployment", name)["spec"]["template"]["spec"];
+        assert!(pod.get("affinity").is_none(), "{name}: {pod}");
+        assert_eq!(pod["securityContext"]["runAsNonRoot"], true, "{name}");
+    }
 }
 
 /// The chart's MutatingWebhookConfiguration is the one the binary's code defines, in each
@@ -410,10 +623,29 @@ fn admission_webhook(helm: &std::path::Path, all: &[Value]) {
     assert_eq!(rendered["webhooks"], expected(Some(b"-----BEGIN-FAKE-CA-----"))["webhooks"]);
     let admission = args(find(&with_secret, "Deployment", "edge-health-admission"));
     assert!(admission.contains(&"--tls-cert-file=/etc/edge-health-admission/tls.crt".to_string()));
-    assert!(
-        !kind_names(&with_secret).iter().any(|k| k.contains("certificates")),
-        "no Secret RBAC without self-management"
-    );
+    assert!(!admission.iter().any(|a| a.starts_with("--self-managed-certificates")), "{admission:?}");
+    // the same objects as self-managed but the Secret's Role and RoleBinding
+    let self_managed: Vec<String> = kind_names(&render(helm, &[]))
+        .into_iter()
+        .filter(|k| !k.ends_with("edgegrid:edge-health-admission-certificates"))
+        .collect();
+    assert_eq!(kind_names(&with_secret), self_managed, "no Secret RBAC without self-management");
+    assert!(!has_rule(
+        &with_secret,
+        "edgegrid:edge-health-admission",
+        "admissionregistration.k8s.io",
+        "mutatingwebhookconfigurations",
+        "patch"
+    ));
+    let mounted = |objects: &[Value], secret: &str| {
+        let pod = &find(objects, "Deployment", "edge-health-admission")["spec"]["template"]["spec"];
+        assert_eq!(pod["volumes"], json!([{"name": "tls", "secret": {"secretName": secret}}]));
+        assert_eq!(
+            pod["containers"][0]["volumeMounts"],
+            json!([{"name": "tls", "mountPath": "/etc/edge-health-admission", "readOnly": true}])
+        );
+    };
+    mounted(&with_secret, "edge-health-admission-tls");
 
     let with_cert_manager = render(
         helm,
@@ -426,6 +658,14 @@ fn admission_webhook(helm: &std::path::Path, all: &[Value]) {
     );
     let rendered = find(&with_cert_manager, "MutatingWebhookConfiguration", "edge-health-admission");
     assert_eq!(rendered["metadata"]["annotations"]["cert-manager.io/inject-ca-from"], "edgegrid/edge-health-admission");
+    assert_eq!(rendered["webhooks"], expected(None)["webhooks"], "cert-manager fills caBundle");
+    assert_eq!(kind_names(&with_cert_manager), self_managed);
+    mounted(&with_cert_manager, "edge-health-admission-tls");
+    for objects in [&with_secret, &with_cert_manager] {
+        for object in objects.iter() {
+            typed(object);
+        }
+    }
 
     let refused = Command::new(helm)
         .args(["template", "edgegrid", "charts/edgegrid", "--set", "admission.certificate.mode=secret"])
@@ -476,6 +716,7 @@ fn bad_values_are_refused(helm: &std::path::Path) {
         ),
         ("image.registry=", "at '/image/registry': minLength: got 0, want 1"),
         ("gridWrapper.prot=1", "at '/gridWrapper': additional properties 'prot' not allowed"),
+        ("gridWrapper.cacheDir=var/lib", "at '/gridWrapper/cacheDir': 'var/lib' does not match pattern"),
         ("edgeHealth.port=0", "at '/edgeHealth/port': minimum: got 0, want 1"),
         ("admission.certificate.mode=manual", "at '/admission/certificate/mode'"),
         ("admission.replicas=0", "at '/admission/replicas': minimum: got 0, want 1"),

@@ -12,16 +12,32 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ListParams};
 
 /// The xtask binary, built next to this test binary (running it through `cargo` would
-/// keep SIGTERM and the exit status from reaching it).
+/// keep SIGTERM and the exit status from reaching it), together with the component
+/// binaries `xtask run` starts, so the runs below can pass `--no-build` and the time
+/// they are given to come up is not spent compiling (on a fresh clone that takes minutes).
 fn xtask() -> PathBuf {
-    let status = Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "--package", "xtask"])
-        .current_dir(edgegrid_tests::workspace_root())
-        .status()
-        .expect("cargo runs");
-    assert!(status.success(), "building xtask");
+    let mut build = Command::new(env!("CARGO"));
+    build.args(["build", "--quiet", "--locked", "--package", "xtask"]);
+    for package in ["grid-wrapper", "edge-health", "edge-health-admission", "edge-node-lifecycle"] {
+        build.args(["--package", package]);
+    }
+    let status = build.current_dir(edgegrid_tests::workspace_root()).status().expect("cargo runs");
+    assert!(status.success(), "building xtask and the component binaries");
     let deps = std::env::current_exe().unwrap();
     deps.parent().and_then(|d| d.parent()).expect("target/<profile>/deps/<test>").join("xtask")
+}
+
+/// A child process killed when the test ends early (a failed assertion), so a run that
+/// did not come up does not outlive the test with its component processes.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if self.0.try_wait().ok().flatten().is_none() {
+            let _ = Command::new("kill").args(["-TERM", &self.0.id().to_string()]).status();
+            let _ = self.0.wait();
+        }
+    }
 }
 
 fn names<K: kube::Resource>(items: Vec<K>) -> Vec<String> {
@@ -41,18 +57,22 @@ fn xtask_crds_prints_every_crd() {
 async fn xtask_run_serves_the_local_cluster_until_sigterm() {
     let dir = std::env::temp_dir().join(format!("edgegrid-run-{}", std::process::id()));
     let kubeconfig = dir.join("kubeconfig");
-    let mut child = Command::new(xtask())
-        .args(["run", "--port", "0", "--kubeconfig-out"])
-        .arg(&kubeconfig)
-        .env_remove("KUBECONFIG")
-        .current_dir(edgegrid_tests::workspace_root())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut child = KillOnDrop(
+        Command::new(xtask())
+            .args(["run", "--no-build", "--port", "0", "--kubeconfig-out"])
+            .arg(&kubeconfig)
+            .env_remove("KUBECONFIG")
+            .current_dir(edgegrid_tests::workspace_root())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    // a liveness bound, generous for two busy cores: nodes, kubelets and a dozen
+    // component processes start before the kubeconfig is written
+    let deadline = Instant::now() + Duration::from_secs(120);
     while !kubeconfig.exists() {
         assert!(Instant::now() < deadline, "the local cluster did not come up");
-        assert!(child.try_wait().unwrap().is_none(), "xtask run exited early");
+        assert!(child.0.try_wait().unwrap().is_none(), "xtask run exited early");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let config = kube::Config::from_custom_kubeconfig(
@@ -71,7 +91,7 @@ async fn xtask_run_serves_the_local_cluster_until_sigterm() {
     assert_eq!(names(Api::<StatefulSetGrid>::all(client.clone()).list(&lp).await.unwrap().items), ["cache"]);
     // the grid controller runs in the local cluster: the examples produce their objects
     let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(client.clone(), "default");
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let generated = names(deployments.list(&lp).await.unwrap().items);
         if generated == ["echo-unit-a", "echo-unit-b"] {
@@ -83,8 +103,8 @@ async fn xtask_run_serves_the_local_cluster_until_sigterm() {
     let services: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(client, "default");
     assert!(services.get("echo-svc").await.is_ok(), "ServiceGrid echo produced echo-svc");
 
-    assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
-    assert_eq!(child.wait().unwrap().code(), Some(0));
+    assert!(Command::new("kill").args(["-TERM", &child.0.id().to_string()]).status().unwrap().success());
+    assert_eq!(child.0.wait().unwrap().code(), Some(0));
     assert!(!kubeconfig.exists(), "the kubeconfig of a stopped cluster is removed");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -103,7 +123,13 @@ async fn xtask_run_with_a_kubeconfig_installs_the_crds_there() {
     .await
     .unwrap();
     assert!(output.status.success(), "stderr: {}", String::from_utf8_lossy(&output.stderr));
-    assert_eq!(String::from_utf8_lossy(&output.stdout), format!("installed 3 CRDs into {}/\n", server.url()));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        format!(
+            "installed 3 CRDs into {}/\nNo grid-wrapper pods (app.kubernetes.io/name=grid-wrapper): is the chart installed with gridWrapper.enabled?\n",
+            server.url()
+        )
+    );
     let client = kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
     let crds = Api::<CustomResourceDefinition>::all(client).list(&ListParams::default()).await.unwrap().items;
     assert_eq!(crds.len(), 3);

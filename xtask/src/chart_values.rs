@@ -120,6 +120,9 @@ pub struct GridWrapper {
     #[schemars(range(min = 1))]
     pub metrics_port: u16,
     pub service_autonomy: bool,
+    /// A node directory for `--cache-dir`; empty: none.
+    #[schemars(regex(pattern = r"^(/.*)?$"))]
+    pub cache_dir: String,
     pub resources: serde_json::Value,
     pub kube_proxy_kubeconfig: bool,
 }

@@ -11,21 +11,35 @@ helm.sh/chart: {{ .root.Chart.Name }}-{{ .root.Chart.Version }}
 {{- end -}}
 
 {{- /* Where a cloud component's pods may run: its own values (nodeSelector, affinity,
-tolerations, priorityClassName), so it can be kept off edge nodes. */ -}}
+tolerations, priorityClassName). Called with dict "root" $ "values" <component values>.
+Without an affinity of its own, a cloud component is kept off the edge nodes: any node
+lacking one of edgeNodeSelector's labels (NotIn also matches a node without the label;
+terms are ORed). With an empty edgeNodeSelector every node is an edge node and nothing is
+excluded. */ -}}
 {{- define "edgegrid.scheduling" -}}
-{{- with .nodeSelector }}
+{{- $values := .values }}
+{{- with $values.nodeSelector }}
 nodeSelector:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with .affinity }}
+{{- if $values.affinity }}
 affinity:
-  {{- toYaml . | nindent 2 }}
+  {{- toYaml $values.affinity | nindent 2 }}
+{{- else if .root.Values.edgeNodeSelector }}
+affinity:
+  nodeAffinity:
+    requiredDuringSchedulingIgnoredDuringExecution:
+      nodeSelectorTerms:
+        {{- range $key, $value := .root.Values.edgeNodeSelector }}
+        - matchExpressions:
+            - {key: {{ $key | quote }}, operator: NotIn, values: [{{ $value | quote }}]}
+        {{- end }}
 {{- end }}
-{{- with .tolerations }}
+{{- with $values.tolerations }}
 tolerations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with .priorityClassName }}
+{{- with $values.priorityClassName }}
 priorityClassName: {{ . }}
 {{- end }}
 {{- end -}}

@@ -166,6 +166,7 @@ pub struct Builder {
     registry: Option<Arc<Mutex<Registry>>>,
     leader: Option<LeaderFlags>,
     routes: Option<Router>,
+    metrics_routes: Option<Router>,
     tls: Option<TlsConfig>,
 }
 
@@ -200,6 +201,17 @@ impl Builder {
             Some(earlier) => earlier.merge(routes),
             None => routes,
         });
+        self
+    }
+
+    /// Serve `routes` on a separate `--metrics-bind-address` listener too, next to the admin
+    /// endpoints (which take precedence, as for [`routes`](Self::routes)): read-only
+    /// diagnostics a binary whose `--bind-address` is loopback-only must also offer where
+    /// the metrics are scraped, e.g. through the API server's pod proxy. When both flags
+    /// name one address, that listener serves [`routes`](Self::routes) only: the binary's
+    /// routes are expected to hold these already.
+    pub fn metrics_routes(mut self, routes: Router) -> Self {
+        self.metrics_routes = Some(routes);
         self
     }
 
@@ -238,6 +250,7 @@ impl Builder {
         let readiness = Readiness::new();
         let state = Admin { registry: registry.clone(), readiness: readiness.clone() };
         let mut routes = self.routes;
+        let mut metrics_routes = self.metrics_routes;
         let mut tls = self.tls;
         let tls_resolver = tls.as_ref().map(TlsConfig::resolver);
         let tls_metrics = TlsMetrics::default();
@@ -249,7 +262,10 @@ impl Builder {
         for (address, listener) in listeners {
             let app = match routes.take_if(|_| address == bind_address) {
                 Some(routes) => admin::with_routes(state.clone(), routes),
-                None => admin::router(state.clone()),
+                None => match metrics_routes.take_if(|_| address != bind_address) {
+                    Some(routes) => admin::with_routes(state.clone(), routes),
+                    None => admin::router(state.clone()),
+                },
             };
             admin.push(match tls.take_if(|_| address == bind_address) {
                 Some(config) => {
@@ -390,6 +406,7 @@ impl Runtime {
             registry: None,
             leader: None,
             routes: None,
+            metrics_routes: None,
             tls: None,
         }
     }

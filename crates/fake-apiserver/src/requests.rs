@@ -15,6 +15,10 @@ pub struct RecordedRequest {
     pub path: String,
     pub query: String,
     pub status: u16,
+    /// The bearer token the request carried. Nobody is authenticated here: a token only
+    /// names the caller, so a test can tell which client made which request (give each
+    /// client a kubeconfig with `token: <its name>`).
+    pub user: Option<String>,
 }
 
 impl RecordedRequest {
@@ -34,7 +38,7 @@ impl RequestLog {
         Self { capacity, inner: Mutex::new((0, VecDeque::new())) }
     }
 
-    pub(crate) fn record(&self, method: &str, path: &str, query: &str, status: u16) {
+    pub(crate) fn record(&self, method: &str, path: &str, query: &str, status: u16, user: Option<&str>) {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let seq = inner.0;
         inner.0 += 1;
@@ -47,6 +51,7 @@ impl RequestLog {
             path: path.into(),
             query: query.into(),
             status,
+            user: user.map(str::to_string),
         });
     }
 
@@ -69,10 +74,10 @@ mod tests {
     #[test]
     fn keeps_the_newest_entries_and_answers_since_a_mark() {
         let log = RequestLog::new(2);
-        log.record("GET", "/a", "", 200);
+        log.record("GET", "/a", "", 200, None);
         let mark = log.mark();
-        log.record("PATCH", "/b", "fieldManager=x", 200);
-        log.record("DELETE", "/c", "", 404);
+        log.record("PATCH", "/b", "fieldManager=x", 200, None);
+        log.record("DELETE", "/c", "", 404, None);
         let since: Vec<(u64, String, bool)> =
             log.since(mark).into_iter().map(|r| (r.seq, r.path.clone(), r.is_write())).collect();
         assert_eq!(since, [(1, "/b".to_string(), true), (2, "/c".to_string(), true)]);

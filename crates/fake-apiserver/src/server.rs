@@ -25,6 +25,7 @@ use crate::builtin_types::{WithType, with_type};
 use crate::error::ApiError;
 use crate::events;
 use crate::faults::{Fault, Faults};
+use crate::pod_proxy;
 use crate::resources::ResourceType;
 use crate::schema::{self, FieldValidation};
 use crate::store::{DeleteOptions, PatchKind, Patched, Store};
@@ -104,7 +105,11 @@ async fn dispatch(
             e.into_response()
         }
     };
-    app.requests.record(method.as_str(), uri.path(), uri.query().unwrap_or_default(), response.status().as_u16());
+    let user = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "));
+    app.requests.record(method.as_str(), uri.path(), uri.query().unwrap_or_default(), response.status().as_u16(), user);
     response
 }
 
@@ -124,6 +129,10 @@ async fn handle(
         && let Some(response) = discovery(app, &segments)
     {
         return Ok(response);
+    }
+    if let Some(proxied) = pod_proxy::target(&segments) {
+        let pods = resolve(&app.store, &["api", "v1", "pods"])?;
+        return pod_proxy::proxy(&app.store, &pods.rt, method, proxied, uri.query()).await;
     }
     let target = resolve(&app.store, &segments)?;
     app.faults.apply(&target.rt.plural).await?;

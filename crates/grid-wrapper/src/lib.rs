@@ -180,6 +180,11 @@ impl Wrapper {
     pub fn router(self: &Arc<Self>) -> axum::Router {
         server::router(self.clone())
     }
+
+    /// `/debug/topology` alone (see [`server::debug_router`]).
+    pub fn debug_router(self: &Arc<Self>) -> axum::Router {
+        server::debug_router(self.clone())
+    }
 }
 
 /// Defaults a Kubernetes operator would pick for one edge node.

@@ -87,6 +87,7 @@ async fn main() -> anyhow::Result<()> {
     let runtime = Runtime::builder("grid-wrapper", &flags.runtime)
         .metrics(metrics.registry())
         .routes(wrapper.router())
+        .metrics_routes(wrapper.debug_router())
         .tls(flags.tls.config()?)
         .build()
         .await?;

@@ -32,6 +32,14 @@ pub fn router(wrapper: Arc<Wrapper>) -> Router {
     Router::new().route("/debug/topology", get(debug_topology)).fallback(dispatch).with_state(wrapper)
 }
 
+/// `/debug/topology` alone, for the metrics listener: the API port binds the node's
+/// loopback (only its own kube-proxy reads it), while the metrics port is where the
+/// API server's pod proxy reaches a hostNetwork pod (`cargo xtask run --kubeconfig`).
+/// It shows what the node's own credentials read anyway.
+pub fn debug_router(wrapper: Arc<Wrapper>) -> Router {
+    Router::new().route("/debug/topology", get(debug_topology)).with_state(wrapper)
+}
+
 /// A request the cache answers.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Target {

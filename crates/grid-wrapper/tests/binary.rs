@@ -127,6 +127,17 @@ async fn the_binary_serves_saves_its_view_on_sigterm_and_serves_it_again_without
     ] {
         assert_eq!(sample(&exposition, name), Some(value), "{name} in\n{exposition}");
     }
+    // /debug/topology is on the metrics listener too (where a pod proxy reaches a
+    // hostNetwork pod whose API port is loopback-only), and says the same as on the API port
+    let on_api = http_get(first.api, "/debug/topology?service=ns/web").await.expect("answered");
+    let on_metrics = http_get(first.metrics, "/debug/topology?service=ns/web").await.expect("answered");
+    assert_eq!(on_api.0, 200, "{}", on_api.1);
+    assert_eq!(on_metrics, on_api);
+    assert_eq!(
+        http_get(first.metrics, "/api/v1/services").await.map(|(code, _)| code),
+        Some(404),
+        "only the debug view"
+    );
 
     // a change served just before SIGTERM is in the saved view
     relabel(&upstream, "n3", "a").await;

@@ -1,0 +1,205 @@
+//! `cargo xtask run --scenario` end to end: the real xtask binary starts the local cluster
+//! with every component binary (built by `cargo test --workspace` next to it), plays the
+//! three acts and exits 0; its tables are exactly these. A stale `KUBECONFIG` of an
+//! earlier run is left exported, as a user would leave it: the run must say it ignores it.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const COMPONENTS: [&str; 4] = ["grid-wrapper", "edge-health", "edge-health-admission", "edge-node-lifecycle"];
+
+const UNIT_VIEWS: &str = "\
+What each node's kube-proxy gets from its grid wrapper:
+UNIT     NODE       SERVICE            READY ENDPOINTS (pod@node)
+unit-a   edge-a-0   default/echo-svc   echo-unit-a-0@edge-a-0 echo-unit-a-1@edge-a-1
+unit-a   edge-a-1   default/echo-svc   echo-unit-a-0@edge-a-0 echo-unit-a-1@edge-a-1
+unit-a   edge-a-2   default/echo-svc   echo-unit-a-0@edge-a-0 echo-unit-a-1@edge-a-1
+unit-b   edge-b-0   default/echo-svc   echo-unit-b-0@edge-b-0 echo-unit-b-1@edge-b-1
+unit-b   edge-b-1   default/echo-svc   echo-unit-b-0@edge-b-0 echo-unit-b-1@edge-b-1
+unit-b   edge-b-2   default/echo-svc   echo-unit-b-0@edge-b-0 echo-unit-b-1@edge-b-1
+";
+
+const ACT_ONE_STATES: &str = "\
+What the cloud says of each node:
+NODE       UNIT     READY   NODEUNHEALTH   TAINTS   PODS READY
+edge-a-0   unit-a   True    -              -        2/2
+edge-a-1   unit-a   True    -              -        1/1
+edge-a-2   unit-a   True    -              -        0/0
+edge-b-0   unit-b   True    -              -        2/2
+edge-b-1   unit-b   True    -              -        2/2
+edge-b-2   unit-b   True    -              -        1/1
+=> as expected
+";
+
+const ACT_TWO_STATES: &str = "\
+What the cloud says of each node:
+NODE       UNIT     READY     NODEUNHEALTH   TAINTS                   PODS READY
+edge-a-0   unit-a   True      -              -                        2/2
+edge-a-1   unit-a   True      -              -                        1/1
+edge-a-2   unit-a   True      -              -                        0/0
+edge-b-0   unit-b   Unknown   -              unreachable:NoSchedule   2/2
+edge-b-1   unit-b   Unknown   -              unreachable:NoSchedule   2/2
+edge-b-2   unit-b   Unknown   -              unreachable:NoSchedule   1/1
+=> as expected
+";
+
+const ACT_THREE: &str = "\
+What each node's kube-proxy gets from its grid wrapper:
+UNIT     NODE       SERVICE            READY ENDPOINTS (pod@node)
+unit-a   edge-a-0   default/echo-svc   echo-unit-a-0@edge-a-0
+unit-a   edge-a-1   -                  (node down: no wrapper)
+unit-a   edge-a-2   default/echo-svc   echo-unit-a-0@edge-a-0
+unit-b   edge-b-0   default/echo-svc   echo-unit-b-0@edge-b-0 echo-unit-b-1@edge-b-1
+unit-b   edge-b-1   default/echo-svc   echo-unit-b-0@edge-b-0 echo-unit-b-1@edge-b-1
+unit-b   edge-b-2   default/echo-svc   echo-unit-b-0@edge-b-0 echo-unit-b-1@edge-b-1
+What the cloud says of each node:
+NODE       UNIT     READY     NODEUNHEALTH   TAINTS                                         PODS READY
+edge-a-0   unit-a   True      -              -                                              2/2
+edge-a-1   unit-a   Unknown   yes            unreachable:NoExecute,unreachable:NoSchedule   0/1
+edge-a-2   unit-a   True      -              -                                              0/0
+edge-b-0   unit-b   True      -              -                                              2/2
+edge-b-1   unit-b   True      -              -                                              2/2
+edge-b-2   unit-b   True      -              -                                              1/1
+=> as expected
+";
+
+/// The part of `output` from `header` to the next act (or the end).
+fn act<'a>(output: &'a str, header: &str) -> &'a str {
+    let start = output.find(header).unwrap_or_else(|| panic!("no {header:?} in:\n{output}"));
+    let rest = &output[start + header.len()..];
+    &rest[..rest.find("\n== Act").unwrap_or(rest.len())]
+}
+
+/// The xtask binary, when the component binaries are built next to it; `None` (after
+/// saying why) when they are not, outside CI.
+fn xtask() -> Option<&'static Path> {
+    let xtask = Path::new(env!("CARGO_BIN_EXE_xtask"));
+    let dir = xtask.parent().expect("the binaries' directory");
+    let missing: Vec<&str> = COMPONENTS.iter().copied().filter(|b| !dir.join(b).is_file()).collect();
+    if !missing.is_empty() {
+        let why = format!(
+            "{missing:?} not built in {}: `cargo test --workspace` builds them (`cargo test -p xtask` alone does not)",
+            dir.display()
+        );
+        assert!(std::env::var_os("CI").is_none_or(|v| v.is_empty()), "{why}");
+        eprintln!("SKIPPED: {why}");
+        return None;
+    }
+    Some(xtask)
+}
+
+#[test]
+fn the_scenario_plays_the_three_acts_as_expected() {
+    let Some(xtask) = xtask() else { return };
+    let scratch = std::env::temp_dir().join(format!("xtask-scenario-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).expect("scratch directory");
+    let stale = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/edgegrid-local/kubeconfig-of-a-stopped-run");
+    let output = Command::new(xtask)
+        .args(["run", "--scenario", "--no-build", "--kubeconfig-out"])
+        .arg(scratch.join("kubeconfig"))
+        .env("KUBECONFIG", &stale)
+        .output()
+        .expect("runs xtask");
+    let _ = std::fs::remove_dir_all(&scratch);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "exit {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}", output.status);
+    assert!(
+        stderr.contains(&format!(
+            "note: ignoring KUBECONFIG={} (written by an earlier `cargo xtask run`)",
+            stale.display()
+        )),
+        "{stderr}"
+    );
+    let one = act(&stdout, "== Act 1: each node's kube-proxy sees only its own unit's endpoints of default/echo-svc\n");
+    assert_eq!(one, format!("{UNIT_VIEWS}{ACT_ONE_STATES}"), "act 1");
+    let two = act(&stdout, "== Act 2: site unit-b loses its cloud link (its leases stop; its nodes go Unknown)\n");
+    let back = "\n   (the link comes back: the site's kubelets report Ready again)";
+    assert_eq!(two, format!("{UNIT_VIEWS}{ACT_TWO_STATES}{back}"), "act 2");
+    let three =
+        act(&stdout, "== Act 3: node edge-a-1 dies (kubelet, grid wrapper and edge-health gone); its unit votes\n");
+    let (tables, summary) = three.split_at(three.find("\nThe admission webhook reviewed: ").unwrap_or(three.len()));
+    assert_eq!(tables, ACT_THREE, "act 3");
+    // how many reviews depends on timing; that the slice update marking edge-a-1's
+    // endpoint not ready was reviewed and left alone (its node was voted unhealthy) does not
+    let lines: Vec<&str> = summary.lines().collect();
+    let counts = lines.get(1).and_then(|l| l.strip_prefix("The admission webhook reviewed: ")).unwrap_or_default();
+    assert!(counts.split(", ").any(|c| c.starts_with("endpointslice unchanged: ")), "{summary}");
+    // every binary's API calls were allowed by the chart's RBAC table, and every binary made some
+    let rbac = lines.get(2).copied().unwrap_or_default();
+    let callers =
+        "from edge-health, edge-health-admission, edge-node-lifecycle, grid-controller, grid-wrapper; all allowed";
+    assert!(rbac.starts_with("API calls checked against the chart's RBAC (xtask/src/rbac.rs): "), "{summary}");
+    assert!(rbac.ends_with(callers), "{summary}");
+    assert_eq!(&lines[3..], ["Every act went as expected.", "stopping..."], "{summary}");
+}
+
+/// A scratch directory, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The local cluster left running (`--no-acts`), read by a second run in cluster mode
+/// (`--kubeconfig`, as against a real cluster with the chart installed): each node's
+/// wrapper keeps exactly its own unit's echo endpoints, read through the pod proxy; then
+/// SIGTERM stops the first run cleanly.
+#[test]
+fn a_cluster_mode_run_reads_each_wrapper_through_the_pod_proxy_and_sigterm_stops_the_cluster() {
+    let Some(xtask) = xtask() else { return };
+    let scratch = Scratch(std::env::temp_dir().join(format!("xtask-cluster-mode-{}", std::process::id())));
+    std::fs::create_dir_all(&scratch.0).expect("scratch directory");
+    let kubeconfig = scratch.0.join("kubeconfig");
+    let mut cluster = Command::new(xtask)
+        .args(["run", "--no-acts", "--no-build", "--kubeconfig-out"])
+        .arg(&kubeconfig)
+        .env_remove("KUBECONFIG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("starts xtask");
+    let mut lines = BufReader::new(cluster.stdout.take().expect("stdout")).lines();
+    let mut shown = String::new();
+    while !shown.contains("Ctrl-C stops it.") {
+        match lines.next() {
+            Some(Ok(line)) => shown.push_str(&(line + "\n")),
+            _ => panic!("the local cluster stopped early:\n{shown}"),
+        }
+    }
+    assert!(shown.contains("=> as expected"), "{shown}");
+
+    let output = Command::new(xtask).args(["run", "--kubeconfig"]).arg(&kubeconfig).output().expect("runs xtask");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    let table = stdout.split_once("through the pod proxy):\n").map(|(_, t)| t).unwrap_or_else(|| panic!("{stdout}"));
+    let rows: Vec<Vec<&str>> = table.lines().skip(1).map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(rows.len(), 6, "{table}");
+    for row in &rows {
+        let (node, unit, service) = (row[0], row[1], row[2]);
+        let letter = &node[5..6];
+        assert_eq!((unit, service), (format!("zone1=unit-{letter}").as_str(), "default/echo-svc"), "{table}");
+        let mut nodes: Vec<&str> = row[3..].iter().map(|e| e.rsplit_once('@').map_or("?", |(_, n)| n)).collect();
+        nodes.sort();
+        assert_eq!(nodes, [format!("edge-{letter}-0"), format!("edge-{letter}-1")], "{table}");
+    }
+
+    let pid = cluster.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().expect("kill").success());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = cluster.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "still running 20 s after SIGTERM");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(status.success(), "{status}: {rest:?}");
+    assert_eq!(rest, ["stopping..."]);
+    assert!(!kubeconfig.exists(), "the kubeconfig is removed when the cluster stops");
+}
