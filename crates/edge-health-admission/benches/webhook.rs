@@ -48,6 +48,10 @@
 mod bench_table;
 
 use bench_table::{Table, duration, met, percentile};
+
+// the shipped binary's allocator, so the in-process stages measure what ships
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::collections::{HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -24,6 +24,9 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser, Debug)]
 #[command(version, about = "Keeps an unreachable-but-alive edge node's pods and endpoints")]
 struct Flags {
