@@ -139,7 +139,9 @@ async fn handle(
     let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
     if content_type.starts_with("application/vnd.kubernetes.protobuf") {
         return Err(ApiError::UnsupportedMediaType(
-            "protobuf request bodies are not supported by this server: send application/json".into(),
+            "protobuf request bodies are not supported by this in-repo API server: send JSON \
+             (kubectl's create generators send protobuf: `kubectl create ... --dry-run=client -o yaml | kubectl apply -f -`)"
+                .into(),
         ));
     }
     let body = axum::body::to_bytes(body, app.config.max_body_bytes)
