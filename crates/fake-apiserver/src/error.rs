@@ -14,6 +14,9 @@ pub enum ApiError {
         "Operation cannot be fulfilled on {resource} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
     )]
     Conflict { resource: String, name: String, group: String, kind: String },
+    /// Server-side apply met fields other managers own: one cause (message, field) each.
+    #[error("{message}")]
+    ApplyConflict { message: String, causes: Vec<(String, String)> },
     #[error("Operation cannot be fulfilled on {resource} \"{name}\": {message}")]
     PreconditionFailed { resource: String, name: String, group: String, kind: String, message: String },
     /// 422 with one cause per field, in the real server's words.
@@ -50,7 +53,10 @@ impl ApiError {
     pub fn code(&self) -> u16 {
         match self {
             Self::NotFound { .. } | Self::NoSuchResource => 404,
-            Self::AlreadyExists { .. } | Self::Conflict { .. } | Self::PreconditionFailed { .. } => 409,
+            Self::AlreadyExists { .. }
+            | Self::Conflict { .. }
+            | Self::ApplyConflict { .. }
+            | Self::PreconditionFailed { .. } => 409,
             Self::Invalid { .. } => 422,
             Self::BadRequest(_) => 400,
             Self::MethodNotAllowed => 405,
@@ -70,7 +76,7 @@ impl ApiError {
         match self {
             Self::NotFound { .. } | Self::NoSuchResource => "NotFound",
             Self::AlreadyExists { .. } => "AlreadyExists",
-            Self::Conflict { .. } | Self::PreconditionFailed { .. } => "Conflict",
+            Self::Conflict { .. } | Self::ApplyConflict { .. } | Self::PreconditionFailed { .. } => "Conflict",
             Self::Invalid { .. } => "Invalid",
             Self::BadRequest(_) => "BadRequest",
             Self::MethodNotAllowed => "MethodNotAllowed",
@@ -99,6 +105,10 @@ impl ApiError {
             | Self::PreconditionFailed { resource, name, group, .. } => {
                 Some(json!({"name": name, "group": group, "kind": resource_plural(resource)}))
             }
+            Self::ApplyConflict { causes, .. } => Some(json!({
+                "causes": causes.iter().map(|(message, field)| json!({"type": "FieldManagerConflict", "message": message, "field": field}))
+                    .collect::<Vec<_>>(),
+            })),
             Self::Invalid { kind, name, group, causes } => Some(json!({
                 "name": name, "group": group, "kind": kind,
                 "causes": causes.iter().map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))

@@ -20,6 +20,7 @@ mod builtin_types;
 mod error;
 mod events;
 mod faults;
+mod field_manager;
 mod pod_proxy;
 mod requests;
 mod resources;

@@ -25,10 +25,11 @@ use crate::builtin_types::{WithType, with_type};
 use crate::error::ApiError;
 use crate::events;
 use crate::faults::{Fault, Faults};
+use crate::field_manager::Writer;
 use crate::pod_proxy;
 use crate::resources::ResourceType;
 use crate::schema::{self, FieldValidation};
-use crate::store::{DeleteOptions, PatchKind, Patched, Store};
+use crate::store::{DeleteOptions, Ownership, PatchKind, Patched, Store};
 use crate::table;
 
 /// Tunables of one server instance.
@@ -154,8 +155,15 @@ async fn handle(
     let shape = Shape::from_accept(accept);
     let as_table = table::wants_table(accept);
     let validation = FieldValidation::from_query(query.get("fieldValidation").map(String::as_str))?;
+    // who writes, for field ownership: `?fieldManager=`, else the User-Agent's first word
+    let sent_manager = query.get("fieldManager").filter(|m| !m.is_empty());
+    let user_agent = headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let manager = sent_manager.cloned().unwrap_or_else(|| manager_from_user_agent(user_agent));
+    let (api_version, now) = (rt.api_version(), crate::store::now());
+    let subresource = if target.status { Some("status") } else { target.scale.then_some("scale") };
+    let writer = Writer { manager: &manager, api_version: &api_version, subresource, now: &now };
     if target.scale {
-        return scale(store, &target, method, headers, &body).map(|s| ok(&s));
+        return scale(store, &target, method, headers, &body, &writer).map(|s| ok(&s));
     }
     match (method.clone(), &target.name) {
         (Method::GET, None) if listwatch::is_watch(query) => watch(app, &target, query, shape),
@@ -180,7 +188,7 @@ async fn handle(
             };
             let mut admitted = admission::admit(store, request).await?;
             let warnings = schema::check(rt, &mut admitted, validation)?;
-            let created = store.create(rt, namespace, admitted)?;
+            let created = store.create_owned(rt, namespace, admitted, Ownership::Update(&writer))?;
             events::mirror(store, rt, &created);
             Ok(warned(json_response(StatusCode::CREATED, &created), &warnings))
         }
@@ -197,7 +205,8 @@ async fn handle(
             };
             let mut admitted = admission::admit(store, request).await?;
             let warnings = schema::check(rt, &mut admitted, validation)?;
-            let updated = store.update(rt, namespace, name, admitted, target.status)?;
+            let updated =
+                store.update_owned(rt, namespace, name, admitted, target.status, Ownership::Update(&writer))?;
             events::mirror(store, rt, &updated);
             Ok(warned(ok(&updated), &warnings))
         }
@@ -214,7 +223,10 @@ async fn handle(
                     )));
                 }
             };
-            let (patched, warnings) = patch_with_admission(store, &target, name, kind, &body, validation).await?;
+            let force = query.get("force").is_some_and(|f| f == "true");
+            let applier = sent_manager.map(|_| (&writer, force));
+            let (patched, warnings) =
+                patch_with_admission(store, &target, name, (kind, &writer, applier), &body, validation).await?;
             events::mirror(store, rt, &patched);
             Ok(warned(ok(&patched), &warnings))
         }
@@ -283,15 +295,21 @@ async fn patch_with_admission(
     store: &Store,
     target: &Target,
     name: &str,
-    kind: PatchKind,
+    (kind, writer, applier): (PatchKind, &Writer<'_>, Option<(&Writer<'_>, bool)>),
     body: &Bytes,
     validation: FieldValidation,
 ) -> Result<(Value, Vec<String>), ApiError> {
     let (rt, namespace) = (&target.rt, target.namespace.as_deref().unwrap_or_default());
+    // an apply records its ownership while merging; any other patch is an update
+    let ownership = match kind {
+        PatchKind::Apply => Ownership::Applied,
+        _ => Ownership::Update(writer),
+    };
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let (operation, object, old) = match store.prepare_patch(rt, namespace, name, kind, body, target.status)? {
+        let prepared = store.prepare_patch(rt, namespace, name, kind, body, target.status, applier)?;
+        let (operation, object, old) = match prepared {
             Patched::Create(object) => (Operation::Create, object, None),
             Patched::Update { old, new } => (Operation::Update, new, Some(old)),
         };
@@ -307,14 +325,21 @@ async fn patch_with_admission(
         let mut admitted = admission::admit(store, request).await?;
         let warnings = schema::check(rt, &mut admitted, validation)?;
         let written = match &old {
-            None => store.create(rt, namespace, admitted),
-            Some(old) => store.replace_if_unchanged(rt, namespace, name, old, admitted, target.status),
+            None => store.create_owned(rt, namespace, admitted, ownership),
+            Some(old) => store.replace_if_unchanged(rt, namespace, name, old, admitted, target.status, ownership),
         };
         match written {
             Err(ApiError::Conflict { .. } | ApiError::AlreadyExists { .. }) if attempt < PATCH_ATTEMPTS => continue,
             other => return other.map(|written| (written, warnings)),
         }
     }
+}
+
+/// The field manager a write without `?fieldManager=` is recorded under, as the real
+/// server names it: the User-Agent up to its first `/` (`kubectl`, `kube-rs`).
+fn manager_from_user_agent(user_agent: &str) -> String {
+    let manager = user_agent.split('/').next().unwrap_or_default().trim();
+    if manager.is_empty() { "unknown".to_string() } else { manager.to_string() }
 }
 
 fn parse_json(body: &Bytes) -> Result<Value, ApiError> {
@@ -380,6 +405,7 @@ fn scale(
     method: &Method,
     headers: &HeaderMap,
     body: &Bytes,
+    writer: &Writer<'_>,
 ) -> Result<Value, ApiError> {
     let (rt, namespace) = (&target.rt, target.namespace.as_deref().unwrap_or_default());
     let name = target.name.as_deref().unwrap_or_default();
@@ -420,7 +446,7 @@ fn scale(
     if let Some(rv) = wanted["metadata"]["resourceVersion"].as_str().filter(|rv| !rv.is_empty()) {
         updated["metadata"]["resourceVersion"] = json!(rv);
     }
-    let written = store.update(rt, namespace, name, updated, false)?;
+    let written = store.update_owned(rt, namespace, name, updated, false, Ownership::Update(writer))?;
     Ok(scale_of(&written))
 }
 

@@ -13,6 +13,7 @@ use listwatch::{ListOptions, Log, LogConfig, ObjectId, StoredObject, WatchOption
 use serde_json::{Map, Value, json};
 
 use crate::error::{ApiError, FieldCause};
+use crate::field_manager::{self, Schema, Writer};
 use crate::resources::{self, ResourceType};
 
 /// Storage is per (group, plural): every version of a resource shares it.
@@ -32,6 +33,18 @@ pub enum PatchKind {
     Merge,
     Strategic,
     Apply,
+}
+
+/// How a write's field ownership (`metadata.managedFields`) is recorded.
+#[derive(Clone, Copy, Debug)]
+pub enum Ownership<'a> {
+    /// Not recorded: in-process writers (tests, the local cluster's simulations); an
+    /// update keeps the `managedFields` it sends, a create starts with none.
+    Untracked,
+    /// Recorded as an `Update` by this writer.
+    Update(&'a Writer<'a>),
+    /// Already recorded in the object, by server-side apply.
+    Applied,
 }
 
 /// What a patch produces: a new version of an object, or (server-side apply of an
@@ -121,7 +134,17 @@ impl Store {
         self.lock().log.watch(&key_of(rt), opts)
     }
 
-    pub fn create(&self, rt: &ResourceType, namespace: &str, mut body: Value) -> Result<Value, ApiError> {
+    pub fn create(&self, rt: &ResourceType, namespace: &str, body: Value) -> Result<Value, ApiError> {
+        self.create_owned(rt, namespace, body, Ownership::Untracked)
+    }
+
+    pub fn create_owned(
+        &self,
+        rt: &ResourceType,
+        namespace: &str,
+        mut body: Value,
+        ownership: Ownership<'_>,
+    ) -> Result<Value, ApiError> {
         check_type(&body, rt)?;
         let mut inner = self.lock();
         let meta = metadata_mut(&mut body)?;
@@ -148,8 +171,11 @@ impl Store {
         }
         let uid = inner.next_uid();
         let meta = metadata_mut(&mut body)?;
-        for transient in ["resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"] {
+        for transient in ["resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"] {
             meta.remove(transient);
+        }
+        if !matches!(ownership, Ownership::Applied) {
+            meta.remove("managedFields");
         }
         meta.insert("uid".into(), json!(uid));
         meta.insert("creationTimestamp".into(), json!(now()));
@@ -164,6 +190,9 @@ impl Store {
             "Namespace" => body["status"] = json!({"phase": "Active"}),
             "CustomResourceDefinition" => accept_crd(&mut body),
             _ => {}
+        }
+        if let Ownership::Update(writer) = ownership {
+            field_manager::created(inner.field_schema(rt), &mut body, writer, "Update");
         }
         let stored = inner.commit(rt, &namespace, &name, body)?;
         if rt.kind == "CustomResourceDefinition" {
@@ -180,30 +209,27 @@ impl Store {
         body: Value,
         status_only: bool,
     ) -> Result<Value, ApiError> {
-        check_type(&body, rt)?;
-        let mut inner = self.lock();
-        let old = inner.find(rt, namespace, name).ok_or_else(|| not_found(rt, name))?;
-        inner.write(rt, namespace, name, old, body, status_only)
+        self.update_owned(rt, namespace, name, body, status_only, Ownership::Untracked)
     }
 
-    /// Patches an object: computes the patched form, then writes it if nothing changed
-    /// in between (see [`Store::prepare_patch`] for callers that act in between).
-    pub fn patch(
+    pub fn update_owned(
         &self,
         rt: &ResourceType,
         namespace: &str,
         name: &str,
-        kind: PatchKind,
-        patch: &[u8],
+        body: Value,
         status_only: bool,
+        ownership: Ownership<'_>,
     ) -> Result<Value, ApiError> {
-        match self.prepare_patch(rt, namespace, name, kind, patch, status_only)? {
-            Patched::Create(object) => self.create(rt, namespace, object),
-            Patched::Update { old, new } => self.replace_if_unchanged(rt, namespace, name, &old, new, status_only),
-        }
+        check_type(&body, rt)?;
+        let mut inner = self.lock();
+        let old = inner.find(rt, namespace, name).ok_or_else(|| not_found(rt, name))?;
+        inner.write(rt, namespace, name, old, body, status_only, ownership)
     }
 
-    /// The object a patch would produce, without writing it.
+    /// The object a patch would produce, without writing it. A server-side apply needs
+    /// its writer (`fieldManager`), and records its field ownership in the object.
+    #[allow(clippy::too_many_arguments)]
     pub fn prepare_patch(
         &self,
         rt: &ResourceType,
@@ -212,6 +238,7 @@ impl Store {
         kind: PatchKind,
         patch: &[u8],
         status_only: bool,
+        applier: Option<(&Writer<'_>, bool)>,
     ) -> Result<Patched, ApiError> {
         let inner = self.lock();
         let current = inner.find(rt, namespace, name);
@@ -250,20 +277,23 @@ impl Store {
             (PatchKind::Apply, current) => {
                 let text = std::str::from_utf8(patch)
                     .map_err(|e| ApiError::BadRequest(format!("apply patch is not UTF-8: {e}")))?;
-                let applied: Value = serde_saphyr::from_str(text)
+                let mut applied: Value = serde_saphyr::from_str(text)
                     .map_err(|e| ApiError::BadRequest(format!("invalid apply patch: {e}")))?;
                 check_type(&applied, rt)?;
+                let Some((writer, force)) = applier else {
+                    return Err(ApiError::BadRequest("fieldManager is required for apply requests".into()));
+                };
+                if current.is_none() && status_only {
+                    return Err(not_found(rt, name));
+                }
+                if current.is_none() {
+                    metadata_mut(&mut applied)?.insert("name".into(), json!(name));
+                }
+                let object = field_manager::apply(inner.field_schema(rt), current.as_ref(), &applied, writer, force)
+                    .map_err(|conflicts| field_manager::conflict_error(&conflicts))?;
                 match current {
-                    None if status_only => return Err(not_found(rt, name)),
-                    None => {
-                        let mut applied = applied;
-                        metadata_mut(&mut applied)?.insert("name".into(), json!(name));
-                        return Ok(Patched::Create(applied));
-                    }
-                    Some(mut target) => {
-                        json_patch::merge(&mut target, &applied);
-                        target
-                    }
+                    None => return Ok(Patched::Create(object)),
+                    Some(_) => object,
                 }
             }
             (_, None) => return Err(not_found(rt, name)),
@@ -274,6 +304,7 @@ impl Store {
 
     /// Writes `new` in place of `old`, unless the stored object moved on since `old` was
     /// read (409 Conflict, as an etcd compare-and-swap would fail).
+    #[allow(clippy::too_many_arguments)] // an address (3), the versions (2), how it is written (2)
     pub fn replace_if_unchanged(
         &self,
         rt: &ResourceType,
@@ -282,6 +313,7 @@ impl Store {
         old: &Value,
         new: Value,
         status_only: bool,
+        ownership: Ownership<'_>,
     ) -> Result<Value, ApiError> {
         let mut inner = self.lock();
         let current = inner.find(rt, namespace, name).ok_or_else(|| not_found(rt, name))?;
@@ -293,7 +325,7 @@ impl Store {
                 kind: rt.plural.clone(),
             });
         }
-        inner.write(rt, namespace, name, current, new, status_only)
+        inner.write(rt, namespace, name, current, new, status_only, ownership)
     }
 
     /// DELETE on a collection: every object the options select, one by one (each follows
@@ -410,6 +442,7 @@ impl Inner {
 
     /// The shared replace path of PUT and PATCH.
     #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments)] // an address (3), the versions (2), how it is written (2)
     fn write(
         &mut self,
         rt: &ResourceType,
@@ -418,6 +451,7 @@ impl Inner {
         old: Value,
         mut new: Value,
         status_only: bool,
+        ownership: Ownership<'_>,
     ) -> Result<Value, ApiError> {
         let meta = metadata_mut(&mut new)?;
         if let Some(body_name) = meta.get("name").and_then(Value::as_str)
@@ -444,6 +478,9 @@ impl Inner {
         let mut next = if status_only {
             let mut next = old.clone();
             next["status"] = new.get("status").cloned().unwrap_or(Value::Null);
+            if let (Ownership::Applied, Some(managed)) = (ownership, new["metadata"].get("managedFields")) {
+                next["metadata"]["managedFields"] = managed.clone();
+            }
             if let Some(o) = next.as_object_mut() {
                 o.retain(|_, v| !v.is_null());
             }
@@ -480,6 +517,9 @@ impl Inner {
         if let Some(o) = next.as_object_mut() {
             o.insert("apiVersion".into(), old["apiVersion"].clone());
             o.insert("kind".into(), old["kind"].clone());
+        }
+        if let Ownership::Update(writer) = ownership {
+            field_manager::updated(self.field_schema(rt), &old, &mut next, writer);
         }
         if next == old {
             return Ok(with_type(old, rt));
@@ -588,6 +628,10 @@ impl Inner {
 
     fn is_builtin(&self, rt: &ResourceType) -> bool {
         resources::builtin().iter().any(|b| b.group == rt.group && b.plural == rt.plural)
+    }
+
+    fn field_schema<'r>(&self, rt: &'r ResourceType) -> Schema<'r> {
+        Schema { kind: &rt.kind, builtin: self.is_builtin(rt) }
     }
 
     fn type_for(&self, key: &ResourceKey) -> Option<ResourceType> {

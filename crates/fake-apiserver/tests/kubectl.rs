@@ -25,8 +25,9 @@ struct Served {
 }
 
 impl Served {
-    fn start() -> Self {
-        let dir = std::env::temp_dir().join(format!("fake-apiserver-kubectl-{}", std::process::id()));
+    /// A server of its own for the test `name`.
+    fn start(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("fake-apiserver-kubectl-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let kubeconfig = dir.join("kubeconfig");
         let _ = std::fs::remove_file(&kubeconfig);
@@ -113,7 +114,7 @@ fn table(output: &str) -> Vec<Vec<String>> {
 #[cfg_attr(missing_kubectl, ignore = "kubectl not found at $KUBECTL or .tools/bin: run .ci/install-tools")]
 fn kubectl_against_the_serve_binary() {
     let kubectl = tool_lookup::require(&workspace(), "kubectl");
-    let mut served = Served::start();
+    let mut served = Served::start("main");
 
     assert_eq!(
         served.ok(&kubectl, &["get", "namespaces", "-o", "name"]),
@@ -350,4 +351,70 @@ fn kubectl_against_the_serve_binary() {
     assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
     let status = served.child.wait().unwrap();
     assert_eq!(status.code(), Some(0));
+}
+
+#[test]
+#[cfg_attr(missing_kubectl, ignore = "kubectl not found at $KUBECTL or .tools/bin: run .ci/install-tools")]
+fn server_side_apply_tracks_field_owners_as_a_real_server() {
+    let kubectl = tool_lookup::require(&workspace(), "kubectl");
+    let served = Served::start("apply");
+    let write = |file: &str, replicas: u32, labels: &str| {
+        let manifest = format!(
+            r#"{{"apiVersion":"apps/v1","kind":"Deployment","metadata":{{"name":"api","labels":{{{labels}}}}},
+            "spec":{{"replicas":{replicas},"selector":{{"matchLabels":{{"app":"api"}}}},
+            "template":{{"metadata":{{"labels":{{"app":"api"}}}},"spec":{{"containers":[{{"name":"api","image":"api:1"}}]}}}}}}}}"#
+        );
+        let path = served.dir.join(file);
+        std::fs::write(&path, manifest).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let apply = |manager: &str, path: &str, extra: &[&str]| {
+        let args = [&["apply", "--server-side", "--field-manager", manager, "-f", path][..], extra].concat();
+        served.kubectl(&kubectl, &args)
+    };
+    let managers =
+        || served.ok(&kubectl, &["get", "deploy", "api", "-o", "jsonpath={.metadata.managedFields[*].manager}"]);
+
+    let a = write("a.json", 2, r#""team":"a","tier":"x""#);
+    assert!(apply("a", &a, &[]).status.success());
+    assert_eq!(managers(), "a");
+
+    // another manager setting a field a owns to another value: the real server's 409
+    let b = write("b.json", 3, "");
+    let refused = apply("b", &b, &[]);
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.starts_with("error: Apply failed with 1 conflict: conflict with \"a\": .spec.replicas\n"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--force-conflicts"), "kubectl's advice follows: {stderr}");
+    assert!(apply("b", &b, &["--force-conflicts"]).status.success());
+    assert_eq!(served.ok(&kubectl, &["get", "deploy", "api", "-o", "jsonpath={.spec.replicas}"]), "3");
+
+    // a drops a label it alone set: the server removes it (a JSON merge would keep it)
+    let a = write("a.json", 3, r#""team":"a""#);
+    assert!(apply("a", &a, &[]).status.success());
+    assert_eq!(served.ok(&kubectl, &["get", "deploy", "api", "-o", "jsonpath={.metadata.labels}"]), r#"{"team":"a"}"#);
+    assert_eq!(managers(), "b a");
+
+    // an imperative write takes the fields it changed: a later apply conflicts with it
+    served.ok(&kubectl, &["scale", "deploy", "api", "--replicas=5"]);
+    let refused = apply("a", &a, &[]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.starts_with("error: Apply failed with 1 conflict: conflict with \"kubectl\" with subresource \"scale\" using apps/v1 at "), "{stderr}");
+    assert!(stderr.contains(": .spec.replicas\n"), "{stderr}");
+
+    // Service.spec.selector is atomic: applied whole, replaced whole
+    let service = |selector: &str| {
+        let path = served.dir.join("svc.json");
+        let manifest = format!(
+            r#"{{"apiVersion":"v1","kind":"Service","metadata":{{"name":"web"}},"spec":{{"selector":{{{selector}}},"ports":[{{"port":80}}]}}}}"#
+        );
+        std::fs::write(&path, manifest).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    assert!(apply("a", &service(r#""app":"web","tier":"front""#), &[]).status.success());
+    assert!(apply("a", &service(r#""app":"web2""#), &[]).status.success());
+    assert_eq!(served.ok(&kubectl, &["get", "svc", "web", "-o", "jsonpath={.spec.selector}"]), r#"{"app":"web2"}"#);
 }
