@@ -5,6 +5,9 @@ use std::path::{Path, PathBuf};
 /// Finding kubectl/helm; also compiled into this package's and fake-apiserver's build scripts.
 pub mod tool_lookup;
 
+mod stop_on_drop;
+pub use stop_on_drop::StopOnDrop;
+
 /// The workspace root, for tests that run the project's commands.
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ lives in the workspace root").to_path_buf()

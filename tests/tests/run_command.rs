@@ -8,6 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use edgegrid_core::crd::{DeploymentGrid, ServiceGrid, StatefulSetGrid, all_crds};
+use edgegrid_tests::StopOnDrop;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams};
 
@@ -27,19 +28,6 @@ fn xtask() -> PathBuf {
     deps.parent().and_then(|d| d.parent()).expect("target/<profile>/deps/<test>").join("xtask")
 }
 
-/// A child process killed when the test ends early (a failed assertion), so a run that
-/// did not come up does not outlive the test with its component processes.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        if self.0.try_wait().ok().flatten().is_none() {
-            let _ = Command::new("kill").args(["-TERM", &self.0.id().to_string()]).status();
-            let _ = self.0.wait();
-        }
-    }
-}
-
 fn names<K: kube::Resource>(items: Vec<K>) -> Vec<String> {
     items.into_iter().map(|o| o.meta().name.clone().unwrap_or_default()).collect()
 }
@@ -57,7 +45,7 @@ fn xtask_crds_prints_every_crd() {
 async fn xtask_run_serves_the_local_cluster_until_sigterm() {
     let dir = std::env::temp_dir().join(format!("edgegrid-run-{}", std::process::id()));
     let kubeconfig = dir.join("kubeconfig");
-    let mut child = KillOnDrop(
+    let mut child = StopOnDrop(
         Command::new(xtask())
             .args(["run", "--no-build", "--port", "0", "--kubeconfig-out"])
             .arg(&kubeconfig)

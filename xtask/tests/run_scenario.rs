@@ -8,6 +8,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "../../tests/src/stop_on_drop.rs"]
+mod stop_on_drop;
+use stop_on_drop::StopOnDrop;
+
 const COMPONENTS: [&str; 4] = ["grid-wrapper", "edge-health", "edge-health-admission", "edge-node-lifecycle"];
 
 const UNIT_VIEWS: &str = "\
@@ -155,15 +159,17 @@ fn a_cluster_mode_run_reads_each_wrapper_through_the_pod_proxy_and_sigterm_stops
     let scratch = Scratch(std::env::temp_dir().join(format!("xtask-cluster-mode-{}", std::process::id())));
     std::fs::create_dir_all(&scratch.0).expect("scratch directory");
     let kubeconfig = scratch.0.join("kubeconfig");
-    let mut cluster = Command::new(xtask)
-        .args(["run", "--no-acts", "--no-build", "--kubeconfig-out"])
-        .arg(&kubeconfig)
-        .env_remove("KUBECONFIG")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("starts xtask");
-    let mut lines = BufReader::new(cluster.stdout.take().expect("stdout")).lines();
+    let mut cluster = StopOnDrop(
+        Command::new(xtask)
+            .args(["run", "--no-acts", "--no-build", "--kubeconfig-out"])
+            .arg(&kubeconfig)
+            .env_remove("KUBECONFIG")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("starts xtask"),
+    );
+    let mut lines = BufReader::new(cluster.0.stdout.take().expect("stdout")).lines();
     let mut shown = String::new();
     while !shown.contains("Ctrl-C stops it.") {
         match lines.next() {
@@ -188,11 +194,11 @@ fn a_cluster_mode_run_reads_each_wrapper_through_the_pod_proxy_and_sigterm_stops
         assert_eq!(nodes, [format!("edge-{letter}-0"), format!("edge-{letter}-1")], "{table}");
     }
 
-    let pid = cluster.id().to_string();
+    let pid = cluster.0.id().to_string();
     assert!(Command::new("kill").args(["-TERM", &pid]).status().expect("kill").success());
     let deadline = Instant::now() + Duration::from_secs(20);
     let status = loop {
-        if let Some(status) = cluster.try_wait().expect("wait") {
+        if let Some(status) = cluster.0.try_wait().expect("wait") {
             break status;
         }
         assert!(Instant::now() < deadline, "still running 20 s after SIGTERM");

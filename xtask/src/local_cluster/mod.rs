@@ -9,7 +9,7 @@
 //! the admission webhook (self-managed certificates, registered with the fake apiserver)
 //! and the edge-aware node lifecycle controller.
 //!
-//! Runs do not clash: each takes a free slot (a pid file under `target/edgegrid-local`),
+//! Runs do not clash: each takes a free slot (a locked file under `target/edgegrid-local`),
 //! which picks its node addresses, log directory and kubeconfig path.
 
 mod acts;
@@ -170,36 +170,43 @@ pub(crate) fn kubeconfig_with_token(server: &str, token: Option<&str>) -> String
     )
 }
 
-/// A run's claim on a slot: `slot-<n>.pid` holds its pid while it runs.
+/// A run's claim on a slot: an exclusive lock on `slot-<n>.lock` (which also names its
+/// pid). The lock is the claim, not the file's content: two runs starting at once cannot
+/// both take a slot (a pid file written after it was created could be read empty and
+/// taken over), and a run that dies, however it dies, frees its slot with its lock.
 struct Slot {
     number: u8,
-    pid_file: PathBuf,
+    #[cfg_attr(not(test), allow(dead_code))]
+    lock_file: PathBuf,
+    /// Held open while the run lasts: closing it releases the lock.
+    _lock: std::fs::File,
 }
 
 impl Slot {
     fn claim(dir: &Path) -> Result<Self> {
+        use std::io::Write;
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         for number in 0..100u8 {
-            let pid_file = dir.join(format!("slot-{number}.pid"));
-            let holder = std::fs::read_to_string(&pid_file).ok().and_then(|p| p.trim().parse::<u32>().ok());
-            if holder.is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists()) {
-                continue;
-            }
-            let _ = std::fs::remove_file(&pid_file);
-            let created = std::fs::OpenOptions::new().write(true).create_new(true).open(&pid_file);
-            if let Ok(mut file) = created {
-                use std::io::Write;
-                write!(file, "{}", std::process::id())?;
-                return Ok(Self { number, pid_file });
+            let lock_file = dir.join(format!("slot-{number}.lock"));
+            let mut file = std::fs::OpenOptions::new()
+                .create(true)
+                .write(true)
+                .truncate(false)
+                .open(&lock_file)
+                .with_context(|| format!("opening {}", lock_file.display()))?;
+            match file.try_lock() {
+                Ok(()) => {
+                    file.set_len(0)?;
+                    write!(file, "{}", std::process::id())?;
+                    return Ok(Self { number, lock_file, _lock: file });
+                }
+                Err(std::fs::TryLockError::WouldBlock) => continue,
+                Err(std::fs::TryLockError::Error(error)) => {
+                    return Err(error).with_context(|| format!("locking {}", lock_file.display()));
+                }
             }
         }
-        bail!("100 local clusters are running already (pid files in {})", dir.display())
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.pid_file);
+        bail!("100 local clusters are running already (locks in {})", dir.display())
     }
 }
 
@@ -769,15 +776,40 @@ mod tests {
         let first = Slot::claim(&dir).expect("a slot");
         let second = Slot::claim(&dir).expect("a slot");
         assert_eq!((first.number, second.number), (0, 1));
+        assert_eq!(std::fs::read_to_string(&first.lock_file).expect("pid"), std::process::id().to_string());
         drop(first);
         let again = Slot::claim(&dir).expect("a slot");
         assert_eq!(again.number, 0, "a stopped run's slot is free");
-        // a run that died without cleaning up: its pid is no process
-        std::fs::write(dir.join("slot-2.pid"), "4294967295").expect("write");
+        // a run that died left its file behind, with a pid that is no process: no lock, free
+        std::fs::write(dir.join("slot-2.lock"), "4294967295").expect("write");
         let reclaimed = Slot::claim(&dir).expect("a slot");
         assert_eq!(reclaimed.number, 2);
-        assert_eq!(std::fs::read_to_string(&reclaimed.pid_file).expect("pid"), std::process::id().to_string());
+        assert_eq!(std::fs::read_to_string(&reclaimed.lock_file).expect("pid"), std::process::id().to_string());
         drop((second, again, reclaimed));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Runs claiming slots all at once (threads here; the lock is per open file, so they
+    /// contend as processes do) each get a slot of their own.
+    #[test]
+    fn simultaneous_claims_never_share_a_slot() {
+        let dir = std::env::temp_dir().join(format!("xtask-slots-race-{}", std::process::id()));
+        let start = std::sync::Barrier::new(8);
+        let slots: Vec<Slot> = std::thread::scope(|scope| {
+            let claims: Vec<_> = (0..8)
+                .map(|_| {
+                    scope.spawn(|| {
+                        start.wait();
+                        Slot::claim(&dir).expect("a slot")
+                    })
+                })
+                .collect();
+            claims.into_iter().map(|claim| claim.join().expect("claimed")).collect()
+        });
+        let mut numbers: Vec<u8> = slots.iter().map(|slot| slot.number).collect();
+        numbers.sort_unstable();
+        assert_eq!(numbers, (0..8).collect::<Vec<u8>>());
+        drop(slots);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
