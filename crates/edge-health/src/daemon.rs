@@ -22,6 +22,8 @@ pub mod peer_cache;
 pub mod round;
 pub mod server;
 pub mod state;
+#[cfg(test)]
+mod test_support;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};

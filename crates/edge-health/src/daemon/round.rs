@@ -239,55 +239,16 @@ async fn send_relay_frame(daemon: &Daemon, transport: &Transport, RelayFrame { f
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use axum::body::Body;
     use axum::response::IntoResponse;
-    use clap::Parser;
-    use edgegrid_core::keys::EDGE_HEALTH_ADDRESS_ANNOTATION;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use tower::ServiceExt;
 
     use super::*;
-    use crate::daemon::cli::Flags;
-    use crate::daemon::metrics::{BallotLabels, Metrics, ReasonLabel, SentLabels};
+    use crate::daemon::metrics::{BallotLabels, ReasonLabel, SentLabels};
     use crate::daemon::server::router;
-
-    const KEY: &[u8] = b"a unit key of at least thirty-two bytes, for tests only";
-
-    fn meta(name: &str, address: &str) -> ObjectMeta {
-        ObjectMeta {
-            name: Some(name.into()),
-            labels: Some(BTreeMap::from([("site".to_string(), "a".to_string())])),
-            annotations: Some(BTreeMap::from([(EDGE_HEALTH_ADDRESS_ANNOTATION.to_string(), address.to_string())])),
-            ..ObjectMeta::default()
-        }
-    }
-
-    fn daemon(name: &str, check_port: u16, nodes: &[ObjectMeta]) -> Arc<Daemon> {
-        let check = format!("kind=tcp,port={check_port},timeout=500ms");
-        let flags = Flags::try_parse_from([
-            "edge-health",
-            "--node-name",
-            name,
-            "--advertise-address",
-            "127.0.0.1",
-            "--hmac-key-file",
-            "/unused",
-            "--unit-label-key",
-            "site",
-            "--check",
-            &check,
-            "--indirect-timeout",
-            "5s",
-        ])
-        .unwrap();
-        let settings = flags.settings(name.into()).unwrap();
-        let daemon = Arc::new(Daemon::new(settings, Arc::new(Metrics::default()), KEY, wall_clock()).unwrap());
-        daemon.replace_nodes(nodes);
-        daemon
-    }
+    use crate::daemon::test_support::{daemon, holding_port, member};
 
     /// The only helper's first answer is lost (its server fails the exchange): the asker
     /// asks again with a fresh frame (the first was accepted, so a resent copy would be
@@ -295,22 +256,17 @@ mod tests {
     #[tokio::test]
     async fn a_failed_indirect_round_trip_is_retried_before_the_peer_is_accused() {
         // the target's kubelet port: accepts connections (alive, seen from the helper)
-        let target = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = target.local_addr().unwrap().port();
-        let _accepting = tokio::spawn(async move {
-            let mut open = Vec::new();
-            while let Ok((socket, _)) = target.accept().await {
-                open.push(socket);
-            }
-        });
+        let (port, _accepting) = holding_port().await;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let helper_address = listener.local_addr().unwrap();
         let nodes = [
-            meta("asker", "127.0.0.2:51005"),
-            meta("helper", &helper_address.to_string()),
-            meta("target", &format!("127.0.0.1:{port}")),
+            member("asker", Some("127.0.0.2:51005")),
+            member("helper", Some(&helper_address.to_string())),
+            member("target", Some(&format!("127.0.0.1:{port}"))),
         ];
-        let (asker, helper) = (daemon("asker", port, &nodes), daemon("helper", port, &nodes));
+        let check = format!("kind=tcp,port={port},timeout=500ms");
+        let flags = ["--indirect-timeout", "5s"];
+        let (asker, helper) = (daemon("asker", &check, &flags, &nodes), daemon("helper", &check, &flags, &nodes));
         let seen = Arc::new(AtomicUsize::new(0));
         let helper_router = router(helper.clone());
         let lossy = axum::Router::new().route(

@@ -79,71 +79,31 @@ async fn exchange(State(Shared { daemon, helping }): State<Shared>, frame: Bytes
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
     use std::time::Duration;
 
     use axum::body::Body;
     use axum::http::Request;
-    use clap::Parser;
-    use edgegrid_core::keys::EDGE_HEALTH_ADDRESS_ANNOTATION;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use tower::ServiceExt;
 
     use super::*;
-    use crate::daemon::cli::Flags;
-    use crate::daemon::metrics::Metrics;
+    use crate::daemon::test_support::{KEY, daemon, holding_port, member};
     use crate::message::{HmacKey, Payload, Signer};
-
-    const KEY: &[u8] = b"a unit key of at least thirty-two bytes, for tests only";
-
-    fn meta(name: &str, address: Option<&str>) -> ObjectMeta {
-        ObjectMeta {
-            name: Some(name.into()),
-            labels: Some(BTreeMap::from([("site".to_string(), "a".to_string())])),
-            annotations: address.map(|a| BTreeMap::from([(EDGE_HEALTH_ADDRESS_ANNOTATION.to_string(), a.to_string())])),
-            ..ObjectMeta::default()
-        }
-    }
 
     /// A peer asks twice at once while this node may run one probe for peers: one request
     /// is run (its check hangs until its timeout), the other declined at once as busy.
     #[tokio::test]
     async fn probe_requests_beyond_the_limit_are_declined_not_queued() {
         // the target's "kubelet": accepts and never answers
-        let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = silent.local_addr().unwrap().port();
-        let _held = tokio::spawn(async move {
-            let mut open = Vec::new();
-            while let Ok((socket, _)) = silent.accept().await {
-                open.push(socket);
-            }
-        });
+        let (port, _held) = holding_port().await;
         let check = format!("kind=http,port={port},path=/healthz,timeout=300ms");
-        let flags = Flags::try_parse_from([
-            "edge-health",
-            "--node-name",
-            "helper",
-            "--advertise-address",
-            "127.0.0.1",
-            "--hmac-key-file",
-            "/unused",
-            "--unit-label-key",
-            "site",
-            "--check",
-            &check,
-            "--max-concurrent-probe-requests",
-            "1",
-        ])
-        .unwrap();
-        let settings = flags.settings("helper".into()).unwrap();
-        let now = wall_clock();
-        let daemon = Arc::new(Daemon::new(settings, Arc::new(Metrics::default()), KEY, now).unwrap());
         let target_address = format!("127.0.0.1:{port}");
-        daemon.replace_nodes(&[
-            meta("helper", Some("127.0.0.1:51005")),
-            meta("asker", Some("127.0.0.2:51005")),
-            meta("target", Some(&target_address)),
-        ]);
+        let nodes = [
+            member("helper", Some("127.0.0.1:51005")),
+            member("asker", Some("127.0.0.2:51005")),
+            member("target", Some(&target_address)),
+        ];
+        let daemon = daemon("helper", &check, &["--max-concurrent-probe-requests", "1"], &nodes);
+        let now = wall_clock();
         let mut asker = Signer::new(HmacKey::new(KEY).unwrap(), "asker", now);
         let mut request = |id| {
             let frame =
