@@ -5,14 +5,14 @@
 //! a node cache not synced yet) is allowed unchanged. Only a body that is not an
 //! AdmissionReview at all is refused, with 400, because then there is no uid to answer.
 //!
-//! A review is read without building its JSON tree ([`read`]): one pass over the body for
-//! the envelope, keeping the object as text, one over the object for what the hook's rule
-//! reads of it, and k8s-openapi's typed decoding of that text for "does it decode". That
-//! reading gives up on anything unusual, and the body is then read as a
-//! `serde_json::Value` tree and decided as it always was ([`decide_tree`]). Both readings
-//! must answer every body alike (the tests hold them to it); the first is only faster.
+//! A review is read in one pass over the body without building its JSON tree ([`read`]),
+//! keeping what the hook's rule reads of the object ([`schema`]). That reading gives up on
+//! anything unusual, and the body is then read as a `serde_json::Value` tree. Both readings
+//! yield the same [`Review`], decided by one function; the tests hold them to agree on every
+//! body an apiserver can send. The first is only faster.
 
 mod read;
+mod schema;
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -22,12 +22,9 @@ use edgegrid_core::admission;
 use edgegrid_core::keys;
 use edgegrid_core::protection::{NodeFacts, ProtectionLimit, Timestamp};
 use json_patch::Patch;
-use k8s_openapi::api::core::v1::{Endpoints, Node};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
-use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use read::Keep::{self, All, Each, Fields};
+use schema::Schema::{self, Bool, Each, Fields, Str, Time, Whole};
 
 /// The three webhook paths, SuperEdge's names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -65,20 +62,21 @@ impl Hook {
         }
     }
 
-    /// What of the object this hook's rule (`edgegrid_core::admission`) reads: the same
-    /// rule on this much of the object answers as on all of it. (Node: the two
-    /// annotations, each condition's type, status and transition time, each taint's key
-    /// and effect; EndpointSlice: each endpoint's node and ready/terminating conditions;
-    /// Endpoints: each subset's two address lists, which a patch copies whole.)
-    fn keep(self) -> &'static Keep {
-        static NODE: Keep = Fields(&[
+    /// What of the object this hook's rule (`edgegrid_core::admission`) reads, with the
+    /// types Kubernetes gives those fields: the same rule on this much of the object
+    /// answers as on all of it. (Node: the two annotations, each condition's type, status
+    /// and transition time, each taint's key and effect; EndpointSlice: each endpoint's node
+    /// and ready/terminating conditions; Endpoints: each subset's two address lists, which
+    /// a patch copies whole, and each address's node.)
+    fn schema(self) -> &'static Schema {
+        static NODE: Schema = Fields(&[
             (
                 "metadata",
                 Fields(&[(
                     "annotations",
                     Fields(&[
-                        (keys::NODE_UNHEALTH_ANNOTATION, All),
-                        (keys::MAX_UNREACHABLE_PROTECTION_ANNOTATION, All),
+                        (keys::NODE_UNHEALTH_ANNOTATION, Str),
+                        (keys::MAX_UNREACHABLE_PROTECTION_ANNOTATION, Str),
                     ]),
                 )]),
             ),
@@ -86,40 +84,22 @@ impl Hook {
                 "status",
                 Fields(&[(
                     "conditions",
-                    Each(&Fields(&[("type", All), ("status", All), ("lastTransitionTime", All)])),
+                    Each(&Fields(&[("type", Str), ("status", Str), ("lastTransitionTime", Time)])),
                 )]),
             ),
-            ("spec", Fields(&[("taints", Each(&Fields(&[("key", All), ("effect", All)])))])),
+            ("spec", Fields(&[("taints", Each(&Fields(&[("key", Str), ("effect", Str)])))])),
         ]);
-        static ENDPOINTS: Keep =
-            Fields(&[("subsets", Each(&Fields(&[("addresses", All), ("notReadyAddresses", All)])))]);
-        static ENDPOINT_SLICE: Keep = Fields(&[(
+        const ADDRESSES: Schema = Each(&Whole(&[("nodeName", Str)]));
+        static ENDPOINTS: Schema =
+            Fields(&[("subsets", Each(&Fields(&[("addresses", ADDRESSES), ("notReadyAddresses", ADDRESSES)])))]);
+        static ENDPOINT_SLICE: Schema = Fields(&[(
             "endpoints",
-            Each(&Fields(&[("nodeName", All), ("conditions", Fields(&[("ready", All), ("terminating", All)]))])),
+            Each(&Fields(&[("nodeName", Str), ("conditions", Fields(&[("ready", Bool), ("terminating", Bool)]))])),
         )]);
         match self {
             Self::NodeTaint => &NODE,
             Self::Endpoint => &ENDPOINTS,
             Self::EndpointSlice => &ENDPOINT_SLICE,
-        }
-    }
-
-    /// Whether `object` decodes as this hook's kind (k8s-openapi's say).
-    fn decodes(self, object: &Value) -> Result<(), String> {
-        match self {
-            Self::NodeTaint => decodes::<Node>(object),
-            Self::Endpoint => decodes::<Endpoints>(object),
-            Self::EndpointSlice => decodes::<EndpointSlice>(object),
-        }
-    }
-
-    /// The same, from the object's text (which is a JSON object).
-    fn decodes_text(self, object: &RawValue) -> bool {
-        let text = object.get();
-        match self {
-            Self::NodeTaint => serde_json::from_str::<Node>(text).is_ok(),
-            Self::Endpoint => serde_json::from_str::<Endpoints>(text).is_ok(),
-            Self::EndpointSlice => serde_json::from_str::<EndpointSlice>(text).is_ok(),
         }
     }
 }
@@ -132,34 +112,22 @@ pub struct Review<'a> {
     /// Echoed in the response: the apiserver only accepts its own version back.
     pub api_version: &'static str,
     pub uid: Cow<'a, str>,
-    request: Request<'a>,
+    /// `request.resource.group`, `request.resource.resource` and `request.operation`,
+    /// when they are strings.
+    group: Option<Cow<'a, str>>,
+    resource: Option<Cow<'a, str>>,
+    operation: Option<Cow<'a, str>>,
+    /// `request.object` (`null` when absent): what the hook's rule reads of it when read
+    /// lean, all of it when read as a tree.
+    object: Value,
+    lean: bool,
 }
 
 impl Review<'_> {
     /// Whether the review was read without building its JSON tree (the usual case).
     pub fn read_lean(&self) -> bool {
-        matches!(self.request, Request::Lean(_))
+        self.lean
     }
-}
-
-#[derive(Clone, Debug)]
-enum Request<'a> {
-    Lean(LeanRequest<'a>),
-    /// `request`, for a body the lean reading gave up on.
-    Tree(Value),
-}
-
-/// What the lean reading keeps of `request`.
-#[derive(Clone, Debug)]
-struct LeanRequest<'a> {
-    /// `resource.group`, `resource.resource`, `operation`, when strings.
-    group: Option<Cow<'a, str>>,
-    resource: Option<Cow<'a, str>>,
-    operation: Option<Cow<'a, str>>,
-    /// The object as sent, checked to be valid JSON.
-    object: Option<&'a RawValue>,
-    /// What the hook's rule reads of the object ([`Hook::keep`]).
-    kept: Value,
 }
 
 /// Why a body is not an AdmissionReview request (400).
@@ -185,21 +153,15 @@ pub fn parse(hook: Hook, body: &[u8]) -> Result<Review<'_>, MalformedReview> {
 
 /// The lean reading, `None` when it gives up.
 fn parse_lean(hook: Hook, body: &[u8]) -> Option<Review<'_>> {
-    let envelope = read::envelope(body)?;
-    let kept = match envelope.object {
-        Some(object) => read::kept(object, hook.keep())?,
-        None => Value::Null,
-    };
+    let envelope = read::envelope(body, hook.schema())?;
     Some(Review {
         api_version: envelope.api_version,
         uid: envelope.uid,
-        request: Request::Lean(LeanRequest {
-            group: envelope.group,
-            resource: envelope.resource,
-            operation: envelope.operation,
-            object: envelope.object,
-            kept,
-        }),
+        group: envelope.group,
+        resource: envelope.resource,
+        operation: envelope.operation,
+        object: envelope.object,
+        lean: true,
     })
 }
 
@@ -214,10 +176,18 @@ fn parse_tree(body: &[u8]) -> Result<Review<'static>, MalformedReview> {
     let Some(api_version) = API_VERSIONS.into_iter().find(|v| *v == api_version) else {
         return Err(MalformedReview::UnsupportedVersion(api_version.to_string()));
     };
-    let uid = value["request"]["uid"].as_str().filter(|u| !u.is_empty()).ok_or(MalformedReview::NoUid)?;
-    let uid = Cow::Owned(uid.to_string());
-    let request = value.get_mut("request").map(Value::take).unwrap_or_default();
-    Ok(Review { api_version, uid, request: Request::Tree(request) })
+    let request = &mut value["request"];
+    let uid = request["uid"].as_str().filter(|u| !u.is_empty()).ok_or(MalformedReview::NoUid)?;
+    let text = |field: &Value| field.as_str().map(|text| Cow::Owned(text.to_string()));
+    Ok(Review {
+        api_version,
+        uid: Cow::Owned(uid.to_string()),
+        group: text(&request["resource"]["group"]),
+        resource: text(&request["resource"]["resource"]),
+        operation: text(&request["operation"]),
+        object: request.get_mut("object").map(Value::take).unwrap_or_default(),
+        lean: false,
+    })
 }
 
 /// Why a request was allowed without looking further.
@@ -291,63 +261,23 @@ impl Policy {
 
 /// Decides one review for `hook` under `policy`.
 pub fn decide(hook: Hook, review: &Review<'_>, nodes: &impl NodeVerdicts, policy: &Policy) -> Decision {
-    let request = match &review.request {
-        Request::Tree(request) => return decide_tree(hook, request, nodes, policy),
-        Request::Lean(request) => request,
-    };
     let [group, resource, operation] =
-        [&request.group, &request.resource, &request.operation].map(|field| field.as_deref().unwrap_or_default());
-    if let Some(wrong) = wrong_request(hook, group, resource, operation) {
-        return wrong;
+        [&review.group, &review.resource, &review.operation].map(|field| field.as_deref().unwrap_or_default());
+    if (group, resource) != hook.resource() || operation != "UPDATE" {
+        let path = hook.path();
+        return Decision::Skipped(Skip::WrongRequest(format!("{operation} of {group}/{resource} sent to {path}")));
     }
-    let Some(object) = request.object.filter(|object| object.get().starts_with('{')) else {
-        return not_an_object();
-    };
-    if !hook.decodes_text(object) {
-        // k8s-openapi refuses it: decided on the tree, for the same words
-        return match serde_json::from_str::<Value>(object.get()) {
-            Ok(object) => decide_object(hook, &object, nodes, policy),
-            Err(error) => Decision::Skipped(Skip::Undecodable(error.to_string())),
-        };
-    }
-    rule(hook, &request.kept, nodes, policy)
-}
-
-/// Decides the `request` of a review read as a tree.
-fn decide_tree(hook: Hook, request: &Value, nodes: &impl NodeVerdicts, policy: &Policy) -> Decision {
-    let got = |field: &Value| field.as_str().unwrap_or_default().to_string();
-    let (group, resource) = (got(&request["resource"]["group"]), got(&request["resource"]["resource"]));
-    if let Some(wrong) = wrong_request(hook, &group, &resource, &got(&request["operation"])) {
-        return wrong;
-    }
-    decide_object(hook, &request["object"], nodes, policy)
-}
-
-/// `Skipped(WrongRequest)` unless the request is an UPDATE of the hook's resource.
-fn wrong_request(hook: Hook, group: &str, resource: &str, operation: &str) -> Option<Decision> {
-    if (group, resource) == hook.resource() && operation == "UPDATE" {
-        return None;
-    }
-    let path = hook.path();
-    Some(Decision::Skipped(Skip::WrongRequest(format!("{operation} of {group}/{resource} sent to {path}"))))
-}
-
-fn not_an_object() -> Decision {
-    Decision::Skipped(Skip::Undecodable("request.object is not an object".into()))
-}
-
-/// Decides on the whole object: whether it decodes, then the rule.
-fn decide_object(hook: Hook, object: &Value, nodes: &impl NodeVerdicts, policy: &Policy) -> Decision {
+    let object = &review.object;
     if !object.is_object() {
-        return not_an_object();
+        return Decision::Skipped(Skip::Undecodable("request.object is not an object".into()));
     }
-    if let Err(error) = hook.decodes(object) {
-        return Decision::Skipped(Skip::Undecodable(error));
+    if let Err(mismatch) = hook.schema().check(object) {
+        return Decision::Skipped(Skip::Undecodable(mismatch.to_string()));
     }
     rule(hook, object, nodes, policy)
 }
 
-/// The hook's rule on `object` (all of it, or what [`Hook::keep`] keeps of it).
+/// The hook's rule on `object` (all of it, or what [`Hook::schema`] keeps of it).
 fn rule(hook: Hook, object: &Value, nodes: &impl NodeVerdicts, policy: &Policy) -> Decision {
     let patch = match hook {
         // the node in the request is the verdict's subject: its own state decides
@@ -366,10 +296,6 @@ fn rule(hook: Hook, object: &Value, nodes: &impl NodeVerdicts, policy: &Policy) 
         }
     };
     patch.map_or(Decision::Unchanged, Decision::Patch)
-}
-
-fn decodes<T: serde::de::DeserializeOwned>(object: &Value) -> Result<(), String> {
-    T::deserialize(object).map(|_| ()).map_err(|e| e.to_string())
 }
 
 /// The AdmissionReview response: always allowed, with the patch if there is one.
@@ -459,27 +385,36 @@ mod tests {
                 "ports": [{"port": 80}]}]})
     }
 
+    /// Which reading answered a body.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    enum Reading {
+        /// Both read it (and decided alike); the lean reading answered.
+        Lean,
+        /// The lean reading gave up; the tree reading answered.
+        Tree,
+        /// The lean reading answered; the tree reading would have refused the body (JSON
+        /// no apiserver writes, in a part nobody reads).
+        LeanOnly,
+    }
+
     /// Both readings of `body` for `hook`, and their decisions; asserts they agree
-    /// wherever the lean one reads the body; whether it did.
-    fn agree(hook: Hook, body: &[u8], nodes: &NodeCache, policy: &Policy) -> bool {
+    /// wherever both read the body, and that `parse` answers as the reading it names; that
+    /// reading, and what was answered (a decision's label, or `malformed`).
+    fn agree(hook: Hook, body: &[u8], nodes: &NodeCache, policy: &Policy) -> (Reading, &'static str) {
         let tree = parse_tree(body);
         let Some(lean) = parse_lean(hook, body) else {
             // given up: `parse` is the tree reading
             let parsed = parse(hook, body).map(|r| (r.api_version, r.read_lean(), r.uid.into_owned()));
-            assert_eq!(parsed, tree.map(|r| (r.api_version, false, r.uid.into_owned())));
-            return false;
+            assert_eq!(parsed, tree.clone().map(|r| (r.api_version, false, r.uid.into_owned())));
+            let answer = tree.map_or("malformed", |tree| decide(hook, &tree, nodes, policy).label());
+            return (Reading::Tree, answer);
         };
-        let tree =
-            tree.unwrap_or_else(|e| panic!("read lean, refused as a tree ({e}): {}", String::from_utf8_lossy(body)));
-        assert_eq!((lean.api_version, &lean.uid), (tree.api_version, &tree.uid));
-        assert_eq!(
-            decide(hook, &lean, nodes, policy),
-            decide(hook, &tree, nodes, policy),
-            "{hook:?}: {}",
-            String::from_utf8_lossy(body)
-        );
         assert!(parse(hook, body).expect("a review").read_lean());
-        true
+        let decision = decide(hook, &lean, nodes, policy);
+        let Ok(tree) = tree else { return (Reading::LeanOnly, decision.label()) };
+        assert_eq!((lean.api_version, &lean.uid), (tree.api_version, &tree.uid));
+        assert_eq!(decision, decide(hook, &tree, nodes, policy), "{hook:?}: {}", String::from_utf8_lossy(body));
+        (Reading::Lean, decision.label())
     }
 
     #[test]
@@ -493,7 +428,7 @@ mod tests {
         ];
         for (hook, object) in cases {
             let body = review_body(hook, &object);
-            assert!(agree(hook, body.as_bytes(), &nodes, &at), "{hook:?} read lean");
+            assert_eq!(agree(hook, body.as_bytes(), &nodes, &at), (Reading::Lean, "patched"), "{hook:?}");
             let decision = decide(hook, &parse(hook, body.as_bytes()).expect("a review"), &nodes, &at);
             let Decision::Patch(patch) = decision else { panic!("{hook:?}: {decision:?}") };
             let mut patched = object.clone();
@@ -521,69 +456,66 @@ mod tests {
         }
     }
 
-    /// Odd bodies: each read lean or not as said, and answered as the tree reading
-    /// answers them (the same error, or the same decision).
+    /// Odd bodies: each read lean or not as said, and answered as said (as the tree
+    /// reading answers them wherever it reads them).
     #[test]
     fn odd_bodies_are_answered_as_the_tree_reading_answers_them() {
+        use Reading::{Lean, LeanOnly, Tree};
         let nodes = cache();
         let at = policy(30, ProtectionLimit::Unlimited, false);
         let node = review_body(Hook::NodeTaint, &node_object());
-        let deep = format!("{}1{}", "[".repeat(120), "]".repeat(120));
-        let cases: Vec<(&str, String, bool)> = vec![
+        let in_old_object = |from: &str, to: &str| {
+            let at = node.rfind(from).expect("in oldObject");
+            format!("{}{to}{}", &node[..at], &node[at + from.len()..])
+        };
+        let nested = |depth: usize| format!("{}1{}", "[".repeat(depth), "]".repeat(depth));
+        let cases: Vec<(&str, String, Reading, &str)> = vec![
             (
                 "keys and strings escaped",
                 node.replace("\"uid\"", "\"u\\u0069d\"").replace("\"Ready\"", "\"Re\\u0061dy\""),
-                true,
+                Lean,
+                "patched",
             ),
-            ("whitespace", node.replace(',', " ,\n\t").replace(':', " : "), true),
+            ("whitespace", node.replace(",\"", " ,\n\t\"").replace("\":", "\" : "), Lean, "patched"),
             (
-                "a node field given twice: the last counts",
+                "a read field given twice: the last counts",
                 node.replacen("\"spec\":", "\"spec\":{\"taints\":[]},\"spec\":", 1),
-                true,
-            ),
-            ("an annotation of another type", node.replace("\"a\":\"b\"", "\"nodeunhealth\":7"), true),
-            ("the object given twice", node.replacen("\"object\":", "\"object\":{},\"object\":", 1), false),
-            ("the request given twice", node.replacen("\"request\":", "\"request\":{},\"request\":", 1), false),
-            ("uid given twice", node.replacen("\"uid\":", "\"uid\":\"a\",\"uid\":", 1), false),
-            (
-                "serde_json's raw-value marker in the object",
-                node.replacen("\"a\":\"b\"", "\"$serde_json::private::RawValue\":\"[1]\"", 1),
-                false,
+                Lean,
+                "patched",
             ),
             (
-                "the raw-value marker, not JSON inside",
-                node.replacen("\"dryRun\":false", "\"dryRun\":{\"$serde_json::private::RawValue\":\"[\"}", 1),
-                false,
+                "a read field given twice, first of another type",
+                node.replacen("\"taints\":", "\"taints\":7,\"taints\":", 1),
+                Lean,
+                "patched",
             ),
             (
-                "nesting deeper than the lean reading goes",
-                node.replacen("\"dryRun\":false", &format!("\"dryRun\":{deep}"), 1),
-                false,
+                "a read annotation of another type",
+                node.replace("\"a\":\"b\"", "\"nodeunhealth\":7"),
+                Lean,
+                "undecodable",
             ),
             (
-                "nesting deeper than serde_json goes",
-                node.replacen("\"dryRun\":false", &format!("\"dryRun\":{}1{}", "[".repeat(130), "]".repeat(130)), 1),
-                false,
-            ),
-            ("a lone surrogate in oldObject", node.replacen("\"a\":\"b\"", "\"a\":\"\\ud800\"", 2), false),
-            ("a number out of range in the object", node.replacen("\"sizeBytes\":5", "\"sizeBytes\":1e400", 1), false),
-            (
-                "a number out of range in oldObject only",
-                {
-                    let at = node.rfind("\"sizeBytes\":5").expect("oldObject's");
-                    format!("{}\"sizeBytes\":1e400{}", &node[..at], &node[at + "\"sizeBytes\":5".len()..])
-                },
-                false,
+                "read taints not a list",
+                node.replacen("\"taints\":[", "\"taints\":{\"x\":[", 1).replacen("}]}", "}]}}", 1),
+                Lean,
+                "undecodable",
             ),
             (
-                "a label of the wrong type: undecodable",
+                "a transition time that is no time",
+                node.replace("2026-11-22T10:00:00Z", "yesterday"),
+                Lean,
+                "undecodable",
+            ),
+            (
+                "a field nobody reads of another type: not judged",
                 node.replace("\"annotations\":{\"a\":\"b\"}", "\"annotations\":{\"a\":\"b\"},\"labels\":5"),
-                true,
+                Lean,
+                "patched",
             ),
-            ("a transition time that is no time: undecodable", node.replace("2026-11-22T10:00:00Z", "yesterday"), true),
-            ("no object", node.replacen("\"object\":", "\"objectX\":", 1), true),
-            ("an object that is a number", review_body(Hook::NodeTaint, &json!(42)), true),
-            ("a CREATE", node.replace("\"UPDATE\"", "\"CREATE\""), true),
+            ("no object", node.replacen("\"object\":", "\"objectX\":", 1), Lean, "undecodable"),
+            ("an object that is a number", review_body(Hook::NodeTaint, &json!(42)), Lean, "undecodable"),
+            ("a CREATE", node.replace("\"UPDATE\"", "\"CREATE\""), Lean, "wrong_request"),
             (
                 "resource not an object",
                 node.replacen(
@@ -591,22 +523,74 @@ mod tests {
                     "\"resource\":[\"nodes\"]",
                     1,
                 ),
-                true,
+                Lean,
+                "wrong_request",
             ),
-            ("kind not a review", node.replace("\"kind\":\"AdmissionReview\"", "\"kind\":\"Pod\""), false),
-            ("no uid", node.replace("\"uid\":\"7f0b\"", "\"uid\":\"\""), false),
-            ("trailing garbage", format!("{node} x"), false),
-            ("not JSON", node[..node.len() - 1].to_string(), false),
-            ("not an object", "[1]".to_string(), false),
+            (
+                "nesting 120 deep where nothing is read",
+                node.replacen("\"dryRun\":false", &format!("\"dryRun\":{}", nested(120)), 1),
+                Lean,
+                "patched",
+            ),
+            ("the object given twice", node.replacen("\"object\":", "\"object\":{},\"object\":", 1), Tree, "patched"),
+            (
+                "the request given twice",
+                node.replacen("\"request\":", "\"request\":{},\"request\":", 1),
+                Tree,
+                "patched",
+            ),
+            ("uid given twice", node.replacen("\"uid\":", "\"uid\":\"a\",\"uid\":", 1), Tree, "patched"),
+            (
+                "serde_json's raw-value marker where keys are read (Value makes it an array)",
+                node.replacen("\"a\":\"b\"", "\"$serde_json::private::RawValue\":\"[1]\"", 1),
+                Tree,
+                "undecodable",
+            ),
+            (
+                "a lone surrogate in a read field",
+                node.replacen("\"type\":\"Ready\"", "\"type\":\"\\ud800\"", 1),
+                Tree,
+                "malformed",
+            ),
+            ("kind not a review", node.replace("\"kind\":\"AdmissionReview\"", "\"kind\":\"Pod\""), Tree, "malformed"),
+            ("no uid", node.replace("\"uid\":\"7f0b\"", "\"uid\":\"\""), Tree, "malformed"),
+            ("trailing garbage", format!("{node} x"), Tree, "malformed"),
+            ("not JSON", node[..node.len() - 1].to_string(), Tree, "malformed"),
+            ("not an object", "[1]".to_string(), Tree, "malformed"),
+            ("a lone surrogate in oldObject", in_old_object("\"a\":\"b\"", "\"a\":\"\\ud800\""), LeanOnly, "patched"),
+            (
+                "a number out of range where nothing is read",
+                node.replacen("\"sizeBytes\":5", "\"sizeBytes\":1e400", 1),
+                LeanOnly,
+                "patched",
+            ),
+            (
+                "a number out of range in oldObject",
+                in_old_object("\"sizeBytes\":5", "\"sizeBytes\":1e400"),
+                LeanOnly,
+                "patched",
+            ),
+            (
+                "nesting deeper than serde_json's Value goes, where nothing is read",
+                node.replacen("\"dryRun\":false", &format!("\"dryRun\":{}", nested(130)), 1),
+                LeanOnly,
+                "patched",
+            ),
+            (
+                "the raw-value marker holding no JSON, where nothing is read",
+                node.replacen("\"dryRun\":false", "\"dryRun\":{\"$serde_json::private::RawValue\":\"[\"}", 1),
+                LeanOnly,
+                "patched",
+            ),
         ];
-        for (name, body, lean) in cases {
+        for (name, body, reading, answer) in cases {
             assert_ne!(body, node, "{name}: the case changes the body");
-            assert_eq!(agree(Hook::NodeTaint, body.as_bytes(), &nodes, &at), lean, "{name}");
+            assert_eq!(agree(Hook::NodeTaint, body.as_bytes(), &nodes, &at), (reading, answer), "{name}");
         }
         let mut invalid = node.clone().into_bytes();
         let at_old = node.rfind("\"b\"").expect("oldObject's annotation") + 1;
         invalid[at_old] = 0xff;
-        assert!(!agree(Hook::NodeTaint, &invalid, &nodes, &at), "invalid UTF-8 in oldObject");
+        assert_eq!(agree(Hook::NodeTaint, &invalid, &nodes, &at), (Tree, "malformed"), "invalid UTF-8 in oldObject");
         assert!(matches!(parse(Hook::NodeTaint, &invalid), Err(MalformedReview::NotJson(_))));
     }
 
@@ -761,8 +745,8 @@ mod tests {
             if !v1 {
                 body["apiVersion"] = json!("admission.k8s.io/v1beta1");
             }
-            let read = agree(sent_to, body.to_string().as_bytes(), &cache(), &policy(minutes, default, always_reachable));
-            prop_assert!(read, "read lean");
+            let (reading, _) = agree(sent_to, body.to_string().as_bytes(), &cache(), &policy(minutes, default, always_reachable));
+            prop_assert_eq!(reading, Reading::Lean);
         }
     }
 }
