@@ -13,4 +13,7 @@
 
 mod mutations;
 
-pub use mutations::{endpoint_slice_patch, endpoints_patch, node_facts, node_patch, node_patch_judging};
+pub use mutations::{
+    NodeReading, ReadyCondition, SliceEndpoint, Subset, endpoint_slice_patch, endpoints_patch, node_facts, node_patch,
+    node_patch_judging, slice_endpoints_patch, subsets_patch, taints_patch,
+};

@@ -1,5 +1,11 @@
 //! The patches are computed on the raw JSON the apiserver sent (not on typed structs), so
 //! fields this code does not know, from newer API versions, pass through untouched.
+//!
+//! Each rule reads only a few fields, through a small reading ([`NodeReading`], taint
+//! keys and effects, [`SliceEndpoint`], [`Subset`]) that a caller fills however it read the
+//! object: from a `serde_json::Value` (the `&Value` functions here, which read a field of
+//! another type as absent) or from its own typed reading (the admission webhook's, which
+//! reads one pass over the request text). The rule itself is written once, on the reading.
 
 use std::collections::BTreeMap;
 
@@ -10,18 +16,58 @@ use serde_json::Value;
 use crate::keys;
 use crate::protection::{self, LimitAnnotation, NodeFacts, ProtectionLimit, Timestamp};
 
-/// What the edge rule needs to know about a node, from its JSON; `None` without a Ready
-/// condition (nothing to judge by). An absent or unparsable `lastTransitionTime` is
-/// `unknown_since: None`, which only matters to a bounded limit.
+/// What the node rule reads of a Node.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NodeReading<'a> {
+    /// The Ready condition (`None`: there is none, nothing to judge by).
+    pub ready: Option<ReadyCondition<'a>>,
+    /// The `nodeunhealth` annotation.
+    pub unhealth: Option<&'a str>,
+    /// The `superedge.io/max-unreachable-protection` annotation.
+    pub max_unreachable_protection: Option<&'a str>,
+}
+
+/// A node's Ready condition, as far as the rule reads it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadyCondition<'a> {
+    pub status: Option<&'a str>,
+    pub last_transition_time: Option<&'a str>,
+}
+
+impl<'a> NodeReading<'a> {
+    /// Reads a Node's JSON; a field of another type reads as absent.
+    pub fn of(node: &'a Value) -> Self {
+        let ready = node["status"]["conditions"].as_array().and_then(|conditions| {
+            conditions.iter().find(|c| c["type"] == keys::NODE_CONDITION_READY).map(|ready| ReadyCondition {
+                status: ready["status"].as_str(),
+                last_transition_time: ready["lastTransitionTime"].as_str(),
+            })
+        });
+        let annotation = |key: &str| node["metadata"]["annotations"][key].as_str();
+        Self {
+            ready,
+            unhealth: annotation(keys::NODE_UNHEALTH_ANNOTATION),
+            max_unreachable_protection: annotation(keys::MAX_UNREACHABLE_PROTECTION_ANNOTATION),
+        }
+    }
+
+    /// What the edge rule needs to know about the node; `None` without a Ready condition.
+    /// An absent or unparsable `lastTransitionTime` is `unknown_since: None`, which only
+    /// matters to a bounded limit.
+    pub fn facts(&self) -> Option<NodeFacts> {
+        let ready = self.ready?;
+        Some(NodeFacts {
+            ready_unknown: ready.status == Some(keys::CONDITION_UNKNOWN),
+            unknown_since: ready.last_transition_time.and_then(|t| t.parse::<Timestamp>().ok()),
+            voted_unhealthy: protection::voted_unhealthy(self.unhealth),
+            limit: LimitAnnotation::read(self.max_unreachable_protection),
+        })
+    }
+}
+
+/// What the edge rule needs to know about a node, from its JSON ([`NodeReading::of`]).
 pub fn node_facts(node: &Value) -> Option<NodeFacts> {
-    let ready = node["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == keys::NODE_CONDITION_READY)?;
-    let annotation = |key: &str| node["metadata"]["annotations"][key].as_str();
-    Some(NodeFacts {
-        ready_unknown: ready["status"] == keys::CONDITION_UNKNOWN,
-        unknown_since: ready["lastTransitionTime"].as_str().and_then(|t| t.parse::<Timestamp>().ok()),
-        voted_unhealthy: protection::voted_unhealthy(annotation(keys::NODE_UNHEALTH_ANNOTATION)),
-        limit: LimitAnnotation::read(annotation(keys::MAX_UNREACHABLE_PROTECTION_ANNOTATION)),
-    })
+    NodeReading::of(node).facts()
 }
 
 fn path(text: &str) -> PointerBuf {
@@ -37,10 +83,15 @@ struct Judged<'a> {
 }
 
 impl Judged<'_> {
-    /// Whether the address's / endpoint's node is protected (not without a known node).
-    fn protects(&self, value: &Value) -> bool {
-        let facts = value["nodeName"].as_str().and_then(|n| self.nodes.get(n));
+    /// Whether the node named so is protected (not without a known node).
+    fn protects(&self, node_name: Option<&str>) -> bool {
+        let facts = node_name.and_then(|n| self.nodes.get(n));
         facts.is_some_and(|facts| protection::judge(facts, self.now, self.default).protected())
+    }
+
+    /// Whether an Endpoints address's node is protected.
+    fn protects_address(&self, address: &Value) -> bool {
+        self.protects(address["nodeName"].as_str())
     }
 }
 
@@ -54,18 +105,37 @@ pub fn node_patch(node: &Value, now: Timestamp, default: ProtectionLimit) -> Opt
 /// [`node_patch`] judging `facts` instead of the node's own (e.g. with the unit's vote
 /// overridden by `--always-reachable`); the patch is still computed on `node`.
 pub fn node_patch_judging(node: &Value, facts: &NodeFacts, now: Timestamp, default: ProtectionLimit) -> Option<Patch> {
+    let taints = node["spec"]["taints"].as_array()?;
+    taints_patch(taints.iter().map(|t| (t["key"].as_str(), t["effect"].as_str())), facts, now, default)
+}
+
+/// [`node_patch_judging`] on the node's taints, each read as its key and effect, in order.
+pub fn taints_patch<'a>(
+    taints: impl IntoIterator<Item = (Option<&'a str>, Option<&'a str>)>,
+    facts: &NodeFacts,
+    now: Timestamp,
+    default: ProtectionLimit,
+) -> Option<Patch> {
     if !protection::judge(facts, now, default).protected() {
         return None;
     }
-    let ops: Vec<PatchOperation> = node["spec"]["taints"]
-        .as_array()?
-        .iter()
+    let unreachable = (Some(keys::TAINT_UNREACHABLE), Some(keys::TAINT_EFFECT_NO_EXECUTE));
+    let mut ops: Vec<PatchOperation> = taints
+        .into_iter()
         .enumerate()
-        .rev()
-        .filter(|(_, t)| t["key"] == keys::TAINT_UNREACHABLE && t["effect"] == keys::TAINT_EFFECT_NO_EXECUTE)
+        .filter(|(_, taint)| *taint == unreachable)
         .map(|(i, _)| PatchOperation::Remove(RemoveOperation { path: path(&format!("/spec/taints/{i}")) }))
         .collect();
+    ops.reverse();
     (!ops.is_empty()).then_some(Patch(ops))
+}
+
+/// One subset of a core Endpoints, as far as the rule reads it: its two address lists,
+/// which a patch copies whole.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Subset<'a> {
+    pub addresses: Option<&'a [Value]>,
+    pub not_ready_addresses: Option<&'a [Value]>,
 }
 
 /// For core Endpoints: moves the not-ready addresses of nodes protected at `now` (under
@@ -79,15 +149,29 @@ pub fn endpoints_patch(
     now: Timestamp,
     default: ProtectionLimit,
 ) -> Option<Patch> {
+    let subsets = endpoints["subsets"].as_array()?.iter().map(|subset| Subset {
+        addresses: subset["addresses"].as_array().map(Vec::as_slice),
+        not_ready_addresses: subset["notReadyAddresses"].as_array().map(Vec::as_slice),
+    });
+    subsets_patch(subsets, nodes, now, default)
+}
+
+/// [`endpoints_patch`] on the Endpoints' subsets, in order.
+pub fn subsets_patch<'a>(
+    subsets: impl IntoIterator<Item = Subset<'a>>,
+    nodes: &BTreeMap<String, NodeFacts>,
+    now: Timestamp,
+    default: ProtectionLimit,
+) -> Option<Patch> {
     let judged = Judged { nodes, now, default };
     let mut ops = Vec::new();
-    for (i, subset) in endpoints["subsets"].as_array()?.iter().enumerate() {
-        let Some(not_ready) = subset["notReadyAddresses"].as_array() else { continue };
-        let (moving, staying): (Vec<&Value>, Vec<&Value>) = not_ready.iter().partition(|a| judged.protects(a));
+    for (i, subset) in subsets.into_iter().enumerate() {
+        let Some(not_ready) = subset.not_ready_addresses else { continue };
+        let (moving, staying): (Vec<&Value>, Vec<&Value>) = not_ready.iter().partition(|a| judged.protects_address(a));
         if moving.is_empty() {
             continue;
         }
-        let mut ready: Vec<Value> = subset["addresses"].as_array().cloned().unwrap_or_default();
+        let mut ready: Vec<Value> = subset.addresses.map(<[Value]>::to_vec).unwrap_or_default();
         ready.extend(moving.into_iter().cloned());
         ops.push(PatchOperation::Add(AddOperation {
             path: path(&format!("/subsets/{i}/addresses")),
@@ -106,6 +190,15 @@ pub fn endpoints_patch(
     (!ops.is_empty()).then_some(Patch(ops))
 }
 
+/// One endpoint of an EndpointSlice, as far as the rule reads it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SliceEndpoint<'a> {
+    pub node_name: Option<&'a str>,
+    /// `conditions.ready`, `conditions.terminating`.
+    pub ready: Option<bool>,
+    pub terminating: Option<bool>,
+}
+
 /// For EndpointSlices: marks the not-ready endpoints of nodes protected at `now` (under
 /// the cluster-wide `default` limit) ready and serving again, unless they are terminating
 /// (a pod going away must not get traffic back). `nodes` as for [`endpoints_patch`].
@@ -115,11 +208,25 @@ pub fn endpoint_slice_patch(
     now: Timestamp,
     default: ProtectionLimit,
 ) -> Option<Patch> {
+    let endpoints = slice["endpoints"].as_array()?.iter().map(|endpoint| SliceEndpoint {
+        node_name: endpoint["nodeName"].as_str(),
+        ready: endpoint["conditions"]["ready"].as_bool(),
+        terminating: endpoint["conditions"]["terminating"].as_bool(),
+    });
+    slice_endpoints_patch(endpoints, nodes, now, default)
+}
+
+/// [`endpoint_slice_patch`] on the slice's endpoints, in order.
+pub fn slice_endpoints_patch<'a>(
+    endpoints: impl IntoIterator<Item = SliceEndpoint<'a>>,
+    nodes: &BTreeMap<String, NodeFacts>,
+    now: Timestamp,
+    default: ProtectionLimit,
+) -> Option<Patch> {
     let judged = Judged { nodes, now, default };
     let mut ops = Vec::new();
-    for (i, endpoint) in slice["endpoints"].as_array()?.iter().enumerate() {
-        let conditions = &endpoint["conditions"];
-        if !judged.protects(endpoint) || conditions["terminating"] == true || conditions["ready"] != false {
+    for (i, endpoint) in endpoints.into_iter().enumerate() {
+        if endpoint.ready != Some(false) || endpoint.terminating == Some(true) || !judged.protects(endpoint.node_name) {
             continue;
         }
         for field in ["ready", "serving"] {

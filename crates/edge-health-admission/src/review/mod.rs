@@ -6,25 +6,25 @@
 //! AdmissionReview at all is refused, with 400, because then there is no uid to answer.
 //!
 //! A review is read in one pass over the body without building its JSON tree ([`read`]),
-//! keeping what the hook's rule reads of the object ([`schema`]). That reading gives up on
-//! anything unusual, and the body is then read as a `serde_json::Value` tree. Both readings
-//! yield the same [`Review`], decided by one function; the tests hold them to agree on every
-//! body an apiserver can send. The first is only faster.
+//! reading the object as the hook's typed [`view`] of what its rule reads. That reading
+//! gives up on anything unusual, and the body is then read as a `serde_json::Value` tree,
+//! its object read as the same view. Both readings yield the same [`Review`], decided by
+//! one function; the tests hold them to agree on every body an apiserver can send. The
+//! first is only faster.
 
 mod read;
-mod schema;
+mod view;
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use base64::Engine;
 use edgegrid_core::admission;
-use edgegrid_core::keys;
 use edgegrid_core::protection::{NodeFacts, ProtectionLimit, Timestamp};
 use json_patch::Patch;
 use serde_json::{Value, json};
 
-use schema::Schema::{self, Bool, Each, Fields, Str, Time, Whole};
+use view::ObjectView;
 
 /// The three webhook paths, SuperEdge's names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -61,47 +61,6 @@ impl Hook {
             Self::EndpointSlice => ("discovery.k8s.io", "endpointslices"),
         }
     }
-
-    /// What of the object this hook's rule (`edgegrid_core::admission`) reads, with the
-    /// types Kubernetes gives those fields: the same rule on this much of the object
-    /// answers as on all of it. (Node: the two annotations, each condition's type, status
-    /// and transition time, each taint's key and effect; EndpointSlice: each endpoint's node
-    /// and ready/terminating conditions; Endpoints: each subset's two address lists, which
-    /// a patch copies whole, and each address's node.)
-    fn schema(self) -> &'static Schema {
-        static NODE: Schema = Fields(&[
-            (
-                "metadata",
-                Fields(&[(
-                    "annotations",
-                    Fields(&[
-                        (keys::NODE_UNHEALTH_ANNOTATION, Str),
-                        (keys::MAX_UNREACHABLE_PROTECTION_ANNOTATION, Str),
-                    ]),
-                )]),
-            ),
-            (
-                "status",
-                Fields(&[(
-                    "conditions",
-                    Each(&Fields(&[("type", Str), ("status", Str), ("lastTransitionTime", Time)])),
-                )]),
-            ),
-            ("spec", Fields(&[("taints", Each(&Fields(&[("key", Str), ("effect", Str)])))])),
-        ]);
-        const ADDRESSES: Schema = Each(&Whole(&[("nodeName", Str)]));
-        static ENDPOINTS: Schema =
-            Fields(&[("subsets", Each(&Fields(&[("addresses", ADDRESSES), ("notReadyAddresses", ADDRESSES)])))]);
-        static ENDPOINT_SLICE: Schema = Fields(&[(
-            "endpoints",
-            Each(&Fields(&[("nodeName", Str), ("conditions", Fields(&[("ready", Bool), ("terminating", Bool)]))])),
-        )]);
-        match self {
-            Self::NodeTaint => &NODE,
-            Self::Endpoint => &ENDPOINTS,
-            Self::EndpointSlice => &ENDPOINT_SLICE,
-        }
-    }
 }
 
 pub const API_VERSIONS: [&str; 2] = ["admission.k8s.io/v1", "admission.k8s.io/v1beta1"];
@@ -117,10 +76,18 @@ pub struct Review<'a> {
     group: Option<Cow<'a, str>>,
     resource: Option<Cow<'a, str>>,
     operation: Option<Cow<'a, str>>,
-    /// `request.object` (`null` when absent): what the hook's rule reads of it when read
-    /// lean, all of it when read as a tree.
-    object: Value,
+    object: ObjectReading<'a>,
     lean: bool,
+}
+
+/// What was read of `request.object`.
+#[derive(Clone, Debug)]
+enum ObjectReading<'a> {
+    View(ObjectView<'a>),
+    /// Absent, `null` or not a JSON object.
+    NotAnObject,
+    /// Why it does not decode as the hook's view.
+    Undecodable(String),
 }
 
 impl Review<'_> {
@@ -147,26 +114,26 @@ pub enum MalformedReview {
 pub fn parse(hook: Hook, body: &[u8]) -> Result<Review<'_>, MalformedReview> {
     match parse_lean(hook, body) {
         Some(review) => Ok(review),
-        None => parse_tree(body),
+        None => parse_tree(hook, body),
     }
 }
 
 /// The lean reading, `None` when it gives up.
 fn parse_lean(hook: Hook, body: &[u8]) -> Option<Review<'_>> {
-    let envelope = read::envelope(body, hook.schema())?;
+    let envelope = read::envelope(body, hook)?;
     Some(Review {
         api_version: envelope.api_version,
         uid: envelope.uid,
         group: envelope.group,
         resource: envelope.resource,
         operation: envelope.operation,
-        object: envelope.object,
+        object: envelope.object.map_or(ObjectReading::NotAnObject, ObjectReading::View),
         lean: true,
     })
 }
 
-/// The tree reading: the whole body as a `Value`.
-fn parse_tree(body: &[u8]) -> Result<Review<'static>, MalformedReview> {
+/// The tree reading: the whole body as a `Value`, its object then read as `hook`'s view.
+fn parse_tree(hook: Hook, body: &[u8]) -> Result<Review<'static>, MalformedReview> {
     let mut value: Value = serde_json::from_slice(body).map_err(|e| MalformedReview::NotJson(e.to_string()))?;
     let kind = value["kind"].as_str().unwrap_or_default();
     if kind != "AdmissionReview" {
@@ -185,7 +152,13 @@ fn parse_tree(body: &[u8]) -> Result<Review<'static>, MalformedReview> {
         group: text(&request["resource"]["group"]),
         resource: text(&request["resource"]["resource"]),
         operation: text(&request["operation"]),
-        object: request.get_mut("object").map(Value::take).unwrap_or_default(),
+        object: match request.get_mut("object").map(Value::take) {
+            Some(object @ Value::Object(_)) => match ObjectView::from_value(hook, object) {
+                Ok(view) => ObjectReading::View(view),
+                Err(error) => ObjectReading::Undecodable(error),
+            },
+            _ => ObjectReading::NotAnObject,
+        },
         lean: false,
     })
 }
@@ -267,33 +240,36 @@ pub fn decide(hook: Hook, review: &Review<'_>, nodes: &impl NodeVerdicts, policy
         let path = hook.path();
         return Decision::Skipped(Skip::WrongRequest(format!("{operation} of {group}/{resource} sent to {path}")));
     }
-    let object = &review.object;
-    if !object.is_object() {
-        return Decision::Skipped(Skip::Undecodable("request.object is not an object".into()));
-    }
-    if let Err(mismatch) = hook.schema().check(object) {
-        return Decision::Skipped(Skip::Undecodable(mismatch.to_string()));
-    }
-    rule(hook, object, nodes, policy)
+    let view = match &review.object {
+        ObjectReading::View(view) => view,
+        ObjectReading::NotAnObject => {
+            return Decision::Skipped(Skip::Undecodable("request.object is not an object".into()));
+        }
+        ObjectReading::Undecodable(error) => return Decision::Skipped(Skip::Undecodable(error.clone())),
+    };
+    rule(view, nodes, policy)
 }
 
-/// The hook's rule on `object` (all of it, or what [`Hook::schema`] keeps of it).
-fn rule(hook: Hook, object: &Value, nodes: &impl NodeVerdicts, policy: &Policy) -> Decision {
-    let patch = match hook {
+/// The hook's rule (`edgegrid_core::admission`) on its view of the object.
+fn rule(view: &ObjectView<'_>, nodes: &impl NodeVerdicts, policy: &Policy) -> Decision {
+    let (now, default) = (policy.now, policy.default);
+    // the endpoint hooks judge the nodes their objects name: no verdict before the cache
+    // has listed them
+    if !matches!(view, ObjectView::Node(_)) && !nodes.synced() {
+        return Decision::Skipped(Skip::NodesNotSynced);
+    }
+    let patch = match view {
         // the node in the request is the verdict's subject: its own state decides
-        Hook::NodeTaint => admission::node_facts(object).and_then(|mut facts| {
+        ObjectView::Node(node) => node.reading().facts().and_then(|mut facts| {
             policy.adjust(&mut facts);
-            admission::node_patch_judging(object, &facts, policy.now, policy.default)
+            admission::taints_patch(node.taints()?, &facts, now, default)
         }),
-        Hook::Endpoint | Hook::EndpointSlice => {
-            if !nodes.synced() {
-                return Decision::Skipped(Skip::NodesNotSynced);
-            }
-            nodes.judge(policy.always_reachable, |states| match hook {
-                Hook::Endpoint => admission::endpoints_patch(object, states, policy.now, policy.default),
-                _ => admission::endpoint_slice_patch(object, states, policy.now, policy.default),
-            })
-        }
+        ObjectView::Endpoints(endpoints) => nodes.judge(policy.always_reachable, |states| {
+            admission::subsets_patch(endpoints.subsets()?, states, now, default)
+        }),
+        ObjectView::Slice(slice) => nodes.judge(policy.always_reachable, |states| {
+            admission::slice_endpoints_patch(slice.endpoints()?, states, now, default)
+        }),
     };
     patch.map_or(Decision::Unchanged, Decision::Patch)
 }
@@ -401,7 +377,7 @@ mod tests {
     /// wherever both read the body, and that `parse` answers as the reading it names; that
     /// reading, and what was answered (a decision's label, or `malformed`).
     fn agree(hook: Hook, body: &[u8], nodes: &NodeCache, policy: &Policy) -> (Reading, &'static str) {
-        let tree = parse_tree(body);
+        let tree = parse_tree(hook, body);
         let Some(lean) = parse_lean(hook, body) else {
             // given up: `parse` is the tree reading
             let parsed = parse(hook, body).map(|r| (r.api_version, r.read_lean(), r.uid.into_owned()));
@@ -480,31 +456,31 @@ mod tests {
             (
                 "a read field given twice: the last counts",
                 node.replacen("\"spec\":", "\"spec\":{\"taints\":[]},\"spec\":", 1),
-                Lean,
+                Tree,
                 "patched",
             ),
             (
                 "a read field given twice, first of another type",
                 node.replacen("\"taints\":", "\"taints\":7,\"taints\":", 1),
-                Lean,
+                Tree,
                 "patched",
             ),
             (
                 "a read annotation of another type",
                 node.replace("\"a\":\"b\"", "\"nodeunhealth\":7"),
-                Lean,
+                Tree,
                 "undecodable",
             ),
             (
                 "read taints not a list",
                 node.replacen("\"taints\":[", "\"taints\":{\"x\":[", 1).replacen("}]}", "}]}}", 1),
-                Lean,
+                Tree,
                 "undecodable",
             ),
             (
                 "a transition time that is no time",
                 node.replace("2026-11-22T10:00:00Z", "yesterday"),
-                Lean,
+                Tree,
                 "undecodable",
             ),
             (
@@ -514,7 +490,7 @@ mod tests {
                 "patched",
             ),
             ("no object", node.replacen("\"object\":", "\"objectX\":", 1), Lean, "undecodable"),
-            ("an object that is a number", review_body(Hook::NodeTaint, &json!(42)), Lean, "undecodable"),
+            ("an object that is a number", review_body(Hook::NodeTaint, &json!(42)), Tree, "undecodable"),
             ("a CREATE", node.replace("\"UPDATE\"", "\"CREATE\""), Lean, "wrong_request"),
             (
                 "resource not an object",
@@ -746,7 +722,8 @@ mod tests {
                 body["apiVersion"] = json!("admission.k8s.io/v1beta1");
             }
             let (reading, _) = agree(sent_to, body.to_string().as_bytes(), &cache(), &policy(minutes, default, always_reachable));
-            prop_assert_eq!(reading, Reading::Lean);
+            // given up only where the object does not decode (it never is malformed JSON here)
+            prop_assert_eq!(reading == Reading::Lean, ObjectView::from_value(sent_to, object).is_ok());
         }
     }
 }

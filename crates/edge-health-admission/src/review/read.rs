@@ -1,36 +1,28 @@
 //! Reading an AdmissionReview in one pass over the body, without building its JSON tree.
 //!
 //! The pass keeps the few fields a decision needs (`apiVersion`, `kind`, `request.uid`,
-//! `request.resource`, `request.operation`) and, of `request.object`, what the hook's rule
-//! reads ([`Schema`]), as a small tree the rules in `edgegrid_core::admission` take
-//! unchanged. Everything else (`oldObject`, `userInfo`, the object's other fields) is only
-//! checked to be JSON by serde_json's skipping parser and dropped.
-//!
-//! Where a read field does not have its type, a stand-in of the same JSON type is kept (an
-//! empty object or array, or the scalar itself): [`Schema::check`] then finds the same
-//! mismatch, with the same words, as on the whole object.
+//! `request.resource`, `request.operation`) and reads `request.object` as the hook's
+//! [`ObjectView`], borrowing its strings from the body. Everything else (`oldObject`,
+//! `userInfo`, the object's other fields) is only checked to be JSON by serde_json's
+//! skipping parser and dropped.
 //!
 //! It must answer every review as the tree reading (`serde_json::Value`) would, except on
 //! JSON that no apiserver writes and that only a parser building values refuses, in parts
 //! nobody reads: numbers beyond `f64`, lone UTF-16 surrogates in escapes, nesting deeper
 //! than 128, serde_json's raw-value marker key holding text that is not JSON. Those it
 //! answers; the tree reading would refuse the body. Otherwise it gives up (`None`) on
-//! anything unusual (not an AdmissionReview, no uid, an envelope field given twice,
-//! serde_json's raw-value marker key where keys are read, invalid JSON) and the caller
-//! reads the body as a tree, which says exactly what is wrong. It has no errors of its own.
+//! anything unusual (not an AdmissionReview, no uid, an envelope field given twice, an
+//! object that does not read as the view, a read field given twice, serde_json's raw-value
+//! marker key where keys are read, invalid JSON) and the caller reads the body as a tree,
+//! which says exactly what is wrong. It has no errors of its own.
 
 use std::borrow::Cow;
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde_json::{Map, Value};
 
-use super::API_VERSIONS;
-use super::schema::Schema;
-
-/// The key with which serde_json marks a raw value: `Value` parses an object whose first
-/// key it is as the JSON text of its value.
-const RAW_VALUE_MARKER: &str = "$serde_json::private::RawValue";
+use super::view::{Key, ObjectView, ViewSeed};
+use super::{API_VERSIONS, Hook};
 
 /// A review, as the one-pass reading keeps it.
 #[derive(Debug)]
@@ -42,16 +34,15 @@ pub(super) struct Envelope<'a> {
     pub group: Option<Cow<'a, str>>,
     pub resource: Option<Cow<'a, str>>,
     pub operation: Option<Cow<'a, str>>,
-    /// What `schema` keeps of `request.object` (`null` when there is none).
-    pub object: Value,
+    /// `request.object`, read as the hook's view (`None` when there is none).
+    pub object: Option<ObjectView<'a>>,
 }
 
-/// Reads `body`, keeping what `schema` says of its object; `None` when it is not the usual
-/// review.
-pub(super) fn envelope<'a>(body: &'a [u8], schema: &'static Schema) -> Option<Envelope<'a>> {
+/// Reads `body`, `request.object` as `hook`'s view; `None` when it is not the usual review.
+pub(super) fn envelope(body: &[u8], hook: Hook) -> Option<Envelope<'_>> {
     // UTF-8 checked once for all, not string by string
     let mut deserializer = serde_json::Deserializer::from_str(std::str::from_utf8(body).ok()?);
-    let fields = Body { schema }.deserialize(&mut deserializer).ok()?;
+    let fields = Body { hook }.deserialize(&mut deserializer).ok()?;
     deserializer.end().ok()?;
     let api_version = API_VERSIONS.into_iter().find(|v| fields.api_version.as_deref() == Some(*v))?;
     if fields.kind.as_deref() != Some("AdmissionReview") {
@@ -65,39 +56,12 @@ pub(super) fn envelope<'a>(body: &'a [u8], schema: &'static Schema) -> Option<En
         group: request.group,
         resource: request.resource,
         operation: request.operation,
-        object: request.object.unwrap_or_default(),
+        object: request.object,
     })
 }
 
 fn give_up<E: de::Error>() -> E {
     E::custom("not the usual review: read as a tree")
-}
-
-/// A key, as `Value` reads it; the raw-value marker gives up.
-struct Key;
-
-impl<'de> DeserializeSeed<'de> for Key {
-    type Value = Cow<'de, str>;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Key {
-    type Value = Cow<'de, str>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a key")
-    }
-
-    fn visit_borrowed_str<E: de::Error>(self, key: &'de str) -> Result<Self::Value, E> {
-        if key == RAW_VALUE_MARKER { Err(give_up()) } else { Ok(Cow::Borrowed(key)) }
-    }
-
-    fn visit_str<E: de::Error>(self, key: &str) -> Result<Self::Value, E> {
-        if key == RAW_VALUE_MARKER { Err(give_up()) } else { Ok(Cow::Owned(key.to_string())) }
-    }
 }
 
 /// Skips an object whose fields nobody reads, its keys read as `Value` reads them (an
@@ -183,7 +147,7 @@ struct BodyFields<'a> {
 
 /// The body: an object (anything else gives up).
 struct Body {
-    schema: &'static Schema,
+    hook: Hook,
 }
 
 impl<'de> DeserializeSeed<'de> for Body {
@@ -207,7 +171,7 @@ impl<'de> Visitor<'de> for Body {
             match key.as_ref() {
                 "apiVersion" => once(&mut api_version, fields.next_value_seed(Text)?)?,
                 "kind" => once(&mut kind, fields.next_value_seed(Text)?)?,
-                "request" => once(&mut request, fields.next_value_seed(Request { schema: self.schema })?)?,
+                "request" => once(&mut request, fields.next_value_seed(Request { hook: self.hook })?)?,
                 _ => fields.next_value::<IgnoredAny>().map(drop)?,
             }
         }
@@ -221,12 +185,12 @@ struct RequestFields<'a> {
     group: Option<Cow<'a, str>>,
     resource: Option<Cow<'a, str>>,
     operation: Option<Cow<'a, str>>,
-    object: Option<Value>,
+    object: Option<ObjectView<'a>>,
 }
 
 /// `request`: an object (anything else gives up).
 struct Request {
-    schema: &'static Schema,
+    hook: Hook,
 }
 
 impl<'de> DeserializeSeed<'de> for Request {
@@ -251,7 +215,7 @@ impl<'de> Visitor<'de> for Request {
                 "uid" => once(&mut uid, fields.next_value_seed(Text)?)?,
                 "resource" => once(&mut resource, fields.next_value_seed(Resource)?)?,
                 "operation" => once(&mut operation, fields.next_value_seed(Text)?)?,
-                "object" => once(&mut object, fields.next_value_seed(Pick { schema: self.schema })?)?,
+                "object" => once(&mut object, fields.next_value_seed(ViewSeed(self.hook))?)?,
                 _ => fields.next_value::<IgnoredAny>().map(drop)?,
             }
         }
@@ -319,86 +283,5 @@ impl<'de> Visitor<'de> for Resource {
 
     fn visit_unit<E>(self) -> Result<Self::Value, E> {
         Ok((None, None))
-    }
-}
-
-/// What `schema` keeps of a value: the fields it reads, elements at their indices,
-/// scalars as they are; where the value is not of the schema's type, a stand-in of the
-/// value's own JSON type.
-#[derive(Clone, Copy)]
-struct Pick {
-    schema: &'static Schema,
-}
-
-impl<'de> DeserializeSeed<'de> for Pick {
-    type Value = Value;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
-        deserializer.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Pick {
-    type Value = Value;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut fields: A) -> Result<Value, A::Error> {
-        let (read, whole) = match self.schema {
-            Schema::Fields(read) => (read, false),
-            Schema::Whole(read) => (read, true),
-            _ => return skip_map(fields).map(|()| Value::Object(Map::new())),
-        };
-        let mut kept = Map::new();
-        while let Some(key) = fields.next_key_seed(Key)? {
-            // a key given twice: the last one, as `Value` has it
-            match read.iter().find(|(name, _)| *name == key.as_ref()) {
-                Some((name, schema)) => {
-                    kept.insert((*name).to_string(), fields.next_value_seed(Pick { schema })?);
-                }
-                None if whole => {
-                    kept.insert(key.into_owned(), fields.next_value::<Value>()?);
-                }
-                None => fields.next_value::<IgnoredAny>().map(drop)?,
-            }
-        }
-        Ok(Value::Object(kept))
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut items: A) -> Result<Value, A::Error> {
-        let Schema::Each(schema) = self.schema else {
-            return skip_seq(items).map(|()| Value::Array(Vec::new()));
-        };
-        let mut kept = Vec::new();
-        while let Some(value) = items.next_element_seed(Pick { schema })? {
-            kept.push(value);
-        }
-        Ok(Value::Array(kept))
-    }
-
-    fn visit_bool<E>(self, value: bool) -> Result<Value, E> {
-        Ok(Value::Bool(value))
-    }
-
-    fn visit_i64<E>(self, value: i64) -> Result<Value, E> {
-        Ok(Value::from(value))
-    }
-
-    fn visit_u64<E>(self, value: u64) -> Result<Value, E> {
-        Ok(Value::from(value))
-    }
-
-    fn visit_f64<E>(self, value: f64) -> Result<Value, E> {
-        Ok(Value::from(value))
-    }
-
-    fn visit_str<E>(self, value: &str) -> Result<Value, E> {
-        Ok(Value::String(value.to_string()))
-    }
-
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
     }
 }
