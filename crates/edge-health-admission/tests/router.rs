@@ -248,6 +248,22 @@ proptest! {
                     let object = serde_json::from_str::<Value>(&junk).unwrap_or(json!({"metadata": {"name": junk}}));
                     review(version, "", resource, "UPDATE", object).to_string().into_bytes()
                 }),
+            // a real review with a few bytes changed: the lean reading's every way out
+            (0usize..3, prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..4)).prop_map(|(which, flips)| {
+                let v1 = VERSIONS[0];
+                let mut body = match which {
+                    0 => review(v1, "", "nodes", "UPDATE", node("alive", "Unknown", false)),
+                    1 => review(v1, "", "endpoints", "UPDATE", endpoints_object()),
+                    _ => review(v1, "discovery.k8s.io", "endpointslices", "UPDATE", slice_object()),
+                }
+                .to_string()
+                .into_bytes();
+                for (at, byte) in flips {
+                    let at = at.index(body.len());
+                    body[at] = byte;
+                }
+                body
+            }),
         ],
     ) {
         let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
@@ -257,8 +273,11 @@ proptest! {
         } else {
             prop_assert_eq!(status, 200);
             let answer: Value = serde_json::from_slice(&answer).expect("JSON");
-            let request: Value = serde_json::from_slice(&body).expect("only a review is answered 200");
-            prop_assert_eq!(&answer["response"]["uid"], &request["request"]["uid"]);
+            prop_assert!(serde_json::from_slice::<serde::de::IgnoredAny>(&body).is_ok(), "only JSON is answered 200");
+            // (JSON a `Value` cannot hold, in a part nobody reads, is answered too)
+            if let Ok(request) = serde_json::from_slice::<Value>(&body) {
+                prop_assert_eq!(&answer["response"]["uid"], &request["request"]["uid"]);
+            }
             prop_assert_eq!(&answer["response"]["allowed"], &json!(true));
         }
     }
