@@ -16,6 +16,7 @@ use std::fmt;
 use std::marker::PhantomData;
 
 use edgegrid_core::admission::{NodeReading, ReadyCondition, SliceEndpoint, Subset};
+use edgegrid_core::keys;
 use edgegrid_core::protection::Timestamp;
 use serde::Deserialize;
 use serde::de::value::{BorrowedStrDeserializer, MapAccessDeserializer, StringDeserializer};
@@ -202,8 +203,7 @@ impl NodeView<'_> {
     pub(super) fn reading(&self) -> NodeReading<'_> {
         let annotations = self.metadata.as_ref().and_then(|m| m.0.annotations.as_ref()).map(|a| &a.0);
         let conditions = self.status.as_ref().and_then(|s| s.0.conditions.as_deref()).unwrap_or_default();
-        let ready =
-            conditions.iter().map(|c| &c.0).find(|c| text(&c.type_) == Some(edgegrid_core::keys::NODE_CONDITION_READY));
+        let ready = conditions.iter().map(|c| &c.0).find(|c| text(&c.type_) == Some(keys::NODE_CONDITION_READY));
         NodeReading {
             ready: ready.map(|ready| ReadyCondition {
                 status: text(&ready.status),
@@ -350,7 +350,6 @@ impl<'de> DeserializeSeed<'de> for ViewSeed {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use edgegrid_core::keys;
     use serde_json::json;
 
     /// Both ways of reading an object: from its text (borrowing) and from its tree.
