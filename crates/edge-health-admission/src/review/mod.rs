@@ -112,24 +112,10 @@ pub enum MalformedReview {
 
 /// Reads a review sent to `hook`'s path.
 pub fn parse(hook: Hook, body: &[u8]) -> Result<Review<'_>, MalformedReview> {
-    match parse_lean(hook, body) {
+    match read::review(body, hook) {
         Some(review) => Ok(review),
         None => parse_tree(hook, body),
     }
-}
-
-/// The lean reading, `None` when it gives up.
-fn parse_lean(hook: Hook, body: &[u8]) -> Option<Review<'_>> {
-    let envelope = read::envelope(body, hook)?;
-    Some(Review {
-        api_version: envelope.api_version,
-        uid: envelope.uid,
-        group: envelope.group,
-        resource: envelope.resource,
-        operation: envelope.operation,
-        object: envelope.object.map_or(ObjectReading::NotAnObject, ObjectReading::View),
-        lean: true,
-    })
 }
 
 /// The tree reading: the whole body as a `Value`, its object then read as `hook`'s view.
@@ -378,7 +364,7 @@ mod tests {
     /// reading, and what was answered (a decision's label, or `malformed`).
     fn agree(hook: Hook, body: &[u8], nodes: &NodeCache, policy: &Policy) -> (Reading, &'static str) {
         let tree = parse_tree(hook, body);
-        let Some(lean) = parse_lean(hook, body) else {
+        let Some(lean) = read::review(body, hook) else {
             // given up: `parse` is the tree reading
             let parsed = parse(hook, body).map(|r| (r.api_version, r.read_lean(), r.uid.into_owned()));
             assert_eq!(parsed, tree.clone().map(|r| (r.api_version, false, r.uid.into_owned())));

@@ -22,24 +22,10 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 use super::view::{Key, ObjectView, ViewSeed};
-use super::{API_VERSIONS, Hook};
-
-/// A review, as the one-pass reading keeps it.
-#[derive(Debug)]
-pub(super) struct Envelope<'a> {
-    pub api_version: &'static str,
-    pub uid: Cow<'a, str>,
-    /// `request.resource.group`, `request.resource.resource` and `request.operation`,
-    /// when they are strings.
-    pub group: Option<Cow<'a, str>>,
-    pub resource: Option<Cow<'a, str>>,
-    pub operation: Option<Cow<'a, str>>,
-    /// `request.object`, read as the hook's view (`None` when there is none).
-    pub object: Option<ObjectView<'a>>,
-}
+use super::{API_VERSIONS, Hook, ObjectReading, Review};
 
 /// Reads `body`, `request.object` as `hook`'s view; `None` when it is not the usual review.
-pub(super) fn envelope(body: &[u8], hook: Hook) -> Option<Envelope<'_>> {
+pub(super) fn review(body: &[u8], hook: Hook) -> Option<Review<'_>> {
     // UTF-8 checked once for all, not string by string
     let mut deserializer = serde_json::Deserializer::from_str(std::str::from_utf8(body).ok()?);
     let fields = Body { hook }.deserialize(&mut deserializer).ok()?;
@@ -50,13 +36,14 @@ pub(super) fn envelope(body: &[u8], hook: Hook) -> Option<Envelope<'_>> {
     }
     let request = fields.request?;
     let uid = request.uid.filter(|uid| !uid.is_empty())?;
-    Some(Envelope {
+    Some(Review {
         api_version,
         uid,
         group: request.group,
         resource: request.resource,
         operation: request.operation,
-        object: request.object,
+        object: request.object.map_or(ObjectReading::NotAnObject, ObjectReading::View),
+        lean: true,
     })
 }
 
@@ -78,10 +65,11 @@ fn skip_seq<'de, A: SeqAccess<'de>>(mut items: A) -> Result<(), A::Error> {
     Ok(())
 }
 
-/// A string, or `None` for any other value (checked and dropped): `Value::as_str`.
-struct Text;
+/// A string, or `None` for any other value (checked and dropped): `Value::as_str` (the
+/// view's `Text` is a string or an error).
+struct AsStr;
 
-impl<'de> DeserializeSeed<'de> for Text {
+impl<'de> DeserializeSeed<'de> for AsStr {
     type Value = Option<Cow<'de, str>>;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
@@ -89,7 +77,7 @@ impl<'de> DeserializeSeed<'de> for Text {
     }
 }
 
-impl<'de> Visitor<'de> for Text {
+impl<'de> Visitor<'de> for AsStr {
     type Value = Option<Cow<'de, str>>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -169,8 +157,8 @@ impl<'de> Visitor<'de> for Body {
         let (mut api_version, mut kind, mut request) = (None, None, None);
         while let Some(key) = fields.next_key_seed(Key)? {
             match key.as_ref() {
-                "apiVersion" => once(&mut api_version, fields.next_value_seed(Text)?)?,
-                "kind" => once(&mut kind, fields.next_value_seed(Text)?)?,
+                "apiVersion" => once(&mut api_version, fields.next_value_seed(AsStr)?)?,
+                "kind" => once(&mut kind, fields.next_value_seed(AsStr)?)?,
                 "request" => once(&mut request, fields.next_value_seed(Request { hook: self.hook })?)?,
                 _ => fields.next_value::<IgnoredAny>().map(drop)?,
             }
@@ -212,9 +200,9 @@ impl<'de> Visitor<'de> for Request {
         let (mut uid, mut resource, mut operation, mut object) = (None, None, None, None);
         while let Some(key) = fields.next_key_seed(Key)? {
             match key.as_ref() {
-                "uid" => once(&mut uid, fields.next_value_seed(Text)?)?,
+                "uid" => once(&mut uid, fields.next_value_seed(AsStr)?)?,
                 "resource" => once(&mut resource, fields.next_value_seed(Resource)?)?,
-                "operation" => once(&mut operation, fields.next_value_seed(Text)?)?,
+                "operation" => once(&mut operation, fields.next_value_seed(AsStr)?)?,
                 "object" => once(&mut object, fields.next_value_seed(ViewSeed(self.hook))?)?,
                 _ => fields.next_value::<IgnoredAny>().map(drop)?,
             }
@@ -249,8 +237,8 @@ impl<'de> Visitor<'de> for Resource {
         let (mut group, mut resource) = (None, None);
         while let Some(key) = fields.next_key_seed(Key)? {
             match key.as_ref() {
-                "group" => once(&mut group, fields.next_value_seed(Text)?)?,
-                "resource" => once(&mut resource, fields.next_value_seed(Text)?)?,
+                "group" => once(&mut group, fields.next_value_seed(AsStr)?)?,
+                "resource" => once(&mut resource, fields.next_value_seed(AsStr)?)?,
                 _ => fields.next_value::<IgnoredAny>().map(drop)?,
             }
         }
