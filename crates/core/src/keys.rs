@@ -81,11 +81,23 @@ pub const MASTER_ROLE_LABEL: &str = "node-role.kubernetes.io/master";
 /// Taints the node lifecycle controller manages.
 pub const TAINT_UNREACHABLE: &str = "node.kubernetes.io/unreachable";
 pub const TAINT_NOT_READY: &str = "node.kubernetes.io/not-ready";
+pub const TAINT_MEMORY_PRESSURE: &str = "node.kubernetes.io/memory-pressure";
+pub const TAINT_DISK_PRESSURE: &str = "node.kubernetes.io/disk-pressure";
+pub const TAINT_PID_PRESSURE: &str = "node.kubernetes.io/pid-pressure";
+pub const TAINT_NETWORK_UNAVAILABLE: &str = "node.kubernetes.io/network-unavailable";
+pub const TAINT_UNSCHEDULABLE: &str = "node.kubernetes.io/unschedulable";
+/// Node label excluding a node from the zone disruption counts (kube-controller-manager's).
+pub const EXCLUDE_DISRUPTION_LABEL: &str = "node.kubernetes.io/exclude-disruption";
 pub const TAINT_EFFECT_NO_EXECUTE: &str = "NoExecute";
 pub const TAINT_EFFECT_NO_SCHEDULE: &str = "NoSchedule";
 
 /// Node condition type for readiness and its status values.
 pub const NODE_CONDITION_READY: &str = "Ready";
+/// The other node condition types the node lifecycle controller reads.
+pub const NODE_CONDITION_MEMORY_PRESSURE: &str = "MemoryPressure";
+pub const NODE_CONDITION_DISK_PRESSURE: &str = "DiskPressure";
+pub const NODE_CONDITION_PID_PRESSURE: &str = "PIDPressure";
+pub const NODE_CONDITION_NETWORK_UNAVAILABLE: &str = "NetworkUnavailable";
 pub const CONDITION_TRUE: &str = "True";
 pub const CONDITION_FALSE: &str = "False";
 pub const CONDITION_UNKNOWN: &str = "Unknown";
@@ -115,6 +127,14 @@ mod tests {
             (super::NODE_UNHEALTH_YES, "yes"),
             (super::MAX_UNREACHABLE_PROTECTION_ANNOTATION, "superedge.io/max-unreachable-protection"),
             (super::TAINT_UNREACHABLE, "node.kubernetes.io/unreachable"),
+            (super::TAINT_NOT_READY, "node.kubernetes.io/not-ready"),
+            (super::TAINT_MEMORY_PRESSURE, "node.kubernetes.io/memory-pressure"),
+            (super::TAINT_DISK_PRESSURE, "node.kubernetes.io/disk-pressure"),
+            (super::TAINT_PID_PRESSURE, "node.kubernetes.io/pid-pressure"),
+            (super::TAINT_NETWORK_UNAVAILABLE, "node.kubernetes.io/network-unavailable"),
+            (super::TAINT_UNSCHEDULABLE, "node.kubernetes.io/unschedulable"),
+            (super::EXCLUDE_DISRUPTION_LABEL, "node.kubernetes.io/exclude-disruption"),
+            (super::NODE_CONDITION_PID_PRESSURE, "PIDPressure"),
             (super::INITIAL_EVENTS_END_ANNOTATION, "k8s.io/initial-events-end"),
             (super::EDGE_HEALTH_CONFIGMAP, "edge-health-config"),
             (super::EDGE_HEALTH_UNIT_INTERNAL_CHECK_KEY, "unit-internal-check"),

@@ -7,5 +7,6 @@ pub mod admission;
 pub mod crd;
 pub mod health;
 pub mod keys;
+pub mod membership;
 pub mod protection;
 pub mod topology;

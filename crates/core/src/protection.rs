@@ -2,12 +2,15 @@
 //! went Unknown keeps its pods and endpoints, because the unit's peers still see it alive
 //! and so it is the cloud link that failed, not the node.
 //!
-//! A node is protected when its Ready condition is Unknown, it is not annotated
-//! `nodeunhealth: "yes"`, and it has not been Unknown for longer than its protection
-//! limit. The limit is the node's [`MAX_UNREACHABLE_PROTECTION_ANNOTATION`] when that is
-//! valid, the cluster-wide default otherwise; zero means unlimited (SuperEdge's
-//! behaviour). Once the limit has passed, the node is handled as stock Kubernetes would
-//! handle it.
+//! A node is protected when its Ready condition is Unknown, edge-health watches it (it is
+//! a member of a unit whose peers probe it and vote on it: [`crate::membership`]), it is
+//! not annotated `nodeunhealth: "yes"`, and it has not been Unknown for longer than its
+//! protection limit. The limit is the cluster-wide one (`--max-unreachable-protection`),
+//! or the node's [`MAX_UNREACHABLE_PROTECTION_ANNOTATION`] when that is valid and shorter:
+//! a node may ask to be protected for less, never for more (the annotation is on the
+//! node's own object, which its edge identity may be able to write). Zero means unlimited.
+//! Once the limit has passed, or for a node nobody watches, the node is handled as stock
+//! Kubernetes would handle it.
 //!
 //! Both enforcers call [`judge`]: the admission mutations (on the raw JSON the apiserver
 //! sends, see [`crate::admission`]) and the edge-aware node lifecycle controller (on its
@@ -81,8 +84,8 @@ pub enum LimitAnnotation {
     /// Not annotated: the cluster-wide default applies.
     #[default]
     Absent,
-    /// Annotated with a valid limit: it applies instead of the default, either way
-    /// (shorter, longer, or `0` for unlimited under a bounded default).
+    /// Annotated with a valid limit: it applies when it is shorter than the cluster-wide
+    /// one; a longer one (or `0`, unlimited, under a bounded default) is ignored.
     Valid(ProtectionLimit),
     /// Annotated with something that does not parse. The cluster-wide default applies, as
     /// if the node were not annotated: a typo must neither remove the operator's bound nor
@@ -102,12 +105,22 @@ impl LimitAnnotation {
         }
     }
 
-    /// The limit that applies to the node under the cluster-wide `default`.
+    /// The limit that applies to the node under the cluster-wide `default`: the shorter
+    /// of the two.
     pub fn effective(&self, default: ProtectionLimit) -> ProtectionLimit {
-        match self {
-            Self::Valid(limit) => *limit,
-            Self::Absent | Self::Invalid(_) => default,
+        match (self, default) {
+            (Self::Valid(ProtectionLimit::After(own)), ProtectionLimit::After(bound)) => {
+                ProtectionLimit::After((*own).min(bound))
+            }
+            (Self::Valid(own), ProtectionLimit::Unlimited) => *own,
+            (Self::Valid(ProtectionLimit::Unlimited) | Self::Absent | Self::Invalid(_), _) => default,
         }
+    }
+
+    /// Whether the annotation asks for longer than `default` allows (and is ignored for it),
+    /// so callers can report it.
+    pub fn exceeds(&self, default: ProtectionLimit) -> bool {
+        matches!(self, Self::Valid(own) if *own != self.effective(default))
     }
 
     /// The parse error to report, if the annotation is invalid.
@@ -134,6 +147,9 @@ pub struct NodeFacts {
     /// When the Ready condition went Unknown: its `lastTransitionTime`. `None` when absent
     /// or unparsable; only a bounded limit needs it.
     pub unknown_since: Option<Timestamp>,
+    /// Edge-health watches the node ([`crate::membership::WatchedNodes`]): only then can its
+    /// not being voted unhealthy mean its peers see it alive.
+    pub watched: bool,
     /// `nodeunhealth: "yes"`: the node's unit voted it unhealthy (see [`voted_unhealthy`]).
     pub voted_unhealthy: bool,
     /// The node's own limit, if annotated.
@@ -148,6 +164,9 @@ pub enum Verdict {
     Protected { until: Option<Timestamp> },
     /// Not Unknown (Ready True or False, or no Ready condition): nothing to protect from.
     NotUnknown,
+    /// No unit's edge-health watches the node: nobody could vote it down, so its not being
+    /// voted down says nothing. Handle it as stock Kubernetes.
+    NotWatched,
     /// The unit voted the node unhealthy: it is really down, handle it as stock Kubernetes.
     VotedUnhealthy,
     /// Unknown for longer than `limit` since `since`: handle it as stock Kubernetes.
@@ -167,6 +186,7 @@ impl Verdict {
         match self {
             Self::Protected { .. } => "protected",
             Self::NotUnknown => "not_unknown",
+            Self::NotWatched => "not_watched",
             Self::VotedUnhealthy => "voted_unhealthy",
             Self::LimitPassed { .. } => "limit_passed",
             Self::UnknownSince { .. } => "unknown_since",
@@ -182,6 +202,9 @@ impl Verdict {
 pub fn judge(facts: &NodeFacts, now: Timestamp, default: ProtectionLimit) -> Verdict {
     if !facts.ready_unknown {
         return Verdict::NotUnknown;
+    }
+    if !facts.watched {
+        return Verdict::NotWatched;
     }
     if facts.voted_unhealthy {
         return Verdict::VotedUnhealthy;
@@ -342,23 +365,27 @@ mod tests {
     }
 
     #[test]
-    fn annotation_overrides_the_default_either_way_and_falls_back_when_invalid() {
+    fn annotation_only_shortens_the_default_and_falls_back_when_invalid() {
         let ten = ProtectionLimit::After(10 * MINUTE);
         let hour = ProtectionLimit::After(60 * MINUTE);
+        // (annotation, default, effective, ignored for asking longer)
         let cases = [
-            (None, ProtectionLimit::Unlimited, ProtectionLimit::Unlimited),
-            (None, ten, ten),
-            (Some("1h"), ten, hour),
-            (Some("10m"), hour, ten),
-            (Some("10m"), ProtectionLimit::Unlimited, ten),
-            (Some("0"), ten, ProtectionLimit::Unlimited),
-            (Some("forever"), ten, ten),
-            (Some("-1h"), ProtectionLimit::Unlimited, ProtectionLimit::Unlimited),
-            (Some(""), hour, hour),
+            (None, ProtectionLimit::Unlimited, ProtectionLimit::Unlimited, false),
+            (None, ten, ten, false),
+            (Some("1h"), ten, ten, true),
+            (Some("10m"), hour, ten, false),
+            (Some("10m"), ten, ten, false),
+            (Some("10m"), ProtectionLimit::Unlimited, ten, false),
+            (Some("0"), ten, ten, true),
+            (Some("0"), ProtectionLimit::Unlimited, ProtectionLimit::Unlimited, false),
+            (Some("forever"), ten, ten, false),
+            (Some("-1h"), ProtectionLimit::Unlimited, ProtectionLimit::Unlimited, false),
+            (Some(""), hour, hour, false),
         ];
-        for (value, default, want) in cases {
+        for (value, default, want, exceeds) in cases {
             let annotation = LimitAnnotation::read(value);
             assert_eq!(annotation.effective(default), want, "{value:?} under {default:?}");
+            assert_eq!(annotation.exceeds(default), exceeds, "{value:?} under {default:?}");
             let invalid = matches!(value, Some("forever" | "-1h" | ""));
             assert_eq!(annotation.invalid().is_some(), invalid, "{value:?}");
         }
@@ -387,6 +414,7 @@ mod tests {
         struct Case {
             name: &'static str,
             ready_unknown: bool,
+            watched: bool,
             voted: bool,
             since: Option<Timestamp>,
             annotation: Option<&'static str>,
@@ -397,6 +425,7 @@ mod tests {
         let base = Case {
             name: "",
             ready_unknown: true,
+            watched: true,
             voted: false,
             since: Some(since),
             annotation: None,
@@ -458,19 +487,19 @@ mod tests {
                 ..base
             },
             Case {
-                name: "annotation longer than the default",
+                name: "annotation longer than the default is ignored",
                 default: ten,
                 annotation: Some("1h"),
-                now: now_after(3000),
-                want: Verdict::Protected { until: Some(now_after(3600)) },
+                now: now_after(601),
+                want: Verdict::LimitPassed { since, limit: 10 * MINUTE },
                 ..base
             },
             Case {
-                name: "annotation longer than the default, passed",
+                name: "annotation shorter than a bounded default",
                 default: ten,
-                annotation: Some("1h"),
-                now: now_after(3601),
-                want: Verdict::LimitPassed { since, limit: 60 * MINUTE },
+                annotation: Some("5m"),
+                now: now_after(300),
+                want: Verdict::Protected { until: Some(now_after(300)) },
                 ..base
             },
             Case {
@@ -481,10 +510,26 @@ mod tests {
                 ..base
             },
             Case {
-                name: "annotation 0 lifts a bounded default",
+                name: "annotation 0 cannot lift a bounded default",
                 default: ten,
                 annotation: Some("0"),
-                want: Verdict::Protected { until: None },
+                now: now_after(601),
+                want: Verdict::LimitPassed { since, limit: 10 * MINUTE },
+                ..base
+            },
+            Case { name: "not watched: nobody could vote it down", watched: false, want: Verdict::NotWatched, ..base },
+            Case {
+                name: "not Unknown beats not watched",
+                watched: false,
+                ready_unknown: false,
+                want: Verdict::NotUnknown,
+                ..base
+            },
+            Case {
+                name: "not watched beats voted",
+                watched: false,
+                voted: true,
+                want: Verdict::NotWatched,
                 ..base
             },
             Case {
@@ -512,7 +557,7 @@ mod tests {
             Case { name: "unlimited needs no lastTransitionTime", since: None, ..base },
             Case {
                 name: "a bound beyond the representable range never passes",
-                annotation: Some("2562047h"),
+                default: ProtectionLimit::After(2562047 * 60 * MINUTE),
                 want: Verdict::Protected { until: None },
                 since: Some(at("9900-01-01T00:00:00Z")),
                 now: at("9999-01-01T00:00:00Z"),
@@ -522,6 +567,7 @@ mod tests {
         for case in cases {
             let facts = NodeFacts {
                 ready_unknown: case.ready_unknown,
+                watched: case.watched,
                 unknown_since: case.since,
                 voted_unhealthy: case.voted,
                 limit: LimitAnnotation::read(case.annotation),
@@ -537,7 +583,7 @@ mod tests {
         /// it stays so later; and a protected verdict's `until` is exactly when it ends.
         #[test]
         fn protection_only_ends(
-            ready_unknown: bool, voted: bool, has_since: bool,
+            ready_unknown: bool, watched: bool, voted: bool, has_since: bool,
             since in 0i64..10_000, first in -100i64..10_000, later in 0i64..10_000,
             default_secs in 0u64..5_000, annotation in prop::option::of(0u64..5_000),
         ) {
@@ -546,6 +592,7 @@ mod tests {
             let annotation = annotation.map(|a| format!("{a}s"));
             let facts = NodeFacts {
                 ready_unknown,
+                watched,
                 unknown_since: has_since.then(|| secs(since)),
                 voted_unhealthy: voted,
                 limit: LimitAnnotation::read(annotation.as_deref()),
@@ -558,6 +605,11 @@ mod tests {
                 prop_assert!(judge(&facts, until, default).protected());
                 prop_assert!(!judge(&facts, until + SignedDuration::from_nanos(1), default).protected());
             }
+            // a node's annotation never protects it where the operator's bound alone would not
+            let unannotated = NodeFacts { limit: LimitAnnotation::Absent, ..facts.clone() };
+            prop_assert!(!early.protected() || judge(&unannotated, secs(first), default).protected());
+            // and nobody is protected unless watched
+            prop_assert!(watched || !early.protected());
         }
     }
 }

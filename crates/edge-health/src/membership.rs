@@ -28,65 +28,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use edgegrid_core::keys::{
-    CONTROL_PLANE_ROLE_LABEL, EDGE_HEALTH_CHECK_UNITS_KEY, EDGE_HEALTH_UNIT_INTERNAL_CHECK_KEY, MASTER_ROLE_LABEL,
-    NODE_UNIT_LABEL_VALUE,
-};
-
-/// A node's labels.
-pub type Labels = BTreeMap<String, String>;
-
-/// Where units come from.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum UnitSource {
-    /// Nodes sharing the local node's value of this label key.
-    LabelKey(String),
-    /// SuperEdge node units, filtered by [`NodeUnitCheck`].
-    NodeUnits,
-}
-
-/// SuperEdge's `edge-health-config` ConfigMap, as SuperEdge v0.9.0 reads it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub enum NodeUnitCheck {
-    /// No ConfigMap, or `unit-internal-check` is exactly `"false"`: every node checks every
-    /// other non-control-plane node of the cluster.
-    #[default]
-    WholeCluster,
-    /// Unit-internal checking: only these units (possibly none) are checked.
-    Units(BTreeSet<String>),
-}
-
-impl NodeUnitCheck {
-    /// Reads the ConfigMap's `data` (`None` when the ConfigMap does not exist).
-    ///
-    /// SuperEdge turns unit checking off only for the exact value `"false"`: a ConfigMap
-    /// without the key, or with `"true"`, `"False"` or anything else, turns it on. That is
-    /// kept so existing ConfigMaps mean what they meant.
-    pub fn from_config_map(data: Option<&BTreeMap<String, String>>) -> Self {
-        let Some(data) = data else {
-            return Self::WholeCluster;
-        };
-        if data.get(EDGE_HEALTH_UNIT_INTERNAL_CHECK_KEY).map(String::as_str) == Some("false") {
-            return Self::WholeCluster;
-        }
-        let units = data
-            .get(EDGE_HEALTH_CHECK_UNITS_KEY)
-            .map(|list| list.split(',').map(str::trim).filter(|u| !u.is_empty()).map(str::to_string).collect())
-            .unwrap_or_default();
-        Self::Units(units)
-    }
-}
-
-/// A unit's identity. Ordered, so "the lowest unit" is the same for every member.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum UnitId {
-    /// Every non-control-plane node of the cluster (SuperEdge without unit checking).
-    Cluster,
-    /// Nodes with this value of the configured label key.
-    LabelValue(String),
-    /// A SuperEdge node unit, by name.
-    NodeUnit(String),
-}
+// The unit definitions are core's, shared with the cloud components that decide whom the
+// edge rule may protect: a daemon's peers are exactly the members core says it has.
+pub use edgegrid_core::membership::{Labels, NodeUnitCheck, UnitId, UnitSource, is_control_plane};
 
 /// One unit the local node belongs to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -200,20 +144,7 @@ impl UnitMembership {
 
     /// The ids of the units a node with these labels belongs to, lowest first.
     fn units_of(&self, labels: &Labels) -> BTreeSet<UnitId> {
-        if is_control_plane(labels) {
-            return BTreeSet::new();
-        }
-        match &self.source {
-            UnitSource::LabelKey(key) => labels.get(key).map(|v| UnitId::LabelValue(v.clone())).into_iter().collect(),
-            UnitSource::NodeUnits => match &self.check {
-                NodeUnitCheck::WholeCluster => BTreeSet::from([UnitId::Cluster]),
-                NodeUnitCheck::Units(checked) => labels
-                    .iter()
-                    .filter(|(unit, value)| value.as_str() == NODE_UNIT_LABEL_VALUE && checked.contains(unit.as_str()))
-                    .map(|(unit, _)| UnitId::NodeUnit(unit.clone()))
-                    .collect(),
-            },
-        }
+        edgegrid_core::membership::units_of(&self.source, &self.check, labels)
     }
 
     fn recompute(&mut self) -> MembershipChange {
@@ -244,15 +175,13 @@ impl UnitMembership {
     }
 }
 
-/// Whether a node carries either control-plane role label (any value, as Kubernetes
-/// role labels are conventionally empty).
-pub fn is_control_plane(labels: &Labels) -> bool {
-    labels.contains_key(CONTROL_PLANE_ROLE_LABEL) || labels.contains_key(MASTER_ROLE_LABEL)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use edgegrid_core::keys::{
+        CONTROL_PLANE_ROLE_LABEL, EDGE_HEALTH_CHECK_UNITS_KEY, EDGE_HEALTH_UNIT_INTERNAL_CHECK_KEY, MASTER_ROLE_LABEL,
+        NODE_UNIT_LABEL_VALUE,
+    };
 
     fn labels(pairs: &[(&str, &str)]) -> Labels {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
@@ -359,40 +288,6 @@ mod tests {
 
     fn config(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         labels(pairs)
-    }
-
-    #[test]
-    fn config_map_semantics_match_superedge() {
-        let units = |list: &[&str]| NodeUnitCheck::Units(names(list));
-        type Case = (&'static str, Option<BTreeMap<String, String>>, NodeUnitCheck);
-        let cases: Vec<Case> = vec![
-            ("no ConfigMap: whole cluster", None, NodeUnitCheck::WholeCluster),
-            (
-                "exactly false: whole cluster",
-                Some(config(&[(EDGE_HEALTH_UNIT_INTERNAL_CHECK_KEY, "false"), (EDGE_HEALTH_CHECK_UNITS_KEY, "u1")])),
-                NodeUnitCheck::WholeCluster,
-            ),
-            (
-                "true",
-                Some(config(&[(EDGE_HEALTH_UNIT_INTERNAL_CHECK_KEY, "true"), (EDGE_HEALTH_CHECK_UNITS_KEY, "u1")])),
-                units(&["u1"]),
-            ),
-            ("key absent turns it on", Some(config(&[(EDGE_HEALTH_CHECK_UNITS_KEY, "u1")])), units(&["u1"])),
-            ("False is not false", Some(config(&[(EDGE_HEALTH_UNIT_INTERNAL_CHECK_KEY, "False")])), units(&[])),
-            (
-                "on without check-units: nothing",
-                Some(config(&[(EDGE_HEALTH_UNIT_INTERNAL_CHECK_KEY, "true")])),
-                units(&[]),
-            ),
-            (
-                "list trimmed, empties dropped",
-                Some(config(&[(EDGE_HEALTH_CHECK_UNITS_KEY, " u1, ,u2 ,")])),
-                units(&["u1", "u2"]),
-            ),
-        ];
-        for (name, data, want) in cases {
-            assert_eq!(NodeUnitCheck::from_config_map(data.as_ref()), want, "{name}");
-        }
     }
 
     #[test]

@@ -2,21 +2,23 @@
 //! monitor period, drains the NoExecute queues, and runs the taint manager, only while
 //! leader. Every decision is the pure core's; this module only reads caches and writes.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use edgegrid_core::keys;
+use edgegrid_core::membership::{NodeUnitCheck, UnitSource, WatchedNodes};
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use node_lifecycle::lifecycle::{
-    Action, EvictionDecision, LifecycleConfig, MonitorCore, Taint, Toleration, eviction_decision,
+    Action, EvictionDecision, LifecycleConfig, MonitorCore, Taint, TaintRef, Toleration, condition_taint_actions,
+    eviction_decision,
 };
 use serde_json::{Value, json};
 use tokio::sync::watch;
@@ -34,6 +36,12 @@ pub struct ControllerConfig {
     pub taint_manager_period: Duration,
     /// Taint manager workers; nodes are sharded over them by name hash.
     pub taint_manager_shards: usize,
+    /// How edge-health groups nodes into units (`--unit-label-key`; empty: SuperEdge's
+    /// node units, read with the `edge-health-config` ConfigMap): the edge rule protects
+    /// only the nodes edge-health watches (`edgegrid_core::membership`).
+    pub unit_source: UnitSource,
+    /// Where the `edge-health-config` ConfigMap lives (read only for SuperEdge node units).
+    pub edge_health_config_namespace: String,
 }
 
 impl Default for ControllerConfig {
@@ -43,6 +51,8 @@ impl Default for ControllerConfig {
             drain_period: Duration::from_millis(100),
             taint_manager_period: Duration::from_secs(1),
             taint_manager_shards: 8,
+            unit_source: UnitSource::NodeUnits,
+            edge_health_config_namespace: "kube-system".to_string(),
         }
     }
 }
@@ -69,6 +79,48 @@ struct Caches {
     nodes: Store<Node>,
     leases: Store<Lease>,
     pods: Store<Pod>,
+    /// Fed by the node watch (and the ConfigMap's): whom edge-health watches, and which
+    /// nodes changed since their NoSchedule taints were last looked at.
+    membership: Arc<Mutex<Membership>>,
+    /// The ConfigMap watch has listed (always true when it is not read).
+    config_synced: Arc<AtomicBool>,
+}
+
+struct Membership {
+    watched: WatchedNodes,
+    /// Nodes added or changed since the last NoSchedule pass (kube-controller-manager runs
+    /// that pass on every node event).
+    changed: BTreeSet<String>,
+    /// The names listed so far while a relist is under way.
+    relisting: Option<Vec<(String, BTreeMap<String, String>, Option<BTreeMap<String, String>>)>>,
+}
+
+impl Membership {
+    fn on_node(&mut self, event: &watcher::Event<Node>) {
+        let entry = |node: &Node| {
+            (node.name_any(), node.metadata.labels.clone().unwrap_or_default(), node.metadata.annotations.clone())
+        };
+        match event {
+            watcher::Event::Apply(node) => {
+                let (name, labels, annotations) = entry(node);
+                self.watched.apply(&name, &labels, annotations.as_ref());
+                self.changed.insert(name);
+            }
+            watcher::Event::Delete(node) => {
+                self.watched.delete(&node.name_any());
+            }
+            watcher::Event::Init => self.relisting = Some(Vec::new()),
+            watcher::Event::InitApply(node) => {
+                let listed = entry(node);
+                self.changed.insert(listed.0.clone());
+                self.relisting.get_or_insert_default().push(listed);
+            }
+            watcher::Event::InitDone => {
+                let listed = self.relisting.take().unwrap_or_default();
+                self.watched.replace_all(listed.iter().map(|(n, l, a)| (n.clone(), l.clone(), a.as_ref())));
+            }
+        }
+    }
 }
 
 /// Runs until `shutdown` flips to true. Acts only while `leader` is true; `ready` turns
@@ -81,12 +133,15 @@ pub async fn run(
     ready: Arc<AtomicBool>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let (caches, drivers) = start_caches(&client);
+    let (caches, drivers) = start_caches(&client, &config);
     tokio::select! {
         _ = async {
             let _ = caches.nodes.wait_until_ready().await;
             let _ = caches.leases.wait_until_ready().await;
             let _ = caches.pods.wait_until_ready().await;
+            while !caches.config_synced.load(Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
         } => {}
         _ = shutdown.changed() => return,
     }
@@ -120,23 +175,32 @@ pub async fn run(
         let mut actions = Vec::new();
         if now >= next_monitor {
             next_monitor = now + config.lifecycle.monitor_period;
+            caches.membership.lock().expect("membership lock").changed.clear();
             let snapshots = snapshots(&caches);
             actions.extend(core.monitor(&snapshots, now, jiff::Timestamp::now()));
             metrics.monitor_passes.inc();
             for (zone, state) in core.zone_states() {
                 metrics.set_zone_state(&zone.region, &zone.zone, state);
             }
+        } else {
+            actions.extend(changed_nodes_taints(&caches));
         }
         actions.extend(core.drain(now));
-        for action in actions {
-            let kind = action_label(&action);
-            match execute(&client, &nodes_api, &caches, &action).await {
-                Ok(()) => metrics.action(kind),
-                Err(e) => {
-                    tracing::warn!(?action, error = %e, "action failed (retried on a later pass)");
-                    metrics.error(e.metric_label());
-                    core.action_failed(&action);
+        for (node, batch) in by_node(actions) {
+            let outcome = execute(&client, &nodes_api, &caches, &node, &batch).await;
+            for action in &batch {
+                match &outcome {
+                    Ok(()) => metrics.action(action_label(action)),
+                    Err(e) => {
+                        tracing::warn!(?action, error = %e, "action failed (retried on a later pass)");
+                        metrics.error(e.metric_label());
+                        core.action_failed(action);
+                    }
                 }
+            }
+            if outcome.is_err() {
+                // decided again from the next snapshot
+                caches.membership.lock().expect("membership lock").changed.insert(node);
             }
         }
         if now >= next_taint_manager {
@@ -149,8 +213,41 @@ pub async fn run(
     }
 }
 
-fn start_caches(client: &Client) -> (Caches, Vec<tokio::task::JoinHandle<()>>) {
-    fn cache<K>(api: Api<K>) -> (Store<K>, tokio::task::JoinHandle<()>)
+/// kube-controller-manager's NoSchedule pass for the nodes that changed since the last
+/// look (it runs on every node event; between monitor passes, so does this).
+fn changed_nodes_taints(caches: &Caches) -> Vec<Action> {
+    let changed = std::mem::take(&mut caches.membership.lock().expect("membership lock").changed);
+    changed
+        .iter()
+        .filter_map(|name| caches.nodes.get(&reflector::ObjectRef::new(name)))
+        .flat_map(|node| condition_taint_actions(&node_snapshot(&node, None, false)))
+        .collect()
+}
+
+/// Actions grouped per node, in order: one node's taint changes go out as one write (a
+/// second write with the same cached resourceVersion would only conflict).
+fn by_node(actions: Vec<Action>) -> Vec<(String, Vec<Action>)> {
+    let mut grouped: Vec<(String, Vec<Action>)> = Vec::new();
+    for action in actions {
+        let node = match &action {
+            Action::MarkUnknown { node }
+            | Action::MarkPodsNotReady { node }
+            | Action::AddTaint { node, .. }
+            | Action::RemoveTaint { node, .. } => node.clone(),
+        };
+        match grouped.iter_mut().find(|(n, _)| *n == node) {
+            Some((_, batch)) => batch.push(action),
+            None => grouped.push((node, vec![action])),
+        }
+    }
+    grouped
+}
+
+fn start_caches(client: &Client, config: &ControllerConfig) -> (Caches, Vec<tokio::task::JoinHandle<()>>) {
+    fn cache<K>(
+        api: Api<K>,
+        mut on_event: impl FnMut(&watcher::Event<K>) + Send + 'static,
+    ) -> (Store<K>, tokio::task::JoinHandle<()>)
     where
         K: kube::Resource<DynamicType = ()>
             + Clone
@@ -163,29 +260,76 @@ fn start_caches(client: &Client) -> (Caches, Vec<tokio::task::JoinHandle<()>>) {
         let (reader, writer) = reflector::store();
         let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()).default_backoff());
         let driver = tokio::spawn(async move {
-            stream
-                .for_each(|event| async move {
-                    if let Err(e) = event {
-                        tracing::warn!(error = %e, "watch error");
-                    }
-                })
-                .await;
+            let mut stream = std::pin::pin!(stream);
+            while let Some(event) = stream.next().await {
+                match event {
+                    Ok(event) => on_event(&event),
+                    Err(e) => tracing::warn!(error = %e, "watch error"),
+                }
+            }
         });
         (reader, driver)
     }
-    let (nodes, n) = cache(Api::<Node>::all(client.clone()));
-    let (leases, l) = cache(Api::<Lease>::namespaced(client.clone(), keys::NODE_LEASE_NAMESPACE));
-    let (pods, p) = cache(Api::<Pod>::all(client.clone()));
-    (Caches { nodes, leases, pods }, vec![n, l, p])
+    let membership = Arc::new(Mutex::new(Membership {
+        watched: WatchedNodes::new(config.unit_source.clone()),
+        changed: BTreeSet::new(),
+        relisting: None,
+    }));
+    let fed = membership.clone();
+    let (nodes, n) =
+        cache(Api::<Node>::all(client.clone()), move |event| fed.lock().expect("membership lock").on_node(event));
+    let (leases, l) = cache(Api::<Lease>::namespaced(client.clone(), keys::NODE_LEASE_NAMESPACE), |_| {});
+    let (pods, p) = cache(Api::<Pod>::all(client.clone()), |_| {});
+    let mut drivers = vec![n, l, p];
+    let config_synced = Arc::new(AtomicBool::new(config.unit_source != UnitSource::NodeUnits));
+    if config.unit_source == UnitSource::NodeUnits {
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), &config.edge_health_config_namespace);
+        let (fed, synced) = (membership.clone(), config_synced.clone());
+        let mut listed = false;
+        let stream = watcher(api, watcher::Config::default().fields(&format!("metadata.name={}", keys::EDGE_HEALTH_CONFIGMAP)))
+            .default_backoff();
+        drivers.push(tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(event) = stream.next().await {
+                let check = match event {
+                    Ok(watcher::Event::Apply(cm) | watcher::Event::InitApply(cm)) => {
+                        listed = true;
+                        Some(NodeUnitCheck::from_config_map(Some(&cm.data.unwrap_or_default())))
+                    }
+                    Ok(watcher::Event::Delete(_)) => Some(NodeUnitCheck::from_config_map(None)),
+                    Ok(watcher::Event::Init) => {
+                        listed = false;
+                        None
+                    }
+                    Ok(watcher::Event::InitDone) => {
+                        synced.store(true, Ordering::SeqCst);
+                        (!listed).then(|| NodeUnitCheck::from_config_map(None))
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "edge-health-config watch error");
+                        None
+                    }
+                };
+                if let Some(check) = check {
+                    fed.lock().expect("membership lock").watched.set_node_unit_check(check);
+                }
+            }
+        }));
+    }
+    (Caches { nodes, leases, pods, membership, config_synced }, drivers)
 }
 
 fn snapshots(caches: &Caches) -> Vec<node_lifecycle::lifecycle::NodeSnapshot> {
     let leases: BTreeMap<String, Arc<Lease>> = caches.leases.state().into_iter().map(|l| (l.name_any(), l)).collect();
+    let membership = caches.membership.lock().expect("membership lock");
     caches
         .nodes
         .state()
         .iter()
-        .map(|node| node_snapshot(node, leases.get(&node.name_any()).map(|l| l.as_ref())))
+        .map(|node| {
+            let name = node.name_any();
+            node_snapshot(node, leases.get(&name).map(|l| l.as_ref()), membership.watched.is_watched(&name))
+        })
         .collect()
 }
 
@@ -206,78 +350,122 @@ fn cached_node(caches: &Caches, name: &str) -> Result<Arc<Node>, Error> {
     caches.nodes.state().into_iter().find(|n| n.name_any() == name).ok_or_else(|| Error::NodeNotCached(name.into()))
 }
 
-async fn execute(client: &Client, nodes: &Api<Node>, caches: &Caches, action: &Action) -> Result<(), Error> {
-    match action {
-        Action::MarkUnknown { node } => {
-            let cached = cached_node(caches, node)?;
-            let now = now_rfc3339();
-            let mut conditions: Vec<Value> = cached
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .into_iter()
-                .flatten()
-                .map(|c| serde_json::to_value(c).unwrap_or_default())
-                .collect();
-            if !conditions.iter().any(|c| c["type"] == keys::NODE_CONDITION_READY) {
-                conditions.push(json!({"type": keys::NODE_CONDITION_READY, "reason": "NodeStatusNeverUpdated",
-                    "message": "Kubelet never posted node status."}));
+/// Carries out one node's actions of a pass, in order. Writes are conditional on the
+/// resourceVersion the previous one left (the cached one first), so a node changed
+/// meanwhile is decided again on the next pass rather than overwritten.
+async fn execute(client: &Client, nodes: &Api<Node>, caches: &Caches, node: &str, batch: &[Action]) -> Result<(), Error> {
+    let cached = cached_node(caches, node)?;
+    let mut resource_version = cached.resource_version();
+    let mut status_marked = false;
+    for action in batch {
+        match action {
+            Action::MarkUnknown { .. } if !status_marked => {
+                status_marked = true;
+                let patch = mark_unknown_patch(&cached, &now_rfc3339(), resource_version.as_deref());
+                let written = nodes.patch_status(node, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+                resource_version = written.resource_version();
             }
-            for condition in &mut conditions {
-                if condition["status"] != keys::CONDITION_UNKNOWN {
-                    condition["lastTransitionTime"] = json!(now);
-                }
+            Action::MarkPodsNotReady { .. } => mark_pods_not_ready(client, caches, node).await?,
+            _ => {}
+        }
+    }
+    let taints: Vec<(bool, TaintRef)> = batch
+        .iter()
+        .filter_map(|action| match action {
+            Action::AddTaint { taint, .. } => Some((true, *taint)),
+            Action::RemoveTaint { taint, .. } => Some((false, *taint)),
+            _ => None,
+        })
+        .collect();
+    if taints.is_empty() {
+        return Ok(());
+    }
+    let current: Vec<Value> = cached
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|t| serde_json::to_value(t).unwrap_or_default())
+        .collect();
+    if let Some(updated) = swap_taints(&current, &taints, &now_rfc3339()) {
+        let patch = json!({"metadata": {"resourceVersion": resource_version}, "spec": {"taints": updated}});
+        nodes.patch(node, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    }
+    Ok(())
+}
+
+/// kube-controller-manager's `SwapNodeControllerTaint` on a node's taints, as JSON: each
+/// taint to add that is missing (by key and effect) is appended with `timeAdded` = `now`,
+/// each one to remove goes; every other taint stays as it is, where it is. `None` when
+/// nothing changes.
+pub fn swap_taints(current: &[Value], changes: &[(bool, TaintRef)], now: &str) -> Option<Vec<Value>> {
+    let matches = |t: &Value, taint: &TaintRef| t["key"] == taint.key() && t["effect"] == taint.effect();
+    let mut taints = current.to_vec();
+    for (add, taint) in changes {
+        if *add {
+            if !taints.iter().any(|t| matches(t, taint)) {
+                taints.push(json!({"key": taint.key(), "effect": taint.effect(), "timeAdded": now}));
+            }
+        } else {
+            taints.retain(|t| !matches(t, taint));
+        }
+    }
+    (taints != current).then_some(taints)
+}
+
+/// kube-controller-manager's status write for a node whose heartbeats stopped: Ready,
+/// MemoryPressure, DiskPressure and PIDPressure (not NetworkUnavailable, which the control
+/// plane manages) go Unknown, their transition time now; a missing one is added as never
+/// updated by the kubelet.
+pub fn mark_unknown_patch(node: &Node, now: &str, resource_version: Option<&str>) -> Value {
+    const MARKED: [&str; 4] = [
+        keys::NODE_CONDITION_READY,
+        keys::NODE_CONDITION_MEMORY_PRESSURE,
+        keys::NODE_CONDITION_DISK_PRESSURE,
+        keys::NODE_CONDITION_PID_PRESSURE,
+    ];
+    let mut conditions: Vec<Value> = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|c| serde_json::to_value(c).unwrap_or_default())
+        .collect();
+    let created = node.metadata.creation_timestamp.as_ref().map(|t| t.0.to_string());
+    for kind in MARKED {
+        match conditions.iter_mut().find(|c| c["type"] == kind) {
+            None => conditions.push(json!({"type": kind, "status": keys::CONDITION_UNKNOWN,
+                "reason": "NodeStatusNeverUpdated", "message": "Kubelet never posted node status.",
+                "lastHeartbeatTime": created, "lastTransitionTime": now})),
+            Some(condition) if condition["status"] != keys::CONDITION_UNKNOWN => {
                 condition["status"] = json!(keys::CONDITION_UNKNOWN);
-                if condition["reason"] != "NodeStatusNeverUpdated" {
-                    condition["reason"] = json!("NodeStatusUnknown");
-                    condition["message"] = json!("Kubelet stopped posting node status.");
-                }
+                condition["reason"] = json!("NodeStatusUnknown");
+                condition["message"] = json!("Kubelet stopped posting node status.");
+                condition["lastTransitionTime"] = json!(now);
             }
-            let patch = json!({
-                "metadata": {"resourceVersion": cached.resource_version()},
-                "status": {"conditions": conditions},
-            });
-            nodes.patch_status(node, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+            Some(_) => {}
         }
-        Action::MarkPodsNotReady { node } => {
-            for pod in pods_on(caches, node) {
-                let ready = pod
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.conditions.as_ref())
-                    .and_then(|c| c.iter().find(|c| c.type_ == keys::NODE_CONDITION_READY))
-                    .map(|c| c.status.clone());
-                if ready.as_deref() == Some(keys::CONDITION_FALSE) {
-                    continue;
-                }
-                let api: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace().unwrap_or_default());
-                let patch = json!({"status": {"conditions": [{"type": keys::NODE_CONDITION_READY,
-                    "status": keys::CONDITION_FALSE, "lastTransitionTime": now_rfc3339()}]}});
-                api.patch_status(&pod.name_any(), &PatchParams::default(), &Patch::Strategic(&patch)).await?;
-            }
+    }
+    json!({"metadata": {"resourceVersion": resource_version}, "status": {"conditions": conditions}})
+}
+
+async fn mark_pods_not_ready(client: &Client, caches: &Caches, node: &str) -> Result<(), Error> {
+    for pod in pods_on(caches, node) {
+        let ready = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == keys::NODE_CONDITION_READY))
+            .map(|c| c.status.clone());
+        if ready.as_deref() == Some(keys::CONDITION_FALSE) {
+            continue;
         }
-        Action::AddTaint { node, taint } | Action::RemoveTaint { node, taint } => {
-            let cached = cached_node(caches, node)?;
-            let wanted = taint.taint();
-            let mut taints: Vec<Value> = cached
-                .spec
-                .as_ref()
-                .and_then(|s| s.taints.as_ref())
-                .into_iter()
-                .flatten()
-                .filter(|t| !(t.key == wanted.key && t.effect == wanted.effect))
-                .map(|t| serde_json::to_value(t).unwrap_or_default())
-                .collect();
-            if matches!(action, Action::AddTaint { .. }) {
-                let mut added = json!({"key": wanted.key, "effect": wanted.effect});
-                if wanted.effect == keys::TAINT_EFFECT_NO_EXECUTE {
-                    added["timeAdded"] = json!(now_rfc3339());
-                }
-                taints.push(added);
-            }
-            let patch = json!({"metadata": {"resourceVersion": cached.resource_version()}, "spec": {"taints": taints}});
-            nodes.patch(node, &PatchParams::default(), &Patch::Merge(&patch)).await?;
-        }
+        let api: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace().unwrap_or_default());
+        let patch = json!({"status": {"conditions": [{"type": keys::NODE_CONDITION_READY,
+            "status": keys::CONDITION_FALSE, "lastTransitionTime": now_rfc3339()}]}});
+        api.patch_status(&pod.name_any(), &PatchParams::default(), &Patch::Strategic(&patch)).await?;
     }
     Ok(())
 }
@@ -300,7 +488,9 @@ async fn taint_manager_pass(client: &Client, caches: &Caches, core: &MonitorCore
     let wall_now = jiff::Timestamp::now();
     let nodes = caches.nodes.state();
     let pods = caches.pods.state();
-    let protected = |node: &Node| core.protected(&node_snapshot(node, None), now, wall_now);
+    let watched = caches.membership.lock().expect("membership lock").watched.watched().clone();
+    let protected =
+        |node: &Node| core.protected(&node_snapshot(node, None, watched.contains(&node.name_any())), now, wall_now);
     let due = pods_due_for_eviction(&nodes, &pods, protected, wall_now, now);
     let mut work: Vec<Vec<Arc<Pod>>> = vec![Vec::new(); shards.max(1)];
     for (node, pod) in due {

@@ -9,6 +9,7 @@ use clap::Parser;
 use controller_support::{LeaderFlags, Runtime, RuntimeFlags, parse_duration};
 use edge_node_lifecycle::controller::{self, ControllerConfig};
 use edge_node_lifecycle::metrics::Metrics;
+use edgegrid_core::membership::UnitSource;
 use edgegrid_core::protection::ProtectionLimit;
 use node_lifecycle::lifecycle::LifecycleConfig;
 
@@ -35,9 +36,18 @@ struct Flags {
     /// peers see it alive (e.g. 30m, 2h), counted from the Ready condition's
     /// lastTransitionTime; past it the node is tainted and its pods evicted as stock
     /// Kubernetes would. 0 is unlimited (SuperEdge's behaviour). A node's
-    /// superedge.io/max-unreachable-protection annotation overrides it.
+    /// superedge.io/max-unreachable-protection annotation may only shorten it.
     #[arg(long, default_value = "0", value_parser = ProtectionLimit::parse)]
     max_unreachable_protection: ProtectionLimit,
+    /// The node label key edge-health groups units by (its own --unit-label-key); empty:
+    /// SuperEdge's node units (<unit>=nodeunits.superedge.io) with the edge-health-config
+    /// ConfigMap. Only nodes edge-health watches (with a peer of their unit running it) can
+    /// be protected; every other node is handled as stock Kubernetes does.
+    #[arg(long, default_value = "")]
+    unit_label_key: String,
+    /// Namespace of the edge-health-config ConfigMap (read only for SuperEdge node units).
+    #[arg(long, default_value = "kube-system")]
+    edge_health_config_namespace: String,
     #[command(flatten)]
     leader: LeaderFlags,
 }
@@ -66,7 +76,12 @@ impl Flags {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let flags = Flags::parse();
-    let config = ControllerConfig { lifecycle: flags.lifecycle()?, ..Default::default() };
+    let config = ControllerConfig {
+        lifecycle: flags.lifecycle()?,
+        unit_source: UnitSource::from_flag(&flags.unit_label_key),
+        edge_health_config_namespace: flags.edge_health_config_namespace.clone(),
+        ..Default::default()
+    };
     let metrics = Arc::new(Metrics::default());
     let runtime = Runtime::builder("edge-node-lifecycle", &flags.runtime)
         .metrics(metrics.registry())

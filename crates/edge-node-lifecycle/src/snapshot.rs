@@ -6,8 +6,11 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use node_lifecycle::lifecycle::{NodeReport, NodeSnapshot, ReadyStatus, Taint, ZoneKey};
 
-pub fn node_snapshot(node: &Node, lease: Option<&Lease>) -> NodeSnapshot {
+/// `watched`: whether edge-health watches the node (`edgegrid_core::membership`), which
+/// takes the node's unit and its peers, so the caller's index answers it.
+pub fn node_snapshot(node: &Node, lease: Option<&Lease>, watched: bool) -> NodeSnapshot {
     let labels = node.metadata.labels.clone().unwrap_or_default();
+    let conditions = node.status.as_ref().and_then(|s| s.conditions.as_ref());
     let annotations = node.metadata.annotations.as_ref();
     let annotation = |key: &str| annotations.and_then(|a| a.get(key)).map(String::as_str);
     let ready = node
@@ -34,6 +37,14 @@ pub fn node_snapshot(node: &Node, lease: Option<&Lease>) -> NodeSnapshot {
                 .and_then(|s| s.renew_time.as_ref())
                 .map(|t| t.0.to_string()),
         },
+        conditions: conditions
+            .into_iter()
+            .flatten()
+            .map(|c| (c.type_.clone(), c.status.clone()))
+            .collect(),
+        unschedulable: node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false),
+        excluded_from_disruption: labels.contains_key(keys::EXCLUDE_DISRUPTION_LABEL),
+        watched,
         voted_unhealthy: protection::voted_unhealthy(annotation(keys::NODE_UNHEALTH_ANNOTATION)),
         protection_limit: LimitAnnotation::read(annotation(keys::MAX_UNREACHABLE_PROTECTION_ANNOTATION)),
         taints: node
@@ -58,9 +69,11 @@ mod tests {
     fn reads_zone_ready_heartbeats_vote_and_taints() {
         let node: Node = serde_json::from_value(json!({
             "metadata": {"name": "edge-1",
-                "labels": {"topology.kubernetes.io/region": "r1", "topology.kubernetes.io/zone": "z1"},
+                "labels": {"topology.kubernetes.io/region": "r1", "topology.kubernetes.io/zone": "z1",
+                    "node.kubernetes.io/exclude-disruption": ""},
                 "annotations": {"nodeunhealth": "yes", "superedge.io/max-unreachable-protection": "1h30m"}},
-            "spec": {"taints": [{"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"}]},
+            "spec": {"unschedulable": true,
+                "taints": [{"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"}]},
             "status": {"conditions": [
                 {"type": "MemoryPressure", "status": "False"},
                 {"type": "Ready", "status": "Unknown", "lastHeartbeatTime": "2026-11-21T10:00:00Z",
@@ -73,11 +86,18 @@ mod tests {
             "spec": {"renewTime": "2026-11-21T10:00:05.000000Z"}
         }))
         .unwrap();
-        let snapshot = node_snapshot(&node, Some(&lease));
+        let snapshot = node_snapshot(&node, Some(&lease), true);
         assert_eq!(
             snapshot,
             NodeSnapshot {
                 name: "edge-1".into(),
+                conditions: vec![
+                    ("MemoryPressure".into(), "False".into()),
+                    ("Ready".into(), "Unknown".into())
+                ],
+                unschedulable: true,
+                excluded_from_disruption: true,
+                watched: true,
                 zone: ZoneKey { region: "r1".into(), zone: "z1".into() },
                 report: NodeReport {
                     ready: Some(ReadyStatus::Unknown),
@@ -96,16 +116,17 @@ mod tests {
         );
         let bare: Node =
             serde_json::from_value(json!({"metadata": {"name": "n", "annotations": {"nodeunhealth": "no"}}})).unwrap();
-        let snapshot = node_snapshot(&bare, None);
+        let snapshot = node_snapshot(&bare, None, false);
         assert_eq!(
-            (snapshot.report, snapshot.voted_unhealthy, snapshot.protection_limit),
-            (NodeReport::default(), false, LimitAnnotation::Absent)
+            (snapshot.report, snapshot.voted_unhealthy, snapshot.protection_limit, snapshot.unschedulable),
+            (NodeReport::default(), false, LimitAnnotation::Absent, false)
         );
+        assert!(snapshot.conditions.is_empty() && !snapshot.watched && !snapshot.excluded_from_disruption);
         let typo: Node = serde_json::from_value(
             json!({"metadata": {"name": "n", "annotations": {"superedge.io/max-unreachable-protection": "1 hour"}}}),
         )
         .unwrap();
-        let snapshot = node_snapshot(&typo, None);
+        let snapshot = node_snapshot(&typo, None, false);
         assert_eq!(snapshot.protection_limit.invalid().map(|e| e.value.as_str()), Some("1 hour"));
     }
 }

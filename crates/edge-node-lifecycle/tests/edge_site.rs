@@ -90,6 +90,7 @@ async fn site_cut_off_is_protected_until_voted_unhealthy() {
         drain_period: Duration::from_millis(100),
         taint_manager_period: Duration::from_millis(200),
         taint_manager_shards: 4,
+        ..Default::default()
     };
     let controller = tokio::spawn(controller::run(
         client.clone(),

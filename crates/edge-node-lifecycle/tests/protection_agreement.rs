@@ -55,9 +55,10 @@ fn node_json(ready: Option<&str>, since: Option<Timestamp>, vote: Option<&str>, 
 
 /// What the webhook does to the node: its verdict, and whether it strips the taint
 /// (the patch applied to the object).
-fn admission_side(node: &Value, now: Timestamp, default: ProtectionLimit) -> (bool, bool) {
-    let protected = admission::node_facts(node).is_some_and(|f| protection::judge(&f, now, default).protected());
-    let stripped = admission::node_patch(node, now, default).is_some_and(|patch| {
+fn admission_side(node: &Value, watched: bool, now: Timestamp, default: ProtectionLimit) -> (bool, bool) {
+    let protected =
+        admission::node_facts(node, watched).is_some_and(|f| protection::judge(&f, now, default).protected());
+    let stripped = admission::node_patch(node, watched, now, default).is_some_and(|patch| {
         let mut patched = node.clone();
         json_patch_apply(&mut patched, &patch);
         patched["spec"]["taints"].as_array().unwrap().iter().all(|t| t["effect"] != "NoExecute")
@@ -73,21 +74,20 @@ fn json_patch_apply(object: &mut Value, patch: &json_patch::Patch) {
 /// actions on the node.
 fn lifecycle_side(
     node: &Value,
+    watched: bool,
     at: Instant,
     now: Timestamp,
     default: ProtectionLimit,
 ) -> (protection::Verdict, Vec<Action>) {
     let typed: Node = serde_json::from_value(node.clone()).expect("the generated Node decodes");
-    let snapshot = node_snapshot(&typed, None);
+    let snapshot = node_snapshot(&typed, None, watched);
     // a healthy node elsewhere: otherwise the only zone is fully disrupted and nothing
     // would be tainted whatever the rule says
     let healthy = NodeSnapshot {
         name: "cloud-0".into(),
         zone: ZoneKey { region: "cloud".into(), zone: "cloud".into() },
         report: NodeReport { ready: Some(ReadyStatus::True), heartbeat: Some("hb".into()), ..Default::default() },
-        voted_unhealthy: false,
-        protection_limit: Default::default(),
-        taints: vec![],
+        ..Default::default()
     };
     let mut core = MonitorCore::new(LifecycleConfig { max_unreachable_protection: default, ..Default::default() });
     let actions = core.monitor(&[snapshot.clone(), healthy], at, now);
@@ -113,6 +113,7 @@ proptest! {
         since in prop::option::of(0i64..7200),
         vote in prop::option::of(prop::sample::select(vec!["yes", "no", "YES", ""])),
         limit in limits(),
+        watched in prop::bool::weighted(0.8),
         default_secs in prop_oneof![Just(0u64), 1u64..7200],
         now_secs in 0i64..7200,
         now_nanos in prop_oneof![Just(0i64), 1i64..1_000_000_000],
@@ -121,12 +122,12 @@ proptest! {
         let now = base() + jiff::SignedDuration::new(now_secs, now_nanos as i32);
         let default = ProtectionLimit::from_duration(Duration::from_secs(default_secs));
         let node = node_json(ready, since, vote, limit.as_deref());
-        let (admission_protects, admission_strips) = admission_side(&node, now, default);
-        let (verdict, actions) = lifecycle_side(&node, Instant::now(), now, default);
+        let (admission_protects, admission_strips) = admission_side(&node, watched, now, default);
+        let (verdict, actions) = lifecycle_side(&node, watched, Instant::now(), now, default);
         match ready {
             Some(status) => {
                 // a controller that has just seen the node judges it as its condition says
-                let facts = admission::node_facts(&node).unwrap();
+                let facts = admission::node_facts(&node, watched).unwrap();
                 prop_assert_eq!(verdict, protection::judge(&facts, now, default));
                 prop_assert_eq!(verdict.protected(), admission_protects);
                 if status == "Unknown" {
@@ -150,7 +151,7 @@ proptest! {
                 let marks_unknown = actions.contains(&Action::MarkUnknown { node: "edge-1".into() });
                 prop_assert!(marks_unknown, "{:?}", actions);
                 let written = node_json(Some("Unknown"), Some(now), vote, limit.as_deref());
-                prop_assert_eq!(admission_side(&written, now, default), (verdict.protected(), verdict.protected()));
+                prop_assert_eq!(admission_side(&written, watched, now, default), (verdict.protected(), verdict.protected()));
             }
         }
     }

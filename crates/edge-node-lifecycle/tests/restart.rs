@@ -43,6 +43,7 @@ fn config() -> ControllerConfig {
         drain_period: Duration::from_millis(100),
         taint_manager_period: Duration::from_millis(200),
         taint_manager_shards: 4,
+        ..Default::default()
     }
 }
 

@@ -14,6 +14,8 @@ struct SimNode {
     /// Dead (no heartbeats) in [from, until).
     dead: Option<(u64, u64)>,
     voted_unhealthy: bool,
+    /// Edge-health watches it (a member of a unit with a peer running edge-health).
+    watched: bool,
     /// The node's `superedge.io/max-unreachable-protection` annotation.
     limit: Option<&'static str>,
     reported: Option<ReadyStatus>,
@@ -91,6 +93,7 @@ impl Sim {
                     zone: zone(zone_name),
                     dead: dead(i),
                     voted_unhealthy: voted(i),
+                    watched: true,
                     limit: None,
                     reported: Some(ReadyStatus::True),
                     ready_transition: Some(self.wall_start),
@@ -176,9 +179,12 @@ impl Sim {
                     lease_renew: None,
                     ready_transition: n.ready_transition,
                 },
+                conditions: ready_condition(n.reported),
+                watched: n.watched,
                 voted_unhealthy: n.voted_unhealthy,
                 protection_limit: LimitAnnotation::read(n.limit),
                 taints: n.taints.clone(),
+                ..Default::default()
             })
             .collect()
     }
@@ -308,8 +314,9 @@ fn hundred_nodes_three_zones_scripted_failures() {
     let b_no_schedule = sim
         .added()
         .iter()
-        .filter(|(t, n, x)| *t == 245 && n.starts_with("b-") && *x == TaintRef::UnreachableNoSchedule)
+        .filter(|(t, n, x)| *t == 250 && n.starts_with("b-") && *x == TaintRef::UnreachableNoSchedule)
         .count();
+    // from the written Unknown (t=245), as stock derives it: the next pass adds it
     assert_eq!(b_no_schedule, 30, "protected nodes still get the NoSchedule taint");
     let c_back: Vec<&str> = sim
         .removed()
@@ -365,10 +372,24 @@ fn node(name: &str, ready: ReadyStatus, voted: bool, taints: &[TaintRef]) -> Nod
             lease_renew: None,
             ready_transition: None,
         },
+        conditions: ready_condition(Some(ready)),
+        watched: true,
         voted_unhealthy: voted,
         protection_limit: LimitAnnotation::Absent,
         taints: taints.iter().map(|t| t.taint()).collect(),
+        ..Default::default()
     }
+}
+
+/// The Ready condition as written, for a node that reported `ready`.
+fn ready_condition(ready: Option<ReadyStatus>) -> Vec<(String, String)> {
+    let status = match ready {
+        None => return vec![],
+        Some(ReadyStatus::True) => "True",
+        Some(ReadyStatus::False) => "False",
+        Some(ReadyStatus::Unknown) => "Unknown",
+    };
+    vec![("Ready".into(), status.into())]
 }
 
 #[test]
@@ -386,11 +407,16 @@ fn per_node_taint_rules() {
         ),
         (
             "Unknown and voted unhealthy: conditions Unknown, pods not ready, unreachable taints",
-            NodeSnapshot { report: NodeReport::default(), ..node("n", ReadyStatus::Unknown, true, &[]) },
+            NodeSnapshot {
+                report: NodeReport::default(),
+                conditions: vec![],
+                ..node("n", ReadyStatus::Unknown, true, &[])
+            },
             vec![
                 Action::MarkUnknown { node: "n".into() },
                 Action::MarkPodsNotReady { node: "n".into() },
-                Action::AddTaint { node: "n".into(), taint: UnreachableNoSchedule },
+                // no NoSchedule taint before the Unknown is written: stock derives it from
+                // the written condition (the next pass, or the node's update, adds it)
                 Action::AddTaint { node: "n".into(), taint: UnreachableNoExecute },
             ],
         ),
@@ -534,10 +560,13 @@ fn restart_mid_disconnect_resumes_from_the_observed_state() {
     // last heartbeats seen at t=90: the site is Unknown (and protected) from t=145
     let site: Vec<String> = (0..10).map(|i| format!("site-{i:02}")).collect();
     assert_eq!(uninterrupted.marked_unknown(), site.iter().map(|n| (145, n.as_str())).collect::<Vec<_>>());
-    // the site is fully disrupted but the cloud zone is not: 0.1 nodes/s
+    // the site is fully disrupted but the cloud zone is not: 0.1 nodes/s; the NoSchedule
+    // taint follows the written Unknown at the next pass
+    let no_schedule = site.iter().map(|n| added(150, n, TaintRef::UnreachableNoSchedule));
     assert_eq!(
         uninterrupted.log_from(146),
-        vec![
+        no_schedule
+            .chain([
             pods_not_ready(190, "site-00"),
             pods_not_ready(190, "site-01"),
             pods_not_ready(190, "site-02"),
@@ -548,7 +577,8 @@ fn restart_mid_disconnect_resumes_from_the_observed_state() {
             added(220, "site-03", NoExecute),
             pods_not_ready(230, "site-04"),
             added(230, "site-04", NoExecute),
-        ]
+        ])
+            .collect::<Vec<_>>()
     );
 
     // Restarted while the site is Unknown and protected: the new controller takes the
@@ -618,35 +648,65 @@ fn every_site_cut_off(restart_at: Option<u64>) -> Sim {
 }
 
 #[test]
-fn leaving_full_disruption_keeps_the_dead_on_schedule() {
+fn full_disruption_untaints_everything_and_leaving_it_starts_over() {
     use TaintRef::{UnreachableNoExecute as NoExecute, UnreachableNoSchedule as NoSchedule};
     let sim = every_site_cut_off(None);
     // a-00 (last heartbeat seen at t=40) is tainted at t=95, while zone a is Normal;
-    // a-01 goes Unknown with everyone else at t=165 (last heartbeats seen at t=110),
-    // when every zone is fully disrupted: queued, not tainted. At t=300 the others are
-    // back: a-01, dead all along, is tainted one interval after the rate came back
-    // (the bucket starts empty after a rate of 0), not a grace period later.
-    assert_eq!(sim.no_execute_added(), [(95, "a-00"), (310, "a-01")]);
-    // a-00's taint stays through the disruption (kube-controller-manager removes every
-    // NoExecute taint when all zones are down, and adds it back, with a new timeAdded,
-    // after): its pods' tolerationSeconds keep counting from t=95.
-    assert_eq!(sim.no_execute_removed(), []);
+    // everyone else goes Unknown at t=165 (last heartbeats seen at t=110), when every zone
+    // is fully disrupted: as kube-controller-manager, the controller takes itself to be the
+    // one cut off, removes every NoExecute taint (a-00's) and stops tainting. At t=300 the
+    // others are back: the rate returns (its bucket empty) and the two dead nodes, queued
+    // again at t=170 in name order, are tainted one interval apart.
+    assert_eq!(sim.no_execute_added(), [(95, "a-00"), (310, "a-00"), (320, "a-01")]);
+    assert_eq!(sim.no_execute_removed(), [(165, "a-00")]);
     assert_eq!(sim.pods_not_ready(), [(95, "a-00"), (165, "a-01")]);
-    let mut expected = vec![added(310, "a-01", NoExecute)];
     let back: Vec<String> = sim.nodes.keys().filter(|n| !["a-00", "a-01"].contains(&n.as_str())).cloned().collect();
-    expected.splice(0..0, back.iter().map(|n| (300, Action::RemoveTaint { node: n.clone(), taint: NoSchedule })));
-    assert_eq!(sim.log_from(166), expected);
+    let mut expected: Vec<(u64, Action)> =
+        back.iter().map(|n| (300, Action::RemoveTaint { node: n.clone(), taint: NoSchedule })).collect();
+    expected.extend([added(310, "a-00", NoExecute), added(320, "a-01", NoExecute)]);
+    assert_eq!(sim.log_from(171), expected);
     assert_eq!(sim.marked_unknown().len(), 20);
     assert_eq!(sim.core.queue_rate(&zone("a")), Some(0.1));
 
-    // Restarted in the middle of it: the new controller computes the zone states on its
-    // first pass, so it does not taint a-01 while every zone is down, keeps a-00's taint,
-    // and after t=300 does exactly what the old one would have.
+    // Restarted in the middle of it: the new controller's zones start Initial, its first
+    // pass finds every zone fully disrupted (nothing left to untaint), does not taint, and
+    // after t=300 does exactly what the old one would have.
     let restarted = every_site_cut_off(Some(200));
     let mut expected = vec![pods_not_ready(200, "a-00"), pods_not_ready(200, "a-01")];
     expected.extend(sim.log_from(200));
     assert_eq!(restarted.log_from(200), expected);
     assert_eq!(restarted.log_before(200), sim.log_before(200));
+}
+
+/// kube-controller-manager's zone states: a zone first seen is Initial until the end of
+/// its first pass; a controller (re)started while every zone is down enters full
+/// disruption on that pass and takes the NoExecute taints it finds off.
+#[test]
+fn a_new_controller_starts_initial_and_enters_full_disruption_on_its_first_pass() {
+    let mut core = MonitorCore::new(LifecycleConfig::default());
+    assert_eq!(core.zone_states().count(), 0);
+    let now = Instant::now();
+    let down = |name: &str| NodeSnapshot {
+        report: NodeReport { ready: Some(ReadyStatus::Unknown), ..Default::default() },
+        ..node(name, ReadyStatus::Unknown, true, &[TaintRef::UnreachableNoSchedule, TaintRef::UnreachableNoExecute])
+    };
+    let actions = core.monitor(&[down("n1"), down("n2")], now, wall());
+    assert_eq!(
+        actions,
+        [
+            Action::MarkPodsNotReady { node: "n1".into() },
+            Action::MarkPodsNotReady { node: "n2".into() },
+            Action::RemoveTaint { node: "n1".into(), taint: TaintRef::UnreachableNoExecute },
+            Action::RemoveTaint { node: "n2".into(), taint: TaintRef::UnreachableNoExecute },
+        ]
+    );
+    assert!(core.zones_fully_disrupted());
+    assert_eq!(core.queue_rate(&zone("z")), Some(0.0));
+    // a zone with a ready node, first seen: Initial during the pass, Normal after it
+    let mut core = MonitorCore::new(LifecycleConfig::default());
+    core.monitor(&[node("n1", ReadyStatus::True, false, &[])], now, wall());
+    assert_eq!(core.zone_states().map(|(_, s)| s).collect::<Vec<_>>(), [ZoneState::Normal]);
+    assert_eq!(core.queue_rate(&zone("z")), Some(0.1));
 }
 
 #[test]
@@ -668,20 +728,21 @@ fn controller_cut_off_from_the_api_server_judges_the_dead_by_what_it_saw() {
     // everyone at t=165 (seen at t=110): all zones down, no tainting; its writes failed.
     assert!(sim.failed.contains(&marked_unknown(145, "a-01")));
     assert!(sim.failed.contains(&marked_unknown(165, "b-00")));
+    // entering full disruption it tried to take a-00's taint off: that write failed too
+    assert!(sim.failed.contains(&(165, Action::RemoveTaint { node: "a-00".into(), taint: NoExecute })));
     assert!(sim.failed.iter().all(|(t, _)| *t < 305));
-    // At t=300 it sees again: everyone but the dead has heartbeated meanwhile. a-01's
-    // Ready condition still says True (the controller could not write Unknown) and its
-    // heartbeat has not changed since t=90: it is Unknown at once, not after a grace
-    // period counted from the end of the disruption (kube-controller-manager resets every
-    // probe timestamp to now there). Its writes at t=300 fail once more and are retried
-    // at t=305, the pods-not-ready one included; its NoExecute taint follows at the rate.
+    // At t=300 it sees again: everyone but the dead has heartbeated meanwhile, so it
+    // leaves full disruption and, as kube-controller-manager, gives every node a fresh
+    // grace period. a-01's Ready condition still says True (the controller could not
+    // write Unknown): it is Unknown 50 s later, at t=355, and tainted at once (the bucket
+    // has refilled); the NoSchedule taint follows the written Unknown. a-00 kept its taint.
     assert_eq!(
         sim.log_from(120),
         vec![
-            marked_unknown(305, "a-01"),
-            pods_not_ready(305, "a-01"),
-            added(305, "a-01", NoSchedule),
-            added(310, "a-01", NoExecute),
+            marked_unknown(355, "a-01"),
+            pods_not_ready(355, "a-01"),
+            added(355, "a-01", NoExecute),
+            added(360, "a-01", NoSchedule),
         ]
     );
 }
@@ -698,8 +759,9 @@ fn bounded_site_disconnect(restart_at: Option<u64>) -> Sim {
     sim.add("cloud", 5, |_| None, |_| false);
     sim.add("site", 10, |_| Some((100, u64::MAX)), |_| false);
     sim.nodes.get_mut("site-00").unwrap().limit = Some("0");
-    sim.nodes.get_mut("site-01").unwrap().limit = Some("2m");
+    sim.nodes.get_mut("site-01").unwrap().limit = Some("30s");
     sim.nodes.get_mut("site-02").unwrap().limit = Some("2 minutes");
+    sim.nodes.get_mut("site-03").unwrap().limit = Some("2m");
     if let Some(at) = restart_at {
         sim.run(at - 1);
         sim.restart();
@@ -716,29 +778,39 @@ fn protection_ends_at_the_limit_counted_from_the_unknown_transition() {
     assert_eq!(sim.marked_unknown(), site.iter().map(|n| (145, n.as_str())).collect::<Vec<_>>());
     // Unknown since t=145 (the written lastTransitionTime, not the last heartbeat at t=90
     // nor the Ready transition at t=0): protected through t=205 (exactly 60 s is still
-    // within the limit), so the first pass past it is t=210; the node annotated 2m
-    // follows at t=270; the one annotated 0 never does. The site is fully disrupted but
-    // the cloud zone is not: NoExecute at 0.1 nodes/s, in the order the nodes queued.
-    let mut want: Vec<(u64, Action)> = site[2..].iter().map(|n| pods_not_ready(210, n)).collect();
+    // within the limit), so the first pass past it is t=210. An annotation only shortens:
+    // the node annotated 30s goes at t=180, the ones annotated 0 (unlimited) and 2m get
+    // the operator's 60 s like the rest. The site is fully disrupted but the cloud zone is
+    // not: NoExecute at 0.1 nodes/s, in the order the nodes queued.
+    let mut want: Vec<(u64, Action)> =
+        site.iter().map(|n| added(150, n, TaintRef::UnreachableNoSchedule)).collect();
+    want.extend([pods_not_ready(180, "site-01"), added(180, "site-01", NoExecute)]);
+    want.extend(site.iter().filter(|n| *n != "site-01").map(|n| pods_not_ready(210, n)));
     want.extend([
-        added(210, "site-02", NoExecute),
-        added(220, "site-03", NoExecute),
-        added(230, "site-04", NoExecute),
-        added(240, "site-05", NoExecute),
-        added(250, "site-06", NoExecute),
-        added(260, "site-07", NoExecute),
-        // a pass's actions come before that second's drain
-        pods_not_ready(270, "site-01"),
-        added(270, "site-08", NoExecute),
-        added(280, "site-09", NoExecute),
-        added(290, "site-01", NoExecute),
+        added(210, "site-00", NoExecute),
+        added(220, "site-02", NoExecute),
+        added(230, "site-03", NoExecute),
+        added(240, "site-04", NoExecute),
+        added(250, "site-05", NoExecute),
+        added(260, "site-06", NoExecute),
+        added(270, "site-07", NoExecute),
+        added(280, "site-08", NoExecute),
+        added(290, "site-09", NoExecute),
     ]);
     assert_eq!(sim.log_from(146), want);
     let verdict = |sim: &Sim, name: &str, t: u64| {
         let snapshot = sim.snapshots().into_iter().find(|n| n.name == name).unwrap();
         sim.core.protection(&snapshot, sim.start + Duration::from_secs(t), sim.wall(t))
     };
-    assert_eq!(verdict(&sim, "site-00", 400), Verdict::Protected { until: None });
+    assert_eq!(
+        verdict(&sim, "site-00", 400),
+        Verdict::LimitPassed { since: sim.wall(145), limit: Duration::from_secs(60) },
+        "an annotation cannot lift the operator's bound"
+    );
+    assert_eq!(
+        verdict(&sim, "site-01", 400),
+        Verdict::LimitPassed { since: sim.wall(145), limit: Duration::from_secs(30) }
+    );
     assert_eq!(
         verdict(&sim, "site-03", 400),
         Verdict::LimitPassed { since: sim.wall(145), limit: Duration::from_secs(60) }
@@ -753,7 +825,7 @@ fn protection_ends_at_the_limit_counted_from_the_unknown_transition() {
 
     // A controller restarted while the site is protected counts on from the written
     // transition, not from its own start: exactly the same actions.
-    let restarted = bounded_site_disconnect(Some(180));
+    let restarted = bounded_site_disconnect(Some(170));
     assert_eq!(restarted.log, sim.log);
 }
 
@@ -788,6 +860,7 @@ fn protection_counts_from_now_until_the_unknown_is_written() {
     // written Unknown, but without a lastTransitionTime: nothing shows the bound holds
     let untimed = NodeSnapshot {
         report: NodeReport { ready: Some(ReadyStatus::Unknown), ready_transition: None, ..ready.report.clone() },
+        conditions: vec![("Ready".into(), "Unknown".into())],
         ..ready.clone()
     };
     assert_eq!(core.protection(&untimed, later, wall_later), Verdict::UnknownSince { limit: Duration::from_secs(60) });
@@ -799,7 +872,10 @@ fn protection_counts_from_now_until_the_unknown_is_written() {
             Action::AddTaint { node: "n".into(), taint: TaintRef::UnreachableNoSchedule }
         ]
     );
-    // an unlimited annotation needs no transition time
-    let unlimited = NodeSnapshot { protection_limit: LimitAnnotation::read(Some("0")), ..untimed };
-    assert_eq!(core.protection(&unlimited, later, wall_later), Verdict::Protected { until: None });
+    // an unlimited annotation cannot lift the bound: still not protected
+    let unlimited = NodeSnapshot { protection_limit: LimitAnnotation::read(Some("0")), ..untimed.clone() };
+    assert_eq!(core.protection(&unlimited, later, wall_later), Verdict::UnknownSince { limit: Duration::from_secs(60) });
+    // nor is a node nobody watches, whatever the limit
+    let unwatched = NodeSnapshot { watched: false, ..ready.clone() };
+    assert_eq!(core.protection(&unwatched, later, wall_later), Verdict::NotWatched);
 }

@@ -53,11 +53,13 @@ impl<'a> NodeReading<'a> {
 
     /// What the edge rule needs to know about the node; `None` without a Ready condition.
     /// An absent or unparsable `lastTransitionTime` is `unknown_since: None`, which only
-    /// matters to a bounded limit.
-    pub fn facts(&self) -> Option<NodeFacts> {
+    /// matters to a bounded limit. Whether edge-health `watched` the node is not on the
+    /// node alone (it takes its unit's other members: [`crate::membership::WatchedNodes`]).
+    pub fn facts(&self, watched: bool) -> Option<NodeFacts> {
         let ready = self.ready?;
         Some(NodeFacts {
             ready_unknown: ready.status == Some(keys::CONDITION_UNKNOWN),
+            watched,
             unknown_since: ready.last_transition_time.and_then(|t| t.parse::<Timestamp>().ok()),
             voted_unhealthy: protection::voted_unhealthy(self.unhealth),
             limit: LimitAnnotation::read(self.max_unreachable_protection),
@@ -65,9 +67,10 @@ impl<'a> NodeReading<'a> {
     }
 }
 
-/// What the edge rule needs to know about a node, from its JSON ([`NodeReading::of`]).
-pub fn node_facts(node: &Value) -> Option<NodeFacts> {
-    NodeReading::of(node).facts()
+/// What the edge rule needs to know about a node, from its JSON ([`NodeReading::of`]) and
+/// whether edge-health watches it.
+pub fn node_facts(node: &Value, watched: bool) -> Option<NodeFacts> {
+    NodeReading::of(node).facts(watched)
 }
 
 fn path(text: &str) -> PointerBuf {
@@ -96,10 +99,10 @@ impl Judged<'_> {
 }
 
 /// For a Node UPDATE: removes the unreachable NoExecute taint(s) of a node protected at
-/// `now` under the cluster-wide `default` limit, highest index first so every index stays
-/// right however many go.
-pub fn node_patch(node: &Value, now: Timestamp, default: ProtectionLimit) -> Option<Patch> {
-    node_patch_judging(node, &node_facts(node)?, now, default)
+/// `now` under the cluster-wide `default` limit (`watched`: edge-health watches it),
+/// highest index first so every index stays right however many go.
+pub fn node_patch(node: &Value, watched: bool, now: Timestamp, default: ProtectionLimit) -> Option<Patch> {
+    node_patch_judging(node, &node_facts(node, watched)?, now, default)
 }
 
 /// [`node_patch`] judging `facts` instead of the node's own (e.g. with the unit's vote
@@ -312,9 +315,11 @@ mod tests {
             ("nothing to remove", node(Some("Unknown"), None, json!([other.clone()])), None),
         ];
         for (name, object, want) in cases {
-            let got = node_patch(&object, now(), ProtectionLimit::Unlimited)
+            let got = node_patch(&object, true, now(), ProtectionLimit::Unlimited)
                 .map(|p| apply(object.clone(), &p)["spec"]["taints"].clone());
             assert_eq!(got, want, "{name}");
+            let unwatched = node_patch(&object, false, now(), ProtectionLimit::Unlimited);
+            assert_eq!(unwatched, None, "{name}: a node nobody watches keeps its taints");
         }
     }
 
@@ -346,9 +351,11 @@ mod tests {
                 minutes(30),
                 true,
             ),
-            ("annotation 1h beats a 10m default", unknown(Some(SINCE), limit("1h")), minutes(10), true),
+            ("annotation 1h cannot extend a 10m default", unknown(Some(SINCE), limit("1h")), minutes(10), false),
+            ("annotation 1h under a 1h default", unknown(Some(SINCE), limit("1h")), minutes(60), true),
+            ("annotation 20m shortens a 1h default", unknown(Some(SINCE), limit("20m")), minutes(60), false),
             ("annotation 10m beats an unlimited default", unknown(Some(SINCE), limit("10m")), UNLIMITED, false),
-            ("annotation 0 lifts a 10m default", unknown(Some(SINCE), limit("0")), minutes(10), true),
+            ("annotation 0 cannot lift a 10m default", unknown(Some(SINCE), limit("0")), minutes(10), false),
             ("annotation exactly at the limit", unknown(Some(SINCE), limit("30m")), UNLIMITED, true),
             ("annotation 1799s: passed", unknown(Some(SINCE), limit("1799s")), UNLIMITED, false),
             ("invalid annotation: 10m default applies", unknown(Some(SINCE), limit("30 minutes")), minutes(10), false),
@@ -381,7 +388,7 @@ mod tests {
             ),
         ];
         for (name, object, default, stripped) in cases {
-            let got = node_patch(&object, now(), default).map(|p| apply(object.clone(), &p)["spec"]["taints"].clone());
+            let got = node_patch(&object, true, now(), default).map(|p| apply(object.clone(), &p)["spec"]["taints"].clone());
             let want = stripped.then(|| json!([unreachable_ns.clone()]));
             assert_eq!(got, want, "{name}");
         }
@@ -397,9 +404,10 @@ mod tests {
             json!([]),
         );
         assert_eq!(
-            node_facts(&annotated),
+            node_facts(&annotated, true),
             Some(NodeFacts {
                 ready_unknown: true,
+                watched: true,
                 unknown_since: Some(since),
                 voted_unhealthy: true,
                 limit: LimitAnnotation::Valid(minutes(120)),
@@ -407,27 +415,29 @@ mod tests {
         );
         let typo =
             node_since("True", Some("10:00"), json!({"superedge.io/max-unreachable-protection": "2 hours"}), json!([]));
-        let facts = node_facts(&typo).unwrap();
+        let facts = node_facts(&typo, true).unwrap();
         assert_eq!((facts.ready_unknown, facts.unknown_since, facts.voted_unhealthy), (false, None, false));
         assert_eq!(facts.limit.invalid().map(|e| e.value.as_str()), Some("2 hours"), "reported to the caller");
         let odd = json!({"metadata": {"annotations": {"superedge.io/max-unreachable-protection": 30}},
             "status": {"conditions": [{"type": "Ready", "status": "Unknown", "lastTransitionTime": 7}]}});
         assert_eq!(
-            node_facts(&odd),
+            node_facts(&odd, false),
             Some(NodeFacts { ready_unknown: true, ..Default::default() }),
             "non-string values are as good as absent"
         );
-        assert_eq!(node_facts(&node(None, None, json!([]))), None);
-        assert_eq!(node_facts(&json!({"status": {"conditions": "Ready"}})), None);
+        assert_eq!(node_facts(&node(None, None, json!([])), true), None);
+        assert_eq!(node_facts(&json!({"status": {"conditions": "Ready"}}), true), None);
     }
 
     /// What the endpoint hooks know about nodes, read through [`node_facts`].
     fn states() -> BTreeMap<String, NodeFacts> {
         let node = |ready: &str, annotations: Value| {
-            node_facts(&node_since(ready, Some(SINCE), annotations, json!([]))).unwrap()
+            node_facts(&node_since(ready, Some(SINCE), annotations, json!([])), true).unwrap()
         };
+        let unwatched = node_facts(&node_since("Unknown", Some(SINCE), json!({}), json!([])), false).unwrap();
         BTreeMap::from([
             ("alive".to_string(), node("Unknown", json!({}))),
+            ("unwatched".to_string(), unwatched),
             ("dead".to_string(), node("Unknown", json!({"nodeunhealth": "yes"}))),
             ("fine".to_string(), node("True", json!({}))),
             ("bounded".to_string(), node("Unknown", json!({"superedge.io/max-unreachable-protection": "1h"}))),
@@ -446,7 +456,8 @@ mod tests {
                 {"ip": "10.244.0.5", "nodeName": "alive"},
                 {"ip": "10.244.0.6", "nodeName": "ghost"},
                 {"ip": "10.244.0.7", "nodeName": "expired"},
-                {"ip": "10.244.0.8", "nodeName": "bounded"}],
+                {"ip": "10.244.0.8", "nodeName": "bounded"},
+                {"ip": "10.244.0.9", "nodeName": "unwatched"}],
              "ports": [{"port": 80}]},
             {"notReadyAddresses": [{"ip": "10.244.1.1", "nodeName": "alive"}], "ports": [{"port": 81}]},
             {"addresses": [{"ip": "10.244.2.1", "nodeName": "alive"}]}
@@ -465,7 +476,8 @@ mod tests {
                     {"ip": "10.244.0.3", "nodeName": "dead"},
                     {"ip": "10.244.0.4"},
                     {"ip": "10.244.0.6", "nodeName": "ghost"},
-                    {"ip": "10.244.0.7", "nodeName": "expired"}],
+                    {"ip": "10.244.0.7", "nodeName": "expired"},
+                    {"ip": "10.244.0.9", "nodeName": "unwatched"}],
                  "ports": [{"port": 80}]},
                 {"addresses": [{"ip": "10.244.1.1", "nodeName": "alive"}], "ports": [{"port": 81}]},
                 {"addresses": [{"ip": "10.244.2.1", "nodeName": "alive"}]}
@@ -486,7 +498,8 @@ mod tests {
             {"addresses": ["10.244.0.5"], "conditions": {"ready": false}},
             {"addresses": ["10.244.0.6"], "nodeName": "alive", "conditions": {"ready": false}},
             {"addresses": ["10.244.0.7"], "nodeName": "expired", "conditions": {"ready": false}},
-            {"addresses": ["10.244.0.8"], "nodeName": "bounded", "conditions": {"ready": false}}
+            {"addresses": ["10.244.0.8"], "nodeName": "bounded", "conditions": {"ready": false}},
+            {"addresses": ["10.244.0.9"], "nodeName": "unwatched", "conditions": {"ready": false}}
         ]});
         let patch = endpoint_slice_patch(&slice, &states(), now(), ProtectionLimit::Unlimited).unwrap();
         let patched = apply(slice.clone(), &patch);
@@ -503,6 +516,7 @@ mod tests {
                 json!({"ready": true, "serving": true}),
                 json!({"ready": false}),
                 json!({"ready": true, "serving": true}),
+                json!({"ready": false}),
             ]
         );
         assert_eq!(patched["endpoints"][0]["zone"], "z", "other fields untouched");
@@ -510,8 +524,9 @@ mod tests {
     }
 
     /// The endpoint hooks judge with the `now` and default they are given: a 20 m default
-    /// ends the protection of the unannotated node Unknown for 30 m, but not of the one
-    /// annotated 1h; at 10:05 a 10m annotation still protects.
+    /// ends the protection of every node Unknown for 30 m (the one annotated 1h too: an
+    /// annotation only shortens), a 45 m default not, except for the one annotated 10m;
+    /// at 10:05 a 10m annotation still protects.
     #[test]
     fn endpoint_hooks_obey_the_default_limit_and_the_time() {
         let endpoints = json!({"subsets": [{"notReadyAddresses": [
@@ -523,10 +538,11 @@ mod tests {
             {"addresses": ["10.244.0.7"], "nodeName": "expired", "conditions": {"ready": false}}]});
         let early: Timestamp = "2026-11-21T10:05:00Z".parse().unwrap();
         let cases = [
-            (now(), minutes(20), vec!["bounded"]),
+            (now(), minutes(45), vec!["alive", "bounded"]),
             (now(), ProtectionLimit::Unlimited, vec!["alive", "bounded"]),
             (early, minutes(20), vec!["alive", "bounded", "expired"]),
         ];
+        assert_eq!(endpoints_patch(&endpoints, &states(), now(), minutes(20)), None, "a 20m default ends them all");
         for (at, default, want) in cases {
             let patched = endpoints_patch(&endpoints, &states(), at, default).map(|p| apply(endpoints.clone(), &p));
             let ready: Vec<&str> = patched.as_ref().unwrap()["subsets"][0]["addresses"]
@@ -549,7 +565,7 @@ mod tests {
     }
 
     fn arb_address() -> impl Strategy<Value = Value> {
-        let nodes = vec!["alive", "dead", "fine", "ghost", "bounded", "expired"];
+        let nodes = vec!["alive", "dead", "fine", "ghost", "bounded", "expired", "unwatched"];
         (0u8..255, prop::option::of(prop::sample::select(nodes))).prop_map(|(ip, node)| match node {
             Some(node) => json!({"ip": format!("10.244.0.{ip}"), "nodeName": node}),
             None => json!({"ip": format!("10.244.0.{ip}")}),

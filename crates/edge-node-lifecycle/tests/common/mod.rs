@@ -39,10 +39,23 @@ pub fn micro_now() -> String {
     jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
 }
 
-/// A Ready node in region `r`, zone `zone`, with its Lease just renewed.
+/// A Ready edge node in region `r`, zone `zone`, with its Lease just renewed and the
+/// address its edge-health daemon publishes (so, with a peer, edge-health watches it: the
+/// controllers' default unit source is SuperEdge's, whole cluster without a ConfigMap).
 pub async fn create_node(client: &Client, name: &str, zone: &str) {
+    create_node_with(client, name, zone, true).await
+}
+
+/// A cloud worker: no edge-health on it, so nobody watches it.
+pub async fn create_cloud_node(client: &Client, name: &str, zone: &str) {
+    create_node_with(client, name, zone, false).await
+}
+
+async fn create_node_with(client: &Client, name: &str, zone: &str, edge_health: bool) {
+    let annotations = if edge_health { json!({"edgegrid.io/edge-health-address": "10.0.0.1:51005"}) } else { json!({}) };
     let node: Node = serde_json::from_value(json!({
-        "metadata": {"name": name, "labels": {"topology.kubernetes.io/region": "r", "topology.kubernetes.io/zone": zone}},
+        "metadata": {"name": name, "annotations": annotations,
+            "labels": {"topology.kubernetes.io/region": "r", "topology.kubernetes.io/zone": zone}},
         "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
             "lastHeartbeatTime": "2026-11-21T00:00:00Z", "lastTransitionTime": "2026-11-21T00:00:00Z"}]}
     }))

@@ -64,6 +64,14 @@ impl HealthTracker {
         }
     }
 
+    /// Counts the grace period afresh from `now` (kube-controller-manager does this for
+    /// every node when it leaves full disruption).
+    pub fn reset_probe(&mut self, node: &str, now: Instant) {
+        if let Some(seen) = self.nodes.get_mut(node) {
+            seen.probe_at = now;
+        }
+    }
+
     pub fn forget(&mut self, node: &str) {
         self.nodes.remove(node);
     }

@@ -3,14 +3,14 @@
 //! answers with actions (mark Unknown, add/remove taints, evict pods).
 //!
 //! Edge awareness: a node whose Ready condition went Unknown because its heartbeats stopped
-//! reaching the cloud, while its unit's peers have NOT voted it unhealthy (no
-//! `nodeunhealth: "yes"`), is not given the NoExecute taint, its pods are not marked not
-//! ready and never evicted, for as long as its protection limit allows (unlimited by
-//! default; `LifecycleConfig::max_unreachable_protection` and the node's
-//! `superedge.io/max-unreachable-protection` annotation bound it). The rule itself is
+//! reaching the cloud, while edge-health watches it (`edgegrid_core::membership`) and its
+//! unit's peers have NOT voted it unhealthy (no `nodeunhealth: "yes"`), is not given the
+//! NoExecute taint, its pods are not marked not ready and never evicted, for as long as its
+//! protection limit allows (`LifecycleConfig::max_unreachable_protection`; the node's
+//! `superedge.io/max-unreachable-protection` annotation may only shorten it). The rule itself is
 //! `edgegrid_core::protection`'s, shared with the admission webhook. A node voted
-//! unhealthy, past its limit, or reporting Ready=False itself, is handled as stock
-//! Kubernetes would.
+//! unhealthy, past its limit, not watched, or reporting Ready=False itself, is handled as
+//! stock Kubernetes would.
 
 mod config;
 mod health;
@@ -21,7 +21,7 @@ mod zones;
 
 pub use config::LifecycleConfig;
 pub use health::{HealthTracker, NodeReport, ReadyStatus};
-pub use monitor::{Action, MonitorCore, NodeSnapshot, TaintRef};
+pub use monitor::{Action, MonitorCore, NodeSnapshot, TaintRef, condition_taint_actions, wanted_no_schedule};
 pub use queue::{RateLimitedTimedQueue, TokenBucket};
 pub use tolerations::{EvictionDecision, Taint, Toleration, eviction_decision, tolerates};
-pub use zones::{ZoneKey, ZoneState, eviction_rate, zone_state};
+pub use zones::{ZoneKey, ZoneState, eviction_rate, zone_rate, zone_state};

@@ -13,10 +13,14 @@
 //! - every zone queue starts with an empty token bucket, so the first NoExecute taint
 //!   after a start waits one interval and a restart never taints faster than the rate.
 //!
-//! Unlike kube-controller-manager, nothing is reset when zones leave full disruption: a
-//! node's health is judged from when this core last saw its heartbeat change, whatever
-//! the zones did meanwhile, so a node that stayed dead through the disruption is tainted
-//! at the rate as soon as its zone allows it, not a grace period later.
+//! NoSchedule taints are kube-controller-manager's `doNoScheduleTaintingPass`: a pure
+//! function of the node's written conditions and `spec.unschedulable`
+//! ([`condition_taint_actions`]), which the binary also runs whenever a node changes.
+//!
+//! Zones follow kube-controller-manager's `handleDisruption`: a zone first seen is
+//! `Initial`; when every zone becomes fully disrupted the controller assumes it is the one
+//! cut off, removes every NoExecute taint it manages and stops tainting; when some zone
+//! recovers from that, every node gets a fresh grace period.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -26,16 +30,25 @@ use super::LifecycleConfig;
 use super::health::{HealthTracker, NodeReport, ReadyStatus};
 use super::queue::RateLimitedTimedQueue;
 use super::tolerations::Taint;
-use super::zones::{ZoneKey, ZoneState, eviction_rate, zone_state};
+use super::zones::{ZoneKey, ZoneState, zone_rate, zone_state};
 use edgegrid_core::keys;
 use edgegrid_core::protection::{self, LimitAnnotation, NodeFacts, Timestamp, Verdict};
 
 /// A node as the controller reads it from the API.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NodeSnapshot {
     pub name: String,
     pub zone: ZoneKey,
     pub report: NodeReport,
+    /// Every condition as written, `(type, status)`, in the node's order (Ready included).
+    pub conditions: Vec<(String, String)>,
+    /// `spec.unschedulable` (cordoned).
+    pub unschedulable: bool,
+    /// Labelled `node.kubernetes.io/exclude-disruption`: not counted in its zone's state.
+    pub excluded_from_disruption: bool,
+    /// Edge-health watches the node (`edgegrid_core::membership`): only then may the edge
+    /// rule protect it.
+    pub watched: bool,
     /// The node carries `nodeunhealth: "yes"`: its unit's peers voted it unhealthy.
     pub voted_unhealthy: bool,
     /// The node's `superedge.io/max-unreachable-protection` annotation, read.
@@ -43,30 +56,105 @@ pub struct NodeSnapshot {
     pub taints: Vec<Taint>,
 }
 
-/// The four taints the controller manages.
+/// The taints the controller manages: the condition and spec NoSchedule taints and the two
+/// NoExecute taints. A taint is identified by key and effect, as Kubernetes matches them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum TaintRef {
     NotReadyNoSchedule,
     UnreachableNoSchedule,
+    MemoryPressureNoSchedule,
+    DiskPressureNoSchedule,
+    PidPressureNoSchedule,
+    NetworkUnavailableNoSchedule,
+    UnschedulableNoSchedule,
     NotReadyNoExecute,
     UnreachableNoExecute,
 }
 
 impl TaintRef {
-    pub fn taint(self) -> Taint {
-        let (key, effect) = match self {
-            Self::NotReadyNoSchedule => (keys::TAINT_NOT_READY, keys::TAINT_EFFECT_NO_SCHEDULE),
-            Self::UnreachableNoSchedule => (keys::TAINT_UNREACHABLE, keys::TAINT_EFFECT_NO_SCHEDULE),
-            Self::NotReadyNoExecute => (keys::TAINT_NOT_READY, keys::TAINT_EFFECT_NO_EXECUTE),
-            Self::UnreachableNoExecute => (keys::TAINT_UNREACHABLE, keys::TAINT_EFFECT_NO_EXECUTE),
-        };
-        Taint { key: key.to_string(), value: None, effect: effect.to_string() }
+    /// Every NoSchedule taint [`condition_taint_actions`] manages.
+    pub const NO_SCHEDULE: [TaintRef; 7] = [
+        Self::NotReadyNoSchedule,
+        Self::UnreachableNoSchedule,
+        Self::MemoryPressureNoSchedule,
+        Self::DiskPressureNoSchedule,
+        Self::PidPressureNoSchedule,
+        Self::NetworkUnavailableNoSchedule,
+        Self::UnschedulableNoSchedule,
+    ];
+
+    pub fn key(self) -> &'static str {
+        match self {
+            Self::NotReadyNoSchedule | Self::NotReadyNoExecute => keys::TAINT_NOT_READY,
+            Self::UnreachableNoSchedule | Self::UnreachableNoExecute => keys::TAINT_UNREACHABLE,
+            Self::MemoryPressureNoSchedule => keys::TAINT_MEMORY_PRESSURE,
+            Self::DiskPressureNoSchedule => keys::TAINT_DISK_PRESSURE,
+            Self::PidPressureNoSchedule => keys::TAINT_PID_PRESSURE,
+            Self::NetworkUnavailableNoSchedule => keys::TAINT_NETWORK_UNAVAILABLE,
+            Self::UnschedulableNoSchedule => keys::TAINT_UNSCHEDULABLE,
+        }
     }
 
-    fn on(self, taints: &[Taint]) -> bool {
-        let want = self.taint();
-        taints.iter().any(|t| t.key == want.key && t.effect == want.effect)
+    pub fn effect(self) -> &'static str {
+        match self {
+            Self::NotReadyNoExecute | Self::UnreachableNoExecute => keys::TAINT_EFFECT_NO_EXECUTE,
+            _ => keys::TAINT_EFFECT_NO_SCHEDULE,
+        }
     }
+
+    pub fn taint(self) -> Taint {
+        Taint { key: self.key().to_string(), value: None, effect: self.effect().to_string() }
+    }
+
+    /// Whether a taint with this key and effect is on the node (whatever its value).
+    pub fn on(self, taints: &[Taint]) -> bool {
+        taints.iter().any(|t| t.key == self.key() && t.effect == self.effect())
+    }
+
+    /// The NoSchedule taint stock Kubernetes derives from a condition with this status
+    /// (`nodeConditionToTaintKeyStatusMap`): Ready False/Unknown, and MemoryPressure,
+    /// DiskPressure, PIDPressure and NetworkUnavailable True.
+    pub fn for_condition(condition: &str, status: &str) -> Option<Self> {
+        match (condition, status) {
+            (keys::NODE_CONDITION_READY, keys::CONDITION_FALSE) => Some(Self::NotReadyNoSchedule),
+            (keys::NODE_CONDITION_READY, keys::CONDITION_UNKNOWN) => Some(Self::UnreachableNoSchedule),
+            (keys::NODE_CONDITION_MEMORY_PRESSURE, keys::CONDITION_TRUE) => Some(Self::MemoryPressureNoSchedule),
+            (keys::NODE_CONDITION_DISK_PRESSURE, keys::CONDITION_TRUE) => Some(Self::DiskPressureNoSchedule),
+            (keys::NODE_CONDITION_PID_PRESSURE, keys::CONDITION_TRUE) => Some(Self::PidPressureNoSchedule),
+            (keys::NODE_CONDITION_NETWORK_UNAVAILABLE, keys::CONDITION_TRUE) => Some(Self::NetworkUnavailableNoSchedule),
+            _ => None,
+        }
+    }
+}
+
+/// The NoSchedule taints stock Kubernetes wants on a node with these written conditions and
+/// `spec.unschedulable`, in the order it adds them (conditions in the node's order, then
+/// unschedulable).
+pub fn wanted_no_schedule(conditions: &[(String, String)], unschedulable: bool) -> Vec<TaintRef> {
+    let mut wanted: Vec<TaintRef> = Vec::new();
+    let from_conditions = conditions.iter().filter_map(|(kind, status)| TaintRef::for_condition(kind, status));
+    for taint in from_conditions.chain(unschedulable.then_some(TaintRef::UnschedulableNoSchedule)) {
+        if !wanted.contains(&taint) {
+            wanted.push(taint);
+        }
+    }
+    wanted
+}
+
+/// kube-controller-manager's `doNoScheduleTaintingPass` for one node: adds the wanted
+/// NoSchedule taints that are missing (in [`wanted_no_schedule`]'s order), then removes
+/// the managed NoSchedule taints no longer wanted. Every other taint (other keys, other
+/// effects, the NoExecute ones) is left alone; a managed taint already present stays as it
+/// is (value and `timeAdded` kept). Pure, and independent of the edge rule: protection is
+/// about NoExecute and pods only.
+pub fn condition_taint_actions(node: &NodeSnapshot) -> Vec<Action> {
+    let wanted = wanted_no_schedule(&node.conditions, node.unschedulable);
+    let add = wanted.iter().filter(|t| !t.on(&node.taints)).map(|&taint| Action::AddTaint { node: node.name.clone(), taint });
+    let remove = TaintRef::NO_SCHEDULE
+        .into_iter()
+        .filter(|t| t.on(&node.taints) && !wanted.contains(t))
+        .map(|taint| Action::RemoveTaint { node: node.name.clone(), taint });
+    add.chain(remove).collect()
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -151,6 +239,7 @@ impl MonitorCore {
         let written_unknown = node.report.ready == Some(ReadyStatus::Unknown);
         let facts = NodeFacts {
             ready_unknown: status == ReadyStatus::Unknown,
+            watched: node.watched,
             unknown_since: if written_unknown { node.report.ready_transition } else { Some(wall_now) },
             voted_unhealthy: node.voted_unhealthy,
             limit: node.protection_limit.clone(),
@@ -182,11 +271,13 @@ impl MonitorCore {
         for node in &nodes {
             self.health.observe(&node.name, node.report.clone(), now);
             let status = self.status(&node.name, now);
-            let count = counts.entry(node.zone.clone()).or_default();
-            if status == ReadyStatus::True {
-                count.0 += 1
-            } else {
-                count.1 += 1
+            if !node.excluded_from_disruption {
+                let count = counts.entry(node.zone.clone()).or_default();
+                if status == ReadyStatus::True {
+                    count.0 += 1
+                } else {
+                    count.1 += 1
+                }
             }
             if status == ReadyStatus::Unknown && node.report.ready != Some(ReadyStatus::Unknown) {
                 actions.push(Action::MarkUnknown { node: node.name.clone() });
@@ -201,26 +292,82 @@ impl MonitorCore {
                 }
                 _ => {}
             }
-            no_schedule_taints(node, status, &mut actions);
+            actions.extend(condition_taint_actions(node));
             let wanted = self.no_execute_taints(node, status, protected, now, &mut actions);
             self.pending.insert(node.name.clone(), (node.zone.clone(), wanted));
         }
+        self.handle_disruption(&nodes, counts, now, &mut actions);
+        actions
+    }
 
-        self.zones = counts
+    /// kube-controller-manager's `handleDisruption`: zone states from this pass's counts,
+    /// a new zone starting `Initial`; the rate of a zone changes only when its state does.
+    fn handle_disruption(
+        &mut self,
+        nodes: &[&NodeSnapshot],
+        counts: BTreeMap<ZoneKey, (usize, usize)>,
+        now: Instant,
+        actions: &mut Vec<Action>,
+    ) {
+        let new: BTreeMap<ZoneKey, (ZoneState, usize)> = counts
             .into_iter()
             .map(|(zone, (ready, not_ready))| {
-                let state = zone_state(ready, not_ready, self.config.unhealthy_zone_threshold);
-                (zone, (state, ready + not_ready))
+                (zone, (zone_state(ready, not_ready, self.config.unhealthy_zone_threshold), ready + not_ready))
             })
             .collect();
-        for zone in self.zones.keys() {
-            let rate = eviction_rate(zone, &self.zones, &self.config);
-            self.queues
-                .entry(zone.clone())
-                .or_insert_with(|| RateLimitedTimedQueue::new_empty(rate, now))
-                .swap_rate(rate, now);
+        for zone in new.keys() {
+            self.zones.entry(zone.clone()).or_insert((ZoneState::Initial, 0));
         }
-        actions
+        self.zones.retain(|zone, _| new.contains_key(zone));
+        let all_are_fully_disrupted = new.values().all(|(state, _)| *state == ZoneState::FullDisruption);
+        let all_were_fully_disrupted = self.zones.values().all(|(state, _)| *state == ZoneState::FullDisruption);
+        if all_are_fully_disrupted && all_were_fully_disrupted {
+            return;
+        }
+        if all_are_fully_disrupted {
+            // every node unreachable: this controller is the one cut off. Untaint every
+            // node and stop tainting until some zone answers again.
+            for node in nodes {
+                for taint in [TaintRef::UnreachableNoExecute, TaintRef::NotReadyNoExecute] {
+                    if taint.on(&node.taints) {
+                        actions.push(Action::RemoveTaint { node: node.name.clone(), taint });
+                    }
+                }
+                if let Some(queue) = self.queues.get_mut(&node.zone) {
+                    queue.remove(&node.name);
+                }
+            }
+            for (zone, (state, size)) in self.zones.iter_mut() {
+                *state = ZoneState::FullDisruption;
+                *size = new[zone].1;
+            }
+            for queue in self.queues.values_mut() {
+                queue.swap_rate(0.0, now);
+            }
+            return;
+        }
+        if all_were_fully_disrupted {
+            // leaving that mode: every node gets a fresh grace period
+            for node in nodes {
+                self.health.reset_probe(&node.name, now);
+            }
+        }
+        for (zone, (state, size)) in &new {
+            let known = self.zones.get_mut(zone).expect("every zone of this pass was entered above");
+            if all_were_fully_disrupted || known.0 != *state {
+                let rate = zone_rate(*state, *size, &self.config);
+                self.queues
+                    .entry(zone.clone())
+                    .or_insert_with(|| RateLimitedTimedQueue::new_empty(rate, now))
+                    .swap_rate(rate, now);
+            }
+            *known = (*state, *size);
+        }
+    }
+
+    /// Whether every zone is fully disrupted: the controller takes itself to be cut off.
+    pub fn zones_fully_disrupted(&self) -> bool {
+        !self.zones.is_empty() && self.zones.values().all(|(state, _)| *state == ZoneState::FullDisruption)
     }
 
     /// NoExecute decisions for one node; returns the NoExecute taint it is queued for.
@@ -306,21 +453,5 @@ impl MonitorCore {
             }
         }
         actions
-    }
-}
-
-fn no_schedule_taints(node: &NodeSnapshot, status: ReadyStatus, actions: &mut Vec<Action>) {
-    let wanted = match status {
-        ReadyStatus::True => None,
-        ReadyStatus::False => Some(TaintRef::NotReadyNoSchedule),
-        ReadyStatus::Unknown => Some(TaintRef::UnreachableNoSchedule),
-    };
-    for taint in [TaintRef::NotReadyNoSchedule, TaintRef::UnreachableNoSchedule] {
-        let on = taint.on(&node.taints);
-        if Some(taint) == wanted && !on {
-            actions.push(Action::AddTaint { node: node.name.clone(), taint });
-        } else if Some(taint) != wanted && on {
-            actions.push(Action::RemoveTaint { node: node.name.clone(), taint });
-        }
     }
 }

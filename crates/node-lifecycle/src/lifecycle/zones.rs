@@ -30,6 +30,16 @@ pub fn zone_state(ready: usize, not_ready: usize, unhealthy_threshold: f64) -> Z
     }
 }
 
+/// The rate kube-controller-manager's `setLimiterInZone` gives a zone entering `state`
+/// with `size` nodes (`Initial` keeps the rate a new zone's queue starts with, the normal one).
+pub fn zone_rate(state: ZoneState, size: usize, config: &LifecycleConfig) -> f64 {
+    match state {
+        ZoneState::Initial | ZoneState::Normal | ZoneState::FullDisruption => config.eviction_rate,
+        ZoneState::PartialDisruption if size > config.large_cluster_threshold => config.secondary_eviction_rate,
+        ZoneState::PartialDisruption => 0.0,
+    }
+}
+
 /// Nodes per second a zone may be tainted NoExecute at, given every zone's state and size.
 /// When all zones are fully disrupted the controller assumes it is the one cut off and
 /// stops everywhere.
@@ -39,11 +49,8 @@ pub fn eviction_rate(zone: &ZoneKey, zones: &BTreeMap<ZoneKey, (ZoneState, usize
         return 0.0;
     }
     match zones.get(zone) {
-        None | Some((ZoneState::Initial | ZoneState::Normal | ZoneState::FullDisruption, _)) => config.eviction_rate,
-        Some((ZoneState::PartialDisruption, size)) if *size > config.large_cluster_threshold => {
-            config.secondary_eviction_rate
-        }
-        Some((ZoneState::PartialDisruption, _)) => 0.0,
+        None => config.eviction_rate,
+        Some((state, size)) => zone_rate(*state, *size, config),
     }
 }
 
