@@ -109,6 +109,10 @@ pub struct NodeLifecycleArgs {
     #[schemars(range(min = 0.0, max = 1.0))]
     pub unhealthy_zone_threshold: f64,
     pub large_cluster_size_threshold: u32,
+    /// `--max-unreachable-protection`: the longest an edge node that its unit sees alive
+    /// may stay Unknown and keep its pods (a node's annotation may only shorten it).
+    #[schemars(regex(pattern = DURATION))]
+    pub max_unreachable_protection: String,
 }
 
 #[derive(Deserialize, JsonSchema)]

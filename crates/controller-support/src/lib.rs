@@ -25,6 +25,7 @@ pub mod logging;
 pub mod runtime;
 pub mod testing;
 pub mod tls;
+pub mod unit_config;
 
 pub use admin::Readiness;
 pub use flags::{BindAddress, parse_duration};

@@ -112,7 +112,9 @@ pub fn units_of(source: &UnitSource, check: &NodeUnitCheck, labels: &Labels) -> 
             NodeUnitCheck::WholeCluster => BTreeSet::from([UnitId::Cluster]),
             NodeUnitCheck::Units(checked) => labels
                 .iter()
-                .filter(|(unit, value)| value.as_str() == keys::NODE_UNIT_LABEL_VALUE && checked.contains(unit.as_str()))
+                .filter(|(unit, value)| {
+                    value.as_str() == keys::NODE_UNIT_LABEL_VALUE && checked.contains(unit.as_str())
+                })
                 .map(|(unit, _)| UnitId::NodeUnit(unit.clone()))
                 .collect(),
         },
@@ -327,12 +329,18 @@ mod tests {
             ("no ConfigMap: whole cluster", None, NodeUnitCheck::WholeCluster),
             (
                 "exactly false: whole cluster",
-                Some(labels(&[(keys::EDGE_HEALTH_UNIT_INTERNAL_CHECK_KEY, "false"), (keys::EDGE_HEALTH_CHECK_UNITS_KEY, "u1")])),
+                Some(labels(&[
+                    (keys::EDGE_HEALTH_UNIT_INTERNAL_CHECK_KEY, "false"),
+                    (keys::EDGE_HEALTH_CHECK_UNITS_KEY, "u1"),
+                ])),
                 NodeUnitCheck::WholeCluster,
             ),
             (
                 "true",
-                Some(labels(&[(keys::EDGE_HEALTH_UNIT_INTERNAL_CHECK_KEY, "true"), (keys::EDGE_HEALTH_CHECK_UNITS_KEY, "u1")])),
+                Some(labels(&[
+                    (keys::EDGE_HEALTH_UNIT_INTERNAL_CHECK_KEY, "true"),
+                    (keys::EDGE_HEALTH_CHECK_UNITS_KEY, "u1"),
+                ])),
                 units(&["u1"]),
             ),
             ("key absent turns it on", Some(labels(&[(keys::EDGE_HEALTH_CHECK_UNITS_KEY, "u1")])), units(&["u1"])),

@@ -525,13 +525,7 @@ mod tests {
                 want: Verdict::NotUnknown,
                 ..base
             },
-            Case {
-                name: "not watched beats voted",
-                watched: false,
-                voted: true,
-                want: Verdict::NotWatched,
-                ..base
-            },
+            Case { name: "not watched beats voted", watched: false, voted: true, want: Verdict::NotWatched, ..base },
             Case {
                 name: "invalid annotation: the default applies (bounded)",
                 default: ten,

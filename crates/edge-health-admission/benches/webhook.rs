@@ -324,6 +324,7 @@ fn node_json(name: &str, seed: u64, zone: &str, health: Health, taints: Value) -
         "kubeadm.alpha.kubernetes.io/cri-socket": "unix:///var/run/containerd/containerd.sock",
         "node.alpha.kubernetes.io/ttl": "0",
         "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+        keys::EDGE_HEALTH_ADDRESS_ANNOTATION: format!("{ip}:51005"),
     });
     if health == Health::Voted {
         annotations[keys::NODE_UNHEALTH_ANNOTATION] = json!(keys::NODE_UNHEALTH_YES);

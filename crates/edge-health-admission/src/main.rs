@@ -12,12 +12,14 @@ use std::sync::{Arc, Mutex};
 
 use clap::Parser;
 use controller_support::tls::TlsFlags;
+use controller_support::unit_config::follow_edge_health_config;
 use controller_support::{CertResolver, Readiness, Runtime, RuntimeFlags, ShutdownSignal, TlsConfig};
 use edge_health_admission::metrics::Metrics;
 use edge_health_admission::nodes::NodeCache;
 use edge_health_admission::review::NodeVerdicts;
 use edge_health_admission::self_managed::{Manager, SelfManagedFlags, pki};
 use edge_health_admission::server::{Webhook, router};
+use edgegrid_core::membership::UnitSource;
 use edgegrid_core::protection::ProtectionLimit;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
@@ -41,9 +43,17 @@ struct Flags {
     always_reachable: bool,
     /// The longest a node may stay Ready=Unknown and still be protected, from its Ready
     /// condition's lastTransitionTime (`30m`, `2h`); 0 = no limit, SuperEdge's behaviour.
-    /// A node's `superedge.io/max-unreachable-protection` annotation overrides it.
+    /// A node's `superedge.io/max-unreachable-protection` annotation may only shorten it.
     #[arg(long, default_value = "0", value_parser = ProtectionLimit::parse)]
     max_unreachable_protection: ProtectionLimit,
+    /// The node label key edge-health groups units by (its own --unit-label-key); empty:
+    /// SuperEdge's node units with the edge-health-config ConfigMap. Only nodes edge-health
+    /// watches (with a peer of their unit running it) are protected.
+    #[arg(long, default_value = "")]
+    unit_label_key: String,
+    /// Namespace of the edge-health-config ConfigMap (read only for SuperEdge node units).
+    #[arg(long, default_value = "kube-system")]
+    edge_health_config_namespace: String,
 }
 
 #[tokio::main]
@@ -66,7 +76,7 @@ async fn main() -> anyhow::Result<()> {
         },
     };
     let metrics = Arc::new(Metrics::default());
-    let nodes = Arc::new(NodeCache::default());
+    let nodes = Arc::new(NodeCache::new(UnitSource::from_flag(&flags.unit_label_key)));
     let webhook = Arc::new(Webhook {
         nodes: nodes.clone(),
         metrics: metrics.clone(),
@@ -108,14 +118,41 @@ async fn main() -> anyhow::Result<()> {
                     None => std::future::pending().await,
                 }
             };
+            let config_synced = Arc::new(AtomicBool::new(!nodes.reads_config_map()));
+            let unit_config = {
+                let (client, nodes, synced, ready) =
+                    (client.clone(), nodes.clone(), config_synced.clone(), ready.clone());
+                async move {
+                    if !nodes.reads_config_map() {
+                        return std::future::pending().await;
+                    }
+                    let watched = nodes.clone();
+                    follow_edge_health_config(client, &flags.edge_health_config_namespace, synced.clone(), |check| {
+                        watched.set_node_unit_check(check);
+                        ready.nodes_ready_if(watched.synced() && synced.load(Ordering::SeqCst));
+                    })
+                    .await
+                }
+            };
             tokio::select! {
-                () = follow_nodes(client, nodes, metrics, ready) => {}
+                () = follow_nodes(client, nodes, metrics, ready, config_synced) => {}
+                () = unit_config => {}
                 () = certificates => {}
                 () = shutdown.signalled() => {}
             }
         })
         .await?;
     Ok(())
+}
+
+impl Ready {
+    /// The node cache (and, for node units, the ConfigMap) has listed.
+    fn nodes_ready_if(&self, synced: bool) {
+        if synced && !self.nodes.load(Ordering::SeqCst) {
+            self.nodes.store(true, Ordering::SeqCst);
+            self.update();
+        }
+    }
 }
 
 /// `/readyz`: ready once a certificate is served and the node cache has listed.
@@ -156,17 +193,20 @@ impl Ready {
 }
 
 /// Feeds the node cache until the watch ends; ready once it has listed.
-async fn follow_nodes(client: kube::Client, nodes: Arc<NodeCache>, metrics: Arc<Metrics>, ready: Ready) {
+async fn follow_nodes(
+    client: kube::Client,
+    nodes: Arc<NodeCache>,
+    metrics: Arc<Metrics>,
+    ready: Ready,
+    config_synced: Arc<AtomicBool>,
+) {
     let mut events = std::pin::pin!(watcher(Api::<Node>::all(client), watcher::Config::default()).default_backoff());
     while let Some(event) = events.next().await {
         match event {
             Ok(event) => {
                 nodes.apply(event);
                 metrics.cached_nodes.set(i64::try_from(nodes.len()).unwrap_or(i64::MAX));
-                if !ready.nodes.load(Ordering::SeqCst) && nodes.synced() {
-                    ready.nodes.store(true, Ordering::SeqCst);
-                    ready.update();
-                }
+                ready.nodes_ready_if(nodes.synced() && config_synced.load(Ordering::SeqCst));
             }
             Err(error) => tracing::warn!(%error, "node watch failed; retrying with backoff"),
         }

@@ -6,12 +6,13 @@
 //! so a 5k-node cluster costs little memory and a 100-endpoint slice review 100 lookups.
 //! Fed watcher events directly; a relist replaces the cache by what it listed.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::RwLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use edgegrid_core::admission;
 use edgegrid_core::keys;
+use edgegrid_core::membership::{NodeUnitCheck, UnitSource, WatchedNodes};
 use edgegrid_core::protection::NodeFacts;
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::watcher::Event;
@@ -19,17 +20,25 @@ use serde_json::{Value, json};
 
 use crate::review::NodeVerdicts;
 
-#[derive(Default)]
 pub struct NodeCache {
     synced: AtomicBool,
     nodes: RwLock<Known>,
     relisting: RwLock<Option<HashSet<String>>>,
 }
 
+impl Default for NodeCache {
+    /// SuperEdge's node units, as without `--unit-label-key`.
+    fn default() -> Self {
+        Self::new(UnitSource::NodeUnits)
+    }
+}
+
 /// The cached nodes' facts, kept whole for the rules of `edgegrid_core::admission`,
 /// which look nodes up by name in a map: a review borrows it instead of building one.
-#[derive(Default)]
 struct Known {
+    /// Whom edge-health watches; each node's facts carry its answer, updated when a
+    /// change elsewhere in its unit changes it.
+    watched: WatchedNodes,
     /// Every cached node (some have no facts).
     names: HashSet<String>,
     /// The facts of every node with a Ready condition (nothing to judge by without).
@@ -39,6 +48,18 @@ struct Known {
 }
 
 impl Known {
+    /// Brings the facts of nodes whose watched answer changed up to date.
+    fn rewatch(&mut self, changed: impl IntoIterator<Item = String>) {
+        for name in changed {
+            let watched = self.watched.is_watched(&name);
+            for map in [&mut self.facts, &mut self.votes_ignored] {
+                if let Some(facts) = map.get_mut(&name) {
+                    facts.watched = watched;
+                }
+            }
+        }
+    }
+
     fn insert(&mut self, name: String, facts: Option<NodeFacts>) {
         match facts {
             Some(facts) => {
@@ -81,6 +102,31 @@ fn verdict_json(node: &Node) -> Value {
 }
 
 impl NodeCache {
+    pub fn new(source: UnitSource) -> Self {
+        Self {
+            synced: AtomicBool::new(false),
+            nodes: RwLock::new(Known {
+                watched: WatchedNodes::new(source),
+                names: HashSet::new(),
+                facts: BTreeMap::new(),
+                votes_ignored: BTreeMap::new(),
+            }),
+            relisting: RwLock::default(),
+        }
+    }
+
+    /// Whether units are read from the `edge-health-config` ConfigMap.
+    pub fn reads_config_map(&self) -> bool {
+        self.nodes.read().unwrap_or_else(|p| p.into_inner()).watched.reads_config_map()
+    }
+
+    /// The `edge-health-config` ConfigMap changed.
+    pub fn set_node_unit_check(&self, check: NodeUnitCheck) {
+        let mut known = self.nodes.write().unwrap_or_else(|p| p.into_inner());
+        let changed = known.watched.set_node_unit_check(check);
+        known.rewatch(changed);
+    }
+
     pub fn apply(&self, event: Event<Node>) {
         match event {
             Event::Init => *self.relisting.write().unwrap_or_else(|p| p.into_inner()) = Some(HashSet::new()),
@@ -89,18 +135,34 @@ impl NodeCache {
                 if let Some(seen) = self.relisting.write().unwrap_or_else(|p| p.into_inner()).as_mut() {
                     seen.insert(name.clone());
                 }
-                let facts = admission::node_facts(&verdict_json(&node));
-                self.nodes.write().unwrap_or_else(|p| p.into_inner()).insert(name, facts);
+                let mut known = self.nodes.write().unwrap_or_else(|p| p.into_inner());
+                let empty = BTreeMap::new();
+                let labels = node.metadata.labels.as_ref().unwrap_or(&empty);
+                let changed = known.watched.apply(&name, labels, node.metadata.annotations.as_ref());
+                let facts = admission::node_facts(&verdict_json(&node), known.watched.is_watched(&name));
+                known.insert(name, facts);
+                known.rewatch(changed);
             }
             Event::Delete(node) => {
                 if let Some(name) = &node.metadata.name {
-                    self.nodes.write().unwrap_or_else(|p| p.into_inner()).remove(name);
+                    let mut known = self.nodes.write().unwrap_or_else(|p| p.into_inner());
+                    let changed = known.watched.delete(name);
+                    known.remove(name);
+                    known.rewatch(changed);
                 }
             }
             Event::InitDone => {
                 let seen = self.relisting.write().unwrap_or_else(|p| p.into_inner()).take();
                 if let Some(seen) = seen {
-                    self.nodes.write().unwrap_or_else(|p| p.into_inner()).retain(&seen);
+                    let mut known = self.nodes.write().unwrap_or_else(|p| p.into_inner());
+                    known.retain(&seen);
+                    let gone: Vec<String> =
+                        known.watched.watched().iter().filter(|n| !seen.contains(*n)).cloned().collect();
+                    let mut changed = BTreeSet::new();
+                    for name in gone {
+                        changed.extend(known.watched.delete(&name));
+                    }
+                    known.rewatch(changed);
                 }
                 self.synced.store(true, Ordering::SeqCst);
             }
@@ -119,6 +181,10 @@ impl NodeCache {
 impl NodeVerdicts for NodeCache {
     fn synced(&self) -> bool {
         self.synced.load(Ordering::SeqCst)
+    }
+
+    fn watched(&self, node: &str) -> bool {
+        self.nodes.read().unwrap_or_else(|p| p.into_inner()).watched.is_watched(node)
     }
 
     fn judge<R>(&self, votes_ignored: bool, judge: impl FnOnce(&BTreeMap<String, NodeFacts>) -> R) -> R {

@@ -80,7 +80,11 @@ fn client(server: &FakeApiServer) -> Client {
 }
 
 fn node(name: &str, voted_unhealthy: bool) -> Node {
-    let annotations = if voted_unhealthy { json!({"nodeunhealth": "yes"}) } else { json!({}) };
+    let mut annotations = if voted_unhealthy { json!({"nodeunhealth": "yes"}) } else { json!({}) };
+    if name != "cloud" {
+        // its edge-health daemon runs: with a peer doing so too, edge-health watches it
+        annotations["edgegrid.io/edge-health-address"] = json!("10.0.0.1:51005");
+    }
     serde_json::from_value(json!({
         "metadata": {"name": name, "labels": {"unit": "a"}, "annotations": annotations},
         "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
@@ -119,7 +123,7 @@ async fn writes_about_alive_nodes_are_mutated_and_voted_ones_stored_as_sent() {
     let server = FakeApiServer::start().await.expect("bind");
     let upstream = client(&server);
     let nodes: Api<Node> = Api::all(upstream.clone());
-    for (name, voted) in [("alive", false), ("dead", true)] {
+    for (name, voted) in [("alive", false), ("dead", true), ("cloud", false)] {
         nodes.create(&PostParams::default(), &node(name, voted)).await.expect("node");
     }
     let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": "ns"}})).expect("namespace");
@@ -130,23 +134,29 @@ async fn writes_about_alive_nodes_are_mutated_and_voted_ones_stored_as_sent() {
 
     assert_eq!(lose_contact(&nodes, "alive").await, vec![NO_SCHEDULE], "the NoExecute taint is stripped");
     assert_eq!(lose_contact(&nodes, "dead").await, vec![NO_SCHEDULE, NO_EXECUTE], "voted unhealthy: as sent");
+    // a cloud worker no edge-health watches: nobody could vote it down, so stock handling
+    assert_eq!(lose_contact(&nodes, "cloud").await, vec![NO_SCHEDULE, NO_EXECUTE], "never watched: as sent");
 
     // the webhook's node cache must have seen both nodes go Unknown
     tokio::time::sleep(Duration::from_millis(300)).await;
     let endpoints: Api<Endpoints> = Api::namespaced(upstream.clone(), "ns");
     let created: Endpoints = serde_json::from_value(json!({
         "metadata": {"name": "web", "namespace": "ns"},
-        "subsets": [{"addresses": [{"ip": "10.0.0.1", "nodeName": "alive"}, {"ip": "10.0.0.2", "nodeName": "dead"}],
-            "ports": [{"port": 80}]}],
+        "subsets": [{"addresses": [{"ip": "10.0.0.1", "nodeName": "alive"}, {"ip": "10.0.0.2", "nodeName": "dead"},
+            {"ip": "10.0.0.3", "nodeName": "cloud"}], "ports": [{"port": 80}]}],
     }))
     .expect("endpoints");
     endpoints.create(&PostParams::default(), &created).await.expect("endpoints");
     let not_ready = json!({"subsets": [{"notReadyAddresses": [{"ip": "10.0.0.1", "nodeName": "alive"},
-        {"ip": "10.0.0.2", "nodeName": "dead"}], "ports": [{"port": 80}]}]});
+        {"ip": "10.0.0.2", "nodeName": "dead"}, {"ip": "10.0.0.3", "nodeName": "cloud"}], "ports": [{"port": 80}]}]});
     let stored = endpoints.patch("web", &PatchParams::default(), &Patch::Merge(&not_ready)).await.expect("update");
     let subset = serde_json::to_value(&stored.subsets.expect("subsets")[0]).expect("json");
     assert_eq!(subset["addresses"], json!([{"ip": "10.0.0.1", "nodeName": "alive"}]));
-    assert_eq!(subset["notReadyAddresses"], json!([{"ip": "10.0.0.2", "nodeName": "dead"}]));
+    assert_eq!(
+        subset["notReadyAddresses"],
+        json!([{"ip": "10.0.0.2", "nodeName": "dead"}, {"ip": "10.0.0.3", "nodeName": "cloud"}]),
+        "the voted and the never-watched node's endpoints are not forced ready"
+    );
 
     let slices: Api<EndpointSlice> = Api::namespaced(upstream.clone(), "ns");
     let endpoint = |ip: &str, node: &str, ready: bool| json!({"addresses": [ip], "nodeName": node, "conditions": {"ready": ready, "serving": ready, "terminating": false}});
@@ -154,7 +164,8 @@ async fn writes_about_alive_nodes_are_mutated_and_voted_ones_stored_as_sent() {
         serde_json::from_value(json!({
             "metadata": {"name": "web-1", "namespace": "ns", "labels": {"kubernetes.io/service-name": "web"}},
             "addressType": "IPv4", "ports": [{"port": 80}],
-            "endpoints": [endpoint("10.0.0.1", "alive", ready), endpoint("10.0.0.2", "dead", ready)],
+            "endpoints": [endpoint("10.0.0.1", "alive", ready), endpoint("10.0.0.2", "dead", ready),
+                endpoint("10.0.0.3", "cloud", ready)],
         }))
         .expect("slice")
     };
@@ -165,7 +176,7 @@ async fn writes_about_alive_nodes_are_mutated_and_voted_ones_stored_as_sent() {
         .expect("the controller marks both not ready");
     let ready: Vec<Option<bool>> =
         stored.endpoints.iter().map(|e| e.conditions.as_ref().and_then(|c| c.ready)).collect();
-    assert_eq!(ready, vec![Some(true), Some(false)]);
+    assert_eq!(ready, vec![Some(true), Some(false), Some(false)]);
 
     // rotation during a stream of writes: every write is still mutated (with
     // failurePolicy Ignore a failed call would store the taint), and new connections

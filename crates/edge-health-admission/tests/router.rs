@@ -26,8 +26,10 @@ fn node(name: &str, ready: &str, unhealthy: bool) -> Value {
         "status": {"conditions": [{"type": "Ready", "status": ready, "reason": "NodeStatusUnknown",
             "lastHeartbeatTime": "2026-11-22T09:59:00Z", "lastTransitionTime": "2026-11-22T10:00:00Z"}]},
     });
+    // its edge-health daemon runs (so, with its peers, edge-health watches it)
+    node["metadata"]["annotations"] = json!({"edgegrid.io/edge-health-address": "10.0.0.1:51005"});
     if unhealthy {
-        node["metadata"]["annotations"] = json!({"nodeunhealth": "yes"});
+        node["metadata"]["annotations"]["nodeunhealth"] = json!("yes");
     }
     node
 }

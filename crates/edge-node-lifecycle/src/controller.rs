@@ -8,10 +8,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use edgegrid_core::keys;
-use edgegrid_core::membership::{NodeUnitCheck, UnitSource, WatchedNodes};
+use edgegrid_core::membership::{UnitSource, WatchedNodes};
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -283,37 +283,13 @@ fn start_caches(client: &Client, config: &ControllerConfig) -> (Caches, Vec<toki
     let mut drivers = vec![n, l, p];
     let config_synced = Arc::new(AtomicBool::new(config.unit_source != UnitSource::NodeUnits));
     if config.unit_source == UnitSource::NodeUnits {
-        let api: Api<ConfigMap> = Api::namespaced(client.clone(), &config.edge_health_config_namespace);
-        let (fed, synced) = (membership.clone(), config_synced.clone());
-        let mut listed = false;
-        let stream = watcher(api, watcher::Config::default().fields(&format!("metadata.name={}", keys::EDGE_HEALTH_CONFIGMAP)))
-            .default_backoff();
+        let (fed, synced, client) = (membership.clone(), config_synced.clone(), client.clone());
+        let namespace = config.edge_health_config_namespace.clone();
         drivers.push(tokio::spawn(async move {
-            let mut stream = std::pin::pin!(stream);
-            while let Some(event) = stream.next().await {
-                let check = match event {
-                    Ok(watcher::Event::Apply(cm) | watcher::Event::InitApply(cm)) => {
-                        listed = true;
-                        Some(NodeUnitCheck::from_config_map(Some(&cm.data.unwrap_or_default())))
-                    }
-                    Ok(watcher::Event::Delete(_)) => Some(NodeUnitCheck::from_config_map(None)),
-                    Ok(watcher::Event::Init) => {
-                        listed = false;
-                        None
-                    }
-                    Ok(watcher::Event::InitDone) => {
-                        synced.store(true, Ordering::SeqCst);
-                        (!listed).then(|| NodeUnitCheck::from_config_map(None))
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "edge-health-config watch error");
-                        None
-                    }
-                };
-                if let Some(check) = check {
-                    fed.lock().expect("membership lock").watched.set_node_unit_check(check);
-                }
-            }
+            controller_support::unit_config::follow_edge_health_config(client, &namespace, synced, |check| {
+                fed.lock().expect("membership lock").watched.set_node_unit_check(check);
+            })
+            .await
         }));
     }
     (Caches { nodes, leases, pods, membership, config_synced }, drivers)
@@ -353,7 +329,13 @@ fn cached_node(caches: &Caches, name: &str) -> Result<Arc<Node>, Error> {
 /// Carries out one node's actions of a pass, in order. Writes are conditional on the
 /// resourceVersion the previous one left (the cached one first), so a node changed
 /// meanwhile is decided again on the next pass rather than overwritten.
-async fn execute(client: &Client, nodes: &Api<Node>, caches: &Caches, node: &str, batch: &[Action]) -> Result<(), Error> {
+async fn execute(
+    client: &Client,
+    nodes: &Api<Node>,
+    caches: &Caches,
+    node: &str,
+    batch: &[Action],
+) -> Result<(), Error> {
     let cached = cached_node(caches, node)?;
     let mut resource_version = cached.resource_version();
     let mut status_marked = false;

@@ -37,11 +37,7 @@ pub fn node_snapshot(node: &Node, lease: Option<&Lease>, watched: bool) -> NodeS
                 .and_then(|s| s.renew_time.as_ref())
                 .map(|t| t.0.to_string()),
         },
-        conditions: conditions
-            .into_iter()
-            .flatten()
-            .map(|c| (c.type_.clone(), c.status.clone()))
-            .collect(),
+        conditions: conditions.into_iter().flatten().map(|c| (c.type_.clone(), c.status.clone())).collect(),
         unschedulable: node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false),
         excluded_from_disruption: labels.contains_key(keys::EXCLUDE_DISRUPTION_LABEL),
         watched,
@@ -91,10 +87,7 @@ mod tests {
             snapshot,
             NodeSnapshot {
                 name: "edge-1".into(),
-                conditions: vec![
-                    ("MemoryPressure".into(), "False".into()),
-                    ("Ready".into(), "Unknown".into())
-                ],
+                conditions: vec![("MemoryPressure".into(), "False".into()), ("Ready".into(), "Unknown".into())],
                 unschedulable: true,
                 excluded_from_disruption: true,
                 watched: true,

@@ -38,7 +38,9 @@ fn apply(mut taints: Vec<Taint>, actions: &[Action]) -> Vec<Taint> {
     for action in actions {
         match action {
             Action::AddTaint { taint, .. } if !taint.on(&taints) => taints.push(taint.taint()),
-            Action::RemoveTaint { taint, .. } => taints.retain(|t| !(t.key == taint.key() && t.effect == taint.effect())),
+            Action::RemoveTaint { taint, .. } => {
+                taints.retain(|t| !(t.key == taint.key() && t.effect == taint.effect()))
+            }
             _ => {}
         }
     }
@@ -104,7 +106,12 @@ fn every_condition_and_the_cordon_map_to_the_stock_taints() {
             ],
         ),
         ("no conditions yet (a new node)", vec![], false, vec![]),
-        ("an unknown status is no taint", conditions(&[("Ready", "Bogus"), ("DiskPressure", "Unknown")]), false, vec![]),
+        (
+            "an unknown status is no taint",
+            conditions(&[("Ready", "Bogus"), ("DiskPressure", "Unknown")]),
+            false,
+            vec![],
+        ),
     ];
     for (name, conditions, unschedulable, want) in cases {
         let node = snapshot(conditions, unschedulable, vec![]);
@@ -133,7 +140,8 @@ fn cordon_round_trip_keeps_foreign_taints() {
 }
 
 fn arb_conditions() -> impl Strategy<Value = Vec<(String, String)>> {
-    let kind = prop::sample::select(vec!["Ready", "MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable"]);
+    let kind =
+        prop::sample::select(vec!["Ready", "MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable"]);
     let status = prop::sample::select(vec!["True", "False", "Unknown"]);
     prop::collection::vec((kind, status), 0..6).prop_map(|pairs| {
         // a node has each condition type at most once

@@ -567,17 +567,17 @@ fn restart_mid_disconnect_resumes_from_the_observed_state() {
         uninterrupted.log_from(146),
         no_schedule
             .chain([
-            pods_not_ready(190, "site-00"),
-            pods_not_ready(190, "site-01"),
-            pods_not_ready(190, "site-02"),
-            pods_not_ready(190, "site-03"),
-            added(190, "site-00", NoExecute),
-            added(200, "site-01", NoExecute),
-            added(210, "site-02", NoExecute),
-            added(220, "site-03", NoExecute),
-            pods_not_ready(230, "site-04"),
-            added(230, "site-04", NoExecute),
-        ])
+                pods_not_ready(190, "site-00"),
+                pods_not_ready(190, "site-01"),
+                pods_not_ready(190, "site-02"),
+                pods_not_ready(190, "site-03"),
+                added(190, "site-00", NoExecute),
+                added(200, "site-01", NoExecute),
+                added(210, "site-02", NoExecute),
+                added(220, "site-03", NoExecute),
+                pods_not_ready(230, "site-04"),
+                added(230, "site-04", NoExecute),
+            ])
             .collect::<Vec<_>>()
     );
 
@@ -782,8 +782,7 @@ fn protection_ends_at_the_limit_counted_from_the_unknown_transition() {
     // the node annotated 30s goes at t=180, the ones annotated 0 (unlimited) and 2m get
     // the operator's 60 s like the rest. The site is fully disrupted but the cloud zone is
     // not: NoExecute at 0.1 nodes/s, in the order the nodes queued.
-    let mut want: Vec<(u64, Action)> =
-        site.iter().map(|n| added(150, n, TaintRef::UnreachableNoSchedule)).collect();
+    let mut want: Vec<(u64, Action)> = site.iter().map(|n| added(150, n, TaintRef::UnreachableNoSchedule)).collect();
     want.extend([pods_not_ready(180, "site-01"), added(180, "site-01", NoExecute)]);
     want.extend(site.iter().filter(|n| *n != "site-01").map(|n| pods_not_ready(210, n)));
     want.extend([
@@ -874,7 +873,10 @@ fn protection_counts_from_now_until_the_unknown_is_written() {
     );
     // an unlimited annotation cannot lift the bound: still not protected
     let unlimited = NodeSnapshot { protection_limit: LimitAnnotation::read(Some("0")), ..untimed.clone() };
-    assert_eq!(core.protection(&unlimited, later, wall_later), Verdict::UnknownSince { limit: Duration::from_secs(60) });
+    assert_eq!(
+        core.protection(&unlimited, later, wall_later),
+        Verdict::UnknownSince { limit: Duration::from_secs(60) }
+    );
     // nor is a node nobody watches, whatever the limit
     let unwatched = NodeSnapshot { watched: false, ..ready.clone() };
     assert_eq!(core.protection(&unwatched, later, wall_later), Verdict::NotWatched);

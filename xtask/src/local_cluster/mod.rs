@@ -529,6 +529,9 @@ async fn start_components(
         "--self-managed-certificates",
         "--extra-san",
         &cloud_ip.to_string(),
+        // edge-health's units: only the nodes it watches are protected
+        "--unit-label-key",
+        layout::UNIT_LABEL_KEY,
     ];
     components.push(Component::start(
         bin_dir,
@@ -552,6 +555,8 @@ async fn start_components(
         "8s",
         "--node-startup-grace-period",
         "20s",
+        "--unit-label-key",
+        layout::UNIT_LABEL_KEY,
     ];
     components.push(Component::start(
         bin_dir,

@@ -388,7 +388,8 @@ mod tests {
             ),
         ];
         for (name, object, default, stripped) in cases {
-            let got = node_patch(&object, true, now(), default).map(|p| apply(object.clone(), &p)["spec"]["taints"].clone());
+            let got =
+                node_patch(&object, true, now(), default).map(|p| apply(object.clone(), &p)["spec"]["taints"].clone());
             let want = stripped.then(|| json!([unreachable_ns.clone()]));
             assert_eq!(got, want, "{name}");
         }

@@ -193,6 +193,9 @@ impl Decision {
 pub trait NodeVerdicts {
     /// Whether the cache has listed the nodes at least once.
     fn synced(&self) -> bool;
+    /// Whether edge-health watches the node (`edgegrid_core::membership`): only then may
+    /// the rule protect it.
+    fn watched(&self, node: &str) -> bool;
     /// Calls `judge` with the facts of every known node that has some (a Ready
     /// condition), by name; with `votes_ignored`, as if no unit had voted any node
     /// unhealthy (`--always-reachable`).
@@ -246,10 +249,12 @@ fn rule(view: &ObjectView<'_>, nodes: &impl NodeVerdicts, policy: &Policy) -> De
     }
     let patch = match view {
         // the node in the request is the verdict's subject: its own state decides
-        ObjectView::Node(node) => node.reading().facts().and_then(|mut facts| {
-            policy.adjust(&mut facts);
-            admission::taints_patch(node.taints()?, &facts, now, default)
-        }),
+        ObjectView::Node(node) => {
+            node.reading().facts(node.name().is_some_and(|n| nodes.watched(n))).and_then(|mut facts| {
+                policy.adjust(&mut facts);
+                admission::taints_patch(node.taints()?, &facts, now, default)
+            })
+        }
         ObjectView::Endpoints(endpoints) => nodes.judge(policy.always_reachable, |states| {
             admission::subsets_patch(endpoints.subsets()?, states, now, default)
         }),
@@ -286,7 +291,9 @@ mod tests {
     fn cache() -> NodeCache {
         let cache = NodeCache::default();
         cache.apply(Event::Init);
-        let node = |name: &str, ready: &str, annotations: Value| {
+        let node = |name: &str, ready: &str, mut annotations: Value| {
+            // every one runs edge-health, so (the whole cluster one unit) each is watched
+            annotations["edgegrid.io/edge-health-address"] = json!("10.0.0.1:51005");
             serde_json::from_value::<Node>(json!({"metadata": {"name": name, "annotations": annotations},
                 "status": {"conditions": [{"type": "Ready", "status": ready, "lastTransitionTime": "2026-11-22T10:00:00Z"}]}}))
             .expect("a node")

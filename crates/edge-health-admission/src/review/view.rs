@@ -156,6 +156,8 @@ pub(super) struct NodeView<'a> {
 #[derive(Clone, Debug, Default, Deserialize)]
 struct NodeMetadata<'a> {
     #[serde(borrow)]
+    name: Option<Text<'a>>,
+    #[serde(borrow)]
     annotations: Option<Obj<NodeAnnotations<'a>>>,
 }
 
@@ -200,6 +202,11 @@ struct NodeCondition<'a> {
 }
 
 impl NodeView<'_> {
+    /// The node's name (whom edge-health must watch for the rule to protect it).
+    pub(super) fn name(&self) -> Option<&str> {
+        self.metadata.as_ref().and_then(|m| text(&m.0.name))
+    }
+
     pub(super) fn reading(&self) -> NodeReading<'_> {
         let annotations = self.metadata.as_ref().and_then(|m| m.0.annotations.as_ref()).map(|a| &a.0);
         let conditions = self.status.as_ref().and_then(|s| s.0.conditions.as_deref()).unwrap_or_default();
@@ -384,7 +391,8 @@ mod tests {
             matches!(
                 &lean.metadata,
                 Some(Obj(NodeMetadata {
-                    annotations: Some(Obj(NodeAnnotations { unhealth: Some(Text(Cow::Borrowed(_))), .. }))
+                    annotations: Some(Obj(NodeAnnotations { unhealth: Some(Text(Cow::Borrowed(_))), .. })),
+                    ..
                 }))
             ),
             "strings borrowed from the text"

@@ -52,7 +52,8 @@ pub async fn create_cloud_node(client: &Client, name: &str, zone: &str) {
 }
 
 async fn create_node_with(client: &Client, name: &str, zone: &str, edge_health: bool) {
-    let annotations = if edge_health { json!({"edgegrid.io/edge-health-address": "10.0.0.1:51005"}) } else { json!({}) };
+    let annotations =
+        if edge_health { json!({"edgegrid.io/edge-health-address": "10.0.0.1:51005"}) } else { json!({}) };
     let node: Node = serde_json::from_value(json!({
         "metadata": {"name": name, "annotations": annotations,
             "labels": {"topology.kubernetes.io/region": "r", "topology.kubernetes.io/zone": zone}},

@@ -121,7 +121,9 @@ impl TaintRef {
             (keys::NODE_CONDITION_MEMORY_PRESSURE, keys::CONDITION_TRUE) => Some(Self::MemoryPressureNoSchedule),
             (keys::NODE_CONDITION_DISK_PRESSURE, keys::CONDITION_TRUE) => Some(Self::DiskPressureNoSchedule),
             (keys::NODE_CONDITION_PID_PRESSURE, keys::CONDITION_TRUE) => Some(Self::PidPressureNoSchedule),
-            (keys::NODE_CONDITION_NETWORK_UNAVAILABLE, keys::CONDITION_TRUE) => Some(Self::NetworkUnavailableNoSchedule),
+            (keys::NODE_CONDITION_NETWORK_UNAVAILABLE, keys::CONDITION_TRUE) => {
+                Some(Self::NetworkUnavailableNoSchedule)
+            }
             _ => None,
         }
     }
@@ -149,7 +151,8 @@ pub fn wanted_no_schedule(conditions: &[(String, String)], unschedulable: bool) 
 /// about NoExecute and pods only.
 pub fn condition_taint_actions(node: &NodeSnapshot) -> Vec<Action> {
     let wanted = wanted_no_schedule(&node.conditions, node.unschedulable);
-    let add = wanted.iter().filter(|t| !t.on(&node.taints)).map(|&taint| Action::AddTaint { node: node.name.clone(), taint });
+    let add =
+        wanted.iter().filter(|t| !t.on(&node.taints)).map(|&taint| Action::AddTaint { node: node.name.clone(), taint });
     let remove = TaintRef::NO_SCHEDULE
         .into_iter()
         .filter(|t| t.on(&node.taints) && !wanted.contains(t))
@@ -273,11 +276,7 @@ impl MonitorCore {
             let status = self.status(&node.name, now);
             if !node.excluded_from_disruption {
                 let count = counts.entry(node.zone.clone()).or_default();
-                if status == ReadyStatus::True {
-                    count.0 += 1
-                } else {
-                    count.1 += 1
-                }
+                if status == ReadyStatus::True { count.0 += 1 } else { count.1 += 1 }
             }
             if status == ReadyStatus::Unknown && node.report.ready != Some(ReadyStatus::Unknown) {
                 actions.push(Action::MarkUnknown { node: node.name.clone() });
