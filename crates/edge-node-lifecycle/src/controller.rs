@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use edgegrid_core::keys;
-use edgegrid_core::membership::{UnitSource, WatchedNodes};
+use edgegrid_core::membership::{Labels, UnitSource, WatchedNodes};
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -92,8 +92,11 @@ struct Membership {
     /// that pass on every node event).
     changed: BTreeSet<String>,
     /// The names listed so far while a relist is under way.
-    relisting: Option<Vec<(String, BTreeMap<String, String>, Option<BTreeMap<String, String>>)>>,
+    relisting: Option<Vec<ListedNode>>,
 }
+
+/// A node's name, labels and annotations, as a relist delivers them.
+type ListedNode = (String, Labels, Option<Labels>);
 
 impl Membership {
     fn on_node(&mut self, event: &watcher::Event<Node>) {

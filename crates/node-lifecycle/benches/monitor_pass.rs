@@ -20,9 +20,12 @@ fn nodes(heartbeat: &str) -> Vec<NodeSnapshot> {
                 lease_renew: None,
                 ready_transition: None,
             },
+            conditions: vec![("Ready".into(), "True".into()), ("MemoryPressure".into(), "False".into())],
+            watched: true,
             voted_unhealthy: i % 40 == 0,
             protection_limit: Default::default(),
             taints: vec![],
+            ..Default::default()
         })
         .collect()
 }

@@ -52,7 +52,9 @@ fn apply(mut taints: Vec<Taint>, actions: &[Action]) -> Vec<Taint> {
 #[test]
 fn every_condition_and_the_cordon_map_to_the_stock_taints() {
     let no_schedule = |key: &str| taint(key, None, "NoSchedule");
-    let cases: Vec<(&str, Vec<(String, String)>, bool, Vec<Taint>)> = vec![
+    /// (name, written conditions, cordoned, the taints it ends with)
+    type Case = (&'static str, Vec<(String, String)>, bool, Vec<Taint>);
+    let cases: Vec<Case> = vec![
         ("healthy", conditions(&[("Ready", "True"), ("MemoryPressure", "False")]), false, vec![]),
         (
             "MemoryPressure=True",
