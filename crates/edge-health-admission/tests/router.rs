@@ -303,7 +303,7 @@ async fn always_reachable_protects_voted_nodes_too() {
 }
 
 #[tokio::test]
-async fn protection_ends_after_the_limit_unless_the_node_says_otherwise() {
+async fn protection_ends_after_the_limit_and_a_node_may_only_shorten_it() {
     let hour = ProtectionLimit::parse("1h").expect("a duration");
     let webhook = webhook_configured(true, hour, false);
     let v1 = VERSIONS[0];
@@ -314,7 +314,16 @@ async fn protection_ends_after_the_limit_unless_the_node_says_otherwise() {
     let mut unlimited = long_gone.clone();
     unlimited["metadata"]["annotations"] = json!({"superedge.io/max-unreachable-protection": "0"});
     let got = patched(&webhook, "/node-taint", v1, review(v1, "", "nodes", "UPDATE", unlimited.clone())).await;
-    let mut want = unlimited;
+    assert_eq!(got, unlimited, "a node's own annotation cannot lift the operator's limit");
+    // it can shorten it: a node Unknown for a minute, under 1h, annotated 30s
+    let mut recent = node("alive", "Unknown", false);
+    let minute_ago = edgegrid_core::protection::Timestamp::now() - std::time::Duration::from_secs(60);
+    recent["status"]["conditions"][0]["lastTransitionTime"] = json!(minute_ago.to_string());
+    let got = patched(&webhook, "/node-taint", v1, review(v1, "", "nodes", "UPDATE", recent.clone())).await;
+    let mut want = recent.clone();
     want["spec"]["taints"].as_array_mut().expect("taints").remove(1);
-    assert_eq!(got, want, "the node's own annotation lifts the limit");
+    assert_eq!(got, want, "a minute into a 1h limit: protected");
+    recent["metadata"]["annotations"]["superedge.io/max-unreachable-protection"] = json!("30s");
+    let got = patched(&webhook, "/node-taint", v1, review(v1, "", "nodes", "UPDATE", recent.clone())).await;
+    assert_eq!(got, recent, "the node's own 30s shortens it: as sent");
 }
