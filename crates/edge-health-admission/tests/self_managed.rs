@@ -127,13 +127,17 @@ async fn cluster(server: &FakeApiServer, proxy: SocketAddr) {
         .await
         .expect("register the webhook");
     let nodes: Api<Node> = Api::all(api);
-    let node: Node = serde_json::from_value(json!({
-        "metadata": {"name": "alive", "labels": {"unit": "a"}},
-        "status": {"conditions": [{"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
-            "lastHeartbeatTime": "2026-11-22T09:59:00Z", "lastTransitionTime": "2026-11-22T10:00:00Z"}]},
-    }))
-    .expect("node");
-    nodes.create(&PostParams::default(), &node).await.expect("node");
+    // `alive` and a peer both run edge-health (one unit: the whole cluster), so it is watched
+    for (name, ready) in [("alive", "Unknown"), ("peer", "True")] {
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {"unit": "a"},
+                "annotations": {"edgegrid.io/edge-health-address": "10.0.0.1:51005"}},
+            "status": {"conditions": [{"type": "Ready", "status": ready, "reason": "NodeStatusUnknown",
+                "lastHeartbeatTime": "2026-11-22T09:59:00Z", "lastTransitionTime": "2026-11-22T10:00:00Z"}]},
+        }))
+        .expect("node");
+        nodes.create(&PostParams::default(), &node).await.expect("node");
+    }
 }
 
 /// The node lifecycle controller's write: both unreachable taints; the effects stored.
