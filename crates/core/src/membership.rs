@@ -173,12 +173,13 @@ impl WatchedNodes {
 
     /// A node was added or its metadata changed. Returns the nodes whose answer changed.
     pub fn apply(&mut self, name: &str, labels: &Labels, annotations: Option<&Labels>) -> BTreeSet<String> {
-        let member = Member { labels: labels.clone(), runs_edge_health: runs_edge_health(annotations) };
-        if self.nodes.get(name) == Some(&member) {
+        let runs = runs_edge_health(annotations);
+        // node heartbeats arrive as updates that change neither: nothing to copy or do
+        if self.nodes.get(name).is_some_and(|m| m.runs_edge_health == runs && m.labels == *labels) {
             return BTreeSet::new();
         }
         self.count(name, -1);
-        self.nodes.insert(name.to_string(), member);
+        self.nodes.insert(name.to_string(), Member { labels: labels.clone(), runs_edge_health: runs });
         self.count(name, 1);
         self.refresh()
     }

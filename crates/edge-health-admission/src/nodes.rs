@@ -155,13 +155,14 @@ impl NodeCache {
                 let seen = self.relisting.write().unwrap_or_else(|p| p.into_inner()).take();
                 if let Some(seen) = seen {
                     let mut known = self.nodes.write().unwrap_or_else(|p| p.into_inner());
-                    known.retain(&seen);
-                    let gone: Vec<String> =
-                        known.watched.watched().iter().filter(|n| !seen.contains(*n)).cloned().collect();
+                    // every node the relist did not find leaves the index too: one that
+                    // ran edge-health made its unit's other members watched
+                    let gone: Vec<String> = known.names.iter().filter(|n| !seen.contains(*n)).cloned().collect();
                     let mut changed = BTreeSet::new();
                     for name in gone {
                         changed.extend(known.watched.delete(&name));
                     }
+                    known.retain(&seen);
                     known.rewatch(changed);
                 }
                 self.synced.store(true, Ordering::SeqCst);
@@ -190,5 +191,76 @@ impl NodeVerdicts for NodeCache {
     fn judge<R>(&self, votes_ignored: bool, judge: impl FnOnce(&BTreeMap<String, NodeFacts>) -> R) -> R {
         let known = self.nodes.read().unwrap_or_else(|p| p.into_inner());
         judge(if votes_ignored { &known.votes_ignored } else { &known.facts })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, unit: &str, runs_edge_health: bool) -> Node {
+        let annotations =
+            if runs_edge_health { json!({keys::EDGE_HEALTH_ADDRESS_ANNOTATION: "10.0.0.1:51005"}) } else { json!({}) };
+        serde_json::from_value(json!({"metadata": {"name": name, "labels": {"zone": unit}, "annotations": annotations},
+            "status": {"conditions": [{"type": "Ready", "status": "Unknown", "lastTransitionTime": "2026-11-22T10:00:00Z"}]}}))
+        .expect("a node")
+    }
+
+    /// The facts a review judges by, for `name`, as the endpoint hooks see them.
+    fn watched(cache: &NodeCache, name: &str) -> (bool, Option<bool>, Option<bool>) {
+        let facts = cache.judge(false, |f| f.get(name).map(|f| f.watched));
+        let ignored = cache.judge(true, |f| f.get(name).map(|f| f.watched));
+        (cache.watched(name), facts, ignored)
+    }
+
+    /// A node's facts follow its unit: a peer running edge-health joining, leaving by a
+    /// relabel, by deletion, and by a relist that no longer finds it.
+    #[test]
+    fn facts_follow_whether_a_peer_watches_the_node() {
+        let cache = NodeCache::new(UnitSource::LabelKey("zone".into()));
+        let yes = (true, Some(true), Some(true));
+        let no = (false, Some(false), Some(false));
+        cache.apply(Event::Init);
+        cache.apply(Event::InitApply(node("a", "u1", true)));
+        cache.apply(Event::InitDone);
+        assert_eq!(watched(&cache, "a"), no, "alone in its unit");
+        cache.apply(Event::Apply(node("b", "u1", false)));
+        assert_eq!(watched(&cache, "a"), no, "its peer runs no edge-health");
+        cache.apply(Event::Apply(node("b", "u1", true)));
+        assert_eq!((watched(&cache, "a"), watched(&cache, "b")), (yes, yes));
+        cache.apply(Event::Apply(node("b", "u2", true)));
+        assert_eq!(watched(&cache, "a"), no, "relabelled away");
+        cache.apply(Event::Apply(node("b", "u1", true)));
+        assert_eq!(watched(&cache, "a"), yes);
+        cache.apply(Event::Delete(node("b", "u1", true)));
+        assert_eq!(watched(&cache, "a"), no, "deleted");
+        cache.apply(Event::Apply(node("b", "u1", true)));
+        assert_eq!(watched(&cache, "a"), yes);
+        cache.apply(Event::Apply(node("c", "u3", true)));
+        assert_eq!(watched(&cache, "c"), no, "alone in u3");
+        // a relist that finds only `a`: `b` and `c` were deleted while the watch was down
+        cache.apply(Event::Init);
+        cache.apply(Event::InitApply(node("a", "u1", true)));
+        cache.apply(Event::InitDone);
+        assert_eq!((watched(&cache, "a"), cache.len()), (no, 1), "gone by relist");
+        // `c` is gone from the index too: it cannot watch a newcomer to u3
+        cache.apply(Event::Apply(node("d", "u3", true)));
+        assert_eq!(watched(&cache, "d"), no, "no ghost peer");
+    }
+
+    #[test]
+    fn node_units_follow_the_config_map() {
+        let unit = |name: &str, u: &str| {
+            let mut n = node(name, "", true);
+            n.metadata.labels = Some(BTreeMap::from([(u.to_string(), keys::NODE_UNIT_LABEL_VALUE.to_string())]));
+            n
+        };
+        let cache = NodeCache::default();
+        assert!(cache.reads_config_map());
+        cache.apply(Event::Apply(unit("a", "u1")));
+        cache.apply(Event::Apply(unit("b", "u2")));
+        assert!(cache.watched("a") && cache.watched("b"), "no ConfigMap: the whole cluster is one unit");
+        cache.set_node_unit_check(NodeUnitCheck::Units(["u1".to_string()].into()));
+        assert_eq!(watched(&cache, "a"), (false, Some(false), Some(false)), "u1 checked, but a is alone in it");
     }
 }

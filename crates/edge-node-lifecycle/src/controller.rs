@@ -105,8 +105,13 @@ impl Membership {
         };
         match event {
             watcher::Event::Apply(node) => {
-                let (name, labels, annotations) = entry(node);
-                self.watched.apply(&name, &labels, annotations.as_ref());
+                let empty = Labels::new();
+                let name = node.name_any();
+                self.watched.apply(
+                    &name,
+                    node.metadata.labels.as_ref().unwrap_or(&empty),
+                    node.metadata.annotations.as_ref(),
+                );
                 self.changed.insert(name);
             }
             watcher::Event::Delete(node) => {
@@ -222,7 +227,7 @@ fn changed_nodes_taints(caches: &Caches) -> Vec<Action> {
     let changed = std::mem::take(&mut caches.membership.lock().expect("membership lock").changed);
     changed
         .iter()
-        .filter_map(|name| caches.nodes.get(&reflector::ObjectRef::new(name)))
+        .filter_map(|name| cached_node(caches, name).ok())
         .flat_map(|node| condition_taint_actions(&node_snapshot(&node, None, false)))
         .collect()
 }
@@ -231,16 +236,20 @@ fn changed_nodes_taints(caches: &Caches) -> Vec<Action> {
 /// second write with the same cached resourceVersion would only conflict).
 fn by_node(actions: Vec<Action>) -> Vec<(String, Vec<Action>)> {
     let mut grouped: Vec<(String, Vec<Action>)> = Vec::new();
+    let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     for action in actions {
         let node = match &action {
             Action::MarkUnknown { node }
             | Action::MarkPodsNotReady { node }
             | Action::AddTaint { node, .. }
-            | Action::RemoveTaint { node, .. } => node.clone(),
+            | Action::RemoveTaint { node, .. } => node,
         };
-        match grouped.iter_mut().find(|(n, _)| *n == node) {
-            Some((_, batch)) => batch.push(action),
-            None => grouped.push((node, vec![action])),
+        match index.get(node) {
+            Some(&at) => grouped[at].1.push(action),
+            None => {
+                index.insert(node.clone(), grouped.len());
+                grouped.push((node.clone(), vec![action]));
+            }
         }
     }
     grouped
@@ -326,7 +335,7 @@ fn now_rfc3339() -> String {
 }
 
 fn cached_node(caches: &Caches, name: &str) -> Result<Arc<Node>, Error> {
-    caches.nodes.state().into_iter().find(|n| n.name_any() == name).ok_or_else(|| Error::NodeNotCached(name.into()))
+    caches.nodes.get(&reflector::ObjectRef::new(name)).ok_or_else(|| Error::NodeNotCached(name.into()))
 }
 
 /// Carries out one node's actions of a pass, in order. Writes are conditional on the
@@ -341,11 +350,9 @@ async fn execute(
 ) -> Result<(), Error> {
     let cached = cached_node(caches, node)?;
     let mut resource_version = cached.resource_version();
-    let mut status_marked = false;
     for action in batch {
         match action {
-            Action::MarkUnknown { .. } if !status_marked => {
-                status_marked = true;
+            Action::MarkUnknown { .. } => {
                 let patch = mark_unknown_patch(&cached, &now_rfc3339(), resource_version.as_deref());
                 let written = nodes.patch_status(node, &PatchParams::default(), &Patch::Merge(&patch)).await?;
                 resource_version = written.resource_version();
@@ -473,10 +480,15 @@ async fn taint_manager_pass(client: &Client, caches: &Caches, core: &MonitorCore
     let wall_now = jiff::Timestamp::now();
     let nodes = caches.nodes.state();
     let pods = caches.pods.state();
-    let watched = caches.membership.lock().expect("membership lock").watched.watched().clone();
-    let protected =
-        |node: &Node| core.protected(&node_snapshot(node, None, watched.contains(&node.name_any())), now, wall_now);
-    let due = pods_due_for_eviction(&nodes, &pods, protected, wall_now, now);
+    let due = {
+        // held only while deciding (no await): the node watch waits at most that long
+        let membership = caches.membership.lock().expect("membership lock");
+        let protected = |node: &Node| {
+            let watched = membership.watched.is_watched(&node.name_any());
+            core.protected(&node_snapshot(node, None, watched), now, wall_now)
+        };
+        pods_due_for_eviction(&nodes, &pods, protected, wall_now, now)
+    };
     let mut work: Vec<Vec<Arc<Pod>>> = vec![Vec::new(); shards.max(1)];
     for (node, pod) in due {
         work[shard_of(&node, shards.max(1))].push(pod);
@@ -635,6 +647,102 @@ mod tests {
         assert_eq!(
             due.iter().map(|(_, p)| p.name_any()).collect::<Vec<_>>(),
             ["intolerant", "tolerates-10s", "tolerates-60s"]
+        );
+    }
+
+    /// The taint write: every patch applied to the node it was computed from.
+    #[test]
+    fn swap_taints_keeps_foreign_taints_and_stamps_only_the_added() {
+        let foreign = json!({"key": "dedicated", "value": "edge", "effect": "NoSchedule"});
+        let pressure = json!({"key": "node.kubernetes.io/memory-pressure", "effect": "NoSchedule",
+            "timeAdded": "2026-11-20T00:00:00Z"});
+        let reachable = json!({"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule", "value": "x"});
+        let current = vec![foreign.clone(), pressure.clone(), reachable.clone()];
+        let now = "2026-11-25T10:00:00Z";
+        let changes = [
+            (true, TaintRef::UnschedulableNoSchedule),
+            (true, TaintRef::MemoryPressureNoSchedule),
+            (false, TaintRef::UnreachableNoSchedule),
+            (true, TaintRef::UnreachableNoExecute),
+        ];
+        let updated = swap_taints(&current, &changes, now).expect("a change");
+        assert_eq!(
+            updated,
+            vec![
+                foreign.clone(),
+                pressure.clone(),
+                json!({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule", "timeAdded": now}),
+                json!({"key": "node.kubernetes.io/unreachable", "effect": "NoExecute", "timeAdded": now}),
+            ]
+        );
+        let mut node = json!({"metadata": {"name": "n"}, "spec": {"taints": current.clone()}});
+        json_patch::merge(&mut node, &json!({"spec": {"taints": updated.clone()}}));
+        assert_eq!(node["spec"]["taints"], Value::Array(updated));
+        assert_eq!(swap_taints(&current, &[(true, TaintRef::MemoryPressureNoSchedule)], now), None, "already there");
+        assert_eq!(swap_taints(&current, &[(false, TaintRef::PidPressureNoSchedule)], now), None, "nothing to remove");
+    }
+
+    /// The status write for a node gone silent, merged into the node as the apiserver does.
+    #[test]
+    fn mark_unknown_marks_the_four_kubelet_conditions_only() {
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {"name": "n", "creationTimestamp": "2026-11-01T00:00:00Z", "resourceVersion": "7"},
+            "status": {"conditions": [
+                {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "ok",
+                 "lastHeartbeatTime": "2026-11-25T09:00:00Z", "lastTransitionTime": "2026-11-24T00:00:00Z"},
+                {"type": "MemoryPressure", "status": "Unknown", "reason": "NodeStatusUnknown",
+                 "lastTransitionTime": "2026-11-24T12:00:00Z"},
+                {"type": "NetworkUnavailable", "status": "False", "reason": "RouteCreated",
+                 "lastTransitionTime": "2026-11-01T00:00:00Z"}
+            ]}
+        }))
+        .unwrap();
+        let now = "2026-11-25T10:00:00Z";
+        let patch = mark_unknown_patch(&node, now, Some("7"));
+        let mut object = serde_json::to_value(&node).unwrap();
+        json_patch::merge(&mut object, &patch);
+        assert_eq!(object["metadata"]["resourceVersion"], "7");
+        assert_eq!(
+            object["status"]["conditions"],
+            json!([
+                {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
+                 "message": "Kubelet stopped posting node status.",
+                 "lastHeartbeatTime": "2026-11-25T09:00:00Z", "lastTransitionTime": now},
+                {"type": "MemoryPressure", "status": "Unknown", "reason": "NodeStatusUnknown",
+                 "lastTransitionTime": "2026-11-24T12:00:00Z"},
+                {"type": "NetworkUnavailable", "status": "False", "reason": "RouteCreated",
+                 "lastTransitionTime": "2026-11-01T00:00:00Z"},
+                {"type": "DiskPressure", "status": "Unknown", "reason": "NodeStatusNeverUpdated",
+                 "message": "Kubelet never posted node status.",
+                 "lastHeartbeatTime": "2026-11-01T00:00:00Z", "lastTransitionTime": now},
+                {"type": "PIDPressure", "status": "Unknown", "reason": "NodeStatusNeverUpdated",
+                 "message": "Kubelet never posted node status.",
+                 "lastHeartbeatTime": "2026-11-01T00:00:00Z", "lastTransitionTime": now},
+            ])
+        );
+    }
+
+    #[test]
+    fn actions_are_grouped_per_node_in_order() {
+        let a = |node: &str, taint| Action::AddTaint { node: node.into(), taint };
+        let actions = vec![
+            Action::MarkUnknown { node: "x".into() },
+            a("y", TaintRef::UnschedulableNoSchedule),
+            a("x", TaintRef::UnreachableNoExecute),
+            Action::MarkPodsNotReady { node: "y".into() },
+        ];
+        assert_eq!(
+            by_node(actions),
+            vec![
+                (
+                    "x".to_string(),
+                    vec![Action::MarkUnknown { node: "x".into() }, a("x", TaintRef::UnreachableNoExecute)]
+                ),
+                (
+                    "y".to_string(),
+                    vec![a("y", TaintRef::UnschedulableNoSchedule), Action::MarkPodsNotReady { node: "y".into() }]
+                ),
+            ]
         );
     }
 
