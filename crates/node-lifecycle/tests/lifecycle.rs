@@ -881,3 +881,26 @@ fn protection_counts_from_now_until_the_unknown_is_written() {
     let unwatched = NodeSnapshot { watched: false, ..ready.clone() };
     assert_eq!(core.protection(&unwatched, later, wall_later), Verdict::NotWatched);
 }
+
+/// Nodes labelled `node.kubernetes.io/exclude-disruption` do not count in their zone's
+/// state (kube-controller-manager's `isNodeExcludedFromDisruptionChecks`): a zone whose only
+/// not-ready nodes are excluded stays Normal, so its dead node is tainted at the normal
+/// rate; counted, 3 of 4 not ready would make it a small partially disrupted zone (rate 0).
+#[test]
+fn excluded_nodes_do_not_count_in_the_zone_state() {
+    let now = Instant::now();
+    let dead = |name: &str, excluded: bool| NodeSnapshot {
+        excluded_from_disruption: excluded,
+        ..node(name, ReadyStatus::False, false, &[TaintRef::NotReadyNoSchedule])
+    };
+    let zone_of = |excluded: bool| {
+        let mut core = MonitorCore::new(LifecycleConfig::default());
+        let nodes =
+            [dead("d1", false), dead("d2", excluded), dead("d3", excluded), node("ok", ReadyStatus::True, false, &[])];
+        core.monitor(&nodes, now, wall());
+        let state = core.zone_states().map(|(_, s)| s).collect::<Vec<_>>();
+        (state, core.queue_rate(&zone("z")))
+    };
+    assert_eq!(zone_of(true), (vec![ZoneState::Normal], Some(0.1)));
+    assert_eq!(zone_of(false), (vec![ZoneState::PartialDisruption], Some(0.0)));
+}
