@@ -95,6 +95,12 @@ async fn chart_lints_renders_and_applies() {
         !kind_names(&defaults).iter().any(|k| k.contains("edge-node-lifecycle")),
         "the node lifecycle controller replaces a stock one: off unless asked for"
     );
+    let lifecycle = args(find(&all, "Deployment", "edge-node-lifecycle"));
+    for arg in ["--max-unreachable-protection=24h", "--unit-label-key="] {
+        assert!(lifecycle.contains(&arg.to_string()), "{arg}: {lifecycle:?}");
+    }
+    let subjects = &find(&all, "RoleBinding", "edgegrid:edge-health-config")["subjects"];
+    assert!(subjects.as_array().unwrap().iter().any(|s| s["name"] == "edge-node-lifecycle"), "{subjects}");
     // the defaults: everything but the node lifecycle controller and the kube-proxy wiring
     let optional = ["edge-node-lifecycle", "kube-proxy-grid-wrapper", "grid-wrapper-node-proxier"];
     let expected_defaults: Vec<String> =
@@ -209,6 +215,9 @@ async fn chart_lints_renders_and_applies() {
         ("edgegrid:edge-health-config", "", "configmaps", "watch"),
         ("edgegrid:edge-health-admission", "", "nodes", "list"),
         ("edgegrid:edge-health-admission", "", "nodes", "watch"),
+        // the remover: an unreachable NoExecute taint that got past the webhook, with an Event
+        ("edgegrid:edge-health-admission", "", "nodes", "patch"),
+        ("edgegrid:edge-health-admission", "events.k8s.io", "events", "create"),
         ("edgegrid:edge-health-admission", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "get"),
         ("edgegrid:edge-health-admission", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch"),
         ("edgegrid:edge-health-admission-certificates", "", "secrets", "get"),
@@ -255,7 +264,8 @@ async fn chart_lints_renders_and_applies() {
         ("edgegrid:edge-health", "", "nodes", "get"),
         ("edgegrid:edge-health", "", "nodes/proxy", "get"),
         ("edgegrid:edge-health-config", "", "configmaps", "get"),
-        ("edgegrid:edge-health-admission", "", "nodes", "patch"),
+        ("edgegrid:edge-health-admission", "", "nodes", "update"),
+        ("edgegrid:edge-health-admission", "", "nodes/status", "patch"),
         ("edgegrid:edge-health-admission", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "update"),
         ("edgegrid:edge-health-admission-certificates", "", "secrets", "list"),
         ("edgegrid:edge-health-admission-certificates", "", "secrets", "patch"),
@@ -548,6 +558,24 @@ fn per_node_components(helm: &std::path::Path, all: &[Value]) {
     assert!(!has_rule(&other, "edgegrid:edge-health", "", "nodes/healthz", "get"), "no kubelet check");
     assert!(has_rule(&other, "edgegrid:edge-health", "", "nodes", "patch"));
     assert!(!kind_names(&other).iter().any(|k| k.contains("edge-health-config")), "label-key mode reads no ConfigMap");
+    // the cloud components protect only the nodes edge-health watches: same units as it
+    let admission = args(find(&other, "Deployment", "edge-health-admission"));
+    assert!(admission.contains(&"--unit-label-key=site".to_string()), "{admission:?}");
+    let admission = args(find(&defaults, "Deployment", "edge-health-admission"));
+    assert!(admission.contains(&"--unit-label-key=".to_string()), "node units: {admission:?}");
+    assert!(admission.contains(&"--max-unreachable-protection=24h".to_string()), "a finite default: {admission:?}");
+    let subjects = &find(&defaults, "RoleBinding", "edgegrid:edge-health-config")["subjects"];
+    assert_eq!(
+        subjects.as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect::<Vec<_>>(),
+        ["edge-health", "edge-health-admission"],
+        "the webhook reads the ConfigMap too (the node lifecycle controller is off by default)"
+    );
+    let without_daemons = render(helm, &["--set", "edgeHealth.enabled=false"]);
+    let subjects = &find(&without_daemons, "RoleBinding", "edgegrid:edge-health-config")["subjects"];
+    assert_eq!(
+        subjects,
+        &json!([{"kind": "ServiceAccount", "name": "edge-health-admission", "namespace": "edgegrid"}])
+    );
     let health = args(find(&other, "DaemonSet", "edge-health"));
     assert!(health.contains(&"--unit-label-key=site".to_string()), "{health:?}");
     assert!(health.contains(&"--check=kind=tcp,port=22,timeout=1s".to_string()), "{health:?}");

@@ -189,13 +189,22 @@ pub const TABLE: &[RuleSet] = &[
         binary: "edge-health-admission",
         scope: Scope::Cluster,
         when: "always",
-        rules: &[Rule {
-            why: "the node cache the endpoint reviews are decided from",
-            group: "",
-            resources: &["nodes"],
-            names: &[],
-            verbs: LIST_WATCH,
-        }],
+        rules: &[
+            Rule {
+                why: "the node cache the endpoint reviews are decided from; patch: the remover takes an unreachable NoExecute taint that got past the webhook off a protected node (a JSON patch conditional on the resourceVersion)",
+                group: "",
+                resources: &["nodes"],
+                names: &[],
+                verbs: &["list", "watch", "patch"],
+            },
+            Rule {
+                why: "an Event for each taint the remover takes off",
+                group: "events.k8s.io",
+                resources: &["events"],
+                names: &[],
+                verbs: &["create", "patch"],
+            },
+        ],
     },
     RuleSet {
         name: "edge-health-admission-webhook-configuration",

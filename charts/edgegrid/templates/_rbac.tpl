@@ -77,10 +77,14 @@
 {{- end }}
 {{- /* edge-health-admission (ClusterRole; always) */}}
 {{- define "edgegrid.rules.edge-health-admission" -}}
-# the node cache the endpoint reviews are decided from
+# the node cache the endpoint reviews are decided from; patch: the remover takes an unreachable NoExecute taint that got past the webhook off a protected node (a JSON patch conditional on the resourceVersion)
 - apiGroups: [""]
   resources: ["nodes"]
-  verbs: ["list", "watch"]
+  verbs: ["list", "watch", "patch"]
+# an Event for each taint the remover takes off
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
 {{- end }}
 {{- /* edge-health-admission (ClusterRole; admission.certificate.mode=selfManaged) */}}
 {{- define "edgegrid.rules.edge-health-admission-webhook-configuration" -}}

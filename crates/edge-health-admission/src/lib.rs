@@ -4,7 +4,8 @@
 //!
 //! [`review`] decides (pure, on `edgegrid_core::admission`), [`nodes`] is the watch-backed
 //! verdict cache, [`server`] the router the binary serves over TLS, [`self_managed`] the
-//! optional mode that issues and shares its own certificate and keeps `caBundle` current.
+//! optional mode that issues and shares its own certificate and keeps `caBundle` current,
+//! [`taint_remover`] takes off an unreachable NoExecute taint that got past the webhook.
 
 pub mod configuration;
 pub mod metrics;
@@ -12,3 +13,4 @@ pub mod nodes;
 pub mod review;
 pub mod self_managed;
 pub mod server;
+pub mod taint_remover;

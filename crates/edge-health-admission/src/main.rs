@@ -9,6 +9,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use clap::Parser;
 use controller_support::tls::TlsFlags;
@@ -19,6 +20,7 @@ use edge_health_admission::nodes::NodeCache;
 use edge_health_admission::review::NodeVerdicts;
 use edge_health_admission::self_managed::{Manager, SelfManagedFlags, pki};
 use edge_health_admission::server::{Webhook, router};
+use edge_health_admission::taint_remover::{self, RemoverConfig};
 use edgegrid_core::membership::UnitSource;
 use edgegrid_core::protection::ProtectionLimit;
 use futures::StreamExt;
@@ -54,6 +56,10 @@ struct Flags {
     /// Namespace of the edge-health-config ConfigMap (read only for SuperEdge node units).
     #[arg(long, default_value = "kube-system")]
     edge_health_config_namespace: String,
+    /// How often to look for protected nodes carrying an unreachable NoExecute taint that
+    /// got past the webhook (written while it was unavailable), to remove it; 0 turns that off.
+    #[arg(long, default_value = "1s", value_parser = controller_support::parse_duration)]
+    unreachable_taint_removal_period: Duration,
 }
 
 #[tokio::main]
@@ -134,7 +140,22 @@ async fn main() -> anyhow::Result<()> {
                     .await
                 }
             };
+            let remover = {
+                let config = RemoverConfig {
+                    period: flags.unreachable_taint_removal_period,
+                    default: flags.max_unreachable_protection,
+                    always_reachable: flags.always_reachable,
+                };
+                let (client, nodes, metrics) = (client.clone(), nodes.clone(), metrics.clone());
+                async move {
+                    if config.period.is_zero() {
+                        return std::future::pending().await;
+                    }
+                    taint_remover::run(client, nodes, metrics, config).await
+                }
+            };
             tokio::select! {
+                () = remover => {}
                 () = follow_nodes(client, nodes, metrics, ready, config_synced) => {}
                 () = unit_config => {}
                 () = certificates => {}

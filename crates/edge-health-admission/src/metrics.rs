@@ -34,8 +34,16 @@ impl IssuedLabel {
     pub const SERVING: Self = Self { kind: "serving" };
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RemovalLabel {
+    /// removed, conflict (the node changed, or another replica removed it), error
+    pub outcome: &'static str,
+}
+
 pub struct Metrics {
     registry: Arc<Mutex<Registry>>,
+    /// Unreachable NoExecute taints removed from protected nodes by the cloud-side remover.
+    pub unreachable_taint_removals: Family<RemovalLabel, Counter>,
     pub reviews: Family<ReviewLabels, Counter>,
     /// JSON patch operations emitted, by hook.
     pub patch_operations: Family<HookLabel, Counter>,
@@ -57,6 +65,7 @@ impl Default for Metrics {
         let mut registry = Registry::with_prefix("edge_health_admission");
         let metrics = Self {
             registry: Arc::default(),
+            unreachable_taint_removals: Family::default(),
             reviews: Family::default(),
             patch_operations: Family::default(),
             review_duration: Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.000_01, 3.0, 10))),
@@ -67,6 +76,11 @@ impl Default for Metrics {
             certificate_errors: Counter::default(),
         };
         registry.register("reviews", "AdmissionReviews answered, by hook and outcome", metrics.reviews.clone());
+        registry.register(
+            "unreachable_taint_removals",
+            "Unreachable NoExecute taints the remover took off protected nodes, by outcome",
+            metrics.unreachable_taint_removals.clone(),
+        );
         registry.register(
             "patch_operations",
             "JSON patch operations emitted, by hook",

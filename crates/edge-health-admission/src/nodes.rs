@@ -45,6 +45,30 @@ struct Known {
     facts: BTreeMap<String, NodeFacts>,
     /// The same with no unit's vote counted (`--always-reachable`).
     votes_ignored: BTreeMap<String, NodeFacts>,
+    /// The nodes that carry an unreachable NoExecute taint (few: the ones a controller
+    /// tainted while this webhook could not strip it), as far as the remover reads them.
+    tainted: BTreeMap<String, Tainted>,
+}
+
+/// A node carrying the unreachable NoExecute taint: its resourceVersion (the removal is
+/// conditional on it) and each taint's key and effect, in order (the removal's indices).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tainted {
+    pub resource_version: Option<String>,
+    pub taints: Vec<(Option<String>, Option<String>)>,
+}
+
+impl Tainted {
+    fn of(node: &Node) -> Option<Self> {
+        let taints = node.spec.as_ref().and_then(|s| s.taints.as_ref())?;
+        let unreachable = |t: &k8s_openapi::api::core::v1::Taint| {
+            t.key == keys::TAINT_UNREACHABLE && t.effect == keys::TAINT_EFFECT_NO_EXECUTE
+        };
+        taints.iter().any(unreachable).then(|| Self {
+            resource_version: node.metadata.resource_version.clone(),
+            taints: taints.iter().map(|t| (Some(t.key.clone()), Some(t.effect.clone()))).collect(),
+        })
+    }
 }
 
 impl Known {
@@ -79,12 +103,14 @@ impl Known {
         self.names.remove(name);
         self.facts.remove(name);
         self.votes_ignored.remove(name);
+        self.tainted.remove(name);
     }
 
     fn retain(&mut self, keep: &HashSet<String>) {
         self.names.retain(|name| keep.contains(name));
         self.facts.retain(|name, _| keep.contains(name));
         self.votes_ignored.retain(|name, _| keep.contains(name));
+        self.tainted.retain(|name, _| keep.contains(name));
     }
 }
 
@@ -110,6 +136,7 @@ impl NodeCache {
                 names: HashSet::new(),
                 facts: BTreeMap::new(),
                 votes_ignored: BTreeMap::new(),
+                tainted: BTreeMap::new(),
             }),
             relisting: RwLock::default(),
         }
@@ -140,6 +167,10 @@ impl NodeCache {
                 let labels = node.metadata.labels.as_ref().unwrap_or(&empty);
                 let changed = known.watched.apply(&name, labels, node.metadata.annotations.as_ref());
                 let facts = admission::node_facts(&verdict_json(&node), known.watched.is_watched(&name));
+                match Tainted::of(&node) {
+                    Some(tainted) => known.tainted.insert(name.clone(), tainted),
+                    None => known.tainted.remove(&name),
+                };
                 known.insert(name, facts);
                 known.rewatch(changed);
             }
@@ -168,6 +199,33 @@ impl NodeCache {
                 self.synced.store(true, Ordering::SeqCst);
             }
         }
+    }
+
+    /// Every cached node carrying the unreachable NoExecute taint that `remove` says should
+    /// lose it, with the JSON patch doing so: the taint's removal, after a `test` of the
+    /// resourceVersion it was computed from (a node changed since is judged again from the
+    /// next event instead). `remove` gets the node's facts and its taints' keys and effects.
+    pub fn unreachable_taint_removals(
+        &self,
+        votes_ignored: bool,
+        mut remove: impl FnMut(&NodeFacts, &Tainted) -> Option<json_patch::Patch>,
+    ) -> Vec<(String, json_patch::Patch)> {
+        let known = self.nodes.read().unwrap_or_else(|p| p.into_inner());
+        let facts = if votes_ignored { &known.votes_ignored } else { &known.facts };
+        known
+            .tainted
+            .iter()
+            .filter_map(|(name, tainted)| {
+                let mut patch = remove(facts.get(name)?, tainted)?;
+                let version = tainted.resource_version.clone()?;
+                let test = json_patch::PatchOperation::Test(json_patch::TestOperation {
+                    path: json_patch::jsonptr::PointerBuf::parse("/metadata/resourceVersion").ok()?,
+                    value: json!(version),
+                });
+                patch.0.insert(0, test);
+                Some((name.clone(), patch))
+            })
+            .collect()
     }
 
     pub fn len(&self) -> usize {
@@ -246,6 +304,46 @@ mod tests {
         // `c` is gone from the index too: it cannot watch a newcomer to u3
         cache.apply(Event::Apply(node("d", "u3", true)));
         assert_eq!(watched(&cache, "d"), no, "no ghost peer");
+    }
+
+    /// The remover's patch, applied to the node it was computed from: the unreachable
+    /// NoExecute taint goes, the rest stays; against a newer resourceVersion it does not apply.
+    #[test]
+    fn removal_patches_apply_only_to_the_node_they_were_computed_from() {
+        let cache = NodeCache::new(UnitSource::LabelKey("zone".into()));
+        let tainted = |name: &str| {
+            let mut node = serde_json::to_value(node(name, "u1", true)).unwrap();
+            node["metadata"]["resourceVersion"] = json!("41");
+            node["spec"] = json!({"taints": [
+                {"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"},
+                {"key": "dedicated", "value": "x", "effect": "NoExecute"},
+                {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute", "timeAdded": "2026-11-22T10:00:05Z"}]});
+            node
+        };
+        for name in ["a", "b"] {
+            cache.apply(Event::Apply(serde_json::from_value(tainted(name)).unwrap()));
+        }
+        cache.apply(Event::Apply(node("c", "u1", true)));
+        let now = "2026-11-22T10:30:00Z".parse().unwrap();
+        let removals = cache.unreachable_taint_removals(false, |facts, tainted| {
+            let taints = tainted.taints.iter().map(|(k, e)| (k.as_deref(), e.as_deref()));
+            admission::taints_patch(taints, facts, now, edgegrid_core::protection::ProtectionLimit::Unlimited)
+        });
+        assert_eq!(removals.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["a", "b"], "c carries no taint");
+        let mut object = tainted("a");
+        json_patch::patch(&mut object, &removals[0].1).expect("applies to the node it was computed from");
+        assert_eq!(
+            object["spec"]["taints"],
+            json!([{"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"},
+                {"key": "dedicated", "value": "x", "effect": "NoExecute"}])
+        );
+        let mut newer = tainted("a");
+        newer["metadata"]["resourceVersion"] = json!("42");
+        assert!(json_patch::patch(&mut newer, &removals[0].1).is_err(), "a changed node is judged again");
+        // the taint gone from the cache: nothing left to remove for it
+        cache.apply(Event::Apply(serde_json::from_value(object).unwrap()));
+        let left = cache.unreachable_taint_removals(false, |_, _| Some(json_patch::Patch(vec![])));
+        assert_eq!(left.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["b"]);
     }
 
     #[test]
