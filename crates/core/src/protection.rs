@@ -117,12 +117,6 @@ impl LimitAnnotation {
         }
     }
 
-    /// Whether the annotation asks for longer than `default` allows (and is ignored for it),
-    /// so callers can report it.
-    pub fn exceeds(&self, default: ProtectionLimit) -> bool {
-        matches!(self, Self::Valid(own) if *own != self.effective(default))
-    }
-
     /// The parse error to report, if the annotation is invalid.
     pub fn invalid(&self) -> Option<&InvalidLimit> {
         match self {
@@ -368,24 +362,23 @@ mod tests {
     fn annotation_only_shortens_the_default_and_falls_back_when_invalid() {
         let ten = ProtectionLimit::After(10 * MINUTE);
         let hour = ProtectionLimit::After(60 * MINUTE);
-        // (annotation, default, effective, ignored for asking longer)
+        // (annotation, default, effective)
         let cases = [
-            (None, ProtectionLimit::Unlimited, ProtectionLimit::Unlimited, false),
-            (None, ten, ten, false),
-            (Some("1h"), ten, ten, true),
-            (Some("10m"), hour, ten, false),
-            (Some("10m"), ten, ten, false),
-            (Some("10m"), ProtectionLimit::Unlimited, ten, false),
-            (Some("0"), ten, ten, true),
-            (Some("0"), ProtectionLimit::Unlimited, ProtectionLimit::Unlimited, false),
-            (Some("forever"), ten, ten, false),
-            (Some("-1h"), ProtectionLimit::Unlimited, ProtectionLimit::Unlimited, false),
-            (Some(""), hour, hour, false),
+            (None, ProtectionLimit::Unlimited, ProtectionLimit::Unlimited),
+            (None, ten, ten),
+            (Some("1h"), ten, ten),
+            (Some("10m"), hour, ten),
+            (Some("10m"), ten, ten),
+            (Some("10m"), ProtectionLimit::Unlimited, ten),
+            (Some("0"), ten, ten),
+            (Some("0"), ProtectionLimit::Unlimited, ProtectionLimit::Unlimited),
+            (Some("forever"), ten, ten),
+            (Some("-1h"), ProtectionLimit::Unlimited, ProtectionLimit::Unlimited),
+            (Some(""), hour, hour),
         ];
-        for (value, default, want, exceeds) in cases {
+        for (value, default, want) in cases {
             let annotation = LimitAnnotation::read(value);
             assert_eq!(annotation.effective(default), want, "{value:?} under {default:?}");
-            assert_eq!(annotation.exceeds(default), exceeds, "{value:?} under {default:?}");
             let invalid = matches!(value, Some("forever" | "-1h" | ""));
             assert_eq!(annotation.invalid().is_some(), invalid, "{value:?}");
         }

@@ -228,6 +228,7 @@ fn changed_nodes_taints(caches: &Caches) -> Vec<Action> {
     changed
         .iter()
         .filter_map(|name| cached_node(caches, name).ok())
+        // condition taints do not depend on the edge rule: no watched answer needed
         .flat_map(|node| condition_taint_actions(&node_snapshot(&node, None, false)))
         .collect()
 }
