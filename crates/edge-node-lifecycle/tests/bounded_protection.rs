@@ -12,12 +12,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::*;
-use edge_node_lifecycle::controller::ControllerConfig;
 use edgegrid_core::protection::ProtectionLimit;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
-use node_lifecycle::lifecycle::LifecycleConfig;
 use serde_json::json;
 
 const EDGE: [&str; 3] = ["edge-unlimited", "edge-default", "edge-10m"];
@@ -54,23 +52,11 @@ async fn protection_ends_at_the_limit_then_stock_handling() {
     annotate_limit(&client, "edge-10m", "10m").await;
     let alive = Arc::new(Mutex::new(EDGE.iter().chain(CLOUD.iter()).map(|s| s.to_string()).collect::<HashSet<_>>()));
     let kubelets = kubelets(client.clone(), alive.clone());
-    let controller = RunningController::start(
-        &client,
-        ControllerConfig {
-            lifecycle: LifecycleConfig {
-                monitor_period: Duration::from_millis(300),
-                grace_period: Duration::from_secs(2),
-                startup_grace_period: Duration::from_secs(2),
-                eviction_rate: 1.0,
-                max_unreachable_protection: ProtectionLimit::After(Duration::from_secs(3)),
-                ..Default::default()
-            },
-            drain_period: Duration::from_millis(100),
-            taint_manager_period: Duration::from_millis(200),
-            taint_manager_shards: 4,
-            ..Default::default()
-        },
-    );
+    let controller = RunningController::start(&client, {
+        let mut config = fast_config(Duration::from_millis(300), 1.0);
+        config.lifecycle.max_unreachable_protection = ProtectionLimit::After(Duration::from_secs(3));
+        config
+    });
 
     tokio::time::sleep(Duration::from_secs(1)).await;
     alive.lock().unwrap().retain(|n| n.starts_with("cloud"));

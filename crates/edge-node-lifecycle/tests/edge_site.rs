@@ -12,14 +12,13 @@ use std::time::Duration;
 
 use common::*;
 use controller_support::leader::{self, LeaderConfig};
-use edge_node_lifecycle::controller::{self, ControllerConfig};
+use edge_node_lifecycle::controller;
 use edge_node_lifecycle::metrics::Metrics;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 use kube::runtime::watcher;
-use node_lifecycle::lifecycle::LifecycleConfig;
 use serde_json::json;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -79,19 +78,7 @@ async fn site_cut_off_is_protected_until_voted_unhealthy() {
     ));
     let metrics = Arc::new(Metrics::default());
     let ready = Arc::new(AtomicBool::new(false));
-    let config = ControllerConfig {
-        lifecycle: LifecycleConfig {
-            monitor_period: Duration::from_millis(500),
-            grace_period: Duration::from_secs(2),
-            startup_grace_period: Duration::from_secs(2),
-            eviction_rate: 1.0,
-            ..Default::default()
-        },
-        drain_period: Duration::from_millis(100),
-        taint_manager_period: Duration::from_millis(200),
-        taint_manager_shards: 4,
-        ..Default::default()
-    };
+    let config = fast_config(Duration::from_millis(500), 1.0);
     let controller = tokio::spawn(controller::run(
         client.clone(),
         config,

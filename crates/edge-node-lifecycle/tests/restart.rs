@@ -18,7 +18,6 @@ use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod};
 use kube::api::{Api, ListParams};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
-use node_lifecycle::lifecycle::LifecycleConfig;
 use serde_json::json;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -32,19 +31,7 @@ const INTERVAL: Duration = Duration::from_secs(2);
 const SLACK: Duration = Duration::from_millis(500);
 
 fn config() -> ControllerConfig {
-    ControllerConfig {
-        lifecycle: LifecycleConfig {
-            monitor_period: Duration::from_millis(300),
-            grace_period: Duration::from_secs(2),
-            startup_grace_period: Duration::from_secs(2),
-            eviction_rate: RATE,
-            ..Default::default()
-        },
-        drain_period: Duration::from_millis(100),
-        taint_manager_period: Duration::from_millis(200),
-        taint_manager_shards: 4,
-        ..Default::default()
-    }
+    fast_config(Duration::from_millis(300), RATE)
 }
 
 /// What a watch on nodes saw: when each node's unreachable NoExecute taint first

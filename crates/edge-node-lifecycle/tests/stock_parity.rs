@@ -20,24 +20,11 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
-use node_lifecycle::lifecycle::LifecycleConfig;
 use serde_json::json;
 
+/// SuperEdge node units, the default: without the ConfigMap, one unit of the cluster.
 fn config() -> ControllerConfig {
-    ControllerConfig {
-        lifecycle: LifecycleConfig {
-            monitor_period: Duration::from_millis(300),
-            grace_period: Duration::from_secs(2),
-            startup_grace_period: Duration::from_secs(2),
-            eviction_rate: 1.0,
-            ..Default::default()
-        },
-        drain_period: Duration::from_millis(100),
-        taint_manager_period: Duration::from_millis(200),
-        taint_manager_shards: 4,
-        // SuperEdge node units, the default: without the ConfigMap, one unit of the cluster
-        ..Default::default()
-    }
+    fast_config(Duration::from_millis(300), 1.0)
 }
 
 async fn set_conditions(nodes: &Api<Node>, name: &str, extra: serde_json::Value) {

@@ -20,6 +20,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Client, Resource};
+use node_lifecycle::lifecycle::LifecycleConfig;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -27,6 +28,25 @@ use tokio::time::Instant;
 
 pub const UNREACHABLE_NO_EXECUTE: &str = "node.kubernetes.io/unreachable:NoExecute";
 pub const UNREACHABLE_NO_SCHEDULE: &str = "node.kubernetes.io/unreachable:NoSchedule";
+
+/// A controller at test speed: 2 s grace periods, a monitor pass every `monitor_period`,
+/// queues drained every 100 ms at `eviction_rate`, the taint manager every 200 ms over 4
+/// shards; everything else the defaults (SuperEdge node units, no protection bound).
+pub fn fast_config(monitor_period: Duration, eviction_rate: f64) -> ControllerConfig {
+    ControllerConfig {
+        lifecycle: LifecycleConfig {
+            monitor_period,
+            grace_period: Duration::from_secs(2),
+            startup_grace_period: Duration::from_secs(2),
+            eviction_rate,
+            ..Default::default()
+        },
+        drain_period: Duration::from_millis(100),
+        taint_manager_period: Duration::from_millis(200),
+        taint_manager_shards: 4,
+        ..Default::default()
+    }
+}
 
 pub async fn start_server() -> (FakeApiServer, Client) {
     let server = FakeApiServer::start().await.unwrap();
