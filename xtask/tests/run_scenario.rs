@@ -2,10 +2,17 @@
 //! with every component binary (built by `cargo test --workspace` next to it), plays the
 //! three acts and exits 0; its tables are exactly these. A stale `KUBECONFIG` of an
 //! earlier run is left exported, as a user would leave it: the run must say it ignores it.
+//!
+//! `cargo test -p xtask` alone does not build the component binaries, and a build script
+//! cannot tell whether they will be there (in a `cargo test --workspace` it runs before
+//! they are linked), so these tests are never ignored: outside CI they build what is
+//! missing, as `cargo xtask run` does; under CI, which runs the workspace's tests, a
+//! missing binary fails them.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 #[path = "../../tests/src/stop_on_drop.rs"]
@@ -76,27 +83,40 @@ fn act<'a>(output: &'a str, header: &str) -> &'a str {
     &rest[..rest.find("\n== Act").unwrap_or(rest.len())]
 }
 
-/// The xtask binary, when the component binaries are built next to it; `None` (after
-/// saying why) when they are not, outside CI.
-fn xtask() -> Option<&'static Path> {
+/// The xtask binary, with the component binaries next to it (built here, once, if they
+/// are missing outside CI).
+fn xtask() -> &'static Path {
+    static BUILT: OnceLock<()> = OnceLock::new();
     let xtask = Path::new(env!("CARGO_BIN_EXE_xtask"));
     let dir = xtask.parent().expect("the binaries' directory");
-    let missing: Vec<&str> = COMPONENTS.iter().copied().filter(|b| !dir.join(b).is_file()).collect();
-    if !missing.is_empty() {
-        let why = format!(
-            "{missing:?} not built in {}: `cargo test --workspace` builds them (`cargo test -p xtask` alone does not)",
-            dir.display()
-        );
-        assert!(std::env::var_os("CI").is_none_or(|v| v.is_empty()), "{why}");
-        eprintln!("SKIPPED: {why}");
-        return None;
-    }
-    Some(xtask)
+    let missing = || -> Vec<&str> { COMPONENTS.iter().copied().filter(|b| !dir.join(b).is_file()).collect() };
+    BUILT.get_or_init(|| {
+        let absent = missing();
+        if absent.is_empty() {
+            return;
+        }
+        let why = format!("{absent:?} not built in {}", dir.display());
+        assert!(std::env::var_os("CI").is_none_or(|v| v.is_empty()), "{why}: `cargo test --workspace` builds them");
+        eprintln!("{why}: building them (`cargo test -p xtask` alone does not)");
+        // what `cargo xtask run` does without --no-build, in this test's profile
+        let mut build = Command::new(env!("CARGO"));
+        build.current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("..")).args(["build", "--quiet", "--locked"]);
+        for component in COMPONENTS {
+            build.args(["-p", component]);
+        }
+        if !cfg!(debug_assertions) {
+            build.arg("--release");
+        }
+        assert!(build.status().expect("runs cargo build").success(), "building {absent:?} failed");
+    });
+    let absent = missing();
+    assert!(absent.is_empty(), "{absent:?} still missing in {}", dir.display());
+    xtask
 }
 
 #[test]
 fn the_scenario_plays_the_three_acts_as_expected() {
-    let Some(xtask) = xtask() else { return };
+    let xtask = xtask();
     let scratch = std::env::temp_dir().join(format!("xtask-scenario-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).expect("scratch directory");
     let stale = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/edgegrid-local/kubeconfig-of-a-stopped-run");
@@ -155,7 +175,7 @@ impl Drop for Scratch {
 /// SIGTERM stops the first run cleanly.
 #[test]
 fn a_cluster_mode_run_reads_each_wrapper_through_the_pod_proxy_and_sigterm_stops_the_cluster() {
-    let Some(xtask) = xtask() else { return };
+    let xtask = xtask();
     let scratch = Scratch(std::env::temp_dir().join(format!("xtask-cluster-mode-{}", std::process::id())));
     std::fs::create_dir_all(&scratch.0).expect("scratch directory");
     let kubeconfig = scratch.0.join("kubeconfig");

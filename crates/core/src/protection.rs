@@ -14,8 +14,11 @@
 //!
 //! Both enforcers call [`judge`]: the admission mutations (on the raw JSON the apiserver
 //! sends, see [`crate::admission`]) and the edge-aware node lifecycle controller (on its
-//! own snapshots and judged readiness). Each adapts what it knows into [`NodeFacts`];
-//! neither may re-state the rule.
+//! own snapshots and judged readiness), each under the [`ProtectionPolicy`] its flags set.
+//! What a Node's object says is read here, once, into a [`NodeReading`] (from a typed
+//! Node, its JSON, or a caller's own parse of the fields the reading names); the webhook
+//! turns it into [`NodeFacts`] with [`NodeReading::facts`], the controller combines it
+//! with the readiness it judged itself. Neither may re-state the rule.
 //!
 //! Pure: the current time is an argument, never read here. Time is wall-clock
 //! [`Timestamp`], the representation of Kubernetes' `metav1.Time` (k8s-openapi's `Time`
@@ -29,6 +32,8 @@ use std::time::Duration;
 
 use jiff::SignedDuration;
 pub use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Node;
+use serde_json::Value;
 
 use crate::keys;
 
@@ -150,9 +155,98 @@ pub struct NodeFacts {
     pub limit: LimitAnnotation,
 }
 
-/// The rule's answer for one node at one time.
+/// What the rule reads of a Node: its Ready condition and two annotations. The one place
+/// a Node's fields are found: from a typed Node ([`Self::of_node`]), from its JSON
+/// ([`Self::of`]), or filled by a caller that parsed those fields itself (the webhook reads
+/// them straight from the request's text).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NodeReading<'a> {
+    /// The Ready condition (`None`: there is none, nothing to judge by).
+    pub ready: Option<ReadyCondition<'a>>,
+    /// The `nodeunhealth` annotation.
+    pub unhealth: Option<&'a str>,
+    /// The `superedge.io/max-unreachable-protection` annotation.
+    pub max_unreachable_protection: Option<&'a str>,
+}
+
+/// A node's Ready condition, as far as the rule reads it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadyCondition<'a> {
+    pub status: Option<&'a str>,
+    /// `lastTransitionTime`; `None` when absent or unparsable.
+    pub last_transition_time: Option<Timestamp>,
+}
+
+impl<'a> ReadyCondition<'a> {
+    /// From the condition's fields as text (`lastTransitionTime` as RFC 3339).
+    pub fn from_text(status: Option<&'a str>, last_transition_time: Option<&str>) -> Self {
+        Self { status, last_transition_time: last_transition_time.and_then(|t| t.parse().ok()) }
+    }
+}
+
+impl<'a> NodeReading<'a> {
+    /// Reads a typed Node.
+    pub fn of_node(node: &'a Node) -> Self {
+        let conditions = node.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or_default();
+        let ready = conditions.iter().find(|c| c.type_ == keys::NODE_CONDITION_READY).map(|ready| ReadyCondition {
+            status: Some(ready.status.as_str()),
+            last_transition_time: ready.last_transition_time.as_ref().map(|t| t.0),
+        });
+        let annotations = node.metadata.annotations.as_ref();
+        let annotation = |key: &str| annotations.and_then(|a| a.get(key)).map(String::as_str);
+        Self {
+            ready,
+            unhealth: annotation(keys::NODE_UNHEALTH_ANNOTATION),
+            max_unreachable_protection: annotation(keys::MAX_UNREACHABLE_PROTECTION_ANNOTATION),
+        }
+    }
+
+    /// Reads a Node's JSON; a field of another type reads as absent.
+    pub fn of(node: &'a Value) -> Self {
+        let ready = node["status"]["conditions"].as_array().and_then(|conditions| {
+            conditions
+                .iter()
+                .find(|c| c["type"] == keys::NODE_CONDITION_READY)
+                .map(|ready| ReadyCondition::from_text(ready["status"].as_str(), ready["lastTransitionTime"].as_str()))
+        });
+        let annotation = |key: &str| node["metadata"]["annotations"][key].as_str();
+        Self {
+            ready,
+            unhealth: annotation(keys::NODE_UNHEALTH_ANNOTATION),
+            max_unreachable_protection: annotation(keys::MAX_UNREACHABLE_PROTECTION_ANNOTATION),
+        }
+    }
+
+    /// Whether the node's unit voted it unhealthy ([`voted_unhealthy`]).
+    pub fn voted_unhealthy(&self) -> bool {
+        voted_unhealthy(self.unhealth)
+    }
+
+    /// The node's own protection limit, as annotated.
+    pub fn limit(&self) -> LimitAnnotation {
+        LimitAnnotation::read(self.max_unreachable_protection)
+    }
+
+    /// What the rule needs to know about the node when its written Ready condition is its
+    /// readiness (the webhook's case); `None` without a Ready condition. An absent or
+    /// unparsable `lastTransitionTime` is `unknown_since: None`, which only matters to a
+    /// bounded limit. Whether edge-health `watched` the node is not on the node alone (it
+    /// takes its unit's other members: [`crate::membership::WatchedNodes`]).
+    pub fn facts(&self, watched: bool) -> Option<NodeFacts> {
+        let ready = self.ready?;
+        Some(NodeFacts {
+            ready_unknown: ready.status == Some(keys::CONDITION_UNKNOWN),
+            watched,
+            unknown_since: ready.last_transition_time,
+            voted_unhealthy: self.voted_unhealthy(),
+            limit: self.limit(),
+        })
+    }
+}
+
+/// The rule's answer for one node at one time: protected (until when), or why not.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verdict {
+pub enum Protection {
     /// Protected: no NoExecute taint, no eviction, endpoints kept ready. `until` is the
     /// last instant the protection holds (inclusive); `None` when it has no end.
     Protected { until: Option<Timestamp> },
@@ -170,7 +264,7 @@ pub enum Verdict {
     UnknownSince { limit: Duration },
 }
 
-impl Verdict {
+impl Protection {
     pub fn protected(&self) -> bool {
         matches!(self, Self::Protected { .. })
     }
@@ -188,33 +282,51 @@ impl Verdict {
     }
 }
 
-/// The edge rule: is the node protected at `now`, under the cluster-wide `default` limit?
+/// The cluster-wide settings of the rule, as an enforcer's flags give them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ProtectionPolicy {
+    /// `--max-unreachable-protection`: the longest a node may stay Unknown and still be
+    /// protected; a node's own annotation may only shorten it.
+    pub default_limit: ProtectionLimit,
+    /// SuperEdge's `--always-reachable`: the unit's vote is not counted, so a watched node
+    /// within its limit is protected even when its unit voted it unhealthy.
+    pub always_reachable: bool,
+}
+
+impl ProtectionPolicy {
+    /// The policy with this default limit, counting the unit's vote.
+    pub fn with_default_limit(default_limit: ProtectionLimit) -> Self {
+        Self { default_limit, always_reachable: false }
+    }
+}
+
+/// The edge rule: is the node protected at `now`, under the cluster-wide `policy`?
 ///
 /// Protected while `now <= unknown_since + limit`: the limit is the longest time a node
 /// may stay Unknown and still be protected, so at exactly the limit it still is. A
 /// `lastTransitionTime` in the future (clock skew) counts as "just went Unknown".
-pub fn judge(facts: &NodeFacts, now: Timestamp, default: ProtectionLimit) -> Verdict {
+pub fn judge(facts: &NodeFacts, now: Timestamp, policy: ProtectionPolicy) -> Protection {
     if !facts.ready_unknown {
-        return Verdict::NotUnknown;
+        return Protection::NotUnknown;
     }
     if !facts.watched {
-        return Verdict::NotWatched;
+        return Protection::NotWatched;
     }
-    if facts.voted_unhealthy {
-        return Verdict::VotedUnhealthy;
+    if facts.voted_unhealthy && !policy.always_reachable {
+        return Protection::VotedUnhealthy;
     }
-    let ProtectionLimit::After(limit) = facts.limit.effective(default) else {
-        return Verdict::Protected { until: None };
+    let ProtectionLimit::After(limit) = facts.limit.effective(policy.default_limit) else {
+        return Protection::Protected { until: None };
     };
     let Some(since) = facts.unknown_since else {
-        return Verdict::UnknownSince { limit };
+        return Protection::UnknownSince { limit };
     };
     // beyond jiff's range (past the year 9999) the bound is never reached
     let until = SignedDuration::try_from(limit).ok().and_then(|limit| since.checked_add(limit).ok());
     match until {
-        None => Verdict::Protected { until: None },
-        Some(until) if now <= until => Verdict::Protected { until: Some(until) },
-        Some(_) => Verdict::LimitPassed { since, limit },
+        None => Protection::Protected { until: None },
+        Some(until) if now <= until => Protection::Protected { until: Some(until) },
+        Some(_) => Protection::LimitPassed { since, limit },
     }
 }
 
@@ -409,37 +521,39 @@ mod tests {
             ready_unknown: bool,
             watched: bool,
             voted: bool,
+            always_reachable: bool,
             since: Option<Timestamp>,
             annotation: Option<&'static str>,
             default: ProtectionLimit,
             now: Timestamp,
-            want: Verdict,
+            want: Protection,
         }
         let base = Case {
             name: "",
             ready_unknown: true,
             watched: true,
             voted: false,
+            always_reachable: false,
             since: Some(since),
             annotation: None,
             default: ProtectionLimit::Unlimited,
             now: now_after(1_000_000),
-            want: Verdict::Protected { until: None },
+            want: Protection::Protected { until: None },
         };
         let cases = [
             Case { name: "Unknown, not voted, unlimited: protected for ever", ..base },
             Case {
                 name: "Ready True/False or no Ready condition",
                 ready_unknown: false,
-                want: Verdict::NotUnknown,
+                want: Protection::NotUnknown,
                 ..base
             },
-            Case { name: "voted unhealthy", voted: true, want: Verdict::VotedUnhealthy, ..base },
+            Case { name: "voted unhealthy", voted: true, want: Protection::VotedUnhealthy, ..base },
             Case {
                 name: "voted beats an unlimited annotation",
                 voted: true,
                 annotation: Some("0"),
-                want: Verdict::VotedUnhealthy,
+                want: Protection::VotedUnhealthy,
                 ..base
             },
             Case {
@@ -448,35 +562,35 @@ mod tests {
                 voted: true,
                 since: None,
                 default: ten,
-                want: Verdict::NotUnknown,
+                want: Protection::NotUnknown,
                 ..base
             },
             Case {
                 name: "default 10m, 1 s in",
                 default: ten,
                 now: now_after(1),
-                want: Verdict::Protected { until: until_ten },
+                want: Protection::Protected { until: until_ten },
                 ..base
             },
             Case {
                 name: "default 10m, exactly at the limit: still protected",
                 default: ten,
                 now: now_after(600),
-                want: Verdict::Protected { until: until_ten },
+                want: Protection::Protected { until: until_ten },
                 ..base
             },
             Case {
                 name: "default 10m, one nanosecond past",
                 default: ten,
                 now: now_after(600) + SignedDuration::from_nanos(1),
-                want: Verdict::LimitPassed { since, limit: 10 * MINUTE },
+                want: Protection::LimitPassed { since, limit: 10 * MINUTE },
                 ..base
             },
             Case {
                 name: "lastTransitionTime in the future (skew): just went Unknown",
                 default: ten,
                 now: now_after(-30),
-                want: Verdict::Protected { until: until_ten },
+                want: Protection::Protected { until: until_ten },
                 ..base
             },
             Case {
@@ -484,7 +598,7 @@ mod tests {
                 default: ten,
                 annotation: Some("1h"),
                 now: now_after(601),
-                want: Verdict::LimitPassed { since, limit: 10 * MINUTE },
+                want: Protection::LimitPassed { since, limit: 10 * MINUTE },
                 ..base
             },
             Case {
@@ -492,14 +606,14 @@ mod tests {
                 default: ten,
                 annotation: Some("5m"),
                 now: now_after(300),
-                want: Verdict::Protected { until: Some(now_after(300)) },
+                want: Protection::Protected { until: Some(now_after(300)) },
                 ..base
             },
             Case {
                 name: "annotation shorter than an unlimited default",
                 annotation: Some("5m"),
                 now: now_after(301),
-                want: Verdict::LimitPassed { since, limit: 5 * MINUTE },
+                want: Protection::LimitPassed { since, limit: 5 * MINUTE },
                 ..base
             },
             Case {
@@ -507,30 +621,67 @@ mod tests {
                 default: ten,
                 annotation: Some("0"),
                 now: now_after(601),
-                want: Verdict::LimitPassed { since, limit: 10 * MINUTE },
+                want: Protection::LimitPassed { since, limit: 10 * MINUTE },
                 ..base
             },
-            Case { name: "not watched: nobody could vote it down", watched: false, want: Verdict::NotWatched, ..base },
+            Case {
+                name: "not watched: nobody could vote it down",
+                watched: false,
+                want: Protection::NotWatched,
+                ..base
+            },
             Case {
                 name: "not Unknown beats not watched",
                 watched: false,
                 ready_unknown: false,
-                want: Verdict::NotUnknown,
+                want: Protection::NotUnknown,
                 ..base
             },
-            Case { name: "not watched beats voted", watched: false, voted: true, want: Verdict::NotWatched, ..base },
+            Case { name: "not watched beats voted", watched: false, voted: true, want: Protection::NotWatched, ..base },
+            Case {
+                name: "always reachable: the vote is not counted",
+                voted: true,
+                always_reachable: true,
+                want: Protection::Protected { until: None },
+                ..base
+            },
+            Case {
+                name: "always reachable still needs a watched node",
+                voted: true,
+                always_reachable: true,
+                watched: false,
+                want: Protection::NotWatched,
+                ..base
+            },
+            Case {
+                name: "always reachable still needs Unknown",
+                voted: true,
+                always_reachable: true,
+                ready_unknown: false,
+                want: Protection::NotUnknown,
+                ..base
+            },
+            Case {
+                name: "always reachable keeps the limit",
+                voted: true,
+                always_reachable: true,
+                default: ten,
+                now: now_after(601),
+                want: Protection::LimitPassed { since, limit: 10 * MINUTE },
+                ..base
+            },
             Case {
                 name: "invalid annotation: the default applies (bounded)",
                 default: ten,
                 annotation: Some("30min"),
                 now: now_after(601),
-                want: Verdict::LimitPassed { since, limit: 10 * MINUTE },
+                want: Protection::LimitPassed { since, limit: 10 * MINUTE },
                 ..base
             },
             Case {
                 name: "invalid annotation: the default applies (unlimited)",
                 annotation: Some("-5m"),
-                want: Verdict::Protected { until: None },
+                want: Protection::Protected { until: None },
                 ..base
             },
             Case {
@@ -538,14 +689,14 @@ mod tests {
                 default: ten,
                 since: None,
                 now: now_after(0),
-                want: Verdict::UnknownSince { limit: 10 * MINUTE },
+                want: Protection::UnknownSince { limit: 10 * MINUTE },
                 ..base
             },
             Case { name: "unlimited needs no lastTransitionTime", since: None, ..base },
             Case {
                 name: "a bound beyond the representable range never passes",
                 default: ProtectionLimit::After(2562047 * 60 * MINUTE),
-                want: Verdict::Protected { until: None },
+                want: Protection::Protected { until: None },
                 since: Some(at("9900-01-01T00:00:00Z")),
                 now: at("9999-01-01T00:00:00Z"),
                 ..base
@@ -559,18 +710,60 @@ mod tests {
                 voted_unhealthy: case.voted,
                 limit: LimitAnnotation::read(case.annotation),
             };
-            let got = judge(&facts, case.now, case.default);
+            let policy = ProtectionPolicy { default_limit: case.default, always_reachable: case.always_reachable };
+            let got = judge(&facts, case.now, policy);
             assert_eq!(got, case.want, "{}", case.name);
             assert_eq!(got.protected(), got.label() == "protected", "{}", case.name);
         }
     }
 
+    /// A typed Node and its JSON read the same, and the reading gives the facts the rule
+    /// judges by.
+    #[test]
+    fn a_node_reads_the_same_typed_and_as_json() {
+        let nodes = [
+            serde_json::json!({"metadata": {"name": "n", "annotations": {
+                    "nodeunhealth": "yes", "superedge.io/max-unreachable-protection": "2h", "other": "x"}},
+                "status": {"conditions": [{"type": "MemoryPressure", "status": "False"},
+                    {"type": "Ready", "status": "Unknown", "lastTransitionTime": "2026-11-21T10:00:00Z"}]}}),
+            serde_json::json!({"metadata": {"name": "n", "annotations": {"superedge.io/max-unreachable-protection": "2 hours"}},
+                "status": {"conditions": [{"type": "Ready", "status": "True"}]}}),
+            serde_json::json!({"metadata": {"name": "n"}, "status": {"conditions": [{"type": "MemoryPressure", "status": "True"}]}}),
+            serde_json::json!({"metadata": {"name": "n"}}),
+        ];
+        for node in &nodes {
+            let typed: Node = serde_json::from_value(node.clone()).expect("a Node");
+            assert_eq!(NodeReading::of_node(&typed), NodeReading::of(node), "{node}");
+        }
+        let typed: Node = serde_json::from_value(nodes[0].clone()).expect("a Node");
+        assert_eq!(
+            NodeReading::of_node(&typed).facts(true),
+            Some(NodeFacts {
+                ready_unknown: true,
+                watched: true,
+                unknown_since: Some(at("2026-11-21T10:00:00Z")),
+                voted_unhealthy: true,
+                limit: LimitAnnotation::Valid(ProtectionLimit::After(120 * MINUTE)),
+            })
+        );
+        let reading = NodeReading::of(&nodes[1]);
+        assert_eq!(reading.limit().invalid().map(|e| e.value.as_str()), Some("2 hours"));
+        assert_eq!(reading.facts(false).map(|f| (f.ready_unknown, f.unknown_since)), Some((false, None)));
+        for node in &nodes[2..] {
+            let reading = NodeReading::of(node);
+            assert_eq!(
+                (reading.facts(true), reading.voted_unhealthy(), reading.limit()),
+                (None, false, LimitAnnotation::Absent)
+            );
+        }
+    }
+
     proptest! {
         /// Monotone in time: once a node is no longer protected (everything else equal),
-        /// it stays so later; and a protected verdict's `until` is exactly when it ends.
+        /// it stays so later; and a protected answer's `until` is exactly when it ends.
         #[test]
         fn protection_only_ends(
-            ready_unknown: bool, watched: bool, voted: bool, has_since: bool,
+            ready_unknown: bool, watched: bool, voted: bool, has_since: bool, always_reachable: bool,
             since in 0i64..10_000, first in -100i64..10_000, later in 0i64..10_000,
             default_secs in 0u64..5_000, annotation in prop::option::of(0u64..5_000),
         ) {
@@ -584,11 +777,14 @@ mod tests {
                 voted_unhealthy: voted,
                 limit: LimitAnnotation::read(annotation.as_deref()),
             };
-            let default = ProtectionLimit::from_duration(Duration::from_secs(default_secs));
+            let default = ProtectionPolicy {
+                default_limit: ProtectionLimit::from_duration(Duration::from_secs(default_secs)),
+                always_reachable,
+            };
             let early = judge(&facts, secs(first), default);
             let late = judge(&facts, secs(first + later), default);
             prop_assert!(early.protected() || !late.protected());
-            if let Verdict::Protected { until: Some(until) } = early {
+            if let Protection::Protected { until: Some(until) } = early {
                 prop_assert!(judge(&facts, until, default).protected());
                 prop_assert!(!judge(&facts, until + SignedDuration::from_nanos(1), default).protected());
             }
@@ -597,6 +793,11 @@ mod tests {
             prop_assert!(!early.protected() || judge(&unannotated, secs(first), default).protected());
             // and nobody is protected unless watched
             prop_assert!(watched || !early.protected());
+            // always reachable only ever discounts the vote
+            let unvoted = NodeFacts { voted_unhealthy: false, ..facts.clone() };
+            let counting = ProtectionPolicy { always_reachable: false, ..default };
+            let want = judge(if always_reachable { &unvoted } else { &facts }, secs(first), counting);
+            prop_assert_eq!(early, want);
         }
     }
 }

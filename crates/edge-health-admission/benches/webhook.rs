@@ -70,7 +70,7 @@ use edge_health_admission::nodes::NodeCache;
 use edge_health_admission::review::{self, Hook, Policy};
 use edge_node_lifecycle::controller::{self, ControllerConfig};
 use edgegrid_core::keys;
-use edgegrid_core::protection::{ProtectionLimit, Timestamp};
+use edgegrid_core::protection::{ProtectionPolicy, Timestamp};
 use fake_apiserver::FakeApiServer;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::SendRequest;
@@ -912,7 +912,7 @@ fn times_of(iterations: usize, mut stage: impl FnMut(usize)) -> Vec<Duration> {
 fn stages(cache: &NodeCache, workload: &Workload, iterations: usize) -> Stages {
     use std::hint::black_box;
     let hook = workload.hook;
-    let policy = Policy { now: Timestamp::now(), default: ProtectionLimit::Unlimited, always_reachable: false };
+    let policy = Policy { now: Timestamp::now(), protection: ProtectionPolicy::default() };
     let body = |i: usize| &workload.bodies[i % workload.bodies.len()];
     let parsed: Vec<review::Review> =
         workload.bodies.iter().map(|b| review::parse(hook, b).expect("a review")).collect();

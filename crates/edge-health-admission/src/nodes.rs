@@ -10,13 +10,12 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::RwLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use edgegrid_core::admission;
 use edgegrid_core::keys;
 use edgegrid_core::membership::{NodeUnitCheck, UnitSource, WatchedNodes};
-use edgegrid_core::protection::NodeFacts;
+use edgegrid_core::protection::{NodeFacts, NodeReading};
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::watcher::Event;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::review::NodeVerdicts;
 
@@ -43,8 +42,6 @@ struct Known {
     names: HashSet<String>,
     /// The facts of every node with a Ready condition (nothing to judge by without).
     facts: BTreeMap<String, NodeFacts>,
-    /// The same with no unit's vote counted (`--always-reachable`).
-    votes_ignored: BTreeMap<String, NodeFacts>,
     /// The nodes that carry an unreachable NoExecute taint (few: the ones a controller
     /// tainted while this webhook could not strip it), as far as the remover reads them.
     tainted: BTreeMap<String, Tainted>,
@@ -75,56 +72,31 @@ impl Known {
     /// Brings the facts of nodes whose watched answer changed up to date.
     fn rewatch(&mut self, changed: impl IntoIterator<Item = String>) {
         for name in changed {
-            let watched = self.watched.is_watched(&name);
-            for map in [&mut self.facts, &mut self.votes_ignored] {
-                if let Some(facts) = map.get_mut(&name) {
-                    facts.watched = watched;
-                }
+            if let Some(facts) = self.facts.get_mut(&name) {
+                facts.watched = self.watched.is_watched(&name);
             }
         }
     }
 
     fn insert(&mut self, name: String, facts: Option<NodeFacts>) {
         match facts {
-            Some(facts) => {
-                let ignored = NodeFacts { voted_unhealthy: false, ..facts.clone() };
-                self.votes_ignored.insert(name.clone(), ignored);
-                self.facts.insert(name.clone(), facts);
-            }
-            None => {
-                self.facts.remove(&name);
-                self.votes_ignored.remove(&name);
-            }
-        }
+            Some(facts) => self.facts.insert(name.clone(), facts),
+            None => self.facts.remove(&name),
+        };
         self.names.insert(name);
     }
 
     fn remove(&mut self, name: &str) {
         self.names.remove(name);
         self.facts.remove(name);
-        self.votes_ignored.remove(name);
         self.tainted.remove(name);
     }
 
     fn retain(&mut self, keep: &HashSet<String>) {
         self.names.retain(|name| keep.contains(name));
         self.facts.retain(|name, _| keep.contains(name));
-        self.votes_ignored.retain(|name, _| keep.contains(name));
         self.tainted.retain(|name, _| keep.contains(name));
     }
-}
-
-/// What of a node the verdict reads, as JSON the core rule reads facts from.
-fn verdict_json(node: &Node) -> Value {
-    let ready = node
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| c.iter().find(|c| c.type_ == keys::NODE_CONDITION_READY));
-    json!({
-        "metadata": {"name": node.metadata.name, "annotations": node.metadata.annotations},
-        "status": {"conditions": ready.map(|r| vec![r]).unwrap_or_default()},
-    })
 }
 
 impl NodeCache {
@@ -135,7 +107,6 @@ impl NodeCache {
                 watched: WatchedNodes::new(source),
                 names: HashSet::new(),
                 facts: BTreeMap::new(),
-                votes_ignored: BTreeMap::new(),
                 tainted: BTreeMap::new(),
             }),
             relisting: RwLock::default(),
@@ -166,7 +137,7 @@ impl NodeCache {
                 let empty = BTreeMap::new();
                 let labels = node.metadata.labels.as_ref().unwrap_or(&empty);
                 let changed = known.watched.apply(&name, labels, node.metadata.annotations.as_ref());
-                let facts = admission::node_facts(&verdict_json(&node), known.watched.is_watched(&name));
+                let facts = NodeReading::of_node(&node).facts(known.watched.is_watched(&name));
                 match Tainted::of(&node) {
                     Some(tainted) => known.tainted.insert(name.clone(), tainted),
                     None => known.tainted.remove(&name),
@@ -207,16 +178,14 @@ impl NodeCache {
     /// next event instead). `remove` gets the node's facts and its taints' keys and effects.
     pub fn unreachable_taint_removals(
         &self,
-        votes_ignored: bool,
         mut remove: impl FnMut(&NodeFacts, &Tainted) -> Option<json_patch::Patch>,
     ) -> Vec<(String, json_patch::Patch)> {
         let known = self.nodes.read().unwrap_or_else(|p| p.into_inner());
-        let facts = if votes_ignored { &known.votes_ignored } else { &known.facts };
         known
             .tainted
             .iter()
             .filter_map(|(name, tainted)| {
-                let mut patch = remove(facts.get(name)?, tainted)?;
+                let mut patch = remove(known.facts.get(name)?, tainted)?;
                 let version = tainted.resource_version.clone()?;
                 let test = json_patch::PatchOperation::Test(json_patch::TestOperation {
                     path: json_patch::jsonptr::PointerBuf::parse("/metadata/resourceVersion").ok()?,
@@ -246,15 +215,15 @@ impl NodeVerdicts for NodeCache {
         self.nodes.read().unwrap_or_else(|p| p.into_inner()).watched.is_watched(node)
     }
 
-    fn judge<R>(&self, votes_ignored: bool, judge: impl FnOnce(&BTreeMap<String, NodeFacts>) -> R) -> R {
-        let known = self.nodes.read().unwrap_or_else(|p| p.into_inner());
-        judge(if votes_ignored { &known.votes_ignored } else { &known.facts })
+    fn judge<R>(&self, judge: impl FnOnce(&BTreeMap<String, NodeFacts>) -> R) -> R {
+        judge(&self.nodes.read().unwrap_or_else(|p| p.into_inner()).facts)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use edgegrid_core::protection::ProtectionPolicy;
 
     fn node(name: &str, unit: &str, runs_edge_health: bool) -> Node {
         let annotations =
@@ -265,10 +234,8 @@ mod tests {
     }
 
     /// The facts a review judges by, for `name`, as the endpoint hooks see them.
-    fn watched(cache: &NodeCache, name: &str) -> (bool, Option<bool>, Option<bool>) {
-        let facts = cache.judge(false, |f| f.get(name).map(|f| f.watched));
-        let ignored = cache.judge(true, |f| f.get(name).map(|f| f.watched));
-        (cache.watched(name), facts, ignored)
+    fn watched(cache: &NodeCache, name: &str) -> (bool, Option<bool>) {
+        (cache.watched(name), cache.judge(|f| f.get(name).map(|f| f.watched)))
     }
 
     /// A node's facts follow its unit: a peer running edge-health joining, leaving by a
@@ -276,8 +243,8 @@ mod tests {
     #[test]
     fn facts_follow_whether_a_peer_watches_the_node() {
         let cache = NodeCache::new(UnitSource::LabelKey("zone".into()));
-        let yes = (true, Some(true), Some(true));
-        let no = (false, Some(false), Some(false));
+        let yes = (true, Some(true));
+        let no = (false, Some(false));
         cache.apply(Event::Init);
         cache.apply(Event::InitApply(node("a", "u1", true)));
         cache.apply(Event::InitDone);
@@ -325,9 +292,9 @@ mod tests {
         }
         cache.apply(Event::Apply(node("c", "u1", true)));
         let now = "2026-11-22T10:30:00Z".parse().unwrap();
-        let removals = cache.unreachable_taint_removals(false, |facts, tainted| {
+        let removals = cache.unreachable_taint_removals(|facts, tainted| {
             let taints = tainted.taints.iter().map(|(k, e)| (k.as_deref(), e.as_deref()));
-            admission::taints_patch(taints, facts, now, edgegrid_core::protection::ProtectionLimit::Unlimited)
+            edgegrid_core::admission::taints_patch(taints, facts, now, ProtectionPolicy::default())
         });
         assert_eq!(removals.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["a", "b"], "c carries no taint");
         let mut object = tainted("a");
@@ -342,7 +309,7 @@ mod tests {
         assert!(json_patch::patch(&mut newer, &removals[0].1).is_err(), "a changed node is judged again");
         // the taint gone from the cache: nothing left to remove for it
         cache.apply(Event::Apply(serde_json::from_value(object).unwrap()));
-        let left = cache.unreachable_taint_removals(false, |_, _| Some(json_patch::Patch(vec![])));
+        let left = cache.unreachable_taint_removals(|_, _| Some(json_patch::Patch(vec![])));
         assert_eq!(left.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["b"]);
     }
 
@@ -359,6 +326,6 @@ mod tests {
         cache.apply(Event::Apply(unit("b", "u2")));
         assert!(cache.watched("a") && cache.watched("b"), "no ConfigMap: the whole cluster is one unit");
         cache.set_node_unit_check(NodeUnitCheck::Units(["u1".to_string()].into()));
-        assert_eq!(watched(&cache, "a"), (false, Some(false), Some(false)), "u1 checked, but a is alone in it");
+        assert_eq!(watched(&cache, "a"), (false, Some(false)), "u1 checked, but a is alone in it");
     }
 }

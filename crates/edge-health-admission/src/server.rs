@@ -12,7 +12,7 @@ use axum::body::Bytes;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use edgegrid_core::protection::{ProtectionLimit, Timestamp};
+use edgegrid_core::protection::{ProtectionLimit, ProtectionPolicy, Timestamp};
 
 use crate::metrics::{HookLabel, Metrics, ReviewLabels};
 use crate::nodes::NodeCache;
@@ -29,6 +29,13 @@ pub struct Webhook {
     pub max_unreachable_protection: ProtectionLimit,
     /// `--always-reachable`.
     pub always_reachable: bool,
+}
+
+impl Webhook {
+    /// The rule's cluster-wide settings, from the flags.
+    pub fn protection(&self) -> ProtectionPolicy {
+        ProtectionPolicy { default_limit: self.max_unreachable_protection, always_reachable: self.always_reachable }
+    }
 }
 
 pub fn router(webhook: Arc<Webhook>) -> Router {
@@ -60,11 +67,7 @@ async fn answer(webhook: Arc<Webhook>, hook: Hook, headers: HeaderMap, body: Byt
         Ok(review) => review,
         Err(error) => return malformed(format!("not an AdmissionReview request: {error}")),
     };
-    let policy = Policy {
-        now: Timestamp::now(),
-        default: webhook.max_unreachable_protection,
-        always_reachable: webhook.always_reachable,
-    };
+    let policy = Policy { now: Timestamp::now(), protection: webhook.protection() };
     let decision = review::decide(hook, &review, webhook.nodes.as_ref(), &policy);
     match &decision {
         Decision::Skipped(skip) => {

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use edgegrid_core::admission;
-use edgegrid_core::protection::{ProtectionLimit, Timestamp};
+use edgegrid_core::protection::{ProtectionLimit, ProtectionPolicy, Timestamp};
 use k8s_openapi::api::core::v1::Node;
 use kube::Resource;
 use kube::api::{Api, Patch, PatchParams};
@@ -37,6 +37,13 @@ pub struct RemoverConfig {
     pub always_reachable: bool,
 }
 
+impl RemoverConfig {
+    /// The rule's cluster-wide settings, from the flags: the same as the reviews'.
+    pub fn protection(&self) -> ProtectionPolicy {
+        ProtectionPolicy { default_limit: self.default, always_reachable: self.always_reachable }
+    }
+}
+
 /// Runs until dropped.
 pub async fn run(client: kube::Client, nodes: Arc<NodeCache>, metrics: Arc<Metrics>, config: RemoverConfig) {
     let reporter = Reporter { controller: "edge-health-admission".into(), instance: std::env::var("POD_NAME").ok() };
@@ -50,9 +57,9 @@ pub async fn run(client: kube::Client, nodes: Arc<NodeCache>, metrics: Arc<Metri
             continue;
         }
         let now = Timestamp::now();
-        let removals = nodes.unreachable_taint_removals(config.always_reachable, |facts, tainted| {
+        let removals = nodes.unreachable_taint_removals(|facts, tainted| {
             let taints = tainted.taints.iter().map(|(k, e)| (k.as_deref(), e.as_deref()));
-            admission::taints_patch(taints, facts, now, config.default)
+            admission::taints_patch(taints, facts, now, config.protection())
         });
         for (name, patch) in removals {
             let outcome = match api.patch(&name, &PatchParams::default(), &Patch::<()>::Json(patch)).await {

@@ -9,9 +9,9 @@
 //!   is checked for a value that cannot work (a zero timeout, a score no peer can reach, a
 //!   check that cannot finish within its period).
 //!
-//! The checks themselves are node-lifecycle's probes ([`ProbeTarget`], run by its
+//! The checks themselves are `edgegrid-prober`'s probes ([`ProbeTarget`], run by its
 //! `run_probe`, answering its [`Outcome`]): this module only says which probe to run
-//! against a peer's address and how to score the results. node-lifecycle's `ProbeState`
+//! against a peer's address and how to score the results. The prober's `ProbeState`
 //! (consecutive-result thresholds) is deliberately not used: with the rotating
 //! assignment a checker probes a given peer about once per vote window, so there is no
 //! run of results to count; the vote window over several independent checkers plays the
@@ -19,7 +19,7 @@
 
 use std::time::Duration;
 
-use node_lifecycle::prober::{HttpProbe, Outcome, ProbeTarget, TlsVerification};
+use edgegrid_prober::{HttpProbe, Outcome, ProbeTarget, TlsVerification};
 
 /// The kubelet's authenticated port.
 pub const KUBELET_PORT: u16 = 10250;

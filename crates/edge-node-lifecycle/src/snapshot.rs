@@ -1,23 +1,24 @@
 //! Node + Lease objects -> what the lifecycle logic reads. Pure.
 
 use edgegrid_core::keys;
-use edgegrid_core::protection::{self, LimitAnnotation};
+use edgegrid_core::protection::NodeReading;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use node_lifecycle::lifecycle::{NodeReport, NodeSnapshot, ReadyStatus, Taint, ZoneKey};
 
 /// `watched`: whether edge-health watches the node (`edgegrid_core::membership`), which
-/// takes the node's unit and its peers, so the caller's index answers it.
+/// takes the node's unit and its peers, so the caller's index answers it. What the edge
+/// rule reads of the node (its Ready condition's status and `lastTransitionTime`, its vote
+/// and limit annotations) comes through core's [`NodeReading`].
 pub fn node_snapshot(node: &Node, lease: Option<&Lease>, watched: bool) -> NodeSnapshot {
     let labels = node.metadata.labels.clone().unwrap_or_default();
     let conditions = node.status.as_ref().and_then(|s| s.conditions.as_ref());
-    let annotations = node.metadata.annotations.as_ref();
-    let annotation = |key: &str| annotations.and_then(|a| a.get(key)).map(String::as_str);
-    let ready = node
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| c.iter().find(|c| c.type_ == keys::NODE_CONDITION_READY));
+    let reading = NodeReading::of_node(node);
+    let heartbeat = conditions
+        .into_iter()
+        .flatten()
+        .find(|c| c.type_ == keys::NODE_CONDITION_READY)
+        .and_then(|c| c.last_heartbeat_time.as_ref());
     NodeSnapshot {
         name: node.metadata.name.clone().unwrap_or_default(),
         zone: ZoneKey {
@@ -25,13 +26,13 @@ pub fn node_snapshot(node: &Node, lease: Option<&Lease>, watched: bool) -> NodeS
             zone: labels.get(keys::TOPOLOGY_ZONE_LABEL).cloned().unwrap_or_default(),
         },
         report: NodeReport {
-            ready: ready.map(|c| match c.status.as_str() {
-                s if s == keys::CONDITION_TRUE => ReadyStatus::True,
-                s if s == keys::CONDITION_FALSE => ReadyStatus::False,
+            ready: reading.ready.map(|c| match c.status {
+                Some(keys::CONDITION_TRUE) => ReadyStatus::True,
+                Some(keys::CONDITION_FALSE) => ReadyStatus::False,
                 _ => ReadyStatus::Unknown,
             }),
-            heartbeat: ready.and_then(|c| c.last_heartbeat_time.as_ref()).map(|t| t.0.to_string()),
-            ready_transition: ready.and_then(|c| c.last_transition_time.as_ref()).map(|t| t.0),
+            heartbeat: heartbeat.map(|t| t.0.to_string()),
+            ready_transition: reading.ready.and_then(|c| c.last_transition_time),
             lease_renew: lease
                 .and_then(|l| l.spec.as_ref())
                 .and_then(|s| s.renew_time.as_ref())
@@ -41,8 +42,8 @@ pub fn node_snapshot(node: &Node, lease: Option<&Lease>, watched: bool) -> NodeS
         unschedulable: node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false),
         excluded_from_disruption: labels.contains_key(keys::EXCLUDE_DISRUPTION_LABEL),
         watched,
-        voted_unhealthy: protection::voted_unhealthy(annotation(keys::NODE_UNHEALTH_ANNOTATION)),
-        protection_limit: LimitAnnotation::read(annotation(keys::MAX_UNREACHABLE_PROTECTION_ANNOTATION)),
+        voted_unhealthy: reading.voted_unhealthy(),
+        protection_limit: reading.limit(),
         taints: node
             .spec
             .as_ref()
@@ -57,7 +58,7 @@ pub fn node_snapshot(node: &Node, lease: Option<&Lease>, watched: bool) -> NodeS
 #[cfg(test)]
 mod tests {
     use super::*;
-    use edgegrid_core::protection::ProtectionLimit;
+    use edgegrid_core::protection::{LimitAnnotation, ProtectionLimit};
     use serde_json::json;
     use std::time::Duration;
 

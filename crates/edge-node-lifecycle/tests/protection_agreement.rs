@@ -1,13 +1,13 @@
 //! The two enforcers of the edge rule agree: the admission mutations (on the Node JSON
 //! the apiserver sends) and this controller (on its snapshot of the same Node, through
-//! `node_snapshot` and `MonitorCore`) reach the same verdict, and so the same fate for
+//! `node_snapshot` and `MonitorCore`) reach the same answer, and so the same fate for
 //! the unreachable NoExecute taint, for any Node, time and cluster-wide default.
 
 use std::time::Duration;
 
 use edge_node_lifecycle::snapshot::node_snapshot;
 use edgegrid_core::admission;
-use edgegrid_core::protection::{self, ProtectionLimit, Timestamp};
+use edgegrid_core::protection::{self, Protection, ProtectionLimit, ProtectionPolicy, Timestamp};
 use k8s_openapi::api::core::v1::Node;
 use node_lifecycle::lifecycle::{
     Action, LifecycleConfig, MonitorCore, NodeReport, NodeSnapshot, ReadyStatus, TaintRef, ZoneKey,
@@ -53,12 +53,13 @@ fn node_json(ready: Option<&str>, since: Option<Timestamp>, vote: Option<&str>, 
     })
 }
 
-/// What the webhook does to the node: its verdict, and whether it strips the taint
-/// (the patch applied to the object).
+/// What the webhook does to the node: whether it protects it, and whether it strips the
+/// taint (the patch applied to the object).
 fn admission_side(node: &Value, watched: bool, now: Timestamp, default: ProtectionLimit) -> (bool, bool) {
+    let policy = ProtectionPolicy::with_default_limit(default);
     let protected =
-        admission::node_facts(node, watched).is_some_and(|f| protection::judge(&f, now, default).protected());
-    let stripped = admission::node_patch(node, watched, now, default).is_some_and(|patch| {
+        admission::node_facts(node, watched).is_some_and(|f| protection::judge(&f, now, policy).protected());
+    let stripped = admission::node_patch(node, watched, now, policy).is_some_and(|patch| {
         let mut patched = node.clone();
         json_patch_apply(&mut patched, &patch);
         patched["spec"]["taints"].as_array().unwrap().iter().all(|t| t["effect"] != "NoExecute")
@@ -70,7 +71,7 @@ fn json_patch_apply(object: &mut Value, patch: &json_patch::Patch) {
     json_patch::patch(object, patch).expect("every emitted patch applies to its object");
 }
 
-/// What this controller does on a fresh monitor pass over the node: its verdict and its
+/// What this controller does on a fresh monitor pass over the node: its answer and its
 /// actions on the node.
 fn lifecycle_side(
     node: &Value,
@@ -78,7 +79,7 @@ fn lifecycle_side(
     at: Instant,
     now: Timestamp,
     default: ProtectionLimit,
-) -> (protection::Verdict, Vec<Action>) {
+) -> (Protection, Vec<Action>) {
     let typed: Node = serde_json::from_value(node.clone()).expect("the generated Node decodes");
     let snapshot = node_snapshot(&typed, None, watched);
     // a healthy node elsewhere: otherwise the only zone is fully disrupted and nothing
@@ -123,13 +124,13 @@ proptest! {
         let default = ProtectionLimit::from_duration(Duration::from_secs(default_secs));
         let node = node_json(ready, since, vote, limit.as_deref());
         let (admission_protects, admission_strips) = admission_side(&node, watched, now, default);
-        let (verdict, actions) = lifecycle_side(&node, watched, Instant::now(), now, default);
+        let (answer, actions) = lifecycle_side(&node, watched, Instant::now(), now, default);
         match ready {
             Some(status) => {
                 // a controller that has just seen the node judges it as its condition says
                 let facts = admission::node_facts(&node, watched).unwrap();
-                prop_assert_eq!(verdict, protection::judge(&facts, now, default));
-                prop_assert_eq!(verdict.protected(), admission_protects);
+                prop_assert_eq!(answer, protection::judge(&facts, now, ProtectionPolicy::with_default_limit(default)));
+                prop_assert_eq!(answer.protected(), admission_protects);
                 if status == "Unknown" {
                     // the same fate for the NoExecute taint: stripped by the webhook iff
                     // taken off (not kept) by the controller
@@ -139,7 +140,7 @@ proptest! {
                     let pods_marked = actions.contains(&Action::MarkPodsNotReady { node: "edge-1".into() });
                     prop_assert_eq!(pods_marked, !admission_protects, "{:?}", actions);
                 } else {
-                    prop_assert!(!admission_strips && !verdict.protected());
+                    prop_assert!(!admission_strips && !answer.protected());
                 }
             }
             None => {
@@ -151,7 +152,7 @@ proptest! {
                 let marks_unknown = actions.contains(&Action::MarkUnknown { node: "edge-1".into() });
                 prop_assert!(marks_unknown, "{:?}", actions);
                 let written = node_json(Some("Unknown"), Some(now), vote, limit.as_deref());
-                prop_assert_eq!(admission_side(&written, watched, now, default), (verdict.protected(), verdict.protected()));
+                prop_assert_eq!(admission_side(&written, watched, now, default), (answer.protected(), answer.protected()));
             }
         }
     }

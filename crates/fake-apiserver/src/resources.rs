@@ -91,8 +91,8 @@ impl ResourceType {
     }
 
     /// The type objects of this version are served as.
-    pub fn served(&self) -> listwatch::Served {
-        listwatch::Served::new(self.api_version(), self.kind.clone())
+    pub fn served(&self) -> listwatch::ServedType {
+        listwatch::ServedType::new(self.api_version(), self.kind.clone())
     }
 
     /// `pods` or `deployments.apps`, as error messages name resources.

@@ -18,13 +18,14 @@ fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).expect("crates/<name> in the workspace").to_path_buf()
 }
 
-struct Served {
+/// The `fake-apiserver serve` binary running for one test, and the kubeconfig it wrote.
+struct ServeProcess {
     child: Child,
     kubeconfig: PathBuf,
     dir: PathBuf,
 }
 
-impl Served {
+impl ServeProcess {
     /// A server of its own for the test `name`.
     fn start(name: &str) -> Self {
         let dir = std::env::temp_dir().join(format!("fake-apiserver-kubectl-{name}-{}", std::process::id()));
@@ -72,7 +73,7 @@ impl Served {
     }
 }
 
-impl Drop for Served {
+impl Drop for ServeProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
@@ -114,7 +115,7 @@ fn table(output: &str) -> Vec<Vec<String>> {
 #[cfg_attr(missing_kubectl, ignore = "kubectl not found at $KUBECTL or .tools/bin: run .ci/install-tools")]
 fn kubectl_against_the_serve_binary() {
     let kubectl = tool_lookup::require(&workspace(), "kubectl");
-    let mut served = Served::start("main");
+    let mut served = ServeProcess::start("main");
 
     assert_eq!(
         served.ok(&kubectl, &["get", "namespaces", "-o", "name"]),
@@ -357,7 +358,7 @@ fn kubectl_against_the_serve_binary() {
 #[cfg_attr(missing_kubectl, ignore = "kubectl not found at $KUBECTL or .tools/bin: run .ci/install-tools")]
 fn server_side_apply_tracks_field_owners_as_a_real_server() {
     let kubectl = tool_lookup::require(&workspace(), "kubectl");
-    let served = Served::start("apply");
+    let served = ServeProcess::start("apply");
     let write = |file: &str, replicas: u32, labels: &str| {
         let manifest = format!(
             r#"{{"apiVersion":"apps/v1","kind":"Deployment","metadata":{{"name":"api","labels":{{{labels}}}}},

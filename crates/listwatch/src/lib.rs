@@ -23,7 +23,11 @@ mod selectors;
 
 pub use error::{Error, status};
 pub use log::{Change, ChangeKind, ListPage, Log, LogConfig, ObjectId, ResourceKey, WatchStart};
-pub use object::{Served, Shape, StoredObject};
+/// [`ServedType`] under the name grid-wrapper's cache still imports; remove once it
+/// imports `ServedType`.
+#[doc(hidden)]
+pub use object::ServedType as Served;
+pub use object::{ServedType, Shape, StoredObject};
 pub use options::{ListOptions, WatchOptions, is_watch};
 pub use protocol::{
     INITIAL_EVENTS_END_ANNOTATION, ListBody, WatchConfig, error_event, event_line, list_body, watch_stream,

@@ -186,7 +186,7 @@ impl StoredObject {
     /// The bytes of this version as `served` in `shape`: the stored bytes when they
     /// already are that, else one encoding (kept for metadata-only, which every
     /// metadata watcher shares).
-    pub fn encoded(&self, served: &Served, shape: Shape) -> Bytes {
+    pub fn encoded(&self, served: &ServedType, shape: Shape) -> Bytes {
         match shape {
             Shape::Metadata => {
                 self.metadata_json.get_or_init(|| encode(&Shape::Metadata.present(self.value()))).clone()
@@ -229,13 +229,13 @@ impl Selectable for StoredObject {
 /// The type an object is served as: several API versions may share one storage, so the
 /// stored bytes carry the version that wrote them and are re-typed when another is asked.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Served {
+pub struct ServedType {
     /// `v1`, `apps/v1`
     pub api_version: String,
     pub kind: String,
 }
 
-impl Served {
+impl ServedType {
     pub fn new(api_version: impl Into<String>, kind: impl Into<String>) -> Self {
         Self { api_version: api_version.into(), kind: kind.into() }
     }
@@ -283,7 +283,7 @@ impl Shape {
     }
 
     /// `kind` and `apiVersion` of a list of `served` objects in this representation.
-    pub fn list_type(self, served: &Served) -> (String, String) {
+    pub fn list_type(self, served: &ServedType) -> (String, String) {
         match self {
             Self::Full => (format!("{}List", served.kind), served.api_version.clone()),
             Self::Metadata => ("PartialObjectMetadataList".into(), "meta.k8s.io/v1".into()),
@@ -308,12 +308,12 @@ mod tests {
     #[test]
     fn stored_bytes_are_reused_unless_another_type_is_served() {
         let object = StoredObject::new(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a"}}), 1, None);
-        let same = object.encoded(&Served::new("v1", "Pod"), Shape::Full);
+        let same = object.encoded(&ServedType::new("v1", "Pod"), Shape::Full);
         assert_eq!(same.as_ptr(), object.json().as_ptr());
-        let other = object.encoded(&Served::new("v2", "Pod"), Shape::Full);
+        let other = object.encoded(&ServedType::new("v2", "Pod"), Shape::Full);
         assert_eq!(serde_json::from_slice::<Value>(&other).ok().map(|v| v["apiVersion"].clone()), Some(json!("v2")));
-        let meta1 = object.encoded(&Served::new("v1", "Pod"), Shape::Metadata);
-        let meta2 = object.encoded(&Served::new("v1", "Pod"), Shape::Metadata);
+        let meta1 = object.encoded(&ServedType::new("v1", "Pod"), Shape::Metadata);
+        let meta2 = object.encoded(&ServedType::new("v1", "Pod"), Shape::Metadata);
         assert_eq!(meta1.as_ptr(), meta2.as_ptr(), "metadata-only is encoded once per version");
     }
 
@@ -326,7 +326,7 @@ mod tests {
         let other =
             StoredObject::new(json!({"apiVersion": "v2", "kind": "Pod", "metadata": {"name": "c"}}), 3, Some(&a));
         assert!(!Arc::ptr_eq(&a.identity.object_type, &other.identity.object_type));
-        let served = other.encoded(&Served::new("v2", "Pod"), Shape::Full);
+        let served = other.encoded(&ServedType::new("v2", "Pod"), Shape::Full);
         assert_eq!(served.as_ptr(), other.json().as_ptr(), "served as stored");
         assert_eq!((b.name(), other.name(), other.namespace(), other.uid()), ("b", "c", "", ""));
         assert_eq!(other.owner_uids().count(), 0);

@@ -15,7 +15,7 @@ use tokio::sync::{broadcast, mpsc};
 
 use crate::error::Error;
 use crate::log::{Change, ChangeKind, ListPage, ResourceKey, WatchStart};
-use crate::object::{Served, Shape, StoredObject, encode};
+use crate::object::{ServedType, Shape, StoredObject, encode};
 use crate::options::WatchOptions;
 use crate::selectors::{FieldSelector, LabelSelector};
 
@@ -37,7 +37,7 @@ pub struct WatchConfig {
 const LIST_CHUNK: usize = 256 * 1024;
 
 /// The body of a list response, contiguous: the envelope around the page's stored bytes.
-pub fn list_body(page: &ListPage, served: &Served, shape: Shape) -> Bytes {
+pub fn list_body(page: &ListPage, served: &ServedType, shape: Shape) -> Bytes {
     let mut body = BytesMut::new();
     for chunk in ListBody::new(page.clone(), served.clone(), shape) {
         body.put_slice(&chunk);
@@ -50,7 +50,7 @@ pub fn list_body(page: &ListPage, served: &Served, shape: Shape) -> Bytes {
 /// contiguous copy of a whole large list is ever made.
 pub struct ListBody {
     items: std::vec::IntoIter<std::sync::Arc<StoredObject>>,
-    served: Served,
+    served: ServedType,
     shape: Shape,
     /// The envelope's head, until it is sent.
     head: Option<Bytes>,
@@ -59,7 +59,7 @@ pub struct ListBody {
 }
 
 impl ListBody {
-    pub fn new(page: ListPage, served: Served, shape: Shape) -> Self {
+    pub fn new(page: ListPage, served: ServedType, shape: Shape) -> Self {
         let mut metadata = json!({"resourceVersion": page.rv.to_string()});
         if let Some(token) = &page.continue_token {
             metadata["continue"] = json!(token);
@@ -122,7 +122,7 @@ struct WatchFilter {
     namespace: Option<String>,
     labels: LabelSelector,
     fields: FieldSelector,
-    served: Served,
+    served: ServedType,
     shape: Shape,
 }
 
@@ -168,7 +168,7 @@ impl WatchFilter {
 pub fn watch_stream<K: ResourceKey>(
     start: Result<WatchStart<K>, Error>,
     opts: WatchOptions,
-    served: Served,
+    served: ServedType,
     shape: Shape,
     config: WatchConfig,
     stop: impl Future<Output = ()> + Send + 'static,

@@ -25,8 +25,8 @@ fn id(name: &str) -> ObjectId {
     ("ns".into(), name.into())
 }
 
-fn served() -> Served {
-    Served::new("v1", "Pod")
+fn served() -> ServedType {
+    ServedType::new("v1", "Pod")
 }
 
 const CONFIG: WatchConfig =

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use edgegrid_core::protection::{LimitAnnotation, Verdict};
+use edgegrid_core::protection::{LimitAnnotation, Protection};
 use node_lifecycle::lifecycle::*;
 use proptest::prelude::*;
 use tokio::time::Instant;
@@ -250,8 +250,8 @@ fn only_watched_nodes_are_protected() {
     );
     let cloud = node("cloud", false, "h0", "Unknown");
     let edge = node("edge", true, "h0", "Unknown");
-    assert_eq!(core.protection(&cloud, later, wall_later), Verdict::NotWatched);
-    assert_eq!(core.protection(&edge, later, wall_later), Verdict::Protected { until: None });
+    assert_eq!(core.protection(&cloud, later, wall_later), Protection::NotWatched);
+    assert_eq!(core.protection(&edge, later, wall_later), Protection::Protected { until: None });
     let next = later + Duration::from_secs(5);
     let mut actions = core.monitor(&[cloud, edge, node("healthy", false, "h2", "True")], next, wall_later);
     actions.extend(core.drain(next + Duration::from_secs(10)));

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use edgegrid_core::protection::{LimitAnnotation, ProtectionLimit, Timestamp, Verdict};
+use edgegrid_core::protection::{LimitAnnotation, Protection, ProtectionLimit, Timestamp};
 use node_lifecycle::lifecycle::*;
 use tokio::time::Instant;
 
@@ -797,26 +797,26 @@ fn protection_ends_at_the_limit_counted_from_the_unknown_transition() {
         added(290, "site-09", NoExecute),
     ]);
     assert_eq!(sim.log_from(146), want);
-    let verdict = |sim: &Sim, name: &str, t: u64| {
+    let protection_at = |sim: &Sim, name: &str, t: u64| {
         let snapshot = sim.snapshots().into_iter().find(|n| n.name == name).unwrap();
         sim.core.protection(&snapshot, sim.start + Duration::from_secs(t), sim.wall(t))
     };
     assert_eq!(
-        verdict(&sim, "site-00", 400),
-        Verdict::LimitPassed { since: sim.wall(145), limit: Duration::from_secs(60) },
+        protection_at(&sim, "site-00", 400),
+        Protection::LimitPassed { since: sim.wall(145), limit: Duration::from_secs(60) },
         "an annotation cannot lift the operator's bound"
     );
     assert_eq!(
-        verdict(&sim, "site-01", 400),
-        Verdict::LimitPassed { since: sim.wall(145), limit: Duration::from_secs(30) }
+        protection_at(&sim, "site-01", 400),
+        Protection::LimitPassed { since: sim.wall(145), limit: Duration::from_secs(30) }
     );
     assert_eq!(
-        verdict(&sim, "site-03", 400),
-        Verdict::LimitPassed { since: sim.wall(145), limit: Duration::from_secs(60) }
+        protection_at(&sim, "site-03", 400),
+        Protection::LimitPassed { since: sim.wall(145), limit: Duration::from_secs(60) }
     );
     assert_eq!(
-        verdict(&sim, "site-02", 400),
-        Verdict::LimitPassed { since: sim.wall(145), limit: Duration::from_secs(60) },
+        protection_at(&sim, "site-02", 400),
+        Protection::LimitPassed { since: sim.wall(145), limit: Duration::from_secs(60) },
         "an invalid annotation falls back to the default"
     );
     let snapshot = sim.snapshots().into_iter().find(|n| n.name == "site-02").unwrap();
@@ -846,13 +846,13 @@ fn protection_counts_from_now_until_the_unknown_is_written() {
         ..node("n", ReadyStatus::True, false, &[])
     };
     core.monitor(std::slice::from_ref(&ready), t0, wall());
-    assert_eq!(core.protection(&ready, t0, wall()), Verdict::NotUnknown);
+    assert_eq!(core.protection(&ready, t0, wall()), Protection::NotUnknown);
     // no heartbeat for longer than the grace period: judged Unknown, not written yet
     let later = t0 + Duration::from_secs(51);
     let wall_later = wall() + Duration::from_secs(51);
     assert_eq!(
         core.protection(&ready, later, wall_later),
-        Verdict::Protected { until: Some(wall_later + Duration::from_secs(60)) }
+        Protection::Protected { until: Some(wall_later + Duration::from_secs(60)) }
     );
     let actions = core.monitor(std::slice::from_ref(&ready), later, wall_later);
     assert!(!actions.iter().any(|a| matches!(a, Action::MarkPodsNotReady { .. })), "{actions:?}");
@@ -862,7 +862,10 @@ fn protection_counts_from_now_until_the_unknown_is_written() {
         conditions: vec![("Ready".into(), "Unknown".into())],
         ..ready.clone()
     };
-    assert_eq!(core.protection(&untimed, later, wall_later), Verdict::UnknownSince { limit: Duration::from_secs(60) });
+    assert_eq!(
+        core.protection(&untimed, later, wall_later),
+        Protection::UnknownSince { limit: Duration::from_secs(60) }
+    );
     let actions = core.monitor(std::slice::from_ref(&untimed), later, wall_later);
     assert_eq!(
         actions,
@@ -875,11 +878,11 @@ fn protection_counts_from_now_until_the_unknown_is_written() {
     let unlimited = NodeSnapshot { protection_limit: LimitAnnotation::read(Some("0")), ..untimed.clone() };
     assert_eq!(
         core.protection(&unlimited, later, wall_later),
-        Verdict::UnknownSince { limit: Duration::from_secs(60) }
+        Protection::UnknownSince { limit: Duration::from_secs(60) }
     );
     // nor is a node nobody watches, whatever the limit
     let unwatched = NodeSnapshot { watched: false, ..ready.clone() };
-    assert_eq!(core.protection(&unwatched, later, wall_later), Verdict::NotWatched);
+    assert_eq!(core.protection(&unwatched, later, wall_later), Protection::NotWatched);
 }
 
 /// Nodes labelled `node.kubernetes.io/exclude-disruption` do not count in their zone's

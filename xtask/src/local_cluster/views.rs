@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::Result;
+use edgegrid_core::protection::NodeReading;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ListParams};
@@ -84,12 +85,8 @@ pub struct NodeState {
 
 pub fn node_state(node: &Node, pods: &[Pod]) -> NodeState {
     let name = node.name_any();
-    let ready = node
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
-        .map_or("-".to_string(), |c| c.status.clone());
+    let reading = NodeReading::of_node(node);
+    let ready = reading.ready.and_then(|c| c.status).unwrap_or("-").to_string();
     let mut taints: Vec<String> = node
         .spec
         .as_ref()
@@ -108,8 +105,7 @@ pub fn node_state(node: &Node, pods: &[Pod]) -> NodeState {
     NodeState {
         unit: node.labels().get(UNIT_LABEL_KEY).cloned().unwrap_or_default(),
         ready,
-        voted_unhealthy: node.annotations().get(edgegrid_core::keys::NODE_UNHEALTH_ANNOTATION).map(String::as_str)
-            == Some("yes"),
+        voted_unhealthy: reading.voted_unhealthy(),
         taints,
         pods: (bound.iter().filter(|p| pod_ready(p)).count(), bound.len()),
         name,

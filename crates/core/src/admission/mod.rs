@@ -7,13 +7,15 @@
 //! `addresses` (core Endpoints) or set `ready` on its non-terminating endpoints
 //! (EndpointSlices). Whether a node is protected is [`crate::protection`]'s rule (Ready
 //! Unknown, not voted unhealthy, within its protection limit), judged at the `now` and
-//! under the cluster-wide default limit the caller passes; this module only reads the
-//! node's JSON into [`NodeFacts`](crate::protection::NodeFacts). Anything doubtful (no
-//! Ready condition, unknown node, no nodeName) is left unchanged: no patch, never a panic.
+//! under the cluster-wide [`ProtectionPolicy`](crate::protection::ProtectionPolicy) the
+//! caller passes; this module only reads the node's JSON into
+//! [`NodeFacts`](crate::protection::NodeFacts) (through
+//! [`NodeReading`](crate::protection::NodeReading)). Anything doubtful (no Ready condition,
+//! unknown node, no nodeName) is left unchanged: no patch, never a panic.
 
 mod mutations;
 
 pub use mutations::{
-    NodeReading, ReadyCondition, SliceEndpoint, Subset, endpoint_slice_patch, endpoints_patch, node_facts, node_patch,
-    node_patch_judging, slice_endpoints_patch, subsets_patch, taints_patch,
+    SliceEndpoint, Subset, endpoint_slice_patch, endpoints_patch, node_facts, node_patch, node_patch_judging,
+    slice_endpoints_patch, subsets_patch, taints_patch,
 };

@@ -14,61 +14,10 @@ use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation};
 use serde_json::Value;
 
 use crate::keys;
-use crate::protection::{self, LimitAnnotation, NodeFacts, ProtectionLimit, Timestamp};
-
-/// What the node rule reads of a Node.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct NodeReading<'a> {
-    /// The Ready condition (`None`: there is none, nothing to judge by).
-    pub ready: Option<ReadyCondition<'a>>,
-    /// The `nodeunhealth` annotation.
-    pub unhealth: Option<&'a str>,
-    /// The `superedge.io/max-unreachable-protection` annotation.
-    pub max_unreachable_protection: Option<&'a str>,
-}
-
-/// A node's Ready condition, as far as the rule reads it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ReadyCondition<'a> {
-    pub status: Option<&'a str>,
-    pub last_transition_time: Option<&'a str>,
-}
-
-impl<'a> NodeReading<'a> {
-    /// Reads a Node's JSON; a field of another type reads as absent.
-    pub fn of(node: &'a Value) -> Self {
-        let ready = node["status"]["conditions"].as_array().and_then(|conditions| {
-            conditions.iter().find(|c| c["type"] == keys::NODE_CONDITION_READY).map(|ready| ReadyCondition {
-                status: ready["status"].as_str(),
-                last_transition_time: ready["lastTransitionTime"].as_str(),
-            })
-        });
-        let annotation = |key: &str| node["metadata"]["annotations"][key].as_str();
-        Self {
-            ready,
-            unhealth: annotation(keys::NODE_UNHEALTH_ANNOTATION),
-            max_unreachable_protection: annotation(keys::MAX_UNREACHABLE_PROTECTION_ANNOTATION),
-        }
-    }
-
-    /// What the edge rule needs to know about the node; `None` without a Ready condition.
-    /// An absent or unparsable `lastTransitionTime` is `unknown_since: None`, which only
-    /// matters to a bounded limit. Whether edge-health `watched` the node is not on the
-    /// node alone (it takes its unit's other members: [`crate::membership::WatchedNodes`]).
-    pub fn facts(&self, watched: bool) -> Option<NodeFacts> {
-        let ready = self.ready?;
-        Some(NodeFacts {
-            ready_unknown: ready.status == Some(keys::CONDITION_UNKNOWN),
-            watched,
-            unknown_since: ready.last_transition_time.and_then(|t| t.parse::<Timestamp>().ok()),
-            voted_unhealthy: protection::voted_unhealthy(self.unhealth),
-            limit: LimitAnnotation::read(self.max_unreachable_protection),
-        })
-    }
-}
+use crate::protection::{self, NodeFacts, NodeReading, ProtectionPolicy, Timestamp};
 
 /// What the edge rule needs to know about a node, from its JSON ([`NodeReading::of`]) and
-/// whether edge-health watches it.
+/// whether edge-health watches it; `None` without a Ready condition.
 pub fn node_facts(node: &Value, watched: bool) -> Option<NodeFacts> {
     NodeReading::of(node).facts(watched)
 }
@@ -78,18 +27,18 @@ fn path(text: &str) -> PointerBuf {
 }
 
 /// The nodes an Endpoints or EndpointSlice update refers to, judged at `now` under the
-/// cluster-wide `default` limit.
+/// cluster-wide `policy`.
 struct Judged<'a> {
     nodes: &'a BTreeMap<String, NodeFacts>,
     now: Timestamp,
-    default: ProtectionLimit,
+    policy: ProtectionPolicy,
 }
 
 impl Judged<'_> {
     /// Whether the node named so is protected (not without a known node).
     fn protects(&self, node_name: Option<&str>) -> bool {
         let facts = node_name.and_then(|n| self.nodes.get(n));
-        facts.is_some_and(|facts| protection::judge(facts, self.now, self.default).protected())
+        facts.is_some_and(|facts| protection::judge(facts, self.now, self.policy).protected())
     }
 
     /// Whether an Endpoints address's node is protected.
@@ -99,17 +48,17 @@ impl Judged<'_> {
 }
 
 /// For a Node UPDATE: removes the unreachable NoExecute taint(s) of a node protected at
-/// `now` under the cluster-wide `default` limit (`watched`: edge-health watches it),
-/// highest index first so every index stays right however many go.
-pub fn node_patch(node: &Value, watched: bool, now: Timestamp, default: ProtectionLimit) -> Option<Patch> {
-    node_patch_judging(node, &node_facts(node, watched)?, now, default)
+/// `now` under the cluster-wide `policy` (`watched`: edge-health watches it), highest
+/// index first so every index stays right however many go.
+pub fn node_patch(node: &Value, watched: bool, now: Timestamp, policy: ProtectionPolicy) -> Option<Patch> {
+    node_patch_judging(node, &node_facts(node, watched)?, now, policy)
 }
 
-/// [`node_patch`] judging `facts` instead of the node's own (e.g. with the unit's vote
-/// overridden by `--always-reachable`); the patch is still computed on `node`.
-pub fn node_patch_judging(node: &Value, facts: &NodeFacts, now: Timestamp, default: ProtectionLimit) -> Option<Patch> {
+/// [`node_patch`] judging `facts` (what is known of the node, e.g. from a cache) instead of
+/// reading them from `node`; the patch is still computed on `node`.
+pub fn node_patch_judging(node: &Value, facts: &NodeFacts, now: Timestamp, policy: ProtectionPolicy) -> Option<Patch> {
     let taints = node["spec"]["taints"].as_array()?;
-    taints_patch(taints.iter().map(|t| (t["key"].as_str(), t["effect"].as_str())), facts, now, default)
+    taints_patch(taints.iter().map(|t| (t["key"].as_str(), t["effect"].as_str())), facts, now, policy)
 }
 
 /// [`node_patch_judging`] on the node's taints, each read as its key and effect, in order.
@@ -117,9 +66,9 @@ pub fn taints_patch<'a>(
     taints: impl IntoIterator<Item = (Option<&'a str>, Option<&'a str>)>,
     facts: &NodeFacts,
     now: Timestamp,
-    default: ProtectionLimit,
+    policy: ProtectionPolicy,
 ) -> Option<Patch> {
-    if !protection::judge(facts, now, default).protected() {
+    if !protection::judge(facts, now, policy).protected() {
         return None;
     }
     let unreachable = (Some(keys::TAINT_UNREACHABLE), Some(keys::TAINT_EFFECT_NO_EXECUTE));
@@ -142,7 +91,7 @@ pub struct Subset<'a> {
 }
 
 /// For core Endpoints: moves the not-ready addresses of nodes protected at `now` (under
-/// the cluster-wide `default` limit) to `addresses`. A touched subset's two lists are
+/// the cluster-wide `policy`) to `addresses`. A touched subset's two lists are
 /// written whole (the moved addresses as they were), which cannot get indices wrong when
 /// several addresses move. `nodes`: what is known of the nodes, by name; an address whose
 /// node is not there is left alone.
@@ -150,13 +99,13 @@ pub fn endpoints_patch(
     endpoints: &Value,
     nodes: &BTreeMap<String, NodeFacts>,
     now: Timestamp,
-    default: ProtectionLimit,
+    policy: ProtectionPolicy,
 ) -> Option<Patch> {
     let subsets = endpoints["subsets"].as_array()?.iter().map(|subset| Subset {
         addresses: subset["addresses"].as_array().map(Vec::as_slice),
         not_ready_addresses: subset["notReadyAddresses"].as_array().map(Vec::as_slice),
     });
-    subsets_patch(subsets, nodes, now, default)
+    subsets_patch(subsets, nodes, now, policy)
 }
 
 /// [`endpoints_patch`] on the Endpoints' subsets, in order.
@@ -164,9 +113,9 @@ pub fn subsets_patch<'a>(
     subsets: impl IntoIterator<Item = Subset<'a>>,
     nodes: &BTreeMap<String, NodeFacts>,
     now: Timestamp,
-    default: ProtectionLimit,
+    policy: ProtectionPolicy,
 ) -> Option<Patch> {
-    let judged = Judged { nodes, now, default };
+    let judged = Judged { nodes, now, policy };
     let mut ops = Vec::new();
     for (i, subset) in subsets.into_iter().enumerate() {
         let Some(not_ready) = subset.not_ready_addresses else { continue };
@@ -203,20 +152,20 @@ pub struct SliceEndpoint<'a> {
 }
 
 /// For EndpointSlices: marks the not-ready endpoints of nodes protected at `now` (under
-/// the cluster-wide `default` limit) ready and serving again, unless they are terminating
+/// the cluster-wide `policy`) ready and serving again, unless they are terminating
 /// (a pod going away must not get traffic back). `nodes` as for [`endpoints_patch`].
 pub fn endpoint_slice_patch(
     slice: &Value,
     nodes: &BTreeMap<String, NodeFacts>,
     now: Timestamp,
-    default: ProtectionLimit,
+    policy: ProtectionPolicy,
 ) -> Option<Patch> {
     let endpoints = slice["endpoints"].as_array()?.iter().map(|endpoint| SliceEndpoint {
         node_name: endpoint["nodeName"].as_str(),
         ready: endpoint["conditions"]["ready"].as_bool(),
         terminating: endpoint["conditions"]["terminating"].as_bool(),
     });
-    slice_endpoints_patch(endpoints, nodes, now, default)
+    slice_endpoints_patch(endpoints, nodes, now, policy)
 }
 
 /// [`endpoint_slice_patch`] on the slice's endpoints, in order.
@@ -224,9 +173,9 @@ pub fn slice_endpoints_patch<'a>(
     endpoints: impl IntoIterator<Item = SliceEndpoint<'a>>,
     nodes: &BTreeMap<String, NodeFacts>,
     now: Timestamp,
-    default: ProtectionLimit,
+    policy: ProtectionPolicy,
 ) -> Option<Patch> {
-    let judged = Judged { nodes, now, default };
+    let judged = Judged { nodes, now, policy };
     let mut ops = Vec::new();
     for (i, endpoint) in endpoints.into_iter().enumerate() {
         if endpoint.ready != Some(false) || endpoint.terminating == Some(true) || !judged.protects(endpoint.node_name) {
@@ -245,6 +194,7 @@ pub fn slice_endpoints_patch<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protection::{LimitAnnotation, ProtectionLimit};
     use proptest::prelude::*;
     use serde_json::json;
     use std::time::Duration;
@@ -315,12 +265,19 @@ mod tests {
             ("nothing to remove", node(Some("Unknown"), None, json!([other.clone()])), None),
         ];
         for (name, object, want) in cases {
-            let got = node_patch(&object, true, now(), ProtectionLimit::Unlimited)
+            let got = node_patch(&object, true, now(), ProtectionPolicy::default())
                 .map(|p| apply(object.clone(), &p)["spec"]["taints"].clone());
             assert_eq!(got, want, "{name}");
-            let unwatched = node_patch(&object, false, now(), ProtectionLimit::Unlimited);
+            let unwatched = node_patch(&object, false, now(), ProtectionPolicy::default());
             assert_eq!(unwatched, None, "{name}: a node nobody watches keeps its taints");
         }
+        // `--always-reachable`: the vote is not counted
+        let always_reachable = ProtectionPolicy { always_reachable: true, ..ProtectionPolicy::default() };
+        let voted = node(Some("Unknown"), Some("yes"), taints.clone());
+        let got = node_patch(&voted, true, now(), always_reachable)
+            .map(|p| apply(voted.clone(), &p)["spec"]["taints"].clone());
+        assert_eq!(got, Some(json!([taints[1], taints[2]])), "voted unhealthy, always reachable");
+        assert_eq!(node_patch(&voted, false, now(), always_reachable), None, "not watched, always reachable");
     }
 
     /// Bounded autonomy on the node path: the default, the annotation overriding it both
@@ -388,8 +345,8 @@ mod tests {
             ),
         ];
         for (name, object, default, stripped) in cases {
-            let got =
-                node_patch(&object, true, now(), default).map(|p| apply(object.clone(), &p)["spec"]["taints"].clone());
+            let got = node_patch(&object, true, now(), ProtectionPolicy::with_default_limit(default))
+                .map(|p| apply(object.clone(), &p)["spec"]["taints"].clone());
             let want = stripped.then(|| json!([unreachable_ns.clone()]));
             assert_eq!(got, want, "{name}");
         }
@@ -463,7 +420,7 @@ mod tests {
             {"notReadyAddresses": [{"ip": "10.244.1.1", "nodeName": "alive"}], "ports": [{"port": 81}]},
             {"addresses": [{"ip": "10.244.2.1", "nodeName": "alive"}]}
         ]});
-        let patch = endpoints_patch(&endpoints, &states(), now(), ProtectionLimit::Unlimited).unwrap();
+        let patch = endpoints_patch(&endpoints, &states(), now(), ProtectionPolicy::default()).unwrap();
         let patched = apply(endpoints.clone(), &patch);
         assert_eq!(
             patched,
@@ -485,8 +442,8 @@ mod tests {
             ]})
         );
         let nothing = json!({"subsets": [{"notReadyAddresses": [{"ip": "10.244.0.3", "nodeName": "dead"}]}]});
-        assert_eq!(endpoints_patch(&nothing, &states(), now(), ProtectionLimit::Unlimited), None);
-        assert_eq!(endpoints_patch(&json!({"metadata": {}}), &states(), now(), ProtectionLimit::Unlimited), None);
+        assert_eq!(endpoints_patch(&nothing, &states(), now(), ProtectionPolicy::default()), None);
+        assert_eq!(endpoints_patch(&json!({"metadata": {}}), &states(), now(), ProtectionPolicy::default()), None);
     }
 
     #[test]
@@ -502,7 +459,7 @@ mod tests {
             {"addresses": ["10.244.0.8"], "nodeName": "bounded", "conditions": {"ready": false}},
             {"addresses": ["10.244.0.9"], "nodeName": "unwatched", "conditions": {"ready": false}}
         ]});
-        let patch = endpoint_slice_patch(&slice, &states(), now(), ProtectionLimit::Unlimited).unwrap();
+        let patch = endpoint_slice_patch(&slice, &states(), now(), ProtectionPolicy::default()).unwrap();
         let patched = apply(slice.clone(), &patch);
         let conditions: Vec<Value> =
             patched["endpoints"].as_array().unwrap().iter().map(|e| e["conditions"].clone()).collect();
@@ -521,7 +478,10 @@ mod tests {
             ]
         );
         assert_eq!(patched["endpoints"][0]["zone"], "z", "other fields untouched");
-        assert_eq!(endpoint_slice_patch(&json!({"endpoints": []}), &states(), now(), ProtectionLimit::Unlimited), None);
+        assert_eq!(
+            endpoint_slice_patch(&json!({"endpoints": []}), &states(), now(), ProtectionPolicy::default()),
+            None
+        );
     }
 
     /// The endpoint hooks judge with the `now` and default they are given: a 20 m default
@@ -543,9 +503,14 @@ mod tests {
             (now(), ProtectionLimit::Unlimited, vec!["alive", "bounded"]),
             (early, minutes(20), vec!["alive", "bounded", "expired"]),
         ];
-        assert_eq!(endpoints_patch(&endpoints, &states(), now(), minutes(20)), None, "a 20m default ends them all");
+        assert_eq!(
+            endpoints_patch(&endpoints, &states(), now(), ProtectionPolicy::with_default_limit(minutes(20))),
+            None,
+            "a 20m default ends them all"
+        );
         for (at, default, want) in cases {
-            let patched = endpoints_patch(&endpoints, &states(), at, default).map(|p| apply(endpoints.clone(), &p));
+            let patched = endpoints_patch(&endpoints, &states(), at, ProtectionPolicy::with_default_limit(default))
+                .map(|p| apply(endpoints.clone(), &p));
             let ready: Vec<&str> = patched.as_ref().unwrap()["subsets"][0]["addresses"]
                 .as_array()
                 .unwrap()
@@ -553,7 +518,10 @@ mod tests {
                 .map(|a| a["nodeName"].as_str().unwrap())
                 .collect();
             assert_eq!(ready, want, "endpoints at {at} under {default:?}");
-            let patched = apply(slice.clone(), &endpoint_slice_patch(&slice, &states(), at, default).unwrap());
+            let patched = apply(
+                slice.clone(),
+                &endpoint_slice_patch(&slice, &states(), at, ProtectionPolicy::with_default_limit(default)).unwrap(),
+            );
             let ready: Vec<&str> = patched["endpoints"]
                 .as_array()
                 .unwrap()
@@ -590,13 +558,13 @@ mod tests {
             let endpoints = json!({"subsets": subsets});
             let states = states();
             let at = SINCE.parse::<Timestamp>().unwrap() + jiff::SignedDuration::from_mins(minutes_in);
-            let patched = match endpoints_patch(&endpoints, &states, at, default) {
+            let patched = match endpoints_patch(&endpoints, &states, at, ProtectionPolicy::with_default_limit(default)) {
                 Some(patch) => apply(endpoints.clone(), &patch),
                 None => endpoints.clone(),
             };
             let protected = |a: &Value| {
                 let facts = a["nodeName"].as_str().and_then(|n| states.get(n));
-                facts.is_some_and(|f| protection::judge(f, at, default).protected())
+                facts.is_some_and(|f| protection::judge(f, at, ProtectionPolicy::with_default_limit(default)).protected())
             };
             let list = |v: &Value, field: &str| v[field].as_array().cloned().unwrap_or_default();
             for (before, after) in endpoints["subsets"].as_array().unwrap().iter().zip(patched["subsets"].as_array().unwrap()) {

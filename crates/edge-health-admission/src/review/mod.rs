@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 
 use base64::Engine;
 use edgegrid_core::admission;
-use edgegrid_core::protection::{NodeFacts, ProtectionLimit, Timestamp};
+use edgegrid_core::protection::{NodeFacts, ProtectionPolicy, Timestamp};
 use json_patch::Patch;
 use serde_json::{Value, json};
 
@@ -197,28 +197,16 @@ pub trait NodeVerdicts {
     /// the rule protect it.
     fn watched(&self, node: &str) -> bool;
     /// Calls `judge` with the facts of every known node that has some (a Ready
-    /// condition), by name; with `votes_ignored`, as if no unit had voted any node
-    /// unhealthy (`--always-reachable`).
-    fn judge<R>(&self, votes_ignored: bool, judge: impl FnOnce(&BTreeMap<String, NodeFacts>) -> R) -> R;
+    /// condition), by name.
+    fn judge<R>(&self, judge: impl FnOnce(&BTreeMap<String, NodeFacts>) -> R) -> R;
 }
 
-/// How nodes are judged (`edgegrid_core::protection`).
+/// How nodes are judged (`edgegrid_core::protection`): when, and under the cluster-wide
+/// settings (`--max-unreachable-protection`, `--always-reachable`).
 #[derive(Clone, Copy, Debug)]
 pub struct Policy {
     pub now: Timestamp,
-    /// The cluster-wide `--max-unreachable-protection`.
-    pub default: ProtectionLimit,
-    /// SuperEdge's `--always-reachable`: protect an Unknown node even when its unit voted
-    /// it unhealthy.
-    pub always_reachable: bool,
-}
-
-impl Policy {
-    fn adjust(&self, facts: &mut NodeFacts) {
-        if self.always_reachable {
-            facts.voted_unhealthy = false;
-        }
-    }
+    pub protection: ProtectionPolicy,
 }
 
 /// Decides one review for `hook` under `policy`.
@@ -241,7 +229,7 @@ pub fn decide(hook: Hook, review: &Review<'_>, nodes: &impl NodeVerdicts, policy
 
 /// The hook's rule (`edgegrid_core::admission`) on its view of the object.
 fn rule(view: &ObjectView<'_>, nodes: &impl NodeVerdicts, policy: &Policy) -> Decision {
-    let (now, default) = (policy.now, policy.default);
+    let (now, protection) = (policy.now, policy.protection);
     // the endpoint hooks judge the nodes their objects name: no verdict before the cache
     // has listed them
     if !matches!(view, ObjectView::Node(_)) && !nodes.synced() {
@@ -249,18 +237,16 @@ fn rule(view: &ObjectView<'_>, nodes: &impl NodeVerdicts, policy: &Policy) -> De
     }
     let patch = match view {
         // the node in the request is the verdict's subject: its own state decides
-        ObjectView::Node(node) => {
-            node.reading().facts(node.name().is_some_and(|n| nodes.watched(n))).and_then(|mut facts| {
-                policy.adjust(&mut facts);
-                admission::taints_patch(node.taints()?, &facts, now, default)
-            })
+        ObjectView::Node(node) => node
+            .reading()
+            .facts(node.name().is_some_and(|n| nodes.watched(n)))
+            .and_then(|facts| admission::taints_patch(node.taints()?, &facts, now, protection)),
+        ObjectView::Endpoints(endpoints) => {
+            nodes.judge(|states| admission::subsets_patch(endpoints.subsets()?, states, now, protection))
         }
-        ObjectView::Endpoints(endpoints) => nodes.judge(policy.always_reachable, |states| {
-            admission::subsets_patch(endpoints.subsets()?, states, now, default)
-        }),
-        ObjectView::Slice(slice) => nodes.judge(policy.always_reachable, |states| {
-            admission::slice_endpoints_patch(slice.endpoints()?, states, now, default)
-        }),
+        ObjectView::Slice(slice) => {
+            nodes.judge(|states| admission::slice_endpoints_patch(slice.endpoints()?, states, now, protection))
+        }
     };
     patch.map_or(Decision::Unchanged, Decision::Patch)
 }
@@ -280,6 +266,7 @@ pub fn response(review: &Review<'_>, decision: &Decision) -> Value {
 mod tests {
     use super::*;
     use crate::nodes::NodeCache;
+    use edgegrid_core::protection::ProtectionLimit;
     use k8s_openapi::api::core::v1::Node;
     use kube::runtime::watcher::Event;
     use proptest::prelude::*;
@@ -314,7 +301,7 @@ mod tests {
     fn policy(minutes_after_ten: i64, default: ProtectionLimit, always_reachable: bool) -> Policy {
         let (hours, minutes) = (10 + minutes_after_ten / 60, minutes_after_ten % 60);
         let now = format!("2026-11-22T{hours:02}:{minutes:02}:00Z").parse().expect("a time");
-        Policy { now, default, always_reachable }
+        Policy { now, protection: ProtectionPolicy { default_limit: default, always_reachable } }
     }
 
     fn review_body(hook: Hook, object: &Value) -> String {

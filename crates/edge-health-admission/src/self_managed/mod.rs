@@ -275,9 +275,10 @@ enum SyncError {
     Tls(#[from] controller_support::tls::TlsError),
 }
 
-/// What this replica serves.
+/// The certificate this replica serves: the Secret version it came from, what caBundle
+/// must trust for it, and when to renew it.
 #[derive(Clone, Debug)]
-struct Served {
+struct ServedCertificate {
     resource_version: Option<String>,
     serving_cert_pem: String,
     /// The CAs caBundle must hold for the Secret served, PEM, one after the other.
@@ -317,7 +318,7 @@ impl Manager {
 
     /// Runs until dropped.
     pub async fn run(self) {
-        let mut served: Option<Served> = None;
+        let mut served: Option<ServedCertificate> = None;
         let mut failures = 0u32;
         let mut configuration_missing = false;
         loop {
@@ -346,7 +347,11 @@ impl Manager {
 
     /// Reads the Secret and does what [`decide`] says, until a certificate of the Secret
     /// is served.
-    async fn sync(&self, served: &mut Option<Served>, published: Option<&Published>) -> Result<(), SyncError> {
+    async fn sync(
+        &self,
+        served: &mut Option<ServedCertificate>,
+        published: Option<&Published>,
+    ) -> Result<(), SyncError> {
         let name = &self.options.secret.name;
         let (names, validity, ca_validity) = (&self.options.names, self.options.validity, self.options.ca_validity);
         for _ in 0..MAX_CONFLICTS {
@@ -441,7 +446,12 @@ impl Manager {
     }
 
     /// Serves `secret`'s serving certificate, unless it already does.
-    fn serve(&self, secret: &Secret, renew_at: SystemTime, served: &mut Option<Served>) -> Result<(), SyncError> {
+    fn serve(
+        &self,
+        secret: &Secret,
+        renew_at: SystemTime,
+        served: &mut Option<ServedCertificate>,
+    ) -> Result<(), SyncError> {
         let bundle = pki::bundle(secret)?;
         let unchanged = served.as_ref().is_some_and(|s| s.serving_cert_pem == bundle.serving.cert_pem);
         if !unchanged {
@@ -464,7 +474,7 @@ impl Manager {
         let facts = pki::inspect(Some(secret));
         let trusted: String =
             decide::trusted(&facts, SystemTime::now()).into_iter().map(|ca| ca.pem.as_str()).collect();
-        *served = Some(Served {
+        *served = Some(ServedCertificate {
             resource_version: secret.metadata.resource_version.clone(),
             serving_cert_pem: bundle.serving.cert_pem,
             trusted_pem: trusted,

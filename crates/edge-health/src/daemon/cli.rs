@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use controller_support::{BindAddress, RuntimeFlags, parse_duration};
-use node_lifecycle::prober::TlsVerification;
+use edgegrid_prober::TlsVerification;
 
 use crate::config::{CheckConfig, CheckKind, CheckSpec, ConfigError, KUBELET_HEALTHZ_PATH, ProtocolConfig};
 use crate::membership::UnitSource;

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use edgegrid_prober::{Outcome, run_probe};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use http::{Method, Request, StatusCode, header};
@@ -19,7 +20,6 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use node_lifecycle::prober::{Outcome, run_probe};
 
 use super::metrics::ProbeLabels;
 use super::state::{AfterDirect, Daemon, OutgoingRequest, RelayFrame, wall_clock};

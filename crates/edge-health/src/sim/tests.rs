@@ -193,8 +193,8 @@ fn seed_found_by_ci_accusing_a_live_member() {
 
 /// With nobody dead and 30% loss, a ballot wrongly says unhealthy only when the direct
 /// probe and every helper's round trips fail: about 0.5% of ballots with the reference
-/// retries, 2.5% when an indirect round trip was tried once (which let a majority of a
-/// window's few ballots go wrong, as in the case above).
+/// retries, 2.5% if an indirect round trip were tried only once (enough for a majority of
+/// a window's few ballots to go wrong, as in the case above).
 #[test]
 fn under_30_percent_loss_fewer_than_one_ballot_in_a_hundred_wrongly_says_unhealthy() {
     let (mut wrong, mut cast) = (0, 0);

@@ -7,6 +7,7 @@
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
 pub mod network;
+pub mod network_check;
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};

@@ -21,23 +21,18 @@ const RULE_COMMENT: &str = "edge-health-test";
 /// hosts reach the gateway through INPUT; a CI machine's DROP policy must not break us.
 const ROOT_CHAINS: [(&str, bool); 2] = [("FORWARD", true), ("INPUT", false)];
 
-/// Why network namespaces cannot be used here, if they cannot: not root, no `ip` or
-/// `iptables`, or a namespace (with a `statistic` rule in it) cannot be made. Found out
-/// once per process (tests running side by side would race on the probe's name).
+/// Why network namespaces cannot be used here, if they cannot: what
+/// [`network_check::missing`](super::network_check::missing) finds missing, or a namespace
+/// (with a `statistic` rule in it) cannot be made. Found out once per process (tests
+/// running side by side would race on the probe's name).
 pub fn unavailable() -> Option<String> {
     static REASON: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
     REASON.get_or_init(find_unavailable).clone()
 }
 
 fn find_unavailable() -> Option<String> {
-    match std::fs::read_to_string("/proc/self/status") {
-        Ok(status) if status.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0")) => {}
-        _ => return Some("not root (network namespaces, veth pairs and iptables need it)".into()),
-    }
-    for (tool, package) in [("ip", "iproute2"), ("iptables", "iptables")] {
-        if !Command::new(tool).arg("-V").output().is_ok_and(|o| o.status.success()) {
-            return Some(format!("`{tool}` not found (Debian package {package}; .ci/install-tools installs it)"));
-        }
+    if let Some(missing) = super::network_check::missing() {
+        return Some(missing);
     }
     let probe = format!("eh{}probe", std::process::id());
     let _ = run(&["ip", "netns", "del", &probe]);

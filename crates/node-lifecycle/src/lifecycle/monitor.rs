@@ -32,7 +32,7 @@ use super::queue::RateLimitedTimedQueue;
 use super::tolerations::Taint;
 use super::zones::{ZoneKey, ZoneState, zone_rate, zone_state};
 use edgegrid_core::keys;
-use edgegrid_core::protection::{self, LimitAnnotation, NodeFacts, Timestamp, Verdict};
+use edgegrid_core::protection::{self, LimitAnnotation, NodeFacts, Protection, ProtectionPolicy, Timestamp};
 
 /// A node as the controller reads it from the API.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -221,9 +221,9 @@ impl MonitorCore {
         self.health.status(node, now, self.config.grace_period, self.config.startup_grace_period)
     }
 
-    /// The edge rule's verdict on the node (`edgegrid_core::protection`): protected while
+    /// The edge rule's answer for the node (`edgegrid_core::protection`): protected while
     /// judged Unknown, not voted unhealthy, and within its protection limit at `wall_now`.
-    pub fn protection(&self, node: &NodeSnapshot, now: Instant, wall_now: Timestamp) -> Verdict {
+    pub fn protection(&self, node: &NodeSnapshot, now: Instant, wall_now: Timestamp) -> Protection {
         self.judge(node, self.status(&node.name, now), wall_now)
     }
 
@@ -238,7 +238,7 @@ impl MonitorCore {
     /// controller counts on from there; while this controller has judged the node Unknown
     /// but the condition does not say so yet (its `MarkUnknown` is this pass's), it
     /// starts now.
-    fn judge(&self, node: &NodeSnapshot, status: ReadyStatus, wall_now: Timestamp) -> Verdict {
+    fn judge(&self, node: &NodeSnapshot, status: ReadyStatus, wall_now: Timestamp) -> Protection {
         let written_unknown = node.report.ready == Some(ReadyStatus::Unknown);
         let facts = NodeFacts {
             ready_unknown: status == ReadyStatus::Unknown,
@@ -247,7 +247,11 @@ impl MonitorCore {
             voted_unhealthy: node.voted_unhealthy,
             limit: node.protection_limit.clone(),
         };
-        protection::judge(&facts, wall_now, self.config.max_unreachable_protection)
+        protection::judge(
+            &facts,
+            wall_now,
+            ProtectionPolicy::with_default_limit(self.config.max_unreachable_protection),
+        )
     }
 
     /// One monitor pass over every node (nodes absent from `nodes` are forgotten).

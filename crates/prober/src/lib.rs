@@ -1,4 +1,5 @@
 //! Kubelet-style probing: probe kinds, the worker state machine, workers and a manager.
+//! edge-health probes its unit's peers with it; it knows nothing of nodes, units or votes.
 
 mod manager;
 mod probes;

@@ -7,8 +7,8 @@ use std::time::Duration;
 use tokio::sync::{Semaphore, watch};
 use tokio::time::{Instant, MissedTickBehavior};
 
-use super::probes::{ProbeTarget, Prober};
-use super::state::{Outcome, ProbeRole, ProbeState, ProberErrorSeen, Thresholds};
+use crate::probes::{ProbeTarget, Prober};
+use crate::state::{Outcome, ProbeRole, ProbeState, ProberErrorSeen, Thresholds};
 
 /// kubelet retries a probe this many times within one tick while the prober errors.
 pub const MAX_PROBE_ATTEMPTS: usize = 3;

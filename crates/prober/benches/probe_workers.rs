@@ -2,15 +2,15 @@
 //! CPU per 1k probes/s and scheduling jitter (p50/p99 of |interval - period|). Prints a
 //! table; not a pass/fail test.
 //!
-//! `cargo bench -p node-lifecycle --bench probe_workers` (`WORKERS`, `PERIOD_SECS`,
+//! `cargo bench -p edgegrid-prober --bench probe_workers` (`WORKERS`, `PERIOD_SECS`,
 //! `RUN_SECS` override the defaults 10000, 5, 20).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use edgegrid_prober::*;
 use futures::future::BoxFuture;
-use node_lifecycle::prober::*;
 use tokio::time::Instant;
 
 /// Forwards to the network prober, recording when each target was probed.

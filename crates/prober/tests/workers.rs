@@ -5,8 +5,8 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use edgegrid_prober::*;
 use futures::future::BoxFuture;
-use node_lifecycle::prober::*;
 use tokio::time::Instant;
 
 /// Answers from a script (then Success), recording when it was asked.

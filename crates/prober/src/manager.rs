@@ -9,9 +9,9 @@ use std::time::Duration;
 use tokio::sync::{Semaphore, broadcast, watch};
 use tokio::task::JoinHandle;
 
-use super::probes::Prober;
-use super::state::Outcome;
-use super::worker::{Worker, WorkerSpec};
+use crate::probes::Prober;
+use crate::state::Outcome;
+use crate::worker::{Worker, WorkerSpec};
 
 /// A published result changed.
 #[derive(Clone, Debug, PartialEq, Eq)]

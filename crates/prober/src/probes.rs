@@ -15,7 +15,7 @@ use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
-use super::state::Outcome;
+use crate::state::Outcome;
 
 /// kubelet reads at most this much of an HTTP probe's body.
 pub const MAX_BODY_BYTES: usize = 10 * 1024;

@@ -9,7 +9,7 @@ use axum::Router;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Redirect;
 use axum::routing::get;
-use node_lifecycle::prober::*;
+use edgegrid_prober::*;
 
 const TIMEOUT: Duration = Duration::from_secs(2);
 
