@@ -4,7 +4,6 @@
 //! its own routes on the `--bind-address` listener ([`with_routes`]); the admin paths
 //! stay the admin server's.
 
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -143,46 +142,6 @@ async fn bind_one(address: BindAddress) -> Result<TcpListener, crate::Error> {
     }
     let source = last_error.unwrap_or_else(|| std::io::Error::other("no address to bind"));
     Err(crate::Error::Bind { address, source })
-}
-
-/// Serves each listener its router until `stop` resolves.
-pub fn serve(
-    listeners: Vec<(TcpListener, Router)>,
-    stop: tokio::sync::watch::Receiver<bool>,
-) -> Vec<(SocketAddr, tokio::task::JoinHandle<()>)> {
-    listeners.into_iter().map(|(listener, app)| serve_on(listener, app, stop.clone())).collect()
-}
-
-/// Serves `app` on `listener` (plain TCP, or HTTPS through a
-/// [`TlsListener`](crate::tls::TlsListener)) until `stop` turns true; then stops
-/// accepting and lets the open connections finish their requests (the caller bounds how
-/// long it waits for that).
-/// Sends small writes at once (as Go servers do): a watch event is one small write, and
-/// Nagle's algorithm would hold it back until the previous one is acknowledged.
-pub fn no_delay(connection: &mut tokio::net::TcpStream) {
-    if let Err(error) = connection.set_nodelay(true) {
-        tracing::debug!(%error, "TCP_NODELAY not set");
-    }
-}
-
-pub fn serve_on<L>(
-    listener: L,
-    app: Router,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) -> (SocketAddr, tokio::task::JoinHandle<()>)
-where
-    L: axum::serve::Listener<Addr = SocketAddr>,
-{
-    let address = listener.local_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
-    let server = tokio::spawn(async move {
-        let served = axum::serve(listener, app).with_graceful_shutdown(async move {
-            let _ = stop.wait_for(|stop| *stop).await;
-        });
-        if let Err(error) = served.await {
-            tracing::error!(%error, %address, "admin server failed");
-        }
-    });
-    (address, server)
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@ pub mod flags;
 pub mod leader;
 pub mod logging;
 pub mod runtime;
+pub mod server;
 pub mod testing;
 pub mod tls;
 pub mod unit_config;
@@ -32,6 +33,7 @@ pub use flags::{BindAddress, parse_duration};
 pub use leader::LeaderFlags;
 pub use logging::LogFormat;
 pub use runtime::{Runtime, RuntimeFlags, ShutdownSignal};
+pub use server::{ServerFlags, ServerLimits};
 pub use tls::{CertResolver, TlsConfig, TlsFlags};
 
 #[derive(Debug, thiserror::Error)]

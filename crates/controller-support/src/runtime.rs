@@ -29,6 +29,7 @@ use crate::admin::{self, Admin, Readiness};
 use crate::flags::{BindAddress, parse_duration};
 use crate::leader::{self, LeaderFlags};
 use crate::logging::{self, LogFormat};
+use crate::server::{self, ServerFlags, ServerLimits, ServerMetrics};
 use crate::tls::{CertResolver, TlsConfig, TlsListener, TlsMetrics};
 
 /// How long giving the leader Lease up may take once the work has stopped (the election
@@ -67,6 +68,9 @@ pub struct RuntimeFlags<const HEALTH_PORT: u16, const METRICS_PORT: u16, const L
     /// anyway.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub shutdown_grace_period: Duration,
+    /// Limits of every listener (timeouts, connections, requests in flight).
+    #[command(flatten)]
+    pub server: ServerFlags,
 }
 
 /// `port` on every interface, or on 127.0.0.1 only when `loopback`.
@@ -168,9 +172,18 @@ pub struct Builder {
     routes: Option<Router>,
     metrics_routes: Option<Router>,
     tls: Option<TlsConfig>,
+    server_limits: ServerLimits,
 }
 
 impl Builder {
+    /// The largest request body the binary's routes accept (413 above; default
+    /// [`server::DEFAULT_MAX_REQUEST_BODY_BYTES`]). With `--max-requests-inflight` it bounds
+    /// the memory request bodies take.
+    pub fn max_request_body_bytes(mut self, bytes: usize) -> Self {
+        self.server_limits.max_request_body_bytes = bytes;
+        self
+    }
+
     /// Serve this registry on `/metrics` (the leader gauge joins it, under its prefix).
     /// Without one, the runtime keeps its own, prefixed with the binary's name.
     pub fn metrics(mut self, registry: Arc<Mutex<Registry>>) -> Self {
@@ -254,9 +267,15 @@ impl Builder {
         let mut tls = self.tls;
         let tls_resolver = tls.as_ref().map(TlsConfig::resolver);
         let tls_metrics = TlsMetrics::default();
-        if tls.is_some() {
-            tls_metrics.register(&mut registry.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
+        let server_metrics = ServerMetrics::default();
+        {
+            let mut registry = registry.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            server_metrics.register(&mut registry);
+            if tls.is_some() {
+                tls_metrics.register(&mut registry);
+            }
         }
+        let limits = self.server_limits;
         let (admin_stop, admin_stopped) = watch::channel(false);
         let mut admin = Vec::new();
         for (address, listener) in listeners {
@@ -267,12 +286,14 @@ impl Builder {
                     None => admin::router(state.clone()),
                 },
             };
+            let (limits, metrics, stop) = (limits.clone(), server_metrics.clone(), admin_stopped.clone());
             admin.push(match tls.take_if(|_| address == bind_address) {
                 Some(config) => {
-                    let listener = TlsListener::new(listener, config, tls_metrics.clone())?;
-                    admin::serve_on(listener, app, admin_stopped.clone())
+                    let handshake_timeout = limits.flags.read_header_timeout;
+                    let listener = TlsListener::new(listener, config, handshake_timeout, tls_metrics.clone())?;
+                    server::serve(listener, app, limits, metrics, stop)
                 }
-                None => admin::serve_on(listener.tap_io(admin::no_delay), app, admin_stopped.clone()),
+                None => server::serve(listener.tap_io(server::no_delay), app, limits, metrics, stop),
             });
         }
 
@@ -408,6 +429,7 @@ impl Runtime {
             routes: None,
             metrics_routes: None,
             tls: None,
+            server_limits: ServerLimits { flags: flags.server.clone(), ..ServerLimits::default() },
         }
     }
 
@@ -710,6 +732,7 @@ mod tests {
             log_format: LogFormat::Text,
             node_name: Some("node-1".into()),
             shutdown_grace_period: Duration::from_secs(1),
+            server: ServerFlags::default(),
         }
     }
 

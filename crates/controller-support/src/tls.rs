@@ -45,11 +45,8 @@ use tokio_rustls::server::TlsStream;
 pub const DEFAULT_RELOAD_INTERVAL: Duration = Duration::from_secs(1);
 /// TLS 1.3 and 1.2; never anything older (rustls has nothing older).
 pub const PROTOCOL_VERSIONS: &[&SupportedProtocolVersion] = &[&rustls::version::TLS13, &rustls::version::TLS12];
-/// The ALPN protocols offered. HTTP/1.1 only: whether the server stack speaks HTTP/2 is
-/// decided by axum's features elsewhere in the build, so h2 is not promised.
+/// The ALPN protocols offered: HTTP/1.1, the only protocol the runtime's server speaks.
 pub const ALPN_PROTOCOLS: &[&[u8]] = &[b"http/1.1"];
-/// A client that has not finished its handshake by then is dropped.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Handshakes in progress at once; connections beyond are closed at once.
 const MAX_PENDING_HANDSHAKES: usize = 1024;
 
@@ -593,8 +590,14 @@ pub struct TlsListener {
 }
 
 impl TlsListener {
-    /// Starts accepting on `listener` with `config` (within a tokio runtime).
-    pub fn new(listener: TcpListener, config: TlsConfig, metrics: TlsMetrics) -> Result<Self, TlsError> {
+    /// Starts accepting on `listener` with `config` (within a tokio runtime); a client that
+    /// has not finished its handshake within `handshake_timeout` is dropped.
+    pub fn new(
+        listener: TcpListener,
+        config: TlsConfig,
+        handshake_timeout: Duration,
+        metrics: TlsMetrics,
+    ) -> Result<Self, TlsError> {
         let (configs, current) = watch::channel(config.server_config()?);
         let local_addr = listener.local_addr().ok();
         let resolver = config.resolver.clone();
@@ -608,7 +611,10 @@ impl TlsListener {
             metrics: metrics.clone(),
         };
         let (ready, incoming) = mpsc::channel(64);
-        let tasks = vec![tokio::spawn(reloader.run()), tokio::spawn(accept(listener, current, ready, metrics))];
+        let tasks = vec![
+            tokio::spawn(reloader.run()),
+            tokio::spawn(accept(listener, current, handshake_timeout, ready, metrics)),
+        ];
         Ok(Self { incoming, local_addr, resolver, _tasks: Tasks(tasks) })
     }
 
@@ -646,6 +652,7 @@ impl axum::serve::Listener for TlsListener {
 async fn accept(
     listener: TcpListener,
     configs: watch::Receiver<Arc<ServerConfig>>,
+    handshake_timeout: Duration,
     ready: mpsc::Sender<(TlsStream<TcpStream>, SocketAddr)>,
     metrics: TlsMetrics,
 ) {
@@ -655,7 +662,7 @@ async fn accept(
             accepted = listener.accept() => match accepted {
                 Ok((connection, peer)) if handshakes.len() < MAX_PENDING_HANDSHAKES => {
                     let acceptor = TlsAcceptor::from(configs.borrow().clone());
-                    handshakes.spawn(handshake(acceptor, connection, peer, ready.clone(), metrics.clone()));
+                    handshakes.spawn(handshake(acceptor, connection, peer, handshake_timeout, ready.clone(), metrics.clone()));
                 }
                 Ok((_, peer)) => {
                     metrics.handshake_errors.inc();
@@ -673,12 +680,13 @@ async fn handshake(
     acceptor: TlsAcceptor,
     connection: TcpStream,
     peer: SocketAddr,
+    timeout: Duration,
     ready: mpsc::Sender<(TlsStream<TcpStream>, SocketAddr)>,
     metrics: TlsMetrics,
 ) {
     let mut connection = connection;
-    crate::admin::no_delay(&mut connection);
-    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(connection)).await {
+    crate::server::no_delay(&mut connection);
+    match tokio::time::timeout(timeout, acceptor.accept(connection)).await {
         Ok(Ok(stream)) => {
             // the server stopped accepting in the meantime: the connection closes
             let _ = ready.send((stream, peer)).await;
@@ -689,7 +697,7 @@ async fn handshake(
         }
         Err(_) => {
             metrics.handshake_errors.inc();
-            tracing::debug!(%peer, timeout = ?HANDSHAKE_TIMEOUT, "TLS handshake timed out");
+            tracing::debug!(%peer, ?timeout, "TLS handshake timed out");
         }
     }
 }

@@ -50,6 +50,7 @@ async fn serve(tls: TlsConfig) -> Served {
         log_format: LogFormat::Text,
         node_name: Some("node-1".into()),
         shutdown_grace_period: Duration::from_secs(1),
+        server: Default::default(),
     };
     let entered = Arc::new(Notify::new());
     let slow = {

@@ -19,7 +19,7 @@ use edge_health_admission::metrics::Metrics;
 use edge_health_admission::nodes::NodeCache;
 use edge_health_admission::review::NodeVerdicts;
 use edge_health_admission::self_managed::{Manager, SelfManagedFlags, pki};
-use edge_health_admission::server::{Webhook, router};
+use edge_health_admission::server::{MAX_BODY_BYTES, Webhook, router};
 use edge_health_admission::taint_remover::{self, RemoverConfig};
 use edgegrid_core::membership::UnitSource;
 use edgegrid_core::protection::ProtectionLimit;
@@ -92,6 +92,7 @@ async fn main() -> anyhow::Result<()> {
     let runtime = Runtime::builder("edge-health-admission", &flags.runtime)
         .metrics(metrics.registry())
         .routes(router(webhook))
+        .max_request_body_bytes(MAX_BODY_BYTES)
         .tls(Some(tls))
         .build()
         .await?;

@@ -19,7 +19,7 @@ use crate::nodes::NodeCache;
 use crate::review::{self, Decision, Hook, Policy};
 
 /// Largest review body accepted (an apiserver sends objects of at most ~3 MiB, twice
-/// with oldObject).
+/// with oldObject); the runtime's listener enforces it.
 pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
 
 pub struct Webhook {
@@ -44,7 +44,7 @@ pub fn router(webhook: Arc<Webhook>) -> Router {
         let webhook = webhook.clone();
         router = router.route(hook.path(), post(move |headers, body| answer(webhook.clone(), hook, headers, body)));
     }
-    router.layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+    router
 }
 
 fn bad_request(message: String) -> Response {

@@ -40,6 +40,7 @@ use self::metrics::{Metrics, ResultLabel};
 use self::round::Transport;
 use self::state::{Daemon, wall_clock};
 use crate::membership::UnitSource;
+use crate::message::MAX_FRAME_BYTES;
 use crate::relay;
 use crate::time::Period;
 
@@ -67,6 +68,9 @@ pub async fn run(flags: Flags) -> anyhow::Result<()> {
     let runtime = Runtime::builder("edge-health", &flags.runtime)
         .metrics(metrics.registry())
         .routes(server::router(daemon.clone()))
+        // larger frames than a peer may send reach the verifier, which refuses them as
+        // malformed (counted); beyond twice that the listener answers 413
+        .max_request_body_bytes(MAX_FRAME_BYTES * 2)
         .build()
         .await?;
     let bound = *runtime.admin_addresses().first().context("--bind-address is not served")?;

@@ -22,5 +22,6 @@ pub fn flags(kubeconfig: &KubeconfigFile, shutdown_grace_period: Duration) -> Ru
         log_format: LogFormat::Text,
         node_name: Some("node-1".into()),
         shutdown_grace_period,
+        server: Default::default(),
     }
 }

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -24,7 +24,7 @@ use tokio::sync::Semaphore;
 use super::metrics::ReasonLabel;
 use super::round::{EXCHANGE_PATH, check_peer, read_token};
 use super::state::{Daemon, Received, wall_clock};
-use crate::message::{MAX_FRAME_BYTES, Rejection};
+use crate::message::Rejection;
 
 #[derive(Clone)]
 struct Shared {
@@ -38,8 +38,6 @@ pub fn router(daemon: Arc<Daemon>) -> Router {
     Router::new()
         .route(EXCHANGE_PATH, post(exchange))
         .route(VERDICTS_PATH, get(verdicts))
-        // larger frames reach the verifier, which refuses them as malformed (counted)
-        .layer(DefaultBodyLimit::max(MAX_FRAME_BYTES * 2))
         .with_state(Shared { daemon, helping })
 }
 
