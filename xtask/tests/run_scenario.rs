@@ -1,7 +1,10 @@
 //! `cargo xtask run --scenario` end to end: the real xtask binary starts the local cluster
 //! with every component binary (built by `cargo test --workspace` next to it), plays the
-//! three acts and exits 0; its tables are exactly these. A stale `KUBECONFIG` of an
-//! earlier run is left exported, as a user would leave it: the run must say it ignores it.
+//! three acts and exits 0; its tables are exactly these, and its output is its own lines
+//! in plain text (the components' errors are in their log files). A stale `KUBECONFIG` of
+//! an earlier run is left exported, as a user would leave it: the run must say it ignores
+//! it. A cluster left running shows through the API what kubectl would show: workload
+//! status, grid readiness, node versions and Events consistent with the demo's pods.
 //!
 //! `cargo test -p xtask` alone does not build the component binaries, and a build script
 //! cannot tell whether they will be there (in a `cargo test --workspace` it runs before
@@ -76,6 +79,11 @@ edge-b-2   unit-b   True      -              -                                  
 => as expected
 ";
 
+/// The lines of `text` logged at ERROR level (`<time> ERROR <target>: ...`).
+fn error_lines(text: &str) -> Vec<&str> {
+    text.lines().filter(|line| line.split_whitespace().nth(1) == Some("ERROR")).collect()
+}
+
 /// The part of `output` from `header` to the next act (or the end).
 fn act<'a>(output: &'a str, header: &str) -> &'a str {
     let start = output.find(header).unwrap_or_else(|| panic!("no {header:?} in:\n{output}"));
@@ -130,6 +138,22 @@ fn the_scenario_plays_the_three_acts_as_expected() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "exit {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}", output.status);
+    // its own lines only, plain text on a pipe: no colour codes, nobody's log lines...
+    for (stream, text) in [("stdout", &stdout), ("stderr", &stderr)] {
+        assert!(!text.contains("\x1b["), "an ANSI escape in its {stream}:\n{text}");
+        assert_eq!(error_lines(text), Vec::<&str>::new(), "log lines in its {stream}");
+    }
+    // ...which are in the log files of the directory its first line names
+    let first = stdout.lines().next().unwrap_or_default();
+    let logs = first.strip_prefix("logs: ").and_then(|l| l.split(" (").next()).map(PathBuf::from);
+    let logs = logs.unwrap_or_else(|| panic!("no log directory in its first line: {first:?}"));
+    let read = |file: &str| std::fs::read_to_string(logs.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+    // act 2 cuts unit-b's link: its daemons' calls to the API server fail
+    let daemon = read("edge-health-edge-b-0.log");
+    assert!(error_lines(&daemon).iter().any(|l| l.contains("kube_client")), "{daemon}");
+    // act 3 reads the dead node's grid wrapper: the in-process client cannot connect
+    let in_process = read("local-cluster.log");
+    assert!(error_lines(&in_process).iter().any(|l| l.contains("client error (Connect)")), "{in_process}");
     assert!(
         stderr.contains(&format!(
             "note: ignoring KUBECONFIG={} (written by an earlier `cargo xtask run`)",
@@ -158,6 +182,189 @@ fn the_scenario_plays_the_three_acts_as_expected() {
     assert!(rbac.starts_with("API calls checked against the chart's RBAC (xtask/src/rbac.rs): "), "{summary}");
     assert!(rbac.ends_with(callers), "{summary}");
     assert_eq!(&lines[3..], ["Every act went as expected.", "stopping..."], "{summary}");
+}
+
+/// The `(type, status, reason)` of each condition in `conditions` (a status's JSON).
+fn conditions(status: &serde_json::Value) -> Vec<(String, String, String)> {
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+    let list = status["conditions"].as_array().cloned().unwrap_or_default();
+    list.iter().map(|c| (text(&c["type"]), text(&c["status"]), text(&c["reason"]))).collect()
+}
+
+fn triples(expected: &[(&str, &str, &str)]) -> Vec<(String, String, String)> {
+    expected.iter().map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string())).collect()
+}
+
+/// What `kubectl get deploy,rs,sts,dg,ssg,nodes,events` reads from the running local
+/// cluster (as JSON, through the API): the workloads' status says their pods run ready,
+/// with the conditions the controllers write; the grids count their units ready; every
+/// node reports the control plane's kubelet version; and the Events of a quiet start are
+/// there, each from the component that would record it, about the object it concerns.
+async fn shows_what_a_real_cluster_would(kubeconfig: &Path) {
+    use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
+    use k8s_openapi::api::core::v1::{Event, Node};
+    use kube::api::{Api, DynamicObject, ListParams};
+    use kube::discovery::ApiResource;
+
+    let config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(kubeconfig).expect("the run's kubeconfig"),
+        &Default::default(),
+    )
+    .await
+    .expect("a client config");
+    let client = kube::Client::try_from(config).expect("a client");
+    let all = ListParams::default();
+
+    // the status is written by the stand-ins' next pass, the grids' by the grid controller's
+    // reconcile it triggers: give both a few seconds
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let grid = |plural: &str, kind: &str| ApiResource {
+        group: "superedge.io".into(),
+        version: "v1".into(),
+        api_version: "superedge.io/v1".into(),
+        kind: kind.into(),
+        plural: plural.into(),
+    };
+    loop {
+        let dg = Api::<DynamicObject>::namespaced_with(
+            client.clone(),
+            "default",
+            &grid("deploymentgrids", "DeploymentGrid"),
+        )
+        .get("echo")
+        .await
+        .expect("the DeploymentGrid");
+        let ssg = Api::<DynamicObject>::namespaced_with(
+            client.clone(),
+            "default",
+            &grid("statefulsetgrids", "StatefulSetGrid"),
+        )
+        .get("cache")
+        .await
+        .expect("the StatefulSetGrid");
+        let ready = |g: &DynamicObject| g.data["status"]["readyUnits"].as_i64();
+        if (ready(&dg), ready(&ssg)) == (Some(2), Some(2)) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "grids not ready: {:?} {:?}", dg.data["status"], ssg.data["status"]);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+
+    let deployments = Api::<Deployment>::namespaced(client.clone(), "default").list(&all).await.expect("deployments");
+    let replica_sets = Api::<ReplicaSet>::namespaced(client.clone(), "default").list(&all).await.expect("replicasets");
+    let mut names = Vec::new();
+    for deployment in &deployments {
+        let name = deployment.metadata.name.clone().unwrap_or_default();
+        let status = serde_json::to_value(&deployment.status).expect("json");
+        let counts: Vec<i64> = ["replicas", "updatedReplicas", "readyReplicas", "availableReplicas"]
+            .iter()
+            .map(|k| status[*k].as_i64().unwrap_or(0))
+            .collect();
+        assert_eq!(counts, [2, 2, 2, 2], "{name}: {status}");
+        assert_eq!(status["observedGeneration"].as_i64(), deployment.metadata.generation, "{name}");
+        assert_eq!(
+            conditions(&status),
+            triples(&[
+                ("Available", "True", "MinimumReplicasAvailable"),
+                ("Progressing", "True", "NewReplicaSetAvailable")
+            ]),
+            "{name}"
+        );
+        let owned: Vec<&ReplicaSet> = replica_sets
+            .iter()
+            .filter(|rs| {
+                rs.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|o| o.uid == deployment.metadata.uid.clone().unwrap_or_default())
+            })
+            .collect();
+        assert_eq!(owned.len(), 1, "{name}: one ReplicaSet");
+        let rs_status = owned[0].status.clone().expect("a ReplicaSet status");
+        assert_eq!(
+            (rs_status.replicas, rs_status.ready_replicas, rs_status.available_replicas),
+            (2, Some(2), Some(2)),
+            "{name}"
+        );
+        names.push((name, owned[0].metadata.name.clone().unwrap_or_default()));
+    }
+    names.sort();
+    assert_eq!(names.iter().map(|(d, _)| d.as_str()).collect::<Vec<_>>(), ["echo-unit-a", "echo-unit-b"]);
+
+    let sets = Api::<StatefulSet>::namespaced(client.clone(), "default").list(&all).await.expect("statefulsets");
+    let mut ready: Vec<(String, i32, Option<i32>, Option<i32>)> = sets
+        .iter()
+        .map(|s| {
+            let status = s.status.clone().unwrap_or_default();
+            assert_eq!(status.current_revision, status.update_revision, "{:?}", s.metadata.name);
+            (
+                s.metadata.name.clone().unwrap_or_default(),
+                status.replicas,
+                status.ready_replicas,
+                status.available_replicas,
+            )
+        })
+        .collect();
+    ready.sort();
+    assert_eq!(
+        ready,
+        [("cache-unit-a".to_string(), 1, Some(1), Some(1)), ("cache-unit-b".to_string(), 3, Some(3), Some(3))]
+    );
+
+    let version = client.apiserver_version().await.expect("the version").git_version;
+    for node in Api::<Node>::all(client.clone()).list(&all).await.expect("nodes") {
+        let info = node.status.as_ref().and_then(|s| s.node_info.clone()).expect("nodeInfo");
+        assert_eq!((info.kubelet_version.as_str(), info.operating_system.as_str()), (version.as_str(), "linux"));
+    }
+
+    // as `kubectl get events -A` reads them: v1, with the source component and the object
+    let events = Api::<Event>::all(client.clone()).list(&all).await.expect("events").items;
+    let seen = |reason: &str, component: &str, kind: &str| {
+        events
+            .iter()
+            .filter(|e| {
+                e.reason.as_deref() == Some(reason)
+                    && e.reporting_component.as_deref() == Some(component)
+                    && e.involved_object.kind.as_deref() == Some(kind)
+            })
+            .count()
+    };
+    let nodes = 6;
+    for reason in [
+        "Starting",
+        "NodeHasSufficientMemory",
+        "NodeHasNoDiskPressure",
+        "NodeHasSufficientPID",
+        "NodeAllocatableEnforced",
+    ] {
+        assert_eq!(seen(reason, "kubelet", "Node"), nodes, "{reason}");
+    }
+    // echo: 2 units x 2 pods; cache: 1 + 3; the grid wrappers' 6 host-network pods
+    let pods = 4 + 4 + 6;
+    assert_eq!(seen("Scheduled", "default-scheduler", "Pod"), pods);
+    for reason in ["Pulled", "Created", "Started"] {
+        assert_eq!(seen(reason, "kubelet", "Pod"), pods, "{reason}");
+    }
+    assert_eq!(seen("ScalingReplicaSet", "deployment-controller", "Deployment"), 2);
+    assert_eq!(seen("SuccessfulCreate", "replicaset-controller", "ReplicaSet"), 4);
+    assert_eq!(seen("SuccessfulCreate", "statefulset-controller", "StatefulSet"), 4);
+    let message = |reason: &str, object: &str| {
+        events
+            .iter()
+            .find(|e| e.reason.as_deref() == Some(reason) && e.involved_object.name.as_deref() == Some(object))
+            .and_then(|e| e.message.clone())
+            .unwrap_or_default()
+    };
+    let (deployment, replica_set) = &names[0];
+    assert_eq!(message("ScalingReplicaSet", deployment), format!("Scaled up replica set {replica_set} from 0 to 2"));
+    assert_eq!(message("Scheduled", "echo-unit-a-0"), "Successfully assigned default/echo-unit-a-0 to edge-a-0");
+    let started = events
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("Started") && e.involved_object.name.as_deref() == Some("echo-unit-a-0"))
+        .expect("echo-unit-a-0 started");
+    assert_eq!(started.involved_object.field_path.as_deref(), Some("spec.containers{echo}"));
+    assert_eq!(started.source.as_ref().and_then(|s| s.host.as_deref()), Some("edge-a-0"));
 }
 
 /// A scratch directory, removed when dropped.
@@ -213,6 +420,8 @@ fn a_cluster_mode_run_reads_each_wrapper_through_the_pod_proxy_and_sigterm_stops
         nodes.sort();
         assert_eq!(nodes, [format!("edge-{letter}-0"), format!("edge-{letter}-1")], "{table}");
     }
+
+    tokio::runtime::Runtime::new().expect("a runtime").block_on(shows_what_a_real_cluster_would(&kubeconfig));
 
     let pid = cluster.0.id().to_string();
     assert!(Command::new("kill").args(["-TERM", &pid]).status().expect("kill").success());

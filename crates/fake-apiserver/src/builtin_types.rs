@@ -28,6 +28,8 @@ pub fn with_type<F: WithType>(rt: &ResourceType, f: F) -> Option<F::Out> {
         ("apps", "Deployment") => f.with::<apps::v1::Deployment>(),
         ("apps", "StatefulSet") => f.with::<apps::v1::StatefulSet>(),
         ("apps", "DaemonSet") => f.with::<apps::v1::DaemonSet>(),
+        ("apps", "ReplicaSet") => f.with::<apps::v1::ReplicaSet>(),
+        ("apps", "ControllerRevision") => f.with::<apps::v1::ControllerRevision>(),
         ("discovery.k8s.io", "EndpointSlice") => f.with::<discovery::v1::EndpointSlice>(),
         ("coordination.k8s.io", "Lease") => f.with::<coordination::v1::Lease>(),
         ("policy", "PodDisruptionBudget") => f.with::<policy::v1::PodDisruptionBudget>(),

@@ -158,6 +158,8 @@ pub fn builtin() -> Vec<ResourceType> {
         R::new("apps", "v1", "deployments", "Deployment", true, true).short(&["deploy"]).in_all().scalable(),
         R::new("apps", "v1", "statefulsets", "StatefulSet", true, true).short(&["sts"]).in_all().scalable(),
         R::new("apps", "v1", "daemonsets", "DaemonSet", true, true).short(&["ds"]).in_all(),
+        R::new("apps", "v1", "replicasets", "ReplicaSet", true, true).short(&["rs"]).in_all().scalable(),
+        R::new("apps", "v1", "controllerrevisions", "ControllerRevision", true, false),
         R::new("networking.k8s.io", "v1", "servicecidrs", "ServiceCIDR", false, true),
         R::new("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", true, true).short(&["pdb"]),
         R::new("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", false, false),

@@ -3,7 +3,8 @@
 //! so `kubectl get` shows the columns a real cluster shows: a CRD's
 //! `additionalPrinterColumns` evaluated on each object, and for the built-in kinds users
 //! look at here the default columns of the real server's printers (Node, Service,
-//! Deployment, StatefulSet, DaemonSet, Pod, EndpointSlice, Event, Lease). Other kinds get
+//! Deployment, StatefulSet, DaemonSet, ReplicaSet, ControllerRevision, Pod, EndpointSlice,
+//! Event, Lease). Other kinds get
 //! Name and Age, as the real server gives kinds without printers.
 //!
 //! Ages are rendered as the real server renders them (`5m`, `3h12m`, `2d`), from the
@@ -150,6 +151,19 @@ fn columns(rt: &ResourceType) -> Vec<Column> {
             builtin("Ready", "string", |o, _| ready_of(o, "readyReplicas", &o["spec"]["replicas"])),
             age_column(),
         ],
+        ("apps", "ReplicaSet") => vec![
+            name(),
+            builtin("Desired", "integer", |o, _| json!(o["spec"]["replicas"].as_i64().unwrap_or(1))),
+            builtin("Current", "integer", |o, _| count(&o["status"]["replicas"])),
+            builtin("Ready", "integer", |o, _| count(&o["status"]["readyReplicas"])),
+            age_column(),
+        ],
+        ("apps", "ControllerRevision") => vec![
+            name(),
+            builtin("Controller", "string", controller_of),
+            builtin("Revision", "integer", |o, _| count(&o["revision"])),
+            age_column(),
+        ],
         ("apps", "DaemonSet") => vec![
             name(),
             builtin("Desired", "integer", |o, _| count(&o["status"]["desiredNumberScheduled"])),
@@ -274,6 +288,18 @@ fn selector(map: &Value) -> Value {
         }
         _ => json!("<none>"),
     }
+}
+
+/// `<kind>.<group>/<name>` of the controller owner, `<none>` without one.
+fn controller_of(object: &Value, _: i64) -> Value {
+    let owners = object["metadata"]["ownerReferences"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let Some(owner) = owners.iter().find(|o| o["controller"].as_bool() == Some(true)) else {
+        return json!("<none>");
+    };
+    let kind = owner["kind"].as_str().unwrap_or_default().to_lowercase();
+    let group = owner["apiVersion"].as_str().and_then(|v| v.split_once('/')).map_or("", |(group, _)| group);
+    let kind = if group.is_empty() { kind } else { format!("{kind}.{group}") };
+    json!(format!("{kind}/{}", owner["name"].as_str().unwrap_or_default()))
 }
 
 fn node_status(node: &Value, _: i64) -> Value {
@@ -572,6 +598,23 @@ mod tests {
             printed(&rt("", "ConfigMap"), other, NOW),
             (vec!["Name".into(), "Age".into()], vec![json!("cm"), json!("3h2m")])
         );
+    }
+
+    #[test]
+    fn replica_sets_and_controller_revisions_print_their_controllers_columns() {
+        let rs = json!({"metadata": {"name": "echo-6b7f9", "creationTimestamp": T0},
+            "spec": {"replicas": 2}, "status": {"replicas": 2, "readyReplicas": 1}});
+        let (names, cells) = printed(&rt("apps", "ReplicaSet"), rs, NOW);
+        assert_eq!(names, ["Name", "Desired", "Current", "Ready", "Age"]);
+        assert_eq!(cells, [json!("echo-6b7f9"), json!(2), json!(2), json!(1), json!("3h2m")]);
+        let revision = json!({"metadata": {"name": "cache-5d8c", "creationTimestamp": T0, "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "cache", "uid": "u", "controller": true}]},
+            "revision": 1});
+        let (names, cells) = printed(&rt("apps", "ControllerRevision"), revision, NOW);
+        assert_eq!(names, ["Name", "Controller", "Revision", "Age"]);
+        assert_eq!(cells, [json!("cache-5d8c"), json!("statefulset.apps/cache"), json!(1), json!("3h2m")]);
+        let orphan = json!({"metadata": {"name": "x"}, "revision": 3});
+        assert_eq!(printed(&rt("apps", "ControllerRevision"), orphan, NOW).1[1], json!("<none>"));
     }
 
     #[test]

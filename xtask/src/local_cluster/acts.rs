@@ -56,6 +56,17 @@ async fn cloud_endpoints(client: &Client) -> Result<BTreeSet<String>> {
     Ok(served.get(SERVICE).into_iter().flatten().cloned().collect())
 }
 
+/// What keeps the workloads from being settled: one problem per Deployment or StatefulSet
+/// whose status does not say every replica is ready (a StatefulSet makes its pods one at a
+/// time, so the nodes' pod counts alone can look settled before it is).
+async fn unsettled_workloads(client: &Client) -> Result<Vec<String>> {
+    use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+    let all = kube::api::ListParams::default();
+    let deployments = kube::Api::<Deployment>::all(client.clone()).list(&all).await?.items;
+    let sets = kube::Api::<StatefulSet>::all(client.clone()).list(&all).await?.items;
+    Ok(super::workloads::unsettled(&deployments, &sets))
+}
+
 /// Polls `check` every 500 ms until it reports no problem or `timeout` passes; returns
 /// the last problems.
 async fn until<F, Fut>(timeout: Duration, mut check: F) -> Result<Vec<String>>
@@ -102,6 +113,7 @@ pub async fn act_one(cluster: &Cluster, timeout: Duration) -> Result<(Outcome, V
         for (node, view) in views_of(cluster).await {
             problems.extend(own_unit_only(&node, &view, &states, &cloud));
         }
+        problems.extend(unsettled_workloads(&cluster.client).await?);
         for state in &states {
             if state.ready != "True" || state.pods.0 != state.pods.1 {
                 problems.push(format!(

@@ -11,14 +11,21 @@
 //!
 //! Runs do not clash: each takes a free slot (a locked file under `target/edgegrid-local`),
 //! which picks its node addresses, log directory and kubeconfig path.
+//!
+//! What the run prints is its own lines only, plain text: every component binary writes
+//! its stdout and stderr into its own file of the log directory, and the in-process parts
+//! (the grid controller, the stand-ins, the clients reading the nodes' views) log into
+//! [`IN_PROCESS_LOG`] there; the run names the file to read when something fails.
 
 mod acts;
+mod events;
 mod kubelet;
 mod layout;
 mod pod_proxy_views;
 mod processes;
 mod site_link;
 mod views;
+mod workload_status;
 mod workloads;
 
 use std::net::{Ipv4Addr, SocketAddr};
@@ -40,6 +47,8 @@ use processes::Component;
 use site_link::SiteLink;
 
 const FIELD_MANAGER: &str = "edgegrid-xtask";
+/// The in-process parts' log, in the run's log directory.
+pub const IN_PROCESS_LOG: &str = "local-cluster.log";
 /// The context name of the kubeconfigs this command writes: a `KUBECONFIG` naming it is an
 /// earlier run's, never a cluster to install into.
 const CONTEXT: &str = "edgegrid-local";
@@ -66,7 +75,9 @@ Then it keeps running until Ctrl-C (kubectl with the printed KUBECONFIG).
   --kubeconfig PATH   a real cluster: install the CRDs there and, where the chart is installed,
                       print what each node's grid wrapper keeps (its /debug/topology through
                       the pod proxy); KUBECONFIG too, unless an earlier run of this command wrote it
-Logs: target/edgegrid-local/slot-<n>/logs/ (RUST_LOG sets their level).";
+Logs: target/edgegrid-local/slot-<n>/logs/, one file per component (<name>.log) and
+local-cluster.log for the in-process grid controller and stand-ins (RUST_LOG sets their
+level); the run itself prints only its own lines.";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Acts {
@@ -231,6 +242,8 @@ pub struct Cluster {
     pub client: Client,
     pub nodes: Vec<SimNode>,
     pub timing: Timing,
+    /// The log directory: `<component>.log` and [`IN_PROCESS_LOG`].
+    pub logs: PathBuf,
     kubelets: Vec<Kubelet>,
     links: Vec<(&'static str, SiteLink)>,
     components: Vec<Component>,
@@ -252,8 +265,28 @@ impl Cluster {
     }
 }
 
+/// Where the in-process parts log: into `file`, or to stderr (cluster mode), in colour
+/// only on a terminal. `RUST_LOG` sets the level (default: info into a file, warnings on
+/// stderr).
+fn log_to(file: Option<&Path>) -> Result<()> {
+    use std::io::IsTerminal;
+    let default = if file.is_some() { "info" } else { "warn" };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    let installed = match file {
+        Some(path) => {
+            let file = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+            builder.with_ansi(false).with_writer(std::sync::Mutex::new(file)).try_init()
+        }
+        None => builder.with_ansi(std::io::stderr().is_terminal()).with_writer(std::io::stderr).try_init(),
+    };
+    installed.map_err(|error| anyhow::anyhow!("setting up logging: {error}"))
+}
+
 pub async fn run(args: RunArgs, root: &Path) -> Result<()> {
     if let Some(path) = &args.kubeconfig {
+        log_to(None)?;
         return install_into(path).await;
     }
     // from here on SIGTERM and Ctrl-C stop the cluster cleanly, whatever it is doing
@@ -267,6 +300,11 @@ pub async fn run(args: RunArgs, root: &Path) -> Result<()> {
     let run_dir = dir.join(format!("slot-{}", slot.number));
     let logs = run_dir.join("logs");
     std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
+    log_to(Some(&logs.join(IN_PROCESS_LOG)))?;
+    println!(
+        "logs: {} (each component's output in <component>.log, the in-process grid controller and stand-ins' in {IN_PROCESS_LOG})",
+        logs.display()
+    );
     if args.build {
         println!("building the component binaries (cargo build)...");
         processes::build(root)?;
@@ -312,7 +350,7 @@ async fn run_cluster(
 ) -> Result<()> {
     let logs = run_dir.join("logs");
     let crds = install_crds(&client).await?;
-    println!("local cluster: API server at {} ({crds} CRDs); logs in {}", server.url(), logs.display());
+    println!("local cluster: API server at {} ({crds} CRDs)", server.url());
     let nodes = layout::nodes(slot);
     let api_addr: SocketAddr = server.url().trim_start_matches("http://").parse().context("the API server address")?;
     let mut links = Vec::new();
@@ -320,9 +358,11 @@ async fn run_cluster(
         links.push((unit, SiteLink::start(api_addr).await?));
     }
     let mut kubelets = Vec::new();
+    let version = client.apiserver_version().await.context("the API server's version")?;
+    let machine = std::sync::Arc::new(kubelet::Machine::of_host(&version.git_version));
     for node in &nodes {
         let link = links.iter().find(|(u, _)| *u == node.unit).map(|(_, l)| l.clone()).context("a unit's link")?;
-        let kubelet = Kubelet::new(node.clone(), link.clone());
+        let kubelet = Kubelet::new(node.clone(), machine.clone(), link.clone());
         kubelet.register(&client).await?;
         // the kubelet talks to the API server through its site's link
         let site_client = Client::try_from(kube::Config::new(link.url().parse()?))?;
@@ -366,7 +406,7 @@ async fn run_cluster(
     std::fs::rename(&tmp, kubeconfig_out)?;
     println!("  export KUBECONFIG={}", kubeconfig_out.display());
 
-    let mut cluster = Cluster { client, nodes, timing: TIMING, kubelets, links, components };
+    let mut cluster = Cluster { client, nodes, timing: TIMING, logs, kubelets, links, components };
     let result = tokio::select! {
         result = play(&mut cluster, server, args.acts) => result,
         _ = shutdown.wait_for(|stop| *stop) => Ok(()),
@@ -401,18 +441,51 @@ async fn play(cluster: &mut Cluster, server: &FakeApiServer, acts: Acts) -> Resu
         print_webhook_reviews(cluster).await;
         problems += check_rbac(server);
     }
-    match problems {
-        0 => {
-            println!("Every act went as expected.");
-            Ok(())
+    problems += report_exits(cluster);
+    if problems == 0 {
+        println!("Every act went as expected.");
+        return Ok(());
+    }
+    print_logs_to_read(cluster);
+    if acts == Acts::Scenario {
+        bail!("{problems} expectation(s) not met (see above)");
+    }
+    println!("{problems} expectation(s) not met (see above).");
+    Ok(())
+}
+
+/// Names every component that exited without being stopped, and its log; returns how many.
+fn report_exits(cluster: &mut Cluster) -> usize {
+    let mut exited = 0;
+    for component in &mut cluster.components {
+        if let Some(status) = component.exited() {
+            println!("{} exited ({status}): read {}", component.name, component.log.display());
+            exited += 1;
         }
-        n if acts == Acts::Scenario => {
-            bail!("{n} expectation(s) not met (see above; component logs are in the run directory)")
-        }
-        n => {
-            println!("{n} expectation(s) not met (see above).");
-            Ok(())
-        }
+    }
+    exited
+}
+
+/// How many lines of `log` are errors (the components' and the in-process tracing format:
+/// `<time> ERROR <target>: ...`).
+fn error_lines(log: &str) -> usize {
+    log.lines().filter(|line| line.split_whitespace().nth(1) == Some("ERROR")).count()
+}
+
+/// After a failed act: which logs to read (the directory, then each log with ERROR lines).
+fn print_logs_to_read(cluster: &Cluster) {
+    let mut logs: Vec<(String, PathBuf)> = cluster.components.iter().map(|c| (c.name.clone(), c.log.clone())).collect();
+    logs.push(("the in-process grid controller and stand-ins".into(), cluster.logs.join(IN_PROCESS_LOG)));
+    let with_errors: Vec<String> = logs
+        .iter()
+        .filter_map(|(name, path)| {
+            let errors = error_lines(&std::fs::read_to_string(path).ok()?);
+            (errors > 0).then(|| format!("   {name}: {} ({errors} ERROR lines)", path.display()))
+        })
+        .collect();
+    println!("Logs to read: {} (a file per component)", cluster.logs.display());
+    for line in with_errors {
+        println!("{line}");
     }
 }
 
@@ -487,7 +560,13 @@ async fn wait_ready(cluster: &mut Cluster) -> Result<()> {
             return Ok(());
         }
         if tokio::time::Instant::now() >= deadline {
-            bail!("not ready after 60 s: {} (their logs are in the run directory)", waiting.join(", "));
+            let logs: Vec<String> = cluster
+                .components
+                .iter()
+                .filter(|c| waiting.contains(&c.name))
+                .map(|c| format!("{} (read {})", c.name, c.log.display()))
+                .collect();
+            bail!("not ready after 60 s: {}", logs.join(", "));
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
@@ -761,6 +840,15 @@ mod tests {
         let error = parse(&["--bogus"]).err().expect("refused").to_string();
         assert!(error.starts_with("unknown argument \"--bogus\"\nusage: cargo xtask run"), "{error}");
         assert!(parse(&["--port"]).is_err(), "a flag without its value");
+    }
+
+    #[test]
+    fn error_lines_are_counted_in_the_log_format() {
+        let log = "2026-11-25T15:07:15.355353Z ERROR kube_client::client::builder: failed with error client error\n\
+            2026-11-25T15:07:15.355402Z  WARN edge_health::daemon::api: node watch failed; ERROR in the text\n\
+            2026-11-25T15:07:16.006066Z ERROR kube_client::client::builder: failed\n";
+        assert_eq!(error_lines(log), 2);
+        assert_eq!(error_lines(""), 0);
     }
 
     #[test]

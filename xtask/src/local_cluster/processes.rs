@@ -58,9 +58,12 @@ pub fn binary_dir() -> Result<PathBuf> {
 pub struct Component {
     pub name: String,
     child: Child,
+    /// Its stdout and stderr.
     pub log: PathBuf,
     /// Where `/readyz` is served over plain HTTP.
     pub admin: SocketAddr,
+    /// Killed on purpose (its node died): its exit is no failure.
+    killed: bool,
 }
 
 impl Component {
@@ -93,7 +96,7 @@ impl Component {
             .kill_on_drop(true)
             .spawn()
             .with_context(|| format!("starting {binary}"))?;
-        Ok(Self { name: name.to_string(), child, log, admin })
+        Ok(Self { name: name.to_string(), child, log, admin, killed: false })
     }
 
     /// Whether `/readyz` answers 200; an error when the process has exited.
@@ -120,8 +123,14 @@ impl Component {
 
     /// SIGKILL: the node it runs on died.
     pub async fn kill(&mut self) {
+        self.killed = true;
         let _ = self.child.start_kill();
         let _ = self.child.wait().await;
+    }
+
+    /// How it exited, when it did without being stopped or killed.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        if self.killed { None } else { self.child.try_wait().ok().flatten() }
     }
 }
 
