@@ -1,11 +1,13 @@
 //! Project automation: `cargo xtask gen-crds` writes the CRD YAML, the values schema
 //! (`values.schema.json`, from [`chart_values`]) and the RBAC rules (`_rbac.tpl`, from
 //! [`rbac`]) into the Helm chart; `cargo xtask check`
-//! fails when the committed files differ from what the code generates;
+//! fails when the committed files differ from what the code generates, or when a shipped
+//! binary links test support ([`dependency_check`]);
 //! `cargo xtask run` runs the system (see `local_cluster`); `cargo xtask crds` prints
 //! the CRDs as one multi-document stream for `kubectl apply -f -`.
 
 mod chart_values;
+mod dependency_check;
 mod local_cluster;
 mod rbac;
 
@@ -28,11 +30,7 @@ fn main() -> ExitCode {
         Some("crds") => print_crds(),
         Some("run") => match local_cluster::RunArgs::parse(&args[1..], &workspace_root()) {
             Ok(Some(run_args)) => {
-                // the in-process parts (grid controller, simulated nodes) log to stderr,
-                // warnings only unless RUST_LOG says otherwise (the components log to files)
-                let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-                tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+                // logging is set up by the run: into the local cluster's log directory
                 tokio::runtime::Runtime::new()
                     .map_err(anyhow::Error::from)
                     .and_then(|runtime| runtime.block_on(local_cluster::run(run_args, &workspace_root())))
@@ -43,7 +41,7 @@ fn main() -> ExitCode {
         _ => {
             eprintln!("usage: cargo xtask <gen-crds|check|crds|run>");
             eprintln!("  gen-crds  write the CRD YAML into {CRD_DIR}, {VALUES_SCHEMA} and {RBAC_TEMPLATE}");
-            eprintln!("  check     fail when the committed generated files are stale");
+            eprintln!("  check     fail when the committed generated files are stale or a binary links test support");
             eprintln!("  crds      print the CRDs to install (kubectl apply -f -)");
             eprintln!("  run       start the embedded local cluster and play the mission on it, or with");
             eprintln!("            --kubeconfig/KUBECONFIG install into that cluster (run --help)");
@@ -122,6 +120,7 @@ fn check() -> Result<()> {
         bail!("generated files are stale (run `cargo xtask gen-crds`):\n  {}", stale.join("\n  "));
     }
     println!("generated files are up to date ({} CRDs, the values schema, the RBAC rules)", wanted.len());
+    println!("{}", dependency_check::check(&workspace_root())?);
     Ok(())
 }
 

@@ -4,7 +4,6 @@
 //! its own routes on the `--bind-address` listener ([`with_routes`]); the admin paths
 //! stay the admin server's.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
@@ -24,54 +23,99 @@ pub struct Admin {
     pub readiness: Readiness,
 }
 
-/// The binary's readiness as `/readyz` answers it: `200 ok` or `503 not ready`, followed
-/// by `: <note>` while a note is set (e.g. `ok: serving from cache, apiserver
-/// unreachable`). A handle: clones share the state, so one can be moved into any task.
-/// The flag and the note are set separately; a `/readyz` between two calls may pair the
-/// new flag with the old note.
+/// The binary's readiness as `/readyz` answers it: `200 ok` once every [`Gate`] is open,
+/// else `503 not ready: <what the closed gates wait for>` (joined by `; `). A note set with
+/// [`set_note`](Self::set_note) follows the word while every gate is open (e.g. `ok:
+/// serving from cache, apiserver unreachable`). Once shutdown began the answer is `not
+/// ready: shutting down`, whatever the gates say. A handle: clones share the state.
 #[derive(Clone, Debug, Default)]
 pub struct Readiness {
-    ready: Arc<AtomicBool>,
-    note: Arc<Mutex<Option<String>>>,
+    state: Arc<Mutex<ReadinessState>>,
+}
+
+#[derive(Debug, Default)]
+struct ReadinessState {
+    /// What each gate waits for, and whether it is open.
+    gates: Vec<(String, bool)>,
+    note: Option<String>,
+    shutting_down: bool,
+}
+
+/// One condition readiness waits for, named by what it waits for (`the node watch has not
+/// listed yet`). Closed when made; clones share it.
+#[derive(Clone, Debug)]
+pub struct Gate {
+    readiness: Readiness,
+    index: usize,
 }
 
 impl Readiness {
-    /// Not ready, no note.
+    /// No gate (ready), no note.
     pub fn new() -> Self {
         Self::default()
     }
 
-    pub fn set_ready(&self, ready: bool) {
-        self.ready.store(ready, Ordering::SeqCst);
+    fn state(&self) -> std::sync::MutexGuard<'_, ReadinessState> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// A new gate, closed: readiness waits for `waiting` until it is opened.
+    pub fn gate(&self, waiting: impl Into<String>) -> Gate {
+        let mut state = self.state();
+        state.gates.push((waiting.into(), false));
+        Gate { readiness: self.clone(), index: state.gates.len() - 1 }
     }
 
     pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::SeqCst)
+        let state = self.state();
+        !state.shutting_down && state.gates.iter().all(|(_, open)| *open)
     }
 
-    /// Sets (`Some`) or clears (`None`) the note `/readyz` adds to its body.
+    /// Sets (`Some`) or clears (`None`) the note `/readyz` adds to `ok`.
     pub fn set_note(&self, note: Option<String>) {
-        *self.note.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = note;
+        self.state().note = note;
     }
 
-    pub fn note(&self) -> Option<String> {
-        self.note.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
-    }
-
-    /// The ready flag itself, shared with this handle (for code that takes an
-    /// `Arc<AtomicBool>`).
-    pub fn flag(&self) -> Arc<AtomicBool> {
-        self.ready.clone()
+    /// Not ready from now on: the process is shutting down.
+    pub fn shutting_down(&self) {
+        self.state().shutting_down = true;
     }
 
     /// The `/readyz` status and body.
     pub fn answer(&self) -> (StatusCode, String) {
-        let (status, word) =
-            if self.is_ready() { (StatusCode::OK, "ok") } else { (StatusCode::SERVICE_UNAVAILABLE, "not ready") };
-        match self.note() {
-            Some(note) => (status, format!("{word}: {note}")),
-            None => (status, word.to_string()),
+        let state = self.state();
+        if state.shutting_down {
+            return (StatusCode::SERVICE_UNAVAILABLE, "not ready: shutting down".into());
         }
+        let waiting: Vec<&str> = state.gates.iter().filter(|(_, open)| !*open).map(|(w, _)| w.as_str()).collect();
+        match (waiting.is_empty(), &state.note) {
+            (false, _) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {}", waiting.join("; "))),
+            (true, Some(note)) => (StatusCode::OK, format!("ok: {note}")),
+            (true, None) => (StatusCode::OK, "ok".into()),
+        }
+    }
+}
+
+impl Gate {
+    pub fn open(&self) {
+        self.set(true);
+    }
+
+    pub fn close(&self) {
+        self.set(false);
+    }
+
+    pub fn set(&self, open: bool) {
+        self.readiness.state().gates[self.index].1 = open;
+    }
+
+    /// Closes the gate, saying it now waits for `waiting`.
+    pub fn close_waiting_for(&self, waiting: impl Into<String>) {
+        self.readiness.state().gates[self.index] = (waiting.into(), false);
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.readiness.state().gates[self.index].1
     }
 }
 
@@ -167,32 +211,38 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn readyz_follows_the_binarys_readiness_only() {
+    async fn readyz_waits_for_every_gate_and_says_for_what() {
         let admin = admin();
-        assert_eq!(get(&admin, "/healthz").await, (200, "ok".into()));
-        assert_eq!(get(&admin, "/readyz").await, (503, "not ready".into()));
-        admin.readiness.set_ready(true);
-        assert_eq!(get(&admin, "/readyz").await, (200, "ok".into()));
-    }
-
-    #[tokio::test]
-    async fn a_readiness_note_follows_the_word() {
-        let admin = admin();
+        assert_eq!(get(&admin, "/readyz").await, (200, "ok".into()), "no gate: ready");
+        let nodes = admin.readiness.gate("the node watch has not listed yet");
         // a clone, as a binary's task holds one: the same state
-        let readiness = admin.readiness.clone();
-        readiness.set_note(Some("waiting for the first list".into()));
-        assert_eq!(get(&admin, "/readyz").await, (503, "not ready: waiting for the first list".into()));
-        readiness.set_ready(true);
-        readiness.set_note(Some("serving from cache, apiserver unreachable".into()));
+        let certificate = admin.readiness.clone().gate("no certificate is served yet");
+        assert_eq!(
+            get(&admin, "/readyz").await,
+            (503, "not ready: the node watch has not listed yet; no certificate is served yet".into())
+        );
+        nodes.clone().open();
+        assert!(nodes.is_open() && !certificate.is_open());
+        assert_eq!(get(&admin, "/readyz").await, (503, "not ready: no certificate is served yet".into()));
+        admin.readiness.set_note(Some("serving from cache, apiserver unreachable".into()));
+        assert_eq!(
+            get(&admin, "/readyz").await,
+            (503, "not ready: no certificate is served yet".into()),
+            "gates first"
+        );
+        certificate.open();
         assert_eq!(get(&admin, "/readyz").await, (200, "ok: serving from cache, apiserver unreachable".into()));
-        assert_eq!(admin.readiness.note().as_deref(), Some("serving from cache, apiserver unreachable"));
-        readiness.set_note(None);
+        admin.readiness.set_note(None);
         assert_eq!(get(&admin, "/readyz").await, (200, "ok".into()));
-        // the shared flag is the handle's
-        readiness.flag().store(false, Ordering::SeqCst);
+        nodes.close();
+        assert_eq!(get(&admin, "/readyz").await, (503, "not ready: the node watch has not listed yet".into()));
+        nodes.close_waiting_for("the node watch failed");
+        assert_eq!(get(&admin, "/readyz").await, (503, "not ready: the node watch failed".into()));
+        assert_eq!(get(&admin, "/healthz").await, (200, "ok".into()), "readiness is /readyz's only");
+        nodes.open();
+        admin.readiness.shutting_down();
         assert!(!admin.readiness.is_ready());
-        assert_eq!(get(&admin, "/readyz").await, (503, "not ready".into()));
-        assert_eq!(get(&admin, "/healthz").await, (200, "ok".into()), "a note is /readyz's only");
+        assert_eq!(get(&admin, "/readyz").await, (503, "not ready: shutting down".into()));
     }
 
     #[tokio::test]
@@ -210,7 +260,6 @@ mod tests {
     #[tokio::test]
     async fn admin_paths_win_over_a_binarys_routes_and_its_fallback_gets_the_rest() {
         let admin = admin();
-        admin.readiness.set_ready(true);
         // a proxy's router: its own paths, a fallback for every other one, and (by
         // mistake) the admin paths, which must neither panic nor shadow the admin's
         let routes = Router::new()

@@ -9,7 +9,7 @@
 //!
 //! ```text
 //! let runtime = Runtime::builder("grid-controller", &flags.runtime)
-//!     .metrics(metrics.registry())
+//!     .metrics(&metrics)
 //!     .leader_election(&flags.leader)
 //!     .build()
 //!     .await?;
@@ -22,13 +22,14 @@ pub mod admin;
 pub mod flags;
 pub mod leader;
 pub mod logging;
+pub mod metrics;
 pub mod runtime;
 pub mod server;
-pub mod testing;
 pub mod tls;
 pub mod unit_config;
+pub mod watch;
 
-pub use admin::Readiness;
+pub use admin::{Gate, Readiness};
 pub use flags::{BindAddress, parse_duration};
 pub use leader::LeaderFlags;
 pub use logging::LogFormat;

@@ -10,7 +10,6 @@
 use std::future::Future;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -25,10 +24,11 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::Error;
-use crate::admin::{self, Admin, Readiness};
+use crate::admin::{self, Admin, Gate, Readiness};
 use crate::flags::{BindAddress, parse_duration};
 use crate::leader::{self, LeaderFlags};
 use crate::logging::{self, LogFormat};
+use crate::metrics::{self, Register};
 use crate::server::{self, ServerFlags, ServerLimits, ServerMetrics};
 use crate::tls::{CertResolver, TlsConfig, TlsListener, TlsMetrics};
 
@@ -106,6 +106,15 @@ pub async fn client(kubeconfig: Option<PathBuf>) -> Result<Client, Error> {
     Client::try_from(config(kubeconfig).await?).map_err(Error::Client)
 }
 
+/// `config` for a client that reports a refused request (429, 503, 504) at once instead
+/// of retrying it within the request, as kube's client does for as long as the API server
+/// stays away: for work whose own backoff, metrics and next period decide (watches that
+/// must notice an outage, writes recomputed from what is observed next).
+pub fn without_retries(mut config: kube::Config) -> kube::Config {
+    config.default_retry = false;
+    config
+}
+
 /// The node name given, else the host name.
 pub fn node_name(given: Option<&str>) -> String {
     given
@@ -142,6 +151,13 @@ fn random_suffix() -> String {
 #[derive(Clone, Debug)]
 pub struct ShutdownSignal(watch::Receiver<bool>);
 
+/// A signal that fires when `stop` turns true (e.g. a test's own channel).
+impl From<watch::Receiver<bool>> for ShutdownSignal {
+    fn from(stop: watch::Receiver<bool>) -> Self {
+        Self(stop)
+    }
+}
+
 impl ShutdownSignal {
     pub fn is_signalled(&self) -> bool {
         *self.0.borrow()
@@ -167,7 +183,7 @@ pub struct Builder {
     log_format: LogFormat,
     node_name: String,
     grace_period: Duration,
-    registry: Option<Arc<Mutex<Registry>>>,
+    registry: Registry,
     leader: Option<LeaderFlags>,
     routes: Option<Router>,
     metrics_routes: Option<Router>,
@@ -184,10 +200,10 @@ impl Builder {
         self
     }
 
-    /// Serve this registry on `/metrics` (the leader gauge joins it, under its prefix).
-    /// Without one, the runtime keeps its own, prefixed with the binary's name.
-    pub fn metrics(mut self, registry: Arc<Mutex<Registry>>) -> Self {
-        self.registry = Some(registry);
+    /// Serve `metrics` on `/metrics`, prefixed with the binary's name (as the runtime's
+    /// own: the leader gauge, the listeners' and TLS counters). Called again, adds more.
+    pub fn metrics(mut self, metrics: &dyn Register) -> Self {
+        metrics.register(&mut self.registry);
         self
     }
 
@@ -250,8 +266,7 @@ impl Builder {
         let signals = Signals::install()?;
         let config = config(self.kubeconfig).await?;
         let client = Client::try_from(config.clone()).map_err(Error::Client)?;
-        let registry =
-            self.registry.unwrap_or_else(|| Arc::new(Mutex::new(Registry::with_prefix(self.name.replace('-', "_")))));
+        let registry = Arc::new(Mutex::new(self.registry));
         let election_config = match &self.leader {
             Some(flags) => flags.config(&self.name, identity(&self.node_name))?,
             None => None,
@@ -261,6 +276,7 @@ impl Builder {
         let [bind_address, _] = self.admin_addresses;
         let listeners = admin::bind(&self.admin_addresses).await?;
         let readiness = Readiness::new();
+        let started = readiness.gate("starting");
         let state = Admin { registry: registry.clone(), readiness: readiness.clone() };
         let mut routes = self.routes;
         let mut metrics_routes = self.metrics_routes;
@@ -329,6 +345,7 @@ impl Builder {
             node_name: self.node_name,
             identity,
             readiness,
+            started,
             registry,
             leadership,
             constant_leadership,
@@ -397,6 +414,8 @@ pub struct Runtime {
     node_name: String,
     identity: Option<String>,
     readiness: Readiness,
+    /// Opened by [`Runtime::mark_ready`].
+    started: Gate,
     registry: Arc<Mutex<Registry>>,
     leadership: watch::Receiver<bool>,
     /// Holds `leadership` true for a process that does not elect.
@@ -424,7 +443,7 @@ impl Runtime {
             log_format: flags.log_format,
             node_name: node_name(flags.node_name.as_deref()),
             grace_period: flags.shutdown_grace_period,
-            registry: None,
+            registry: metrics::registry(name),
             leader: None,
             routes: None,
             metrics_routes: None,
@@ -445,6 +464,11 @@ impl Runtime {
         self.client.clone()
     }
 
+    /// A client of the same configuration [`without_retries`].
+    pub fn client_without_retries(&self) -> Result<Client, Error> {
+        Client::try_from(without_retries(self.config.clone())).map_err(Error::Client)
+    }
+
     /// The configuration the client was built from (e.g. for a client of the binary's own
     /// over kube's `ConfigExt` layers).
     pub fn config(&self) -> &kube::Config {
@@ -461,22 +485,18 @@ impl Runtime {
         self.identity.as_deref()
     }
 
-    /// What `/readyz` answers; the binary turns it true once it can do its job. The same
-    /// flag as [`Runtime::readiness_handle`]'s.
-    pub fn readiness(&self) -> Arc<AtomicBool> {
-        self.readiness.flag()
-    }
-
-    /// What `/readyz` answers, with the note it can carry (`ok: <note>`, `not ready:
-    /// <note>`); clones can be moved into the binary's tasks. Once shutdown begins the
-    /// runtime clears the flag and sets the note `shutting down`.
-    pub fn readiness_handle(&self) -> Readiness {
+    /// What `/readyz` answers: the binary adds a [`Gate`] for each thing it must have
+    /// before it can do its job (`readiness().gate("the node watch has not listed yet")`)
+    /// and opens it when it has; clones can be moved into its tasks. Once shutdown begins
+    /// the answer is `not ready: shutting down`.
+    pub fn readiness(&self) -> Readiness {
         self.readiness.clone()
     }
 
-    /// For binaries with nothing to warm up: ready as soon as they serve.
+    /// The binary has started its work: ready once its own gates are open too (at once
+    /// for a binary with nothing to warm up).
     pub fn mark_ready(&self) {
-        self.readiness.set_ready(true);
+        self.started.open();
     }
 
     /// The registry `/metrics` serves.
@@ -528,8 +548,7 @@ impl Runtime {
             Stop::LostLease => tracing::error!("lost the leader lease: shutting down"),
             Stop::WorkEnded => tracing::error!("the work stopped on its own: shutting down"),
         }
-        self.readiness.set_ready(false);
-        self.readiness.set_note(Some("shutting down".into()));
+        self.readiness.shutting_down();
         self.shutdown.send_replace(true);
 
         if let Stop::Signal(_) = stop {
@@ -604,7 +623,7 @@ async fn lost_leadership(leadership: &mut watch::Receiver<bool>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::{KubeconfigFile, http_get, unreachable_url};
+    use edgegrid_testing::{KubeconfigFile, http_get, unreachable_url};
 
     #[test]
     fn identities_are_unique_per_process_and_name_the_node() {
@@ -782,7 +801,7 @@ mod tests {
         let [address] = runtime.admin_addresses()[..] else { panic!("{:?}", runtime.admin_addresses()) };
         assert_eq!(http_get(address, "/api").await, Some((200, "api".into())));
         assert_eq!(http_get(address, "/x").await, Some((200, "upstream /x".into())));
-        assert_eq!(http_get(address, "/readyz").await, Some((503, "not ready".into())));
+        assert_eq!(http_get(address, "/readyz").await, Some((503, "not ready: starting".into())));
         let (status, exposition) = http_get(address, "/metrics").await.unwrap();
         assert!(status == 200 && exposition.ends_with("# EOF\n"), "{status} {exposition}");
     }
@@ -793,18 +812,19 @@ mod tests {
         let runtime =
             Runtime::builder("noted", &local_flags(&kubeconfig, "127.0.0.1:0", "127.0.0.1:0")).build().await.unwrap();
         let admin = runtime.admin_addresses()[0];
-        let readiness = runtime.readiness_handle();
-        let flag = runtime.readiness();
+        let readiness = runtime.readiness();
+        assert_eq!(http_get(admin, "/readyz").await, Some((503, "not ready: starting".into())));
         let task = tokio::spawn({
             let readiness = readiness.clone();
-            async move { readiness.set_note(Some("waiting for the first list".into())) }
+            async move { readiness.gate("waiting for the first list") }
         });
-        task.await.unwrap();
+        let listed = task.await.unwrap();
+        runtime.mark_ready();
         assert_eq!(http_get(admin, "/readyz").await, Some((503, "not ready: waiting for the first list".into())));
-        // the Arc<AtomicBool> of existing binaries is the same flag
-        flag.store(true, std::sync::atomic::Ordering::SeqCst);
+        listed.open();
+        readiness.set_note(Some("upstream reachable".into()));
         assert!(readiness.is_ready());
-        assert_eq!(http_get(admin, "/readyz").await, Some((200, "ok: waiting for the first list".into())));
+        assert_eq!(http_get(admin, "/readyz").await, Some((200, "ok: upstream reachable".into())));
         readiness.set_note(None);
         assert_eq!(http_get(admin, "/readyz").await, Some((200, "ok".into())));
 

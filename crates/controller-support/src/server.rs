@@ -128,8 +128,8 @@ pub struct ServerMetrics {
     requests_rejected: Family<RejectionLabels, Counter>,
 }
 
-impl ServerMetrics {
-    pub fn register(&self, registry: &mut Registry) {
+impl crate::metrics::Register for ServerMetrics {
+    fn register(&self, registry: &mut Registry) {
         registry.register("http_connections", "Connections open on the HTTP listeners", self.connections.clone());
         registry.register(
             "http_connections_refused",
@@ -143,7 +143,9 @@ impl ServerMetrics {
             self.requests_rejected.clone(),
         );
     }
+}
 
+impl ServerMetrics {
     fn reject(&self, reason: Rejection) {
         self.requests_rejected.get_or_create(&RejectionLabels { reason }).inc();
     }

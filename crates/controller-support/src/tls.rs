@@ -435,8 +435,8 @@ pub struct TlsMetrics {
     pub handshake_errors: Counter,
 }
 
-impl TlsMetrics {
-    pub fn register(&self, registry: &mut Registry) {
+impl crate::metrics::Register for TlsMetrics {
+    fn register(&self, registry: &mut Registry) {
         registry.register("tls_reloads", "Changed certificate, key or client CA files taken up", self.reloads.clone());
         registry.register(
             "tls_reload_errors",
@@ -718,7 +718,7 @@ async fn accept_failed(error: io::Error) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::tls::TestCa;
+    use edgegrid_testing::tls::TestCa;
 
     #[test]
     fn pem_chains_and_key_kinds() {

@@ -4,15 +4,13 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{capture_logs, flags};
-use controller_support::testing::{self, KubeconfigFile, http_get};
 use controller_support::{Error, LeaderFlags, Runtime};
+use edgegrid_testing::{KubeconfigFile, http_get};
 use fake_apiserver::{FakeApiServer, Fault};
 use k8s_openapi::api::coordination::v1::Lease;
-use prometheus_client::registry::Registry;
 use tokio::sync::oneshot;
 
 fn leader_flags(elect: bool) -> LeaderFlags {
@@ -24,10 +22,6 @@ fn leader_flags(elect: bool) -> LeaderFlags {
         leader_elect_renew_deadline: Duration::from_secs(2),
         leader_elect_retry_period: Duration::from_millis(200),
     }
-}
-
-fn registry() -> Arc<Mutex<Registry>> {
-    Arc::new(Mutex::new(Registry::with_prefix("test_binary")))
 }
 
 /// Sends on drop: tells a test when the work's future was dropped (aborted or done).
@@ -47,7 +41,6 @@ async fn a_lost_lease_stops_the_work_at_once_and_is_an_error() {
     let server = FakeApiServer::start().await.unwrap();
     let kubeconfig = KubeconfigFile::new(&server.url()).unwrap();
     let runtime = Runtime::builder("test-binary", &flags(&kubeconfig, Duration::from_secs(10)))
-        .metrics(registry())
         .leader_election(&leader_flags(true));
     let runtime = runtime.build().await.unwrap();
     let admin = runtime.admin_addresses()[0];
@@ -65,7 +58,7 @@ async fn a_lost_lease_stops_the_work_at_once_and_is_an_error() {
     // the gauge follows leadership on a task of its own: it may lag the work's start
     let mut leader = None;
     for _ in 0..100 {
-        leader = testing::metric(admin, "test_binary_leader").await;
+        leader = edgegrid_testing::metric(admin, "test_binary_leader").await;
         if leader.as_deref() == Some("1") {
             break;
         }
@@ -86,7 +79,6 @@ async fn without_election_the_process_leads_and_the_work_starts_at_once() {
     let server = FakeApiServer::start().await.unwrap();
     let kubeconfig = KubeconfigFile::new(&server.url()).unwrap();
     let runtime = Runtime::builder("test-binary", &flags(&kubeconfig, Duration::from_secs(10)))
-        .metrics(registry())
         .leader_election(&leader_flags(false))
         .build()
         .await
@@ -94,12 +86,16 @@ async fn without_election_the_process_leads_and_the_work_starts_at_once() {
     let admin = runtime.admin_addresses()[0];
     assert_eq!(runtime.identity(), None);
     assert!(*runtime.leadership().borrow());
-    assert_eq!(http_get(admin, "/readyz").await, Some((503, "not ready".into())), "ready is the binary's call");
+    assert_eq!(
+        http_get(admin, "/readyz").await,
+        Some((503, "not ready: starting".into())),
+        "ready is the binary's call"
+    );
     let result = runtime
         .run_while_leading(move |_shutdown| async move {
             // leadership never flips, however long we wait
             tokio::time::sleep(Duration::from_millis(500)).await;
-            assert_eq!(testing::metric(admin, "test_binary_leader").await.as_deref(), Some("1"));
+            assert_eq!(edgegrid_testing::metric(admin, "test_binary_leader").await.as_deref(), Some("1"));
         })
         .await;
     // work that ends by itself is a failure of the process

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::{capture_logs, flags};
 use controller_support::Runtime;
-use controller_support::testing::KubeconfigFile;
+use edgegrid_testing::KubeconfigFile;
 use fake_apiserver::FakeApiServer;
 
 fn sigterm_to_self() {

@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::routing::get;
 use common::capture_logs;
-use controller_support::testing::tls::{HttpsResponse, TestCa, TestCert, client_config, https_get};
-use controller_support::testing::{KubeconfigFile, TempDir, http_get, metric, unreachable_url};
 use controller_support::tls::{ALPN_PROTOCOLS, PROTOCOL_VERSIONS, TlsError};
 use controller_support::{BindAddress, CertResolver, Error, LogFormat, Runtime, RuntimeFlags, TlsConfig};
+use edgegrid_testing::tls::{HttpsResponse, TestCa, TestCert, client_config, https_get};
+use edgegrid_testing::{KubeconfigFile, TempDir, http_get, metric, unreachable_url};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
@@ -33,14 +33,14 @@ const INTERVAL: Duration = Duration::from_millis(100);
 /// A runtime named `tls-test` serving `/api` and `/slow` (which waits for 400 ms, and
 /// notifies `entered` first) over HTTPS on 127.0.0.1, with its metrics listener on
 /// 127.0.0.2 in plain HTTP.
-struct Served {
+struct TlsTestServer {
     runtime: Runtime,
     https: SocketAddr,
     plain: SocketAddr,
     entered: Arc<Notify>,
 }
 
-async fn serve(tls: TlsConfig) -> Served {
+async fn serve(tls: TlsConfig) -> TlsTestServer {
     capture_logs();
     let kubeconfig = KubeconfigFile::new(&unreachable_url()).unwrap();
     let flags: RuntimeFlags<0, 0> = RuntimeFlags {
@@ -65,7 +65,7 @@ async fn serve(tls: TlsConfig) -> Served {
     let runtime = Runtime::builder("tls-test", &flags).routes(routes).tls(Some(tls)).build().await.unwrap();
     runtime.mark_ready();
     let [https, plain] = runtime.admin_addresses()[..] else { panic!("{:?}", runtime.admin_addresses()) };
-    Served { runtime, https, plain, entered }
+    TlsTestServer { runtime, https, plain, entered }
 }
 
 /// `tls.crt` and `tls.key` in `dir`, written in place.

@@ -58,19 +58,19 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+
 use std::time::Duration;
 
 use base64::Engine;
 use bytes::Bytes;
-use controller_support::testing::tls::{TestCa, https_get};
-use controller_support::testing::{KubeconfigFile, TempDir, free_port, http_get};
 use edge_health_admission::configuration::{Endpoint, mutating_webhook_configuration};
 use edge_health_admission::nodes::NodeCache;
 use edge_health_admission::review::{self, Hook, Policy};
 use edge_node_lifecycle::controller::{self, ControllerConfig};
 use edgegrid_core::keys;
 use edgegrid_core::protection::{ProtectionPolicy, Timestamp};
+use edgegrid_testing::tls::{TestCa, https_get};
+use edgegrid_testing::{KubeconfigFile, TempDir, free_port, http_get};
 use fake_apiserver::FakeApiServer;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::SendRequest;
@@ -81,7 +81,6 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Client;
 use kube::api::{Api, GetParams, Patch, PatchParams, PostParams};
-use kube::runtime::watcher::Event;
 use node_lifecycle::lifecycle::LifecycleConfig;
 use rustls::pki_types::ServerName;
 use serde_json::{Value, json};
@@ -1203,13 +1202,14 @@ async fn edge_node_lifecycle(scale: &Scale) -> Lifecycle {
         ..ControllerConfig::default()
     };
     let metrics = Arc::new(edge_node_lifecycle::metrics::Metrics::default());
-    let ready = Arc::new(AtomicBool::new(false));
+    let synced = controller_support::Readiness::new().gate("the caches have not synced yet");
     let (_leader, leading) = tokio::sync::watch::channel(true);
     let (shutdown, stopped) = tokio::sync::watch::channel(false);
     let mark = server.requests().mark();
-    let task = tokio::spawn(controller::run(client.clone(), config, metrics.clone(), leading, ready.clone(), stopped));
+    let task =
+        tokio::spawn(controller::run(client.clone(), config, metrics.clone(), leading, synced.clone(), stopped.into()));
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !ready.load(Ordering::SeqCst) {
+    while !synced.is_open() {
         assert!(Instant::now() < deadline, "edge-node-lifecycle never synced");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -1275,11 +1275,10 @@ async fn bench() {
 
     // 1a. the pure decision, in-process
     let cache = NodeCache::default();
-    cache.apply(Event::Init);
     for n in 0..scale.nodes {
-        cache.apply(Event::InitApply(serde_json::from_value::<Node>(cached_node(n)).expect("a node")));
+        cache.apply(&serde_json::from_value::<Node>(cached_node(n)).expect("a node"));
     }
-    cache.apply(Event::InitDone);
+    cache.done();
     for workload in [&node_reviews, &slice_reviews] {
         let stages = stages(&cache, workload, scale.pure_iterations);
         let median = percentile(&stages.total, 0.5);

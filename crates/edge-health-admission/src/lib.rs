@@ -7,6 +7,7 @@
 //! optional mode that issues and shares its own certificate and keeps `caBundle` current,
 //! [`taint_remover`] takes off an unreachable NoExecute taint that got past the webhook.
 
+pub mod cli;
 pub mod configuration;
 pub mod metrics;
 pub mod nodes;

@@ -2,8 +2,7 @@
 //! self-managed certificate mode, certificates issued, the served one's expiry, caBundle
 //! patches and failed attempts.
 
-use std::sync::{Arc, Mutex};
-
+use controller_support::metrics::Register;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -41,7 +40,6 @@ pub struct RemovalLabel {
 }
 
 pub struct Metrics {
-    registry: Arc<Mutex<Registry>>,
     /// Unreachable NoExecute taints removed from protected nodes by the cloud-side remover.
     pub unreachable_taint_removals: Family<RemovalLabel, Counter>,
     pub reviews: Family<ReviewLabels, Counter>,
@@ -62,9 +60,7 @@ pub struct Metrics {
 
 impl Default for Metrics {
     fn default() -> Self {
-        let mut registry = Registry::with_prefix("edge_health_admission");
-        let metrics = Self {
-            registry: Arc::default(),
+        Self {
             unreachable_taint_removals: Family::default(),
             reviews: Family::default(),
             patch_operations: Family::default(),
@@ -74,54 +70,49 @@ impl Default for Metrics {
             certificate_expiry: Gauge::default(),
             ca_bundle_patches: Counter::default(),
             certificate_errors: Counter::default(),
-        };
-        registry.register("reviews", "AdmissionReviews answered, by hook and outcome", metrics.reviews.clone());
+        }
+    }
+}
+
+impl Register for Metrics {
+    fn register(&self, registry: &mut Registry) {
+        registry.register("reviews", "AdmissionReviews answered, by hook and outcome", self.reviews.clone());
         registry.register(
             "unreachable_taint_removals",
             "Unreachable NoExecute taints the remover took off protected nodes, by outcome",
-            metrics.unreachable_taint_removals.clone(),
+            self.unreachable_taint_removals.clone(),
         );
-        registry.register(
-            "patch_operations",
-            "JSON patch operations emitted, by hook",
-            metrics.patch_operations.clone(),
-        );
+        registry.register("patch_operations", "JSON patch operations emitted, by hook", self.patch_operations.clone());
         registry.register(
             "review_duration_seconds",
             "Time to decide and encode one review",
-            metrics.review_duration.clone(),
+            self.review_duration.clone(),
         );
-        registry.register("cached_nodes", "Nodes in the verdict cache", metrics.cached_nodes.clone());
+        registry.register("cached_nodes", "Nodes in the verdict cache", self.cached_nodes.clone());
         registry.register(
             "certificates_issued",
             "Self-managed certificates issued by this replica, by kind (ca, serving)",
-            metrics.certificates_issued.clone(),
+            self.certificates_issued.clone(),
         );
         registry.register(
             "certificate_expiry_seconds",
             "notAfter of the self-managed serving certificate served, Unix time",
-            metrics.certificate_expiry.clone(),
+            self.certificate_expiry.clone(),
         );
         registry.register(
             "ca_bundle_patches",
             "Patches setting the MutatingWebhookConfiguration's caBundle to the self-managed CA",
-            metrics.ca_bundle_patches.clone(),
+            self.ca_bundle_patches.clone(),
         );
         registry.register(
             "certificate_errors",
             "Failed attempts to keep the self-managed certificate (retried)",
-            metrics.certificate_errors.clone(),
+            self.certificate_errors.clone(),
         );
-        *metrics.registry.lock().unwrap_or_else(|p| p.into_inner()) = registry;
-        metrics
     }
 }
 
 impl Metrics {
-    pub fn registry(&self) -> Arc<Mutex<Registry>> {
-        self.registry.clone()
-    }
-
     pub fn issued(&self, kind: IssuedLabel) {
         self.certificates_issued.get_or_create(&kind).inc();
     }

@@ -4,25 +4,29 @@
 //! Only what the verdict needs is kept: a node's [`NodeFacts`], read once from its
 //! annotations and Ready condition when the watch delivers it (not again per review),
 //! so a 5k-node cluster costs little memory and a 100-endpoint slice review 100 lookups.
-//! Fed watcher events directly; a relist replaces the cache by what it listed.
+//! Fed by controller-support's watch (a relist arrives as its differences) through its
+//! [`Index`] methods, which tests call directly.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::sync::RwLock;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
 
+use controller_support::Gate;
+use controller_support::unit_config::follow_edge_health_config;
+use controller_support::watch::{Index, Key, Watch};
 use edgegrid_core::keys;
 use edgegrid_core::membership::{NodeUnitCheck, UnitSource, WatchedNodes};
 use edgegrid_core::protection::{NodeFacts, NodeReading};
 use k8s_openapi::api::core::v1::Node;
-use kube::runtime::watcher::Event;
+use kube::Api;
 use serde_json::json;
 
+use crate::metrics::Metrics;
 use crate::review::NodeVerdicts;
 
 pub struct NodeCache {
     synced: AtomicBool,
     nodes: RwLock<Known>,
-    relisting: RwLock<Option<HashSet<String>>>,
 }
 
 impl Default for NodeCache {
@@ -91,12 +95,6 @@ impl Known {
         self.facts.remove(name);
         self.tainted.remove(name);
     }
-
-    fn retain(&mut self, keep: &HashSet<String>) {
-        self.names.retain(|name| keep.contains(name));
-        self.facts.retain(|name, _| keep.contains(name));
-        self.tainted.retain(|name, _| keep.contains(name));
-    }
 }
 
 impl NodeCache {
@@ -109,7 +107,6 @@ impl NodeCache {
                 facts: BTreeMap::new(),
                 tainted: BTreeMap::new(),
             }),
-            relisting: RwLock::default(),
         }
     }
 
@@ -125,51 +122,34 @@ impl NodeCache {
         known.rewatch(changed);
     }
 
-    pub fn apply(&self, event: Event<Node>) {
-        match event {
-            Event::Init => *self.relisting.write().unwrap_or_else(|p| p.into_inner()) = Some(HashSet::new()),
-            Event::InitApply(node) | Event::Apply(node) => {
-                let Some(name) = node.metadata.name.clone() else { return };
-                if let Some(seen) = self.relisting.write().unwrap_or_else(|p| p.into_inner()).as_mut() {
-                    seen.insert(name.clone());
-                }
-                let mut known = self.nodes.write().unwrap_or_else(|p| p.into_inner());
-                let empty = BTreeMap::new();
-                let labels = node.metadata.labels.as_ref().unwrap_or(&empty);
-                let changed = known.watched.apply(&name, labels, node.metadata.annotations.as_ref());
-                let facts = NodeReading::of_node(&node).facts(known.watched.is_watched(&name));
-                match Tainted::of(&node) {
-                    Some(tainted) => known.tainted.insert(name.clone(), tainted),
-                    None => known.tainted.remove(&name),
-                };
-                known.insert(name, facts);
-                known.rewatch(changed);
-            }
-            Event::Delete(node) => {
-                if let Some(name) = &node.metadata.name {
-                    let mut known = self.nodes.write().unwrap_or_else(|p| p.into_inner());
-                    let changed = known.watched.delete(name);
-                    known.remove(name);
-                    known.rewatch(changed);
-                }
-            }
-            Event::InitDone => {
-                let seen = self.relisting.write().unwrap_or_else(|p| p.into_inner()).take();
-                if let Some(seen) = seen {
-                    let mut known = self.nodes.write().unwrap_or_else(|p| p.into_inner());
-                    // every node the relist did not find leaves the index too: one that
-                    // ran edge-health made its unit's other members watched
-                    let gone: Vec<String> = known.names.iter().filter(|n| !seen.contains(*n)).cloned().collect();
-                    let mut changed = BTreeSet::new();
-                    for name in gone {
-                        changed.extend(known.watched.delete(&name));
-                    }
-                    known.retain(&seen);
-                    known.rewatch(changed);
-                }
-                self.synced.store(true, Ordering::SeqCst);
-            }
-        }
+    /// `node` exists as given.
+    pub fn apply(&self, node: &Node) {
+        let Some(name) = node.metadata.name.clone() else { return };
+        let mut known = self.nodes.write().unwrap_or_else(|p| p.into_inner());
+        let empty = BTreeMap::new();
+        let labels = node.metadata.labels.as_ref().unwrap_or(&empty);
+        let changed = known.watched.apply(&name, labels, node.metadata.annotations.as_ref());
+        let facts = NodeReading::of_node(node).facts(known.watched.is_watched(&name));
+        match Tainted::of(node) {
+            Some(tainted) => known.tainted.insert(name.clone(), tainted),
+            None => known.tainted.remove(&name),
+        };
+        known.insert(name, facts);
+        known.rewatch(changed);
+    }
+
+    /// The node is gone (a node that ran edge-health leaves its unit's index too: it can
+    /// no longer make a newcomer watched).
+    pub fn delete(&self, name: &str) {
+        let mut known = self.nodes.write().unwrap_or_else(|p| p.into_inner());
+        let changed = known.watched.delete(name);
+        known.remove(name);
+        known.rewatch(changed);
+    }
+
+    /// A full list has been applied: reviews may trust the cache from now on.
+    pub fn done(&self) {
+        self.synced.store(true, Ordering::SeqCst);
     }
 
     /// Every cached node carrying the unreachable NoExecute taint that `remove` says should
@@ -206,6 +186,20 @@ impl NodeCache {
     }
 }
 
+impl Index<Node> for &NodeCache {
+    fn apply(&mut self, node: Node) {
+        NodeCache::apply(self, &node);
+    }
+
+    fn delete(&mut self, key: Key) {
+        NodeCache::delete(self, &key.name);
+    }
+
+    fn done(&mut self) {
+        NodeCache::done(self);
+    }
+}
+
 impl NodeVerdicts for NodeCache {
     fn synced(&self) -> bool {
         self.synced.load(Ordering::SeqCst)
@@ -217,6 +211,66 @@ impl NodeVerdicts for NodeCache {
 
     fn judge<R>(&self, judge: impl FnOnce(&BTreeMap<String, NodeFacts>) -> R) -> R {
         judge(&self.nodes.read().unwrap_or_else(|p| p.into_inner()).facts)
+    }
+}
+
+/// Keeps `nodes` following the API server: every Node, and (for SuperEdge node units) the
+/// `edge-health-config` ConfigMap in `config_namespace`; opens `listed` once both have
+/// listed. Runs until the watches end.
+pub async fn follow(
+    client: kube::Client,
+    nodes: Arc<NodeCache>,
+    metrics: Arc<Metrics>,
+    listed: Gate,
+    config_namespace: String,
+) {
+    let config_synced = Arc::new(AtomicBool::new(!nodes.reads_config_map()));
+    let unit_config = async {
+        if !nodes.reads_config_map() {
+            return std::future::pending().await;
+        }
+        follow_edge_health_config(client.clone(), &config_namespace, config_synced.clone(), |check| {
+            nodes.set_node_unit_check(check);
+            listed.set(nodes.synced() && config_synced.load(Ordering::SeqCst));
+        })
+        .await
+    };
+    let feed = NodeFeed { nodes: &nodes, metrics, listed: listed.clone(), config_synced: config_synced.clone() };
+    tokio::select! {
+        () = Watch::new(Api::<Node>::all(client.clone())).run(feed) => {}
+        () = unit_config => {}
+    }
+}
+
+/// The node cache, counted, and readiness once it (and the ConfigMap) has listed.
+struct NodeFeed<'a> {
+    nodes: &'a NodeCache,
+    metrics: Arc<Metrics>,
+    listed: Gate,
+    config_synced: Arc<AtomicBool>,
+}
+
+impl NodeFeed<'_> {
+    fn changed(&self) {
+        self.metrics.cached_nodes.set(i64::try_from(self.nodes.len()).unwrap_or(i64::MAX));
+        self.listed.set(self.nodes.synced() && self.config_synced.load(Ordering::SeqCst));
+    }
+}
+
+impl Index<Node> for NodeFeed<'_> {
+    fn apply(&mut self, node: Node) {
+        self.nodes.apply(&node);
+        self.changed();
+    }
+
+    fn delete(&mut self, key: Key) {
+        self.nodes.delete(&key.name);
+        self.changed();
+    }
+
+    fn done(&mut self) {
+        self.nodes.done();
+        self.changed();
     }
 }
 
@@ -245,31 +299,32 @@ mod tests {
         let cache = NodeCache::new(UnitSource::LabelKey("zone".into()));
         let yes = (true, Some(true));
         let no = (false, Some(false));
-        cache.apply(Event::Init);
-        cache.apply(Event::InitApply(node("a", "u1", true)));
-        cache.apply(Event::InitDone);
+        cache.apply(&node("a", "u1", true));
+        cache.done();
         assert_eq!(watched(&cache, "a"), no, "alone in its unit");
-        cache.apply(Event::Apply(node("b", "u1", false)));
+        cache.apply(&node("b", "u1", false));
         assert_eq!(watched(&cache, "a"), no, "its peer runs no edge-health");
-        cache.apply(Event::Apply(node("b", "u1", true)));
+        cache.apply(&node("b", "u1", true));
         assert_eq!((watched(&cache, "a"), watched(&cache, "b")), (yes, yes));
-        cache.apply(Event::Apply(node("b", "u2", true)));
+        cache.apply(&node("b", "u2", true));
         assert_eq!(watched(&cache, "a"), no, "relabelled away");
-        cache.apply(Event::Apply(node("b", "u1", true)));
+        cache.apply(&node("b", "u1", true));
         assert_eq!(watched(&cache, "a"), yes);
-        cache.apply(Event::Delete(node("b", "u1", true)));
+        cache.delete("b");
         assert_eq!(watched(&cache, "a"), no, "deleted");
-        cache.apply(Event::Apply(node("b", "u1", true)));
+        cache.apply(&node("b", "u1", true));
         assert_eq!(watched(&cache, "a"), yes);
-        cache.apply(Event::Apply(node("c", "u3", true)));
+        cache.apply(&node("c", "u3", true));
         assert_eq!(watched(&cache, "c"), no, "alone in u3");
-        // a relist that finds only `a`: `b` and `c` were deleted while the watch was down
-        cache.apply(Event::Init);
-        cache.apply(Event::InitApply(node("a", "u1", true)));
-        cache.apply(Event::InitDone);
+        // a relist that finds only `a` (`b` and `c` were deleted while the watch was down),
+        // as the watch reports it
+        cache.apply(&node("a", "u1", true));
+        cache.delete("b");
+        cache.delete("c");
+        cache.done();
         assert_eq!((watched(&cache, "a"), cache.len()), (no, 1), "gone by relist");
         // `c` is gone from the index too: it cannot watch a newcomer to u3
-        cache.apply(Event::Apply(node("d", "u3", true)));
+        cache.apply(&node("d", "u3", true));
         assert_eq!(watched(&cache, "d"), no, "no ghost peer");
     }
 
@@ -288,9 +343,9 @@ mod tests {
             node
         };
         for name in ["a", "b"] {
-            cache.apply(Event::Apply(serde_json::from_value(tainted(name)).unwrap()));
+            cache.apply(&serde_json::from_value(tainted(name)).unwrap());
         }
-        cache.apply(Event::Apply(node("c", "u1", true)));
+        cache.apply(&node("c", "u1", true));
         let now = "2026-11-22T10:30:00Z".parse().unwrap();
         let removals = cache.unreachable_taint_removals(|facts, tainted| {
             let taints = tainted.taints.iter().map(|(k, e)| (k.as_deref(), e.as_deref()));
@@ -308,7 +363,7 @@ mod tests {
         newer["metadata"]["resourceVersion"] = json!("42");
         assert!(json_patch::patch(&mut newer, &removals[0].1).is_err(), "a changed node is judged again");
         // the taint gone from the cache: nothing left to remove for it
-        cache.apply(Event::Apply(serde_json::from_value(object).unwrap()));
+        cache.apply(&serde_json::from_value(object).unwrap());
         let left = cache.unreachable_taint_removals(|_, _| Some(json_patch::Patch(vec![])));
         assert_eq!(left.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["b"]);
     }
@@ -322,8 +377,8 @@ mod tests {
         };
         let cache = NodeCache::default();
         assert!(cache.reads_config_map());
-        cache.apply(Event::Apply(unit("a", "u1")));
-        cache.apply(Event::Apply(unit("b", "u2")));
+        cache.apply(&unit("a", "u1"));
+        cache.apply(&unit("b", "u2"));
         assert!(cache.watched("a") && cache.watched("b"), "no ConfigMap: the whole cluster is one unit");
         cache.set_node_unit_check(NodeUnitCheck::Units(["u1".to_string()].into()));
         assert_eq!(watched(&cache, "a"), (false, Some(false)), "u1 checked, but a is alone in it");

@@ -8,9 +8,9 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use controller_support::testing::tls::{TestCa, TestCert, https_get};
-use controller_support::testing::{KubeconfigFile, RunningBinary, TempDir, free_port, metric};
 use edge_health_admission::configuration::{Endpoint, mutating_webhook_configuration};
+use edgegrid_testing::tls::{TestCa, TestCert, https_get};
+use edgegrid_testing::{KubeconfigFile, RunningBinary, TempDir, free_port, metric};
 use fake_apiserver::FakeApiServer;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::{Endpoints, Namespace, Node};

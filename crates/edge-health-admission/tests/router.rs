@@ -10,7 +10,6 @@ use edge_health_admission::server::{Webhook, router};
 use edgegrid_core::protection::ProtectionLimit;
 use http_body_util::BodyExt;
 use k8s_openapi::api::core::v1::Node;
-use kube::runtime::watcher::Event;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -46,12 +45,11 @@ fn webhook_configured(
     always_reachable: bool,
 ) -> Arc<Webhook> {
     let nodes = NodeCache::default();
-    nodes.apply(Event::Init);
     for n in [node("alive", "Unknown", false), node("dead", "Unknown", true), node("fine", "True", false)] {
-        nodes.apply(Event::InitApply(serde_json::from_value::<Node>(n).expect("node")));
+        nodes.apply(&serde_json::from_value::<Node>(n).expect("node"));
     }
     if synced {
-        nodes.apply(Event::InitDone);
+        nodes.done();
     }
     Arc::new(Webhook {
         nodes: Arc::new(nodes),
@@ -193,7 +191,7 @@ async fn odd_requests_are_allowed_unchanged_and_counted() {
         let object = review["request"]["object"].clone();
         assert_eq!(patched(&webhook, path, v1, review).await, object, "{path} {outcome}");
     }
-    let metrics = controller_support::admin::encode(&webhook.metrics.registry());
+    let metrics = controller_support::metrics::exposition("edge-health-admission", &*webhook.metrics);
     for line in [
         "edge_health_admission_reviews_total{hook=\"node-taint\",outcome=\"wrong_request\"} 2",
         "edge_health_admission_reviews_total{hook=\"endpoint\",outcome=\"undecodable\"} 1",

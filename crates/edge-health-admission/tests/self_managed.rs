@@ -19,10 +19,10 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use controller_support::testing::tls::{client_config, https_get};
-use controller_support::testing::{KubeconfigFile, RunningBinary, free_port, http_get};
 use edge_health_admission::configuration::{Endpoint, mutating_webhook_configuration};
 use edge_health_admission::self_managed::pki;
+use edgegrid_testing::tls::{client_config, https_get};
+use edgegrid_testing::{KubeconfigFile, RunningBinary, free_port, http_get};
 use fake_apiserver::{FakeApiServer, Fault};
 use futures::StreamExt;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;

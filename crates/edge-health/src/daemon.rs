@@ -26,12 +26,12 @@ pub mod state;
 mod test_support;
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use controller_support::{Readiness, Runtime, ShutdownSignal};
+use controller_support::Runtime;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 
@@ -66,7 +66,7 @@ pub async fn run(flags: Flags) -> anyhow::Result<()> {
         }
     }
     let runtime = Runtime::builder("edge-health", &flags.runtime)
-        .metrics(metrics.registry())
+        .metrics(&*metrics)
         .routes(server::router(daemon.clone()))
         // larger frames than a peer may send reach the verifier, which refuses them as
         // malformed (counted); beyond twice that the listener answers 413
@@ -81,35 +81,25 @@ pub async fn run(flags: Flags) -> anyhow::Result<()> {
         checks = settings.checks.checks().len(), "edge-health starting");
 
     let client = runtime.client();
-    // writes: a refusal is counted and retried next period from the then observed Node,
-    // not retried within the request by kube's client for as long as the API is away
-    let mut config = runtime.config().clone();
-    config.default_retry = false;
-    let writer = kube::Client::try_from(config).context("building the API client")?;
+    // writes: a refusal is counted and retried next period from the then observed Node
+    let writer = runtime.client_without_retries()?;
     let shutdown = runtime.shutdown_signal();
     let node_units = matches!(settings.unit_source, UnitSource::NodeUnits);
-    let ready = Ready {
-        readiness: runtime.readiness_handle(),
-        nodes: Arc::default(),
-        config: Arc::new(AtomicBool::new(!node_units)),
-        shutdown: shutdown.clone(),
-        updating: Arc::default(),
-    };
-    ready.update();
+    // ready once the Nodes (and, in node-units mode, the ConfigMap) have listed; the key
+    // was loaded before the server started
+    let nodes_listed = runtime.readiness().gate("the node watch has not listed yet");
+    let config_listed = node_units.then(|| runtime.readiness().gate("the edge-health-config watch has not listed yet"));
+    runtime.mark_ready();
     runtime
         .run(async move {
-            let nodes = {
-                let ready = ready.clone();
-                api::follow_nodes(client.clone(), daemon.clone(), move || ready.synced(&ready.nodes))
-            };
+            let nodes = api::follow_nodes(client.clone(), daemon.clone(), move || nodes_listed.open());
             let config = async {
-                if node_units {
-                    let namespace = daemon.settings().namespace.clone();
-                    let ready = ready.clone();
-                    api::follow_config(client.clone(), daemon.clone(), namespace, move || ready.synced(&ready.config))
-                        .await;
-                } else {
-                    std::future::pending::<()>().await;
+                match config_listed {
+                    Some(listed) => {
+                        let namespace = daemon.settings().namespace.clone();
+                        api::follow_config(client.clone(), daemon.clone(), namespace, move || listed.open()).await;
+                    }
+                    None => std::future::pending::<()>().await,
                 }
             };
             tokio::select! {
@@ -229,48 +219,6 @@ async fn reload_key(daemon: Arc<Daemon>) {
                 daemon.metrics().key_reloads.get_or_create(&ResultLabel { result: "invalid" }).inc();
                 refused = Some(key);
             }
-        }
-    }
-}
-
-/// `/readyz`: ready once the Nodes (and, in node-units mode, the ConfigMap) have listed;
-/// the key was loaded before the server started.
-#[derive(Clone)]
-struct Ready {
-    readiness: Readiness,
-    nodes: Arc<AtomicBool>,
-    config: Arc<AtomicBool>,
-    shutdown: ShutdownSignal,
-    /// One update at a time: two interleaved could leave the older answer standing.
-    updating: Arc<Mutex<()>>,
-}
-
-impl Ready {
-    fn synced(&self, which: &AtomicBool) {
-        if !which.swap(true, Ordering::SeqCst) {
-            self.update();
-        }
-    }
-
-    fn update(&self) {
-        let _one_at_a_time = self.updating.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        // once shutting down, the runtime's "not ready: shutting down" stands
-        if self.shutdown.is_signalled() {
-            return;
-        }
-        let mut waiting = Vec::new();
-        if !self.nodes.load(Ordering::SeqCst) {
-            waiting.push("the node watch has not listed yet");
-        }
-        if !self.config.load(Ordering::SeqCst) {
-            waiting.push("the edge-health-config watch has not listed yet");
-        }
-        if waiting.is_empty() {
-            self.readiness.set_note(None);
-            self.readiness.set_ready(true);
-        } else {
-            self.readiness.set_ready(false);
-            self.readiness.set_note(Some(waiting.join("; ")));
         }
     }
 }

@@ -18,13 +18,13 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use common::{Cluster, KEY, Member, Protocol, client, expect, metric, until, verdicts, views_agree};
-use controller_support::testing::{RunningBinary, TempDir};
 use edge_health::message::{HmacKey, Message, Payload, seal_message};
 use edge_health::time::Timestamp;
 use edgegrid_core::health::Verdict;
 use edgegrid_core::keys::{
     EDGE_HEALTH_ADDRESS_ANNOTATION, EDGE_HEALTH_CONFIGMAP, NODE_UNHEALTH_ANNOTATION, NODE_UNIT_LABEL_VALUE,
 };
+use edgegrid_testing::{RunningBinary, TempDir};
 use fake_apiserver::Fault;
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kube::api::{Api, Patch, PatchParams, PostParams};

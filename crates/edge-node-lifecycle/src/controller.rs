@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use controller_support::{Gate, ShutdownSignal};
 use edgegrid_core::keys;
 use edgegrid_core::membership::{Labels, UnitSource, WatchedNodes};
 use futures::StreamExt;
@@ -131,16 +132,17 @@ impl Membership {
     }
 }
 
-/// Runs until `shutdown` flips to true. Acts only while `leader` is true; `ready` turns
-/// true once every cache has synced.
+/// Runs until `shutdown` fires. Acts only while `leader` is true; opens `synced` once
+/// every cache has synced.
 pub async fn run(
     client: Client,
     config: ControllerConfig,
     metrics: Arc<Metrics>,
     leader: watch::Receiver<bool>,
-    ready: Arc<AtomicBool>,
-    mut shutdown: watch::Receiver<bool>,
+    synced: Gate,
+    shutdown: ShutdownSignal,
 ) {
+    let mut shutdown = shutdown.receiver();
     let (caches, drivers) = start_caches(&client, &config);
     tokio::select! {
         _ = async {
@@ -153,7 +155,7 @@ pub async fn run(
         } => {}
         _ = shutdown.changed() => return,
     }
-    ready.store(true, Ordering::SeqCst);
+    synced.open();
     tracing::info!("caches synced");
 
     // One core per leadership term, built when it starts: a core kept from an earlier

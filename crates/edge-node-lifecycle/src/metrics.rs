@@ -1,8 +1,7 @@
 //! Prometheus metrics of the controller, served on `/metrics` (the runtime adds
 //! `edge_node_lifecycle_leader`).
 
-use std::sync::{Arc, Mutex};
-
+use controller_support::metrics::Register;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -28,8 +27,8 @@ struct ZoneLabels {
     state: String,
 }
 
+#[derive(Default)]
 pub struct Metrics {
-    registry: Arc<Mutex<Registry>>,
     actions: Family<ActionLabels, Counter>,
     errors: Family<ErrorLabels, Counter>,
     zones: Family<ZoneLabels, Gauge>,
@@ -37,23 +36,13 @@ pub struct Metrics {
     pub monitor_passes: Counter,
 }
 
-impl Default for Metrics {
-    fn default() -> Self {
-        let mut registry = Registry::with_prefix("edge_node_lifecycle");
-        let metrics = Self {
-            actions: Family::default(),
-            errors: Family::default(),
-            zones: Family::default(),
-            evictions: Counter::default(),
-            monitor_passes: Counter::default(),
-            registry: Arc::default(),
-        };
-        registry.register("actions", "Node writes by kind (mark_unknown, add_taint, ...)", metrics.actions.clone());
-        registry.register("errors", "Failed writes and evictions by cause", metrics.errors.clone());
-        registry.register("zone_state", "1 for the current disruption state of each zone", metrics.zones.clone());
-        registry.register("evictions", "Pods deleted by the taint manager", metrics.evictions.clone());
-        registry.register("monitor_passes", "Node monitor passes run", metrics.monitor_passes.clone());
-        Self { registry: Arc::new(Mutex::new(registry)), ..metrics }
+impl Register for Metrics {
+    fn register(&self, registry: &mut Registry) {
+        registry.register("actions", "Node writes by kind (mark_unknown, add_taint, ...)", self.actions.clone());
+        registry.register("errors", "Failed writes and evictions by cause", self.errors.clone());
+        registry.register("zone_state", "1 for the current disruption state of each zone", self.zones.clone());
+        registry.register("evictions", "Pods deleted by the taint manager", self.evictions.clone());
+        registry.register("monitor_passes", "Node monitor passes run", self.monitor_passes.clone());
     }
 }
 
@@ -73,14 +62,5 @@ impl Metrics {
             let labels = ZoneLabels { region: region.into(), zone: zone.into(), state: format!("{candidate:?}") };
             self.zones.get_or_create(&labels).set(i64::from(candidate == state));
         }
-    }
-
-    /// The registry, to serve on `/metrics`.
-    pub fn registry(&self) -> Arc<Mutex<Registry>> {
-        self.registry.clone()
-    }
-
-    pub fn encode(&self) -> String {
-        controller_support::admin::encode(&self.registry)
     }
 }

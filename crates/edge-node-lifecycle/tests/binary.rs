@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use controller_support::testing::{self, HangingServer, KubeconfigFile, RunningBinary, http_get};
+use edgegrid_testing::{HangingServer, KubeconfigFile, RunningBinary, http_get};
 use fake_apiserver::FakeApiServer;
 use tokio::time::Instant;
 
@@ -21,7 +21,7 @@ struct Instance {
 
 /// The binary with separate health and metrics ports and fast leader-election retries.
 fn start(kubeconfig: &KubeconfigFile, node_name: &str) -> Instance {
-    let (health, metrics) = (testing::free_port(), testing::free_port());
+    let (health, metrics) = (edgegrid_testing::free_port(), edgegrid_testing::free_port());
     let args: Vec<String> = [
         "--kubeconfig",
         &kubeconfig.arg(),
@@ -54,7 +54,7 @@ impl Instance {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let ready = self.ready().await;
-            let leader = testing::metric(self.metrics, LEADER_GAUGE).await;
+            let leader = edgegrid_testing::metric(self.metrics, LEADER_GAUGE).await;
             if ready.as_ref().is_some_and(|(code, _)| *code == 200) && leader.as_deref() == Some(value) {
                 return;
             }
@@ -79,7 +79,9 @@ async fn binary_serves_probes_and_exits_cleanly_on_sigterm() {
     assert_eq!(http_get(instance.health, "/healthz").await, Some((200, "ok".into())));
     let deadline = Instant::now() + Duration::from_secs(10);
     // the leader acts: its monitor passes run
-    while testing::metric(instance.metrics, "edge_node_lifecycle_monitor_passes_total").await.as_deref() == Some("0") {
+    while edgegrid_testing::metric(instance.metrics, "edge_node_lifecycle_monitor_passes_total").await.as_deref()
+        == Some("0")
+    {
         assert!(Instant::now() < deadline, "no monitor pass while leading");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -96,13 +98,16 @@ async fn one_leader_among_instances_of_one_node_and_a_ready_standby() {
     let mut second = start(&kubeconfig, "same-node");
     second.until_ready_with_leader_gauge("0").await;
     for _ in 0..10 {
-        assert_eq!(testing::metric(first.metrics, LEADER_GAUGE).await.as_deref(), Some("1"));
-        assert_eq!(testing::metric(second.metrics, LEADER_GAUGE).await.as_deref(), Some("0"));
+        assert_eq!(edgegrid_testing::metric(first.metrics, LEADER_GAUGE).await.as_deref(), Some("1"));
+        assert_eq!(edgegrid_testing::metric(second.metrics, LEADER_GAUGE).await.as_deref(), Some("0"));
         assert_eq!(second.ready().await, Some((200, "ok".into())), "a synced standby is ready");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     // the standby does not act
-    assert_eq!(testing::metric(second.metrics, "edge_node_lifecycle_monitor_passes_total").await.as_deref(), Some("0"));
+    assert_eq!(
+        edgegrid_testing::metric(second.metrics, "edge_node_lifecycle_monitor_passes_total").await.as_deref(),
+        Some("0")
+    );
 
     let standby = second.binary.terminate(PROMPT_EXIT).await.unwrap();
     assert_eq!(standby.status.code(), Some(0), "{}", standby.logs);
@@ -113,18 +118,18 @@ async fn one_leader_among_instances_of_one_node_and_a_ready_standby() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_exits_promptly_while_waiting_for_caches() {
     let hanging = HangingServer::start().await.unwrap();
-    for server_url in [testing::unreachable_url(), hanging.url()] {
+    for server_url in [edgegrid_testing::unreachable_url(), hanging.url()] {
         let kubeconfig = KubeconfigFile::new(&server_url).unwrap();
         let mut instance = start(&kubeconfig, "instance-a");
         let deadline = Instant::now() + Duration::from_secs(10);
         // serving, but not ready: its caches cannot sync
-        while instance.ready().await != Some((503, "not ready".into())) {
+        while instance.ready().await != Some((503, "not ready: the caches have not synced yet".into())) {
             instance.binary.assert_running();
             assert!(Instant::now() < deadline, "{server_url}: admin server not up");
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
-        assert_eq!(testing::metric(instance.metrics, LEADER_GAUGE).await.as_deref(), Some("0"));
+        assert_eq!(edgegrid_testing::metric(instance.metrics, LEADER_GAUGE).await.as_deref(), Some("0"));
         let exit = instance.binary.terminate(PROMPT_EXIT).await.unwrap();
         assert_eq!(exit.status.code(), Some(0), "{server_url}: {}", exit.logs);
     }
@@ -172,7 +177,7 @@ async fn max_unreachable_protection_flag_bounds_the_edge_rule() {
         .unwrap();
         nodes.create(&PostParams::default(), &node).await.unwrap();
     }
-    let (health, metrics) = (testing::free_port(), testing::free_port());
+    let (health, metrics) = (edgegrid_testing::free_port(), edgegrid_testing::free_port());
     let args: Vec<String> = [
         "--kubeconfig",
         &kubeconfig.arg(),

@@ -6,7 +6,6 @@
 mod common;
 
 use std::collections::{BTreeMap, HashSet};
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -77,15 +76,15 @@ async fn site_cut_off_is_protected_until_voted_unhealthy() {
         shutdown.clone(),
     ));
     let metrics = Arc::new(Metrics::default());
-    let ready = Arc::new(AtomicBool::new(false));
+    let synced = controller_support::Readiness::new().gate("the caches have not synced yet");
     let config = fast_config(Duration::from_millis(500), 1.0);
     let controller = tokio::spawn(controller::run(
         client.clone(),
         config,
         metrics.clone(),
         leader_rx,
-        ready.clone(),
-        shutdown.clone(),
+        synced,
+        shutdown.clone().into(),
     ));
 
     // the site loses its cloud link: its kubelets' lease renewals stop arriving
@@ -147,7 +146,7 @@ async fn site_cut_off_is_protected_until_voted_unhealthy() {
     for name in CLOUD {
         assert_eq!(taint_keys(&nodes.get(name).await.unwrap()), Vec::<String>::new(), "{name}");
     }
-    let exposition = metrics.encode();
+    let exposition = controller_support::metrics::exposition("edge-node-lifecycle", &*metrics);
     assert!(exposition.contains("edge_node_lifecycle_evictions_total 6"), "{exposition}");
 
     shutdown_tx.send_replace(true);

@@ -22,7 +22,7 @@ async fn main() -> anyhow::Result<()> {
     let flags = Flags::parse();
     let metrics = Arc::new(Metrics::default());
     let runtime = Runtime::builder("grid-controller", &flags.runtime)
-        .metrics(metrics.registry())
+        .metrics(&*metrics)
         .leader_election(&flags.leader)
         .build()
         .await?;

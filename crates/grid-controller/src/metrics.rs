@@ -1,8 +1,7 @@
 //! Prometheus metrics of the grid controllers, served on `/metrics` (the runtime adds
 //! `grid_controller_leader`).
 
-use std::sync::{Arc, Mutex};
-
+use controller_support::metrics::Register;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -23,7 +22,6 @@ struct FailureLabels {
 type DurationHistograms = Family<KindLabels, Histogram, fn() -> Histogram>;
 
 pub struct Metrics {
-    registry: Arc<Mutex<Registry>>,
     reconciles: Family<KindLabels, Counter>,
     failures: Family<FailureLabels, Counter>,
     durations: DurationHistograms,
@@ -36,19 +34,21 @@ fn reconcile_duration_histogram() -> Histogram {
 
 impl Default for Metrics {
     fn default() -> Self {
-        let reconciles = Family::<KindLabels, Counter>::default();
-        let failures = Family::<FailureLabels, Counter>::default();
         let durations: DurationHistograms = Family::new_with_constructor(reconcile_duration_histogram);
-        let mut registry = Registry::with_prefix("grid_controller");
-        registry.register("reconciles", "Reconciles started, by grid kind", reconciles.clone());
-        registry.register("reconcile_failures", "Failed reconciles, by grid kind and cause", failures.clone());
+        Self { reconciles: Family::default(), failures: Family::default(), durations }
+    }
+}
+
+impl Register for Metrics {
+    fn register(&self, registry: &mut Registry) {
+        registry.register("reconciles", "Reconciles started, by grid kind", self.reconciles.clone());
+        registry.register("reconcile_failures", "Failed reconciles, by grid kind and cause", self.failures.clone());
         registry.register_with_unit(
             "reconcile_duration",
             "How long reconciles took, by grid kind",
             prometheus_client::registry::Unit::Seconds,
-            durations.clone(),
+            self.durations.clone(),
         );
-        Self { registry: Arc::new(Mutex::new(registry)), reconciles, failures, durations }
     }
 }
 
@@ -64,15 +64,6 @@ impl Metrics {
     pub fn observe_reconcile(&self, kind: &str, seconds: f64) {
         self.durations.get_or_create(&KindLabels { kind: kind.into() }).observe(seconds);
     }
-
-    /// The registry, to serve on `/metrics`.
-    pub fn registry(&self) -> Arc<Mutex<Registry>> {
-        self.registry.clone()
-    }
-
-    pub fn encode(&self) -> String {
-        controller_support::admin::encode(&self.registry)
-    }
 }
 
 #[cfg(test)]
@@ -84,7 +75,7 @@ mod tests {
         let metrics = Metrics::default();
         metrics.observe_reconcile("ServiceGrid", 0.003);
         metrics.observe_reconcile("ServiceGrid", 0.25);
-        let text = metrics.encode();
+        let text = controller_support::metrics::exposition("grid-controller", &metrics);
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines.contains(&"# TYPE grid_controller_reconcile_duration_seconds histogram"), "{text}");
         assert!(lines.contains(&r#"grid_controller_reconcile_duration_seconds_count{kind="ServiceGrid"} 2"#), "{text}");

@@ -16,6 +16,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+use controller_support::watch::{Index, Key, Watch};
 use edgegrid_core::crd::{
     DeploymentGrid, ServiceGrid, ServiceGridStatus, StatefulSetGrid, UnitWorkloadState, WorkloadCondition,
     WorkloadGridStatus,
@@ -583,38 +584,32 @@ where
     (reader, stream)
 }
 
+/// A workload grid controller's cache of its grids, the grids' type and its trigger.
+type GridTrigger = (Store<DynamicObject>, ApiResource, tokio::sync::mpsc::UnboundedSender<ObjectRef<DynamicObject>>);
+
 /// Feeds node label changes into `nodes` and sends each affected workload grid to its
 /// controller's trigger. Runs until the watch stream ends.
-async fn follow_nodes(
-    client: Client,
-    nodes: Arc<RwLock<NodeUnits>>,
-    grids: Vec<(Store<DynamicObject>, ApiResource, tokio::sync::mpsc::UnboundedSender<ObjectRef<DynamicObject>>)>,
-) {
+async fn follow_nodes(client: Client, nodes: Arc<RwLock<NodeUnits>>, grids: Vec<GridTrigger>) {
     let api: Api<PartialObjectMeta<Node>> = Api::all(client);
-    let mut events = watcher(api, watcher::Config::default()).default_backoff().boxed();
-    while let Some(event) = events.next().await {
-        let changed: BTreeSet<String> = {
-            let mut nodes = nodes.write().unwrap_or_else(|e| e.into_inner());
-            match event {
-                Ok(watcher::Event::Init) => {
-                    nodes.begin_relist();
-                    continue;
-                }
-                Ok(watcher::Event::InitApply(node) | watcher::Event::Apply(node)) => {
-                    nodes.apply(&node.name_any(), node.labels())
-                }
-                Ok(watcher::Event::Delete(node)) => nodes.delete(&node.name_any()),
-                Ok(watcher::Event::InitDone) => nodes.finish_relist(),
-                Err(error) => {
-                    tracing::warn!(%error, "node watch failed; retrying with backoff");
-                    continue;
-                }
-            }
-        };
+    Watch::new(api).named("nodes (metadata)").run(NodeFeed { nodes, grids }).await
+}
+
+struct NodeFeed {
+    nodes: Arc<RwLock<NodeUnits>>,
+    grids: Vec<GridTrigger>,
+}
+
+impl NodeFeed {
+    fn nodes(&self) -> std::sync::RwLockWriteGuard<'_, NodeUnits> {
+        self.nodes.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Requeues every grid keyed on a label key whose set of values changed.
+    fn trigger(&self, changed: BTreeSet<String>) {
         if changed.is_empty() {
-            continue;
+            return;
         }
-        for (store, resource, trigger) in &grids {
+        for (store, resource, trigger) in &self.grids {
             for grid in store.state() {
                 let key = grid.data["spec"]["gridUniqKey"].as_str().unwrap_or_default();
                 if changed.contains(key) {
@@ -622,6 +617,22 @@ async fn follow_nodes(
                 }
             }
         }
+    }
+}
+
+impl Index<PartialObjectMeta<Node>> for NodeFeed {
+    fn apply(&mut self, node: PartialObjectMeta<Node>) {
+        let changed = self.nodes().apply(&node.name_any(), node.labels());
+        self.trigger(changed);
+    }
+
+    fn delete(&mut self, key: Key) {
+        let changed = self.nodes().delete(&key.name);
+        self.trigger(changed);
+    }
+
+    fn done(&mut self) {
+        self.nodes().mark_synced();
     }
 }
 

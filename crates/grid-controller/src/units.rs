@@ -7,15 +7,13 @@
 //! which label keys had their set of values change, and only grids keyed on those are
 //! requeued. The index never does I/O and is fed node labels directly in tests.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Node name -> labels, and per label key the number of nodes carrying each value.
 #[derive(Debug, Default)]
 pub struct NodeUnits {
     nodes: HashMap<String, BTreeMap<String, String>>,
     counts: HashMap<String, BTreeMap<String, usize>>,
-    /// Nodes seen since a relist began; the others are gone when it ends.
-    relisting: Option<HashSet<String>>,
     synced: bool,
 }
 
@@ -32,9 +30,6 @@ impl NodeUnits {
 
     /// A node was added or changed. Returns the label keys whose set of values changed.
     pub fn apply(&mut self, name: &str, labels: &BTreeMap<String, String>) -> BTreeSet<String> {
-        if let Some(seen) = self.relisting.as_mut() {
-            seen.insert(name.to_string());
-        }
         let old = self.nodes.insert(name.to_string(), labels.clone()).unwrap_or_default();
         let mut changed = BTreeSet::new();
         for (key, value) in &old {
@@ -58,20 +53,10 @@ impl NodeUnits {
         old.iter().filter(|(key, value)| self.decrement(key, value)).map(|(key, _)| key.clone()).collect()
     }
 
-    /// A (re)list begins: nodes not re-applied before [`NodeUnits::finish_relist`] are gone.
-    pub fn begin_relist(&mut self) {
-        self.relisting = Some(HashSet::new());
-    }
-
-    /// The (re)list ended: forgets nodes it did not contain and marks the index synced.
-    /// Returns the label keys whose set of values changed by the forgetting.
-    pub fn finish_relist(&mut self) -> BTreeSet<String> {
+    /// A full list has been applied (and the nodes it lacked deleted: the watch reports a
+    /// relist as its differences).
+    pub fn mark_synced(&mut self) {
         self.synced = true;
-        let Some(seen) = self.relisting.take() else {
-            return BTreeSet::new();
-        };
-        let gone: Vec<String> = self.nodes.keys().filter(|name| !seen.contains(*name)).cloned().collect();
-        gone.iter().flat_map(|name| self.delete(name)).collect()
     }
 
     /// Counts a node carrying `key=value`; true when the value is new for the key.
@@ -117,10 +102,9 @@ mod tests {
     #[test]
     fn only_changes_of_a_keys_value_set_are_reported() {
         let mut index = NodeUnits::default();
-        index.begin_relist();
         assert_eq!(index.apply("n1", &labels(&[("zone1", "a"), ("disk", "ssd")])), keys(&["disk", "zone1"]));
         assert!(!index.is_synced());
-        assert_eq!(index.finish_relist(), keys(&[]));
+        index.mark_synced();
         assert!(index.is_synced());
         // a heartbeat (same labels) changes nothing
         assert_eq!(index.apply("n1", &labels(&[("zone1", "a"), ("disk", "ssd")])), keys(&[]));
@@ -135,13 +119,11 @@ mod tests {
         assert_eq!(index.delete("n2"), keys(&["zone1"]));
         assert_eq!(index.units("zone1"), keys(&["b"]));
         assert_eq!(index.delete("unknown"), keys(&[]));
-        // a relist that no longer contains n3 forgets it; b stays through n1
-        index.begin_relist();
+        // a relist that no longer contains n3 deletes it; b stays through n1
         assert_eq!(index.apply("n1", &labels(&[("zone1", "b")])), keys(&[]));
-        assert_eq!(index.finish_relist(), keys(&[]));
+        assert_eq!(index.delete("n3"), keys(&[]));
         assert_eq!(index.units("zone1"), keys(&["b"]));
-        index.begin_relist();
-        assert_eq!(index.finish_relist(), keys(&["zone1"]));
+        assert_eq!(index.delete("n1"), keys(&["zone1"]));
         assert_eq!(index.units("zone1"), keys(&[]));
     }
 
@@ -200,15 +182,19 @@ mod tests {
                         index.delete(&format!("n{n}"))
                     }
                     Step::Relist(keep) => {
-                        // a relist re-applies the surviving nodes unchanged; the rest are gone
-                        index.begin_relist();
+                        // a relist re-applies the surviving nodes unchanged and deletes the
+                        // rest, as the watch reports it
                         let mut reported = BTreeSet::new();
                         let survivors: BTreeSet<String> = keep.iter().map(|n| format!("n{n}")).collect();
+                        let gone: Vec<String> = model.keys().filter(|name| !survivors.contains(*name)).cloned().collect();
                         model.retain(|name, _| survivors.contains(name));
                         for (name, labels) in &model {
                             reported.extend(index.apply(name, labels));
                         }
-                        reported.extend(index.finish_relist());
+                        for name in gone {
+                            reported.extend(index.delete(&name));
+                        }
+                        index.mark_synced();
                         reported
                     }
                 };

@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use controller_support::testing::{self, HangingServer, KubeconfigFile, RunningBinary, http_get};
 use edgegrid_core::crd::{ServiceGrid, all_crds};
+use edgegrid_testing::{HangingServer, KubeconfigFile, RunningBinary, http_get};
 use fake_apiserver::{FakeApiServer, Fault};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Service;
@@ -27,7 +27,7 @@ struct Instance {
 
 /// The binary on an admin port of its own, with fast leader-election retries.
 fn start(kubeconfig: &KubeconfigFile, extra: &[&str]) -> Instance {
-    let port = testing::free_port();
+    let port = edgegrid_testing::free_port();
     let mut args: Vec<String> = vec!["--kubeconfig".into(), kubeconfig.arg()];
     // the Go form: every interface
     args.extend(["--bind-address".into(), format!(":{port}"), "--metrics-bind-address".into(), format!(":{port}")]);
@@ -39,7 +39,7 @@ fn start(kubeconfig: &KubeconfigFile, extra: &[&str]) -> Instance {
 
 impl Instance {
     async fn leader_gauge(&self) -> Option<String> {
-        testing::metric(self.admin, "grid_controller_leader").await
+        edgegrid_testing::metric(self.admin, "grid_controller_leader").await
     }
 
     async fn ready(&self) -> bool {
@@ -193,7 +193,7 @@ async fn sigterm_exits_in_bounded_time_while_the_api_server_hangs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_logs_with_structured_errors_when_the_api_server_is_gone() {
-    let kubeconfig = KubeconfigFile::new(&testing::unreachable_url()).unwrap();
+    let kubeconfig = KubeconfigFile::new(&edgegrid_testing::unreachable_url()).unwrap();
     let mut instance = start(&kubeconfig, &["--log-format", "json"]);
     tokio::time::sleep(Duration::from_millis(1500)).await;
     instance.binary.assert_running();
@@ -241,7 +241,7 @@ fn bad_flags_are_refused_with_a_message() {
     assert!(stderr.contains("missing unit in duration"), "{stderr}");
     let (code, stderr) = refused(&["--log-format", "yaml"]);
     assert_eq!(code, Some(2), "{stderr}");
-    let kubeconfig = KubeconfigFile::new(&testing::unreachable_url()).unwrap();
+    let kubeconfig = KubeconfigFile::new(&edgegrid_testing::unreachable_url()).unwrap();
     let (code, stderr) = refused(&["--kubeconfig", &kubeconfig.arg(), "--leader-elect-renew-deadline", "20s"]);
     assert_eq!(code, Some(1));
     assert!(stderr.contains("--leader-elect-renew-deadline must be shorter"), "{stderr}");

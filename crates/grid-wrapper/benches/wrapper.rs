@@ -29,11 +29,12 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use edgegrid_core::topology::{InputChange, PrunedView};
+use edgegrid_testing::objects;
 use fake_apiserver::FakeApiServer;
 use futures::StreamExt;
-use grid_wrapper::cache::{Input, Kind, Object, Serving, Stream};
+use grid_wrapper::cache::{Input, Kind, Object, Stream, ViewSource};
 use grid_wrapper::metrics::Metrics;
-use grid_wrapper::{Wrapper, WrapperConfig, fixtures};
+use grid_wrapper::{Wrapper, WrapperConfig};
 use http_body_util::{BodyExt, Empty};
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
@@ -65,7 +66,7 @@ const LOCAL_NODE: usize = 0;
 /// The unit label (SuperEdge's `gridUniqKey`) and the topology-aware Services' keys.
 const UNIT_LABEL: &str = "zone1";
 const TOPOLOGY_KEYS: &str = r#"["zone1"]"#;
-/// `grid_wrapper::fixtures` builds every namespaced object in `ns`.
+/// `edgegrid_testing::objects` builds every namespaced object in `ns`.
 const NAMESPACE: &str = "ns";
 /// What a real kube-apiserver takes to list 10k such slices (the target is 10x better).
 const REAL_APISERVER_LIST: Duration = Duration::from_millis(220);
@@ -91,7 +92,7 @@ impl Scale {
 }
 
 // ---------------------------------------------------------------------------------------
-// Upstream objects: the fixtures' objects, completed as a real cluster writes them
+// Upstream objects: `edgegrid_testing::objects`, completed as a real cluster writes them
 // ---------------------------------------------------------------------------------------
 
 /// splitmix64: deterministic names, uids and placements, the same cluster every run.
@@ -186,7 +187,7 @@ fn node_labels(n: usize, scale: &Scale) -> Vec<(String, String)> {
 fn node_metadata(n: usize, scale: &Scale) -> Value {
     let labels = node_labels(n, scale);
     let pairs: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let mut node = serde_json::to_value(fixtures::node_object(&node_name(n), &pairs)).expect("serialisable");
+    let mut node = serde_json::to_value(objects::node_object(&node_name(n), &pairs)).expect("serialisable");
     let mac: Vec<String> = (0..6).map(|i| hex(seed(1, n * 8 + i), 2)).collect();
     merge(
         &mut node,
@@ -372,7 +373,7 @@ fn topology_aware(i: usize) -> bool {
 /// The fixture Service, completed as the apiserver serves a ClusterIP Service.
 fn service_object(i: usize) -> Service {
     let name = service_name(i);
-    let mut service = serde_json::to_value(fixtures::service_object(&name, topology_aware(i).then_some(TOPOLOGY_KEYS)))
+    let mut service = serde_json::to_value(objects::service_object(&name, topology_aware(i).then_some(TOPOLOGY_KEYS)))
         .expect("serialisable");
     let ip = format!("10.96.{}.{}", i / 250, 1 + i % 250);
     merge(
@@ -423,7 +424,7 @@ fn slice_object(i: usize, scale: &Scale, first: Option<(usize, usize)>, trigger:
     let names: Vec<(String, String)> = placed.iter().map(|(pod, n)| (pod_ip(*pod), node_name(*n))).collect();
     let pairs: Vec<(&str, &str)> = names.iter().map(|(ip, n)| (ip.as_str(), n.as_str())).collect();
     let mut slice =
-        serde_json::to_value(fixtures::slice_object(&slice_name(i), &service, &pairs)).expect("serialisable");
+        serde_json::to_value(objects::slice_object(&slice_name(i), &service, &pairs)).expect("serialisable");
     let template = suffix(seed(13, i), 10);
     for (endpoint, (pod, n)) in slice["endpoints"].as_array_mut().into_iter().flatten().zip(&placed) {
         merge(
@@ -769,7 +770,7 @@ async fn lists(scale: &Scale) -> Lists {
         let _ = stopped.await;
     }));
     let mut serving = wrapper.serving_changes();
-    tokio::time::timeout(Duration::from_secs(120), serving.wait_for(|s| *s == Serving::Upstream))
+    tokio::time::timeout(Duration::from_secs(120), serving.wait_for(|s| *s == ViewSource::Upstream))
         .await
         .expect("the wrapper syncs within 2 minutes")
         .expect("wrapper alive");
@@ -876,7 +877,7 @@ fn rss_child(mode: &str, dump_path: &Path) {
                 wrapper.apply(input);
             });
             let after = rss_now();
-            assert_eq!(wrapper.serving(), Serving::Upstream);
+            assert_eq!(wrapper.serving(), ViewSource::Upstream);
             let (objects, encoded) = dump(&wrapper, dump_path);
             // then every slice changes once: the history fills with replaced versions
             for i in 0..scale.services {
@@ -1049,7 +1050,7 @@ async fn bench() {
     // 1. latency
     let wrapper = offline_wrapper();
     each_upstream_input(&scale, |input, _| wrapper.apply(input));
-    assert_eq!(wrapper.serving(), Serving::Upstream);
+    assert_eq!(wrapper.serving(), ViewSource::Upstream);
     // steady state: the change history is full of replaced versions, memory stops growing
     for c in 0..grid_wrapper::DEFAULT_HISTORY.min(scale.services) {
         let pod = (3_000_000 + c, endpoint_node(c, 0, &scale));

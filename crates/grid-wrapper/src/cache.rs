@@ -22,7 +22,7 @@ use edgegrid_core::topology::{
 use k8s_openapi::api::core::v1::{Endpoints, Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use listwatch::{ChangeKind, Log, LogConfig, ObjectId, Served, StoredObject};
+use listwatch::{ChangeKind, Log, LogConfig, ObjectId, ServedType, StoredObject};
 use serde_json::Value;
 
 /// A served resource type: the key of the wrapper's list/watch log.
@@ -38,12 +38,12 @@ pub enum Kind {
 impl Kind {
     pub const ALL: [Kind; 4] = [Kind::Services, Kind::EndpointSlices, Kind::Endpoints, Kind::Nodes];
 
-    pub fn served(self) -> Served {
+    pub fn served(self) -> ServedType {
         match self {
-            Self::Services => Served::new("v1", "Service"),
-            Self::EndpointSlices => Served::new("discovery.k8s.io/v1", "EndpointSlice"),
-            Self::Endpoints => Served::new("v1", "Endpoints"),
-            Self::Nodes => Served::new("v1", "Node"),
+            Self::Services => ServedType::new("v1", "Service"),
+            Self::EndpointSlices => ServedType::new("discovery.k8s.io/v1", "EndpointSlice"),
+            Self::Endpoints => ServedType::new("v1", "Endpoints"),
+            Self::Nodes => ServedType::new("v1", "Node"),
         }
     }
 
@@ -101,6 +101,14 @@ pub enum Object {
 }
 
 impl Object {
+    /// A node as the metadata-only watch reports it: its name and labels.
+    pub fn remote_node(name: &str, labels: &[(&str, &str)]) -> Self {
+        Self::RemoteNode {
+            name: name.into(),
+            labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        }
+    }
+
     pub fn stream(&self) -> Stream {
         match self {
             Self::Service(_) => Stream::Services,
@@ -124,13 +132,33 @@ impl Object {
     }
 }
 
+impl From<Service> for Object {
+    fn from(service: Service) -> Self {
+        Self::Service(service)
+    }
+}
+
+impl From<EndpointSlice> for Object {
+    fn from(slice: EndpointSlice) -> Self {
+        Self::Slice(slice)
+    }
+}
+
+impl From<Endpoints> for Object {
+    fn from(endpoints: Endpoints) -> Self {
+        Self::Endpoints(endpoints)
+    }
+}
+
 /// What an upstream watcher reports, in the shape of a kube-rs `watcher::Event`.
+#[allow(clippy::large_enum_variant, reason = "built per upstream event and consumed at once")]
 #[derive(Clone, Debug)]
 pub enum Input {
     /// A (re)list begins: objects not upserted before [`Input::Done`] are gone.
     Begin(Stream),
     Upsert(Object),
-    Delete(Object),
+    /// The object `(namespace, name)` of a stream is gone (namespace empty for nodes).
+    Delete(Stream, ObjectId),
     /// The (re)list is complete.
     Done(Stream),
     /// The nodes the local unit's edge-health votes down now (the whole set).
@@ -139,7 +167,7 @@ pub enum Input {
 
 /// What the cache is serving.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Serving {
+pub enum ViewSource {
     /// Nothing yet: list/watch requests must be refused (503), never answered empty.
     Nothing,
     /// A view restored from disk while the upstream has not synced yet.
@@ -214,11 +242,11 @@ impl Cache {
         &self.view
     }
 
-    pub fn serving(&self) -> Serving {
+    pub fn serving(&self) -> ViewSource {
         match (self.staging.is_some(), self.restored) {
-            (false, _) => Serving::Upstream,
-            (true, true) => Serving::Restored,
-            (true, false) => Serving::Nothing,
+            (false, _) => ViewSource::Upstream,
+            (true, true) => ViewSource::Restored,
+            (true, false) => ViewSource::Nothing,
         }
     }
 
@@ -230,7 +258,7 @@ impl Cache {
     /// Serves objects saved by an earlier process until the first upstream sync replaces
     /// them. Only before anything was served.
     pub fn restore(&mut self, objects: impl IntoIterator<Item = (Kind, Value)>) -> usize {
-        if self.serving() != Serving::Nothing {
+        if self.serving() != ViewSource::Nothing {
             return 0;
         }
         let mut restored = 0;
@@ -269,11 +297,7 @@ impl Cache {
                 }
                 self.upsert(object, &mut outcome)?;
             }
-            Input::Delete(object) => {
-                let stream = object.stream();
-                let id = object.id();
-                self.delete(stream, id, &mut outcome)?;
-            }
+            Input::Delete(stream, id) => self.delete(stream, id, &mut outcome)?,
             Input::Done(stream) => {
                 let seen = self.relisting.remove(&stream).unwrap_or_default();
                 for id in self.known(stream) {

@@ -5,7 +5,7 @@ use listwatch::{ChangeKind, ListOptions, LogConfig};
 use serde_json::{Value, json};
 
 use super::cache::*;
-use crate::fixtures::*;
+use edgegrid_testing::objects::*;
 
 const LOG: LogConfig = LogConfig { history_limit: 1000, watch_buffer: 1000 };
 
@@ -29,16 +29,16 @@ fn full_sync(objects: Vec<Object>) -> Vec<Input> {
 /// both units, `plain` has no annotation.
 fn two_units() -> Vec<Object> {
     vec![
-        local_node("n1", &[("unit", "a")]),
-        remote_node("n1", &[("unit", "stale")]),
-        remote_node("n2", &[("unit", "a")]),
-        remote_node("n3", &[("unit", "b")]),
-        service("web", Some(r#"["unit"]"#)),
-        service("plain", None),
-        slice("web-1", "web", &[("10.0.0.1", "n1"), ("10.0.0.3", "n3")]),
-        slice("web-2", "web", &[("10.0.0.2", "n2")]),
-        slice("plain-1", "plain", &[("10.0.0.5", "n3")]),
-        endpoints("web", &[("10.0.0.1", "n1"), ("10.0.0.2", "n2"), ("10.0.0.3", "n3")]),
+        Object::LocalNode(node_object("n1", &[("unit", "a")])),
+        Object::remote_node("n1", &[("unit", "stale")]),
+        Object::remote_node("n2", &[("unit", "a")]),
+        Object::remote_node("n3", &[("unit", "b")]),
+        service_object("web", Some(r#"["unit"]"#)).into(),
+        service_object("plain", None).into(),
+        slice_object("web-1", "web", &[("10.0.0.1", "n1"), ("10.0.0.3", "n3")]).into(),
+        slice_object("web-2", "web", &[("10.0.0.2", "n2")]).into(),
+        slice_object("plain-1", "plain", &[("10.0.0.5", "n3")]).into(),
+        endpoints_object("web", &[("10.0.0.1", "n1"), ("10.0.0.2", "n2"), ("10.0.0.3", "n3")]).into(),
     ]
 }
 
@@ -62,10 +62,10 @@ fn nothing_is_served_until_every_stream_has_listed() {
     let mut inputs = full_sync(two_units());
     let last = inputs.pop().expect("inputs");
     assert_eq!(apply(&mut cache, inputs), vec![], "staged, not served");
-    assert_eq!(cache.serving(), Serving::Nothing);
+    assert_eq!(cache.serving(), ViewSource::Nothing);
     assert_eq!(cache.log().len(&Kind::EndpointSlices), 0);
     let served = apply(&mut cache, [last]);
-    assert_eq!(cache.serving(), Serving::Upstream);
+    assert_eq!(cache.serving(), ViewSource::Upstream);
     let mut kinds: Vec<Kind> = served
         .iter()
         .map(|(k, c)| {
@@ -98,7 +98,7 @@ fn each_unit_sees_only_its_endpoints_and_unannotated_services_pass_whole() {
 
     let mut other_unit = Cache::new("n3", false, LOG, 100);
     let mut objects = two_units();
-    objects[0] = local_node("n3", &[("unit", "b")]);
+    objects[0] = Object::LocalNode(node_object("n3", &[("unit", "b")]));
     apply(&mut other_unit, full_sync(objects));
     assert_eq!(served_ips(&other_unit, Kind::EndpointSlices, "web-1"), vec!["10.0.0.3"]);
     assert_eq!(served_ips(&other_unit, Kind::EndpointSlices, "web-2"), Vec::<String>::new(), "served empty");
@@ -129,43 +129,39 @@ fn each_input_serves_exactly_the_objects_whose_pruned_form_changed() {
     let mut cache = synced();
     // a remote node joins unit a: only the objects with endpoints on it
     assert_eq!(
-        apply(&mut cache, [Input::Upsert(remote_node("n3", &[("unit", "a")]))]),
+        apply(&mut cache, [Input::Upsert(Object::remote_node("n3", &[("unit", "a")]))]),
         vec![(EndpointSlices, Modified), (Endpoints, Modified)]
     );
     assert_eq!(served_ips(&cache, EndpointSlices, "web-1"), vec!["10.0.0.1", "10.0.0.3"]);
     // a remote label change that changes nothing
-    assert_eq!(apply(&mut cache, [Input::Upsert(remote_node("n3", &[("unit", "a"), ("x", "y")]))]), vec![]);
+    assert_eq!(apply(&mut cache, [Input::Upsert(Object::remote_node("n3", &[("unit", "a"), ("x", "y")]))]), vec![]);
     // the local node moves to unit b: every topology-aware object, and the Node itself
     assert_eq!(
-        apply(&mut cache, [Input::Upsert(local_node("n1", &[("unit", "b")]))]),
+        apply(&mut cache, [Input::Upsert(Object::LocalNode(node_object("n1", &[("unit", "b")])))]),
         vec![(EndpointSlices, Modified), (EndpointSlices, Modified), (Endpoints, Modified), (Nodes, Modified)]
     );
     assert_eq!(served_ips(&cache, EndpointSlices, "web-1"), vec!["10.0.0.1"], "n1 alone in unit b");
     assert_eq!(served_ips(&cache, EndpointSlices, "web-2"), Vec::<String>::new());
     // web stops being unit-scoped: its objects pass whole, and the Service changes
     assert_eq!(
-        apply(&mut cache, [Input::Upsert(service("web", None))]),
+        apply(&mut cache, [Input::Upsert(service_object("web", None).into())]),
         vec![(EndpointSlices, Modified), (EndpointSlices, Modified), (Endpoints, Modified), (Services, Modified)]
     );
     // a node is deleted while the policy passes everything: nothing to re-prune
-    assert_eq!(apply(&mut cache, [Input::Delete(remote_node("n2", &[]))]), vec![]);
+    assert_eq!(apply(&mut cache, [Input::Delete(Stream::RemoteNodes, (String::new(), "n2".into()))]), vec![]);
     // the local node's labels never come from the metadata stream
-    assert_eq!(apply(&mut cache, [Input::Upsert(remote_node("n1", &[("unit", "a")]))]), vec![]);
+    assert_eq!(apply(&mut cache, [Input::Upsert(Object::remote_node("n1", &[("unit", "a")]))]), vec![]);
 }
 
 #[test]
 fn a_new_upstream_version_of_the_same_form_is_not_served_again() {
     let mut cache = synced();
-    let mut web1 = slice("web-1", "web", &[("10.0.0.1", "n1"), ("10.0.0.9", "n3")]);
-    if let Object::Slice(s) = &mut web1 {
-        s.metadata.resource_version = Some("999".into());
-    }
-    assert_eq!(apply(&mut cache, [Input::Upsert(web1)]), vec![], "only a pruned-away endpoint changed");
-    let mut svc = service("plain", None);
-    if let Object::Service(s) = &mut svc {
-        s.metadata.resource_version = Some("1000".into());
-    }
-    assert_eq!(apply(&mut cache, [Input::Upsert(svc)]), vec![]);
+    let mut web1 = slice_object("web-1", "web", &[("10.0.0.1", "n1"), ("10.0.0.9", "n3")]);
+    web1.metadata.resource_version = Some("999".into());
+    assert_eq!(apply(&mut cache, [Input::Upsert(web1.into())]), vec![], "only a pruned-away endpoint changed");
+    let mut svc = service_object("plain", None);
+    svc.metadata.resource_version = Some("1000".into());
+    assert_eq!(apply(&mut cache, [Input::Upsert(svc.into())]), vec![]);
 }
 
 #[test]
@@ -175,7 +171,7 @@ fn a_relist_serves_only_the_real_differences() {
     let before = cache.log().current_rv();
     let mut objects = two_units();
     objects.retain(|o| !matches!(o, Object::Slice(s) if s.metadata.name.as_deref() == Some("plain-1")));
-    objects.push(slice("late-1", "plain", &[("10.0.0.7", "n2")]));
+    objects.push(slice_object("late-1", "plain", &[("10.0.0.7", "n2")]).into());
     let served = apply(&mut cache, full_sync(objects));
     assert_eq!(served, vec![(Kind::EndpointSlices, Added), (Kind::EndpointSlices, Deleted)]);
     assert_eq!(cache.log().current_rv(), before + 2);
@@ -196,20 +192,20 @@ fn a_restored_view_is_served_until_the_first_sync_replaces_it_by_differences() {
     let saved: Vec<(Kind, Value)> = synced().served_objects().map(|(k, o)| (k, o.value())).collect();
     let mut cache = cache();
     assert_eq!(cache.restore(saved), 7);
-    assert_eq!(cache.serving(), Serving::Restored);
+    assert_eq!(cache.serving(), ViewSource::Restored);
     assert_eq!(served_ips(&cache, Kind::EndpointSlices, "web-1"), vec!["10.0.0.1"]);
     // upstream, meanwhile: plain-1 is gone and web-2 moved
     let mut objects = two_units();
     objects.retain(|o| !matches!(o, Object::Slice(s) if s.metadata.name.as_deref() == Some("plain-1")));
-    objects.push(slice("web-2", "web", &[("10.0.0.8", "n2")]));
+    objects.push(slice_object("web-2", "web", &[("10.0.0.8", "n2")]).into());
     let mut inputs = full_sync(objects);
     let last = inputs.pop().expect("inputs");
     assert_eq!(apply(&mut cache, inputs), vec![], "the restored view stays until every stream listed");
-    assert_eq!(cache.serving(), Serving::Restored);
+    assert_eq!(cache.serving(), ViewSource::Restored);
     let mut served = apply(&mut cache, [last]);
     served.sort_by_key(|(k, c)| (*k, format!("{c:?}")));
     assert_eq!(served, vec![(Kind::EndpointSlices, Deleted), (Kind::EndpointSlices, Modified)]);
-    assert_eq!(cache.serving(), Serving::Upstream);
+    assert_eq!(cache.serving(), ViewSource::Upstream);
     assert_eq!(served_ips(&cache, Kind::EndpointSlices, "web-2"), vec!["10.0.0.8"]);
     assert_eq!(cache.restore(vec![]), 0, "never after a sync");
 }
@@ -218,11 +214,12 @@ fn a_restored_view_is_served_until_the_first_sync_replaces_it_by_differences() {
 fn unnamed_objects_are_refused_and_change_nothing() {
     let mut cache = synced();
     let before = cache.log().current_rv();
-    let mut nameless = slice("x", "web", &[]);
-    if let Object::Slice(s) = &mut nameless {
-        s.metadata.name = None;
-    }
-    assert_eq!(cache.apply(Input::Upsert(nameless)), Err(CacheError::Unnamed { stream: Stream::EndpointSlices }));
+    let mut nameless = slice_object("x", "web", &[]);
+    nameless.metadata.name = None;
+    assert_eq!(
+        cache.apply(Input::Upsert(nameless.into())),
+        Err(CacheError::Unnamed { stream: Stream::EndpointSlices })
+    );
     assert_eq!(cache.log().current_rv(), before);
 }
 

@@ -8,7 +8,7 @@
 //! the rest through, [`persist`] keeps the served view across a reboot without the cloud.
 
 pub mod cache;
-pub mod fixtures;
+pub mod cli;
 pub mod metrics;
 pub mod persist;
 pub mod proxy;
@@ -24,10 +24,11 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use controller_support::Gate;
 use listwatch::{ChangeKind, LogConfig, WatchConfig};
 use tokio::sync::watch;
 
-use crate::cache::{Cache, Input, Kind, Serving};
+use crate::cache::{Cache, Input, Kind, ViewSource};
 use crate::metrics::{EventLabels, KindLabel, Metrics};
 use crate::proxy::Proxy;
 
@@ -55,7 +56,7 @@ pub struct Wrapper {
     /// Set to end every open downstream watch (shutdown).
     stop_watches: watch::Sender<bool>,
     /// What the cache serves, for readiness.
-    serving: watch::Sender<Serving>,
+    serving: watch::Sender<ViewSource>,
 }
 
 impl Wrapper {
@@ -81,7 +82,7 @@ impl Wrapper {
             proxy: Proxy::new(upstream)?,
             watch: config.watch,
             stop_watches: watch::channel(false).0,
-            serving: watch::channel(Serving::Nothing).0,
+            serving: watch::channel(ViewSource::Nothing).0,
         }))
     }
 
@@ -107,12 +108,12 @@ impl Wrapper {
         self.cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    pub fn serving(&self) -> Serving {
+    pub fn serving(&self) -> ViewSource {
         self.lock().serving()
     }
 
     /// Follows what the cache serves (nothing, a restored view, the upstream's).
-    pub fn serving_changes(&self) -> watch::Receiver<Serving> {
+    pub fn serving_changes(&self) -> watch::Receiver<ViewSource> {
         self.serving.subscribe()
     }
 
@@ -124,7 +125,7 @@ impl Wrapper {
             (cache.restore(objects), cache.serving())
         };
         self.serving.send_if_modified(|s| std::mem::replace(s, serving) != serving);
-        self.metrics.serving_restored.set(i64::from(serving == Serving::Restored));
+        self.metrics.serving_restored.set(i64::from(serving == ViewSource::Restored));
         restored
     }
 
@@ -160,7 +161,7 @@ impl Wrapper {
         for (kind, size) in sizes {
             self.metrics.cached_objects.get_or_create(&KindLabel { kind: kind.plural() }).set(size as i64);
         }
-        self.metrics.serving_restored.set(i64::from(serving == Serving::Restored));
+        self.metrics.serving_restored.set(i64::from(serving == ViewSource::Restored));
         self.serving.send_if_modified(|s| std::mem::replace(s, serving) != serving);
     }
 
@@ -192,3 +193,25 @@ pub const DEFAULT_HISTORY: usize = 10_000;
 pub const DEFAULT_WATCH_BUFFER: usize = 10_000;
 pub const DEFAULT_BOOKMARK_INTERVAL: Duration = Duration::from_secs(60);
 pub const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
+
+/// What `/readyz` waits for until the upstream view is served.
+pub const NOT_SYNCED: &str = "the upstream API server has not synced yet";
+
+/// Ready once the upstream view is served; a restored view is served but not ready.
+pub async fn follow_readiness(wrapper: Arc<Wrapper>, upstream_synced: Gate, restored_note: Option<String>) {
+    let mut serving = wrapper.serving_changes();
+    loop {
+        let now = *serving.borrow_and_update();
+        match now {
+            ViewSource::Upstream => upstream_synced.open(),
+            ViewSource::Restored => {
+                let note = restored_note.clone().unwrap_or_else(|| "serving a restored view".into());
+                upstream_synced.close_waiting_for(note);
+            }
+            ViewSource::Nothing => upstream_synced.close_waiting_for(NOT_SYNCED),
+        }
+        if serving.changed().await.is_err() {
+            return;
+        }
+    }
+}

@@ -1,7 +1,6 @@
 //! The wrapper's metrics, registered once and shared by the upstream loop and the server.
 
-use std::sync::{Arc, Mutex};
-
+use controller_support::metrics::Register;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -38,7 +37,6 @@ pub struct CodeLabel {
 }
 
 pub struct Metrics {
-    registry: Arc<Mutex<Registry>>,
     /// Objects served, by kind.
     pub cached_objects: Family<KindLabel, Gauge>,
     /// Upstream watch events taken, by stream.
@@ -70,9 +68,7 @@ pub struct Metrics {
 
 impl Default for Metrics {
     fn default() -> Self {
-        let mut registry = Registry::with_prefix("grid_wrapper");
-        let metrics = Self {
-            registry: Arc::default(),
+        Self {
             cached_objects: Family::default(),
             upstream_events: Family::default(),
             upstream_errors: Family::default(),
@@ -86,58 +82,57 @@ impl Default for Metrics {
             rejected_inputs: Counter::default(),
             verdict_polls: Family::default(),
             nodes_down: Gauge::default(),
-        };
-        registry.register("cached_objects", "Objects served, by kind", metrics.cached_objects.clone());
-        registry.register("upstream_events", "Upstream watch events taken, by stream", metrics.upstream_events.clone());
+        }
+    }
+}
+
+impl Register for Metrics {
+    fn register(&self, registry: &mut Registry) {
+        registry.register("cached_objects", "Objects served, by kind", self.cached_objects.clone());
+        registry.register("upstream_events", "Upstream watch events taken, by stream", self.upstream_events.clone());
         registry.register(
             "upstream_errors",
             "Upstream watch failures, each retried with backoff",
-            metrics.upstream_errors.clone(),
+            self.upstream_errors.clone(),
         );
         registry.register(
             "upstream_synced",
             "1 while a stream's upstream watch is established and listed",
-            metrics.upstream_synced.clone(),
+            self.upstream_synced.clone(),
         );
-        registry.register("served_events", "Changes served to watchers", metrics.served_events.clone());
-        registry.register("repruned_objects", "Pruned objects whose form changed", metrics.repruned_objects.clone());
+        registry.register("served_events", "Changes served to watchers", self.served_events.clone());
+        registry.register("repruned_objects", "Pruned objects whose form changed", self.repruned_objects.clone());
         registry.register(
             "reprune_duration_seconds",
             "Time to apply one upstream event through the topology view and commit it",
-            metrics.reprune_duration.clone(),
+            self.reprune_duration.clone(),
         );
-        registry.register("watchers", "Open downstream watches", metrics.watchers.clone());
+        registry.register("watchers", "Open downstream watches", self.watchers.clone());
         registry.register(
             "serving_restored",
             "1 while serving the view restored from --cache-dir, before the first upstream sync",
-            metrics.serving_restored.clone(),
+            self.serving_restored.clone(),
         );
         registry.register(
             "proxied_requests",
             "Requests passed through upstream, by response code (0: upstream unreachable)",
-            metrics.proxied_requests.clone(),
+            self.proxied_requests.clone(),
         );
-        registry.register("rejected_inputs", "Upstream objects the cache refused", metrics.rejected_inputs.clone());
+        registry.register("rejected_inputs", "Upstream objects the cache refused", self.rejected_inputs.clone());
         registry.register(
             "edge_health_verdict_polls",
             "Reads of the local edge-health verdicts, by result",
-            metrics.verdict_polls.clone(),
+            self.verdict_polls.clone(),
         );
         registry.register(
             "nodes_down",
             "Nodes the local unit votes down; their endpoints are not served",
-            metrics.nodes_down.clone(),
+            self.nodes_down.clone(),
         );
-        *metrics.registry.lock().unwrap_or_else(|p| p.into_inner()) = registry;
-        metrics
     }
 }
 
-impl Metrics {
-    pub fn registry(&self) -> Arc<Mutex<Registry>> {
-        self.registry.clone()
-    }
-}
+impl Metrics {}
 
 /// Counts one open watch for as long as it lives.
 pub struct WatcherGuard(Gauge);

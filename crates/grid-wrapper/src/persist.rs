@@ -10,11 +10,13 @@
 use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::cache::{Cache, Kind, Serving};
+use crate::Wrapper;
+use crate::cache::{Cache, Kind, ViewSource};
 
 pub const FILE_NAME: &str = "served-view.json";
 
@@ -37,7 +39,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> PersistError + '_ {
 /// The file's contents for the cache's current view, or `None` when there is nothing
 /// worth saving (the view is not an upstream one).
 pub fn encode(cache: &Cache, saved_at: &str) -> Option<Vec<u8>> {
-    if cache.serving() != Serving::Upstream {
+    if cache.serving() != ViewSource::Upstream {
         return None;
     }
     let head = serde_json::json!({"node": cache.local_node(), "savedAt": saved_at, "resourceVersion": cache.log().current_rv()});
@@ -116,11 +118,70 @@ pub fn read(dir: &Path, node: &str) -> Result<Option<Restored>, PersistError> {
     Ok(Some(Restored { saved_at: saved.saved_at, objects }))
 }
 
+/// Restores the saved view, if any; returns the readiness note that says so.
+pub fn restore(wrapper: &Wrapper, dir: Option<&Path>) -> Option<String> {
+    let dir = dir?;
+    match read(dir, wrapper.local_node()) {
+        Ok(Some(saved)) => {
+            let count = wrapper.restore(saved.objects);
+            tracing::info!(objects = count, saved_at = %saved.saved_at, dir = %dir.display(),
+                "serving the saved view until the upstream has synced");
+            Some(format!(
+                "serving the view saved at {} ({count} objects) from {}; the upstream API server has not synced",
+                saved.saved_at,
+                dir.display()
+            ))
+        }
+        Ok(None) => None,
+        Err(error) => {
+            tracing::warn!(%error, "saved view not used");
+            None
+        }
+    }
+}
+
+/// Saves the served view periodically when it changed.
+pub struct Saver {
+    pub dir: Option<PathBuf>,
+    pub limit: usize,
+    pub period: Duration,
+}
+
+impl Saver {
+    pub async fn run(&self, wrapper: &Wrapper) {
+        if self.dir.is_none() {
+            return std::future::pending().await;
+        }
+        let mut saved_rv = 0;
+        let mut ticker = tokio::time::interval(self.period);
+        loop {
+            ticker.tick().await;
+            let rv = wrapper.lock().log().current_rv();
+            if rv != saved_rv && self.save(wrapper) {
+                saved_rv = rv;
+            }
+        }
+    }
+
+    pub fn save(&self, wrapper: &Wrapper) -> bool {
+        let Some(dir) = &self.dir else { return false };
+        let saved_at = jiff::Timestamp::now().to_string();
+        let Some(contents) = encode(&wrapper.lock(), &saved_at) else { return false };
+        match write(dir, &contents, self.limit) {
+            Ok(()) => true,
+            Err(error) => {
+                tracing::warn!(%error, "served view not saved");
+                false
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::{Input, Stream};
-    use crate::fixtures::*;
+    use crate::cache::{Input, Object, Stream};
+    use edgegrid_testing::objects::*;
     use listwatch::LogConfig;
 
     const LOG: LogConfig = LogConfig { history_limit: 100, watch_buffer: 100 };
@@ -128,10 +189,10 @@ mod tests {
     fn synced() -> Cache {
         let mut cache = Cache::new("n1", false, LOG, 0);
         let objects = [
-            local_node("n1", &[("unit", "a")]),
-            remote_node("n2", &[("unit", "b")]),
-            service("web", Some(r#"["unit"]"#)),
-            slice("web-1", "web", &[("10.0.0.1", "n1"), ("10.0.0.2", "n2")]),
+            Object::LocalNode(node_object("n1", &[("unit", "a")])),
+            Object::remote_node("n2", &[("unit", "b")]),
+            service_object("web", Some(r#"["unit"]"#)).into(),
+            slice_object("web-1", "web", &[("10.0.0.1", "n1"), ("10.0.0.2", "n2")]).into(),
         ];
         for input in Stream::ALL
             .map(Input::Begin)

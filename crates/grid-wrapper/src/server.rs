@@ -24,7 +24,7 @@ use listwatch::{FieldSelector, ListOptions, Shape, WatchOptions};
 use serde_json::json;
 
 use crate::Wrapper;
-use crate::cache::{Kind, Serving};
+use crate::cache::{Kind, ViewSource};
 use crate::metrics::{CodeLabel, KindLabel, WatcherGuard};
 
 /// The served API, `/debug/topology`, and pass-through for the rest.
@@ -127,7 +127,7 @@ fn serve(
     let shape = Shape::from_accept(headers.get(header::ACCEPT).and_then(|a| a.to_str().ok()).unwrap_or_default());
     let served = target.kind.served();
     let cache = wrapper.lock();
-    if cache.serving() == Serving::Nothing {
+    if cache.serving() == ViewSource::Nothing {
         drop(cache);
         let message = "the grid wrapper has not synced with the upstream API server yet";
         let status = listwatch::status(503, "ServiceUnavailable", message, Some(json!({"retryAfterSeconds": 1})));

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::*;
-use controller_support::testing::{self, KubeconfigFile, RunningBinary, http_get, sample};
+use edgegrid_testing::{KubeconfigFile, RunningBinary, http_get, sample};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ListParams};
 use serde_json::Value;
@@ -29,7 +29,7 @@ struct Instance {
 }
 
 fn start(kubeconfig: &KubeconfigFile, cache_dir: Option<&Path>) -> Instance {
-    let (api, metrics) = (testing::free_port(), testing::free_port());
+    let (api, metrics) = (edgegrid_testing::free_port(), edgegrid_testing::free_port());
     let mut args: Vec<String> = vec!["--kubeconfig".into(), kubeconfig.arg()];
     args.extend(["--bind-address".into(), format!("127.0.0.1:{api}")]);
     args.extend(["--metrics-bind-address".into(), format!("127.0.0.1:{metrics}")]);
@@ -175,9 +175,9 @@ async fn the_binary_serves_saves_its_view_on_sigterm_and_serves_it_again_without
     let saved = std::fs::read(cache.0.join(grid_wrapper::persist::FILE_NAME)).expect("the view is saved");
 
     // again, with its API server out of reach: the saved view, exactly, and not ready
-    let gone = KubeconfigFile::new(&testing::unreachable_url()).expect("kubeconfig");
+    let gone = KubeconfigFile::new(&edgegrid_testing::unreachable_url()).expect("kubeconfig");
     let mut second = start(&gone, Some(&cache.0));
-    // (a bare "not ready" until the note is set, at start)
+    // (waiting for the upstream until the restored view is served, at start)
     let (_, readyz) = second
         .until_readyz("the restored view", |code, body| {
             code == 503 && body.starts_with("not ready: serving the view saved at ")
@@ -199,7 +199,7 @@ async fn the_binary_serves_saves_its_view_on_sigterm_and_serves_it_again_without
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_nothing_saved_and_no_api_server_list_and_watch_are_refused_never_empty() {
-    let gone = KubeconfigFile::new(&testing::unreachable_url()).expect("kubeconfig");
+    let gone = KubeconfigFile::new(&edgegrid_testing::unreachable_url()).expect("kubeconfig");
     let mut instance = start(&gone, None);
     let unsynced = "not ready: the upstream API server has not synced yet";
     instance.until_readyz(unsynced, |code, body| (code, body) == (503, unsynced)).await;

@@ -18,9 +18,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::*;
+use edgegrid_testing::objects::*;
 use fake_apiserver::{FakeApiServer, ServerConfig};
 use futures::{StreamExt, TryStreamExt};
-use grid_wrapper::fixtures::*;
 use grid_wrapper::metrics::KindLabel;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, WatchEvent, WatchParams};

@@ -176,7 +176,7 @@ async fn debug_topology_says_which_endpoints_are_kept_and_why() {
     let (server, _upstream) = two_unit_cluster().await;
     let wrapper = RunningWrapper::start(&server.url(), config("n1")).await;
     let (status, body) =
-        controller_support::testing::http_get(wrapper.addr, "/debug/topology?service=ns/web").await.expect("answered");
+        edgegrid_testing::http_get(wrapper.addr, "/debug/topology?service=ns/web").await.expect("answered");
     assert_eq!(status, 200, "{body}");
     let explanation = json(&body);
     assert_eq!(explanation["localNodeValues"], serde_json::json!({"unit": "a"}));
@@ -206,7 +206,6 @@ async fn debug_topology_says_which_endpoints_are_kept_and_why() {
             ("10.0.0.3".into(), false, "dropped: node n3 has unit=b, local node has unit=a".into()),
         ]
     );
-    let (status, body) =
-        controller_support::testing::http_get(wrapper.addr, "/debug/topology").await.expect("answered");
+    let (status, body) = edgegrid_testing::http_get(wrapper.addr, "/debug/topology").await.expect("answered");
     assert_eq!((status, json(&body)["reason"].clone()), (400, serde_json::json!("BadRequest")));
 }

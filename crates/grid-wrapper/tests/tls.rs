@@ -7,9 +7,9 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use controller_support::testing::tls::{TestCa, https_get};
-use controller_support::testing::{KubeconfigFile, RunningBinary, TempDir, free_port};
-use grid_wrapper::fixtures::ips;
+use edgegrid_testing::objects::ips;
+use edgegrid_testing::tls::{TestCa, https_get};
+use edgegrid_testing::{KubeconfigFile, RunningBinary, TempDir, free_port};
 use tokio::time::Instant;
 
 #[tokio::test]

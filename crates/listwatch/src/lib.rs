@@ -23,10 +23,6 @@ mod selectors;
 
 pub use error::{Error, status};
 pub use log::{Change, ChangeKind, ListPage, Log, LogConfig, ObjectId, ResourceKey, WatchStart};
-/// [`ServedType`] under the name grid-wrapper's cache still imports; remove once it
-/// imports `ServedType`.
-#[doc(hidden)]
-pub use object::ServedType as Served;
 pub use object::{ServedType, Shape, StoredObject};
 pub use options::{ListOptions, WatchOptions, is_watch};
 pub use protocol::{

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use controller_support::testing::KubeconfigFile;
 use controller_support::{BindAddress, LogFormat, RuntimeFlags};
+use edgegrid_testing::KubeconfigFile;
 
 /// Logs into the test's captured output (the runtime then keeps this subscriber).
 pub fn capture_logs() {

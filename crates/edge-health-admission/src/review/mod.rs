@@ -268,7 +268,6 @@ mod tests {
     use crate::nodes::NodeCache;
     use edgegrid_core::protection::ProtectionLimit;
     use k8s_openapi::api::core::v1::Node;
-    use kube::runtime::watcher::Event;
     use proptest::prelude::*;
 
     const NODE_NAMES: [&str; 6] = ["alive", "dead", "fine", "bounded", "odd", "ghost"];
@@ -277,7 +276,6 @@ mod tests {
     /// limited to 1h, `odd` with an unparsable limit; `ghost` unknown.
     fn cache() -> NodeCache {
         let cache = NodeCache::default();
-        cache.apply(Event::Init);
         let node = |name: &str, ready: &str, mut annotations: Value| {
             // every one runs edge-health, so (the whole cluster one unit) each is watched
             annotations["edgegrid.io/edge-health-address"] = json!("10.0.0.1:51005");
@@ -292,9 +290,9 @@ mod tests {
             node("bounded", "Unknown", json!({"superedge.io/max-unreachable-protection": "1h"})),
             node("odd", "Unknown", json!({"superedge.io/max-unreachable-protection": "soon"})),
         ] {
-            cache.apply(Event::InitApply(node));
+            cache.apply(&node);
         }
-        cache.apply(Event::InitDone);
+        cache.done();
         cache
     }
 

@@ -8,15 +8,16 @@
 //! then observes at the next period, which is also how verdicts reach the Nodes once a
 //! lost cloud link is back.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use edgegrid_core::keys::{EDGE_HEALTH_ADDRESS_ANNOTATION, EDGE_HEALTH_CONFIGMAP};
-use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use controller_support::unit_config::follow_edge_health_config_data;
+use controller_support::watch::{Index, Key, Watch};
+use edgegrid_core::keys::EDGE_HEALTH_ADDRESS_ANNOTATION;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, PartialObjectMeta, Patch, PatchParams};
-use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event, watcher};
 use serde_json::json;
 
 use super::state::{AddressState, Daemon};
@@ -30,47 +31,48 @@ pub const FIELD_MANAGER: &str = "edge-health";
 pub async fn follow_nodes(client: kube::Client, daemon: Arc<Daemon>, synced: impl Fn()) {
     // metadata-only list and watch: Node status updates stay on the cloud side
     let api: Api<PartialObjectMeta<Node>> = Api::all(client);
-    let mut events = std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff());
-    let mut listing = Vec::new();
-    while let Some(event) = events.next().await {
-        match event {
-            Ok(Event::Init) => listing.clear(),
-            Ok(Event::InitApply(node)) => listing.push(node.metadata),
-            Ok(Event::InitDone) => {
-                daemon.replace_nodes(&std::mem::take(&mut listing));
-                synced();
-            }
-            Ok(Event::Apply(node)) => daemon.apply_node(&node.metadata),
-            Ok(Event::Delete(node)) => {
-                if let Some(name) = node.metadata.name.as_deref() {
-                    daemon.delete_node(name);
-                }
-            }
-            Err(error) => tracing::warn!(%error, "node watch failed; retrying with backoff"),
+    let feed = NodeFeed { daemon, listing: None, synced };
+    Watch::new(api).named("nodes (metadata)").run(feed).await
+}
+
+/// Node metadata into the daemon: a (re)list replaces its nodes at once, so its
+/// membership is recomputed once per list, not once per node.
+struct NodeFeed<S> {
+    daemon: Arc<Daemon>,
+    listing: Option<Vec<ObjectMeta>>,
+    synced: S,
+}
+
+impl<S: Fn()> Index<PartialObjectMeta<Node>> for NodeFeed<S> {
+    fn begin(&mut self) {
+        self.listing = Some(Vec::new());
+    }
+
+    fn apply(&mut self, node: PartialObjectMeta<Node>) {
+        match self.listing.as_mut() {
+            Some(listing) => listing.push(node.metadata),
+            None => self.daemon.apply_node(&node.metadata),
         }
+    }
+
+    fn delete(&mut self, key: Key) {
+        // in a list, the replacement at `done` drops what it does not hold
+        if self.listing.is_none() {
+            self.daemon.delete_node(&key.name);
+        }
+    }
+
+    fn done(&mut self) {
+        self.daemon.replace_nodes(&self.listing.take().unwrap_or_default());
+        (self.synced)();
     }
 }
 
 /// Feeds the `edge-health-config` ConfigMap (node-units mode) to the daemon; `synced` is
 /// called after every complete (re)list.
 pub async fn follow_config(client: kube::Client, daemon: Arc<Daemon>, namespace: String, synced: impl Fn()) {
-    let api: Api<ConfigMap> = Api::namespaced(client, &namespace);
-    let config = watcher::Config::default().fields(&format!("metadata.name={EDGE_HEALTH_CONFIGMAP}"));
-    let mut events = std::pin::pin!(watcher(api, config).default_backoff());
-    let mut listed = None;
-    while let Some(event) = events.next().await {
-        match event {
-            Ok(Event::Init) => listed = None,
-            Ok(Event::InitApply(map)) => listed = Some(map.data.unwrap_or_default()),
-            Ok(Event::InitDone) => {
-                daemon.set_node_unit_config(listed.as_ref());
-                synced();
-            }
-            Ok(Event::Apply(map)) => daemon.set_node_unit_config(Some(&map.data.unwrap_or_default())),
-            Ok(Event::Delete(_)) => daemon.set_node_unit_config(None),
-            Err(error) => tracing::warn!(%error, %namespace, "edge-health-config watch failed; retrying with backoff"),
-        }
-    }
+    let on_change = |data: Option<&BTreeMap<String, String>>| daemon.set_node_unit_config(data);
+    follow_edge_health_config_data(client, &namespace, on_change, synced).await
 }
 
 fn params() -> PatchParams {

@@ -3,8 +3,7 @@
 //! rejected (one label value per [`Rejection`]), messages sent, the vote latency, Node
 //! writes by outcome and key reloads.
 
-use std::sync::{Arc, Mutex};
-
+use controller_support::metrics::Register;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -71,7 +70,6 @@ pub struct ResultLabel {
 }
 
 pub struct Metrics {
-    registry: Arc<Mutex<Registry>>,
     pub probes: Family<ProbeLabels, Counter>,
     /// Peers of the period's assignment not probed: they publish no address.
     pub probes_skipped: Counter,
@@ -93,9 +91,7 @@ pub struct Metrics {
 
 impl Default for Metrics {
     fn default() -> Self {
-        let mut registry = Registry::with_prefix("edge_health");
         let metrics = Self {
-            registry: Arc::default(),
             probes: Family::default(),
             probes_skipped: Counter::default(),
             ballots: Family::default(),
@@ -110,38 +106,6 @@ impl Default for Metrics {
             key_reloads: Family::default(),
             probe_requests_declined: Family::default(),
         };
-        registry.register("probes", "Probe attempts on peers, by check and result", metrics.probes.clone());
-        registry.register(
-            "probes_skipped",
-            "Assigned peers not probed because they publish no address",
-            metrics.probes_skipped.clone(),
-        );
-        registry.register("ballots", "Ballots this node cast, by verdict and basis", metrics.ballots.clone());
-        registry.register("verdict_changes", "Verdict changes in this node's vote tables, by new verdict", {
-            metrics.verdict_changes.clone()
-        });
-        registry.register("verdicts", "Members of this node's units by current verdict", metrics.verdicts.clone());
-        registry.register("peers", "Members of this node's units, itself excluded", metrics.peers.clone());
-        registry.register(
-            "messages_accepted",
-            "Messages from peers accepted, by kind",
-            metrics.messages_accepted.clone(),
-        );
-        registry.register("messages_rejected", "Messages refused, by reason", metrics.messages_rejected.clone());
-        registry.register("messages_sent", "Messages sent to peers, by kind and result", metrics.messages_sent.clone());
-        registry.register(
-            "vote_latency_seconds",
-            "Time from the first ballot against a standing verdict to the verdict's change",
-            metrics.vote_latency.clone(),
-        );
-        registry.register("writes", "Node patches, by target and outcome", metrics.writes.clone());
-        registry.register("key_reloads", "Reads of a changed --hmac-key-file, by result", metrics.key_reloads.clone());
-        registry.register(
-            "probe_requests_declined",
-            "Peers' indirect probe requests this node declined: busy (at --max-concurrent-probe-requests), \
-             not_checked (a node it does not check or cannot reach)",
-            metrics.probe_requests_declined.clone(),
-        );
         // every rejection reason is visible at 0 before the first refusal
         for rejection in Rejection::ALL {
             let _ = metrics.messages_rejected.get_or_create(&ReasonLabel { reason: rejection.metric_label() });
@@ -149,16 +113,44 @@ impl Default for Metrics {
         for verdict in [Verdict::Undecided, Verdict::Healthy, Verdict::Unhealthy] {
             let _ = metrics.verdicts.get_or_create(&VerdictLabel { verdict: verdict.as_str() });
         }
-        *metrics.registry.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = registry;
         metrics
     }
 }
 
-impl Metrics {
-    pub fn registry(&self) -> Arc<Mutex<Registry>> {
-        self.registry.clone()
+impl Register for Metrics {
+    fn register(&self, registry: &mut Registry) {
+        registry.register("probes", "Probe attempts on peers, by check and result", self.probes.clone());
+        registry.register(
+            "probes_skipped",
+            "Assigned peers not probed because they publish no address",
+            self.probes_skipped.clone(),
+        );
+        registry.register("ballots", "Ballots this node cast, by verdict and basis", self.ballots.clone());
+        registry.register("verdict_changes", "Verdict changes in this node's vote tables, by new verdict", {
+            self.verdict_changes.clone()
+        });
+        registry.register("verdicts", "Members of this node's units by current verdict", self.verdicts.clone());
+        registry.register("peers", "Members of this node's units, itself excluded", self.peers.clone());
+        registry.register("messages_accepted", "Messages from peers accepted, by kind", self.messages_accepted.clone());
+        registry.register("messages_rejected", "Messages refused, by reason", self.messages_rejected.clone());
+        registry.register("messages_sent", "Messages sent to peers, by kind and result", self.messages_sent.clone());
+        registry.register(
+            "vote_latency_seconds",
+            "Time from the first ballot against a standing verdict to the verdict's change",
+            self.vote_latency.clone(),
+        );
+        registry.register("writes", "Node patches, by target and outcome", self.writes.clone());
+        registry.register("key_reloads", "Reads of a changed --hmac-key-file, by result", self.key_reloads.clone());
+        registry.register(
+            "probe_requests_declined",
+            "Peers' indirect probe requests this node declined: busy (at --max-concurrent-probe-requests), \
+             not_checked (a node it does not check or cannot reach)",
+            self.probe_requests_declined.clone(),
+        );
     }
+}
 
+impl Metrics {
     pub fn rejected(&self, rejection: Rejection) {
         self.messages_rejected.get_or_create(&ReasonLabel { reason: rejection.metric_label() }).inc();
     }

@@ -7,10 +7,10 @@
 
 use std::collections::HashSet;
 use std::future::Future;
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use controller_support::Readiness;
 use edge_node_lifecycle::controller::{self, ControllerConfig};
 use edge_node_lifecycle::metrics::Metrics;
 use fake_apiserver::FakeApiServer;
@@ -184,9 +184,15 @@ impl RunningController {
         let (shutdown, shutdown_rx) = watch::channel(false);
         let (leader, leader_rx) = watch::channel(leading);
         let metrics = Arc::new(Metrics::default());
-        let ready = Arc::new(AtomicBool::new(false));
-        let task =
-            tokio::spawn(controller::run(client.clone(), config, metrics.clone(), leader_rx, ready, shutdown_rx));
+        let synced = Readiness::new().gate("the caches have not synced yet");
+        let task = tokio::spawn(controller::run(
+            client.clone(),
+            config,
+            metrics.clone(),
+            leader_rx,
+            synced,
+            shutdown_rx.into(),
+        ));
         Self { metrics, shutdown, leader, task }
     }
 

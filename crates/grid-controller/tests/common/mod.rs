@@ -72,8 +72,7 @@ impl Cluster {
 
     /// The count of a metric sample line (`name{labels} value`), 0 when absent.
     pub fn sample(&self, line_prefix: &str) -> f64 {
-        self.metrics
-            .encode()
+        controller_support::metrics::exposition("grid-controller", &*self.metrics)
             .lines()
             .find_map(|l| l.strip_prefix(line_prefix).and_then(|rest| rest.trim().parse().ok()))
             .unwrap_or(0.0)

@@ -1,6 +1,7 @@
 //! What the wrapper's end-to-end tests share: a fake apiserver holding a two-unit cluster,
 //! wrappers running in-process against it over HTTP, and unmodified kube-rs clients
-//! pointed at each wrapper.
+//! pointed at each wrapper. The workspace's `tests/tests/grid_wrapper_kubectl.rs` compiles
+//! it too (by path), so it uses only that package's dev-dependencies as well.
 
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
@@ -8,10 +9,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use edgegrid_testing::objects::*;
 use fake_apiserver::FakeApiServer;
 use futures::TryStreamExt;
-use grid_wrapper::cache::Serving;
-use grid_wrapper::fixtures::*;
+use grid_wrapper::cache::ViewSource;
 use grid_wrapper::metrics::Metrics;
 use grid_wrapper::{Wrapper, WrapperConfig};
 use k8s_openapi::api::core::v1::Node;
@@ -49,7 +50,7 @@ impl RunningWrapper {
     /// Starts a wrapper on `upstream_url` and waits until it serves the upstream's view.
     pub async fn start(upstream_url: &str, config: WrapperConfig) -> Self {
         let running = Self::start_unsynced(upstream_url, config).await;
-        running.until_serving(Serving::Upstream).await;
+        running.until_serving(ViewSource::Upstream).await;
         running
     }
 
@@ -81,7 +82,7 @@ impl RunningWrapper {
         }
     }
 
-    pub async fn until_serving(&self, want: Serving) {
+    pub async fn until_serving(&self, want: ViewSource) {
         let mut serving = self.wrapper.serving_changes();
         within("the wrapper to serve", serving.wait_for(|s| *s == want)).await.expect("wrapper alive");
     }

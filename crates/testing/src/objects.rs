@@ -1,11 +1,10 @@
-//! Upstream objects as the wrapper's tests and benchmarks build them (namespace `ns`):
-//! one place, so unit tests, end-to-end tests and benchmarks describe clusters alike.
+//! Upstream objects as the grid wrapper's tests and benchmarks build them (namespace
+//! `ns`): one place, so unit tests, end-to-end tests and benchmarks describe clusters
+//! alike. The wrapper's `cache::Object` takes them with `.into()`.
 
 use k8s_openapi::api::core::v1::{Endpoints, Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use serde_json::{Value, json};
-
-use crate::cache::Object;
 
 fn typed<T: serde::de::DeserializeOwned>(value: Value) -> T {
     serde_json::from_value(value).expect("fixture is a valid object")
@@ -48,29 +47,6 @@ pub fn endpoints_object(name: &str, addresses: &[(&str, &str)]) -> Endpoints {
         "metadata": {"name": name, "namespace": "ns"},
         "subsets": [{"addresses": addresses, "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]}],
     }))
-}
-
-pub fn local_node(name: &str, labels: &[(&str, &str)]) -> Object {
-    Object::LocalNode(node_object(name, labels))
-}
-
-pub fn remote_node(name: &str, labels: &[(&str, &str)]) -> Object {
-    Object::RemoteNode {
-        name: name.into(),
-        labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-    }
-}
-
-pub fn service(name: &str, topology_keys: Option<&str>) -> Object {
-    Object::Service(service_object(name, topology_keys))
-}
-
-pub fn slice(name: &str, service: &str, endpoints: &[(&str, &str)]) -> Object {
-    Object::Slice(slice_object(name, service, endpoints))
-}
-
-pub fn endpoints(name: &str, addresses: &[(&str, &str)]) -> Object {
-    Object::Endpoints(endpoints_object(name, addresses))
 }
 
 /// The addresses of a served EndpointSlice or Endpoints, in order.

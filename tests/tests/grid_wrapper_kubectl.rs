@@ -3,24 +3,22 @@
 //! kubectl comes from `.ci/install-tools` (or `$KUBECTL`). Without it the test is ignored
 //! with the reason (`build.rs` sets `missing_kubectl`), except under CI (`CI` non-empty),
 //! where it runs and fails.
+//!
+//! It lives here, not in `crates/grid-wrapper/tests/`, because only a build script can
+//! mark a test ignored and the shipped grid-wrapper has none; the wrapper's own test
+//! support is shared with its tests by path.
 
+#[path = "../../crates/grid-wrapper/tests/common/mod.rs"]
 mod common;
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::*;
-use controller_support::testing::KubeconfigFile;
-
-#[allow(dead_code)] // the build-script half is for build.rs
-#[path = "../../../tests/src/tool_lookup.rs"]
-mod tool_lookup;
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).expect("crates/<name> in the workspace").to_path_buf()
-}
+use edgegrid_testing::KubeconfigFile;
+use edgegrid_testing::objects::ips;
+use edgegrid_tests::require_tool;
 
 /// One watch event as kubectl printed it: type, slice name, addresses.
 type Printed = (String, String, Vec<String>);
@@ -32,7 +30,7 @@ fn printed(r#type: &str, name: &str, ips: &[&str]) -> Printed {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(missing_kubectl, ignore = "kubectl not found at $KUBECTL or .tools/bin: run .ci/install-tools")]
 async fn kubectl_get_watch_through_the_wrapper_shows_the_pruned_slices_and_their_changes() {
-    let kubectl = tool_lookup::require(&workspace(), "kubectl");
+    let kubectl = require_tool("kubectl");
     let (server, upstream) = two_unit_cluster().await;
     let wrapper = RunningWrapper::start(&server.url(), config("n1")).await;
     // kubectl's discovery passes through the wrapper to the fake apiserver
@@ -55,7 +53,7 @@ async fn kubectl_get_watch_through_the_wrapper_shows_the_pruned_slices_and_their
             let Ok(event) = event else { return };
             let object = &event["object"];
             let name = object["metadata"]["name"].as_str().unwrap_or_default().to_string();
-            let ips = grid_wrapper::fixtures::ips(object);
+            let ips = ips(object);
             if events.send((event["type"].as_str().unwrap_or_default().to_string(), name, ips)).is_err() {
                 return;
             }

@@ -1,9 +1,14 @@
-//! What the end-to-end tests of binaries built on this runtime share: run the binary with
-//! its stderr captured, read its admin endpoints, read one metric sample exactly, stop it
-//! with SIGTERM and time the exit, and stand-ins for an API server that hangs or is gone.
-//! Test support only: nothing in a binary calls it. HTTPS (a CA, certificates, a client)
-//! is in [`tls`].
+//! What the tests of the edgegrid binaries (built on `controller-support`'s runtime)
+//! share: run the binary with its stderr captured, read its admin endpoints, read one
+//! metric sample exactly, stop it with SIGTERM and time the exit, and stand-ins for an API
+//! server that hangs or is gone. HTTPS (a CA, certificates, a client) is in [`tls`],
+//! typed upstream objects in [`objects`].
+//!
+//! A dev-dependency only: no shipped crate may depend on it (`cargo xtask check` fails
+//! when a binary's normal dependency tree contains it), and it depends on no edgegrid
+//! crate, so any crate's own tests can use it.
 
+pub mod objects;
 pub mod tls;
 
 use std::io::Read;

@@ -1,8 +1,8 @@
-//! What tests of HTTPS servers on this runtime share: a throwaway CA issuing server and
-//! client certificates (rcgen), rustls client configurations trusting it, and one HTTPS
-//! request that reports the certificate the server presented. Test support only; the keys
-//! are generated per test, except the one RSA key (ring cannot generate RSA keys), which
-//! is a fixture of this crate and protects nothing.
+//! What tests of HTTPS servers share: a throwaway CA issuing server and client
+//! certificates (rcgen), rustls client configurations trusting it, and one HTTPS request
+//! that reports the certificate the server presented. The keys are generated per test,
+//! except the one RSA key (ring cannot generate RSA keys), which is a fixture of this
+//! crate and protects nothing.
 
 use std::io;
 use std::net::SocketAddr;

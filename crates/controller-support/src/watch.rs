@@ -1,0 +1,298 @@
+//! One watch feeding one index, as every binary follows the API server (kubert's
+//! index/watch split): the binary's [`Index`] only hears what exists and what is gone; this
+//! module owns the list, the watch, retries with backoff, and the relists.
+//!
+//! A relist (the first list, a watch that could not resume after a 410, an API server
+//! whose versions went back) is turned into differences: the index hears `begin`, an
+//! `apply` for every listed object, a `delete` for every object it held that the list no
+//! longer has, then `done`. So an index never keeps relist bookkeeping of its own.
+//!
+//! kube-rs relists after a 410 but resumes the same version forever when the API server
+//! answers "too large resource version" (an API server rebuilt, or restored from an etcd
+//! backup, with older versions): the view would stay frozen at the old cluster. This
+//! watch starts over with a list then, as client-go does.
+//!
+//! Metadata-only watches are `Watch<PartialObjectMeta<K>>` (kube-rs asks for metadata
+//! only); field- and label-selected ones are [`Watch::fields`] and [`Watch::labels`].
+
+use std::collections::BTreeSet;
+use std::fmt::Debug;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::Api;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event, watcher};
+use kube::{Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+
+/// How long to wait before relisting a watch whose API server no longer knows its version
+/// (the API server's own `retryAfterSeconds` for that error).
+const RELIST_DELAY: Duration = Duration::from_secs(1);
+
+/// Names an object of a watch.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Key {
+    /// `None` for cluster-scoped objects.
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl Key {
+    pub fn of<K: Resource>(object: &K) -> Self {
+        Self { namespace: object.meta().namespace.clone(), name: object.name_any() }
+    }
+}
+
+/// What a binary keeps of one watched collection, fed by [`Watch::run`].
+pub trait Index<K> {
+    /// A list begins: the objects applied until [`done`](Self::done) are all there are.
+    fn begin(&mut self) {}
+    /// `object` exists as given (new, changed, or listed again).
+    fn apply(&mut self, object: K);
+    /// The object is gone: deleted while watched, or missing from a relist.
+    fn delete(&mut self, key: Key);
+    /// A list is complete: every object the API server holds has been applied and every
+    /// other one deleted. The index is in sync from the first `done` on.
+    fn done(&mut self) {}
+    /// The watch failed and is retried with backoff; the index keeps what it has.
+    fn failed(&mut self, _error: &watcher::Error) {}
+}
+
+impl<K, I: Index<K> + ?Sized> Index<K> for &mut I {
+    fn begin(&mut self) {
+        (**self).begin();
+    }
+    fn apply(&mut self, object: K) {
+        (**self).apply(object);
+    }
+    fn delete(&mut self, key: Key) {
+        (**self).delete(key);
+    }
+    fn done(&mut self) {
+        (**self).done();
+    }
+    fn failed(&mut self, error: &watcher::Error) {
+        (**self).failed(error);
+    }
+}
+
+/// A list and watch of one collection; see the module documentation.
+pub struct Watch<K: Resource> {
+    api: Api<K>,
+    config: watcher::Config,
+    name: String,
+}
+
+impl<K> Watch<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    K::DynamicType: Default,
+{
+    /// Every object `api` reaches; named in logs by its plural.
+    pub fn new(api: Api<K>) -> Self {
+        let name = K::plural(&K::DynamicType::default()).into_owned();
+        Self { api, config: watcher::Config::default(), name }
+    }
+
+    /// Only objects matching the field selector (e.g. `metadata.name=n1`: RBAC may grant
+    /// just that object).
+    pub fn fields(mut self, selector: &str) -> Self {
+        self.config = self.config.fields(selector);
+        self
+    }
+
+    /// Only objects matching the label selector.
+    pub fn labels(mut self, selector: &str) -> Self {
+        self.config = self.config.labels(selector);
+        self
+    }
+
+    /// The name logs give the watch (default: the resource's plural).
+    pub fn named(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Feeds `index` until the watch ends (kube-rs retries forever, so in practice until
+    /// the future is dropped). Pass `&mut index` to keep it.
+    pub async fn run(self, mut index: impl Index<K>) {
+        let mut feed = Feed::default();
+        loop {
+            let mut events = std::pin::pin!(watcher(self.api.clone(), self.config.clone()).default_backoff());
+            let relist = loop {
+                let Some(event) = events.next().await else { break false };
+                match event {
+                    Ok(event) => feed.event(event, &mut index),
+                    Err(error) => {
+                        tracing::warn!(watch = %self.name, %error, "watch failed; keeping what it saw, retrying");
+                        index.failed(&error);
+                        if version_unknown_upstream(&error) {
+                            break true;
+                        }
+                    }
+                }
+            };
+            if !relist {
+                return;
+            }
+            tokio::time::sleep(RELIST_DELAY).await;
+        }
+    }
+}
+
+/// The keys the index holds, and those the list in progress has found.
+#[derive(Default)]
+struct Feed {
+    held: BTreeSet<Key>,
+    listed: Option<BTreeSet<Key>>,
+}
+
+impl Feed {
+    fn event<K: Resource>(&mut self, event: Event<K>, index: &mut impl Index<K>) {
+        match event {
+            Event::Init => {
+                self.listed = Some(BTreeSet::new());
+                index.begin();
+            }
+            Event::InitApply(object) => {
+                let key = Key::of(&object);
+                self.listed.get_or_insert_default().insert(key.clone());
+                self.held.insert(key);
+                index.apply(object);
+            }
+            Event::Apply(object) => {
+                self.held.insert(Key::of(&object));
+                index.apply(object);
+            }
+            Event::Delete(object) => {
+                let key = Key::of(&object);
+                self.held.remove(&key);
+                index.delete(key);
+            }
+            Event::InitDone => {
+                let listed = self.listed.take().unwrap_or_default();
+                let held = std::mem::replace(&mut self.held, listed);
+                for gone in held.difference(&self.held) {
+                    index.delete(gone.clone());
+                }
+                index.done();
+            }
+        }
+    }
+}
+
+/// Whether the API server says the version a watch resumes from is newer than anything it
+/// has: `504 Timeout`, "Too large resource version" (cause `ResourceVersionTooLarge`), as
+/// an ERROR event or as the response to the watch request.
+fn version_unknown_upstream(error: &watcher::Error) -> bool {
+    let status = match error {
+        watcher::Error::WatchError(status) => status.as_ref(),
+        watcher::Error::WatchStartFailed(kube::Error::Api(status)) => status.as_ref(),
+        _ => return false,
+    };
+    let too_large_cause =
+        status.details.as_ref().is_some_and(|d| d.causes.iter().any(|c| c.reason == "ResourceVersionTooLarge"));
+    status.code == 504 && (too_large_cause || status.message.contains("Too large resource version"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::core::Status;
+    use kube::core::response::{StatusCause, StatusDetails};
+
+    fn status(code: u16, reason: &str, message: &str, cause: Option<&str>) -> Box<Status> {
+        let mut status = Status::failure(message, reason).with_code(code);
+        if let Some(cause) = cause {
+            let cause = StatusCause { reason: cause.into(), message: String::new(), field: String::new() };
+            let details = StatusDetails {
+                name: String::new(),
+                group: String::new(),
+                kind: String::new(),
+                uid: String::new(),
+                causes: vec![cause],
+                retry_after_seconds: 1,
+            };
+            status = status.with_details(details);
+        }
+        status.boxed()
+    }
+
+    #[test]
+    fn only_a_too_large_resource_version_makes_a_watch_relist() {
+        // as listwatch (and so the fake apiserver) words it, and as kube-apiserver does
+        let listwatch = status(504, "Timeout", "Timeout: Too large resource version: 35, current: 13", None);
+        let apiserver = status(504, "Timeout", "Too large resource version", Some("ResourceVersionTooLarge"));
+        assert!(version_unknown_upstream(&watcher::Error::WatchError(listwatch.clone())));
+        assert!(version_unknown_upstream(&watcher::Error::WatchError(apiserver)));
+        assert!(version_unknown_upstream(&watcher::Error::WatchStartFailed(kube::Error::Api(listwatch))));
+        for other in [
+            status(504, "Timeout", "request timed out", None),
+            status(410, "Expired", "too old resource version: 1 (5)", None),
+            status(500, "InternalError", "Too large resource version", None),
+        ] {
+            assert!(!version_unknown_upstream(&watcher::Error::WatchError(other.clone())), "{other:?}");
+        }
+        assert!(!version_unknown_upstream(&watcher::Error::NoResourceVersion));
+    }
+
+    /// What an index heard, in order.
+    #[derive(Default)]
+    struct Heard(Vec<String>);
+
+    impl Index<ConfigMap> for Heard {
+        fn begin(&mut self) {
+            self.0.push("begin".into());
+        }
+        fn apply(&mut self, object: ConfigMap) {
+            self.0.push(format!("apply {}", object.name_any()));
+        }
+        fn delete(&mut self, key: Key) {
+            self.0.push(format!("delete {}", key.name));
+        }
+        fn done(&mut self) {
+            self.0.push("done".into());
+        }
+    }
+
+    fn map(name: &str) -> ConfigMap {
+        let mut map = ConfigMap::default();
+        map.metadata.name = Some(name.into());
+        map.metadata.namespace = Some("ns".into());
+        map
+    }
+
+    #[test]
+    fn a_relist_is_heard_as_its_differences() {
+        let (mut feed, mut heard) = (Feed::default(), Heard::default());
+        let events = [
+            Event::Init,
+            Event::InitApply(map("a")),
+            Event::InitApply(map("b")),
+            Event::InitDone,
+            Event::Apply(map("c")),
+            Event::Delete(map("a")),
+            // a relist: b is gone, d is new, c listed again
+            Event::Init,
+            Event::InitApply(map("c")),
+            Event::InitApply(map("d")),
+            Event::InitDone,
+            // an empty relist takes everything
+            Event::Init,
+            Event::InitDone,
+        ];
+        for event in events {
+            feed.event(event, &mut heard);
+        }
+        assert_eq!(
+            heard.0,
+            [
+                "begin", "apply a", "apply b", "done", "apply c", "delete a", "begin", "apply c", "apply d",
+                "delete b", "done", "begin", "delete c", "delete d", "done"
+            ]
+        );
+        assert!(feed.held.is_empty());
+    }
+}

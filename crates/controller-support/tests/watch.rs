@@ -1,0 +1,144 @@
+//! The watch helper against the fake API server over HTTP, with an unmodified kube-rs
+//! client: the first list, live changes, the relist after a 410 and after a "too large
+//! resource version" (an API server that came back with older versions), each heard as
+//! its differences; a metadata-only, field-selected watch.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use controller_support::watch::{Index, Key, Watch};
+use fake_apiserver::{FakeApiServer, Fault, ServerConfig};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, PartialObjectMeta};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+
+/// What an index heard, in order, shared with the test.
+#[derive(Clone, Default)]
+struct Heard(Arc<Mutex<Vec<String>>>);
+
+impl Heard {
+    fn push(&self, line: String) {
+        self.0.lock().unwrap().push(line);
+    }
+
+    /// Waits (10 s at most) until the index has heard `want` after the `from` first lines;
+    /// returns where the next lines start.
+    async fn until(&self, from: usize, want: &[&str]) -> usize {
+        for _ in 0..1000 {
+            {
+                let heard = self.0.lock().unwrap();
+                if heard.len() >= from + want.len() {
+                    assert_eq!(heard[from..from + want.len()], *want, "all heard: {heard:?}");
+                    assert_eq!(heard.len(), from + want.len(), "nothing more: {heard:?}");
+                    return heard.len();
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("heard {:?}, waiting for {want:?} after line {from}", self.0.lock().unwrap());
+    }
+}
+
+impl<K: kube::Resource> Index<K> for Heard {
+    fn begin(&mut self) {
+        self.push("begin".into());
+    }
+    fn apply(&mut self, object: K) {
+        let labels: Vec<String> = object.labels().iter().map(|(k, v)| format!("{k}={v}")).collect();
+        self.push(format!("apply {} {}", object.name_any(), labels.join(",")).trim_end().to_string());
+    }
+    fn delete(&mut self, key: Key) {
+        self.push(format!("delete {}/{}", key.namespace.unwrap_or_default(), key.name));
+    }
+    fn done(&mut self) {
+        self.push("done".into());
+    }
+}
+
+fn client(server: &FakeApiServer) -> Client {
+    Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap()
+}
+
+fn create(server: &FakeApiServer, name: &str, labels: serde_json::Value) {
+    let rt = server.store().resolve("", "v1", "configmaps").unwrap();
+    let map = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": "default", "labels": labels}, "data": {"v": "1"}});
+    server.store().create(&rt, "default", map).unwrap();
+}
+
+fn delete(server: &FakeApiServer, name: &str) {
+    let rt = server.store().resolve("", "v1", "configmaps").unwrap();
+    server.store().delete(&rt, "default", name, &Default::default()).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relists_are_heard_as_their_differences() {
+    let server = FakeApiServer::start().await.unwrap();
+    for name in ["a", "b", "c"] {
+        create(&server, name, json!({}));
+    }
+    let heard = Heard::default();
+    let watch = Watch::new(Api::<ConfigMap>::namespaced(client(&server), "default"));
+    let watching = tokio::spawn({
+        let mut index = heard.clone();
+        async move { watch.run(&mut index).await }
+    });
+    let at = heard.until(0, &["begin", "apply a", "apply b", "apply c", "done"]).await;
+
+    // while watched
+    delete(&server, "c");
+    create(&server, "e", json!({}));
+    let at = heard.until(at, &["delete default/c", "apply e"]).await;
+
+    // the watch cannot resume (410): changes it missed arrive as the relist's differences
+    server.set_fault("configmaps", Fault::Error(503));
+    server.drop_watches();
+    delete(&server, "b");
+    create(&server, "d", json!({}));
+    server.compact_history();
+    server.clear_faults();
+    let at = heard.until(at, &["begin", "apply a", "apply d", "apply e", "delete default/b", "done"]).await;
+
+    // an API server back with older versions than the watch resumes from: kube-rs alone
+    // would retry that version forever
+    let address = server.addr();
+    // reconnections fail fast while it stops (one reopened would hold the stop for minutes)
+    server.set_fault("configmaps", Fault::Error(503));
+    server.drop_watches();
+    server.stop().await;
+    let server = FakeApiServer::start_at(address, ServerConfig::default()).await.unwrap();
+    create(&server, "x", json!({}));
+    heard.until(at, &["begin", "apply x", "delete default/a", "delete default/d", "delete default/e", "done"]).await;
+    // the watch resumed from its old version first, was told it is too new, and listed
+    let requests: Vec<(bool, String)> = server
+        .requests()
+        .since(0)
+        .into_iter()
+        .map(|r| (r.query.contains("watch=true"), r.query.split("resourceVersion=").nth(1).unwrap_or("").to_string()))
+        .collect();
+    assert!(requests.len() >= 2 && requests[0].0 && !requests[1].0, "a watch, then a list: {requests:?}");
+    assert!(requests[0].1.parse::<u64>().unwrap() > 5, "resumed from the old server's version: {requests:?}");
+    watching.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_metadata_only_watch_selects_by_field() {
+    let server = FakeApiServer::start().await.unwrap();
+    create(&server, "a", json!({"unit": "a"}));
+    create(&server, "b", json!({"unit": "b"}));
+    let heard = Heard::default();
+    let api = Api::<PartialObjectMeta<ConfigMap>>::namespaced(client(&server), "default");
+    let watch = Watch::new(api).fields("metadata.name=a");
+    let watching = tokio::spawn({
+        let mut index = heard.clone();
+        async move { watch.run(&mut index).await }
+    });
+    let at = heard.until(0, &["begin", "apply a unit=a", "done"]).await;
+    delete(&server, "b");
+    delete(&server, "a");
+    heard.until(at, &["delete default/a"]).await;
+    let requests = server.requests().since(0);
+    assert!(requests.iter().all(|r| r.query.contains("fieldSelector=metadata.name%3Da")), "{requests:?}");
+    watching.abort();
+}

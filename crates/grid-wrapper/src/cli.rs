@@ -1,0 +1,87 @@
+//! The grid wrapper's command line (SuperEdge's `--wrapper-in-cluster` among ours), and
+//! the configuration each part takes from it.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use controller_support::tls::TlsFlags;
+use controller_support::{RuntimeFlags, parse_duration};
+use listwatch::{LogConfig, WatchConfig};
+
+use crate::WrapperConfig;
+use crate::persist::Saver;
+use crate::verdicts::VerdictsConfig;
+
+#[derive(clap::Parser, Debug)]
+#[command(version, about = "Serves kube-proxy the Services and endpoints of its node unit")]
+pub struct Flags {
+    #[command(flatten)]
+    pub runtime: RuntimeFlags<51006, 51007, true>,
+    /// Serve over HTTPS, optionally requiring client certificates (`--client-ca-file`),
+    /// e.g. when clients reach the wrapper from outside the node.
+    #[command(flatten)]
+    pub tls: TlsFlags,
+    /// Rewrite `default/kubernetes` Endpoints and EndpointSlices to the address in their
+    /// `superedge.io/local-endpoint` and `superedge.io/local-port` annotations (SuperEdge's
+    /// flag of the same name: an edge-local API server cache serves the node's pods).
+    #[arg(long)]
+    wrapper_in_cluster: bool,
+    /// Changes kept so watchers can resume; older versions get 410 and relist.
+    #[arg(long, default_value_t = crate::DEFAULT_HISTORY)]
+    history_size: usize,
+    /// Changes buffered per watcher; a watcher further behind is cut off with 410.
+    #[arg(long, default_value_t = crate::DEFAULT_WATCH_BUFFER)]
+    watch_buffer: usize,
+    /// How often watchers that allow bookmarks get one.
+    #[arg(long, default_value = "1m", value_parser = parse_duration)]
+    bookmark_interval: Duration,
+    /// Persist the served view here, and serve it after a restart while the upstream is
+    /// unreachable.
+    #[arg(long)]
+    cache_dir: Option<PathBuf>,
+    /// The saved view's size bound; a larger view is not saved (the previous file stays).
+    #[arg(long, default_value_t = 64 * 1024 * 1024)]
+    cache_max_bytes: usize,
+    /// How often a changed view is saved.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    cache_sync_period: Duration,
+    /// Service autonomy: the local edge-health daemon's verdicts URL (e.g.
+    /// `http://127.0.0.1:51005/verdicts`). Endpoints on nodes the local unit votes down are
+    /// not served while the verdict stands. Off when not given.
+    #[arg(long)]
+    edge_health_url: Option<http::Uri>,
+    /// How often the verdicts are read.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    edge_health_poll_interval: Duration,
+    /// Verdicts not refreshed for this long are forgotten (every node served again).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    edge_health_stale_after: Duration,
+}
+
+impl Flags {
+    pub fn wrapper_config(&self) -> WrapperConfig {
+        WrapperConfig {
+            node_name: controller_support::runtime::node_name(self.runtime.node_name.as_deref()),
+            rewrite_local_apiserver: self.wrapper_in_cluster,
+            log: LogConfig { history_limit: self.history_size, watch_buffer: self.watch_buffer },
+            watch: WatchConfig {
+                bookmark_interval: self.bookmark_interval,
+                default_timeout: crate::DEFAULT_WATCH_TIMEOUT,
+            },
+            cache_dir: self.cache_dir.clone(),
+        }
+    }
+
+    pub fn saver(&self) -> Saver {
+        Saver { dir: self.cache_dir.clone(), limit: self.cache_max_bytes, period: self.cache_sync_period }
+    }
+
+    /// Service autonomy's configuration, when `--edge-health-url` is given.
+    pub fn verdicts(&self) -> Option<VerdictsConfig> {
+        self.edge_health_url.clone().map(|url| VerdictsConfig {
+            url,
+            interval: self.edge_health_poll_interval,
+            stale_after: self.edge_health_stale_after,
+        })
+    }
+}
