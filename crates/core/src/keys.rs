@@ -105,9 +105,6 @@ pub const CONDITION_UNKNOWN: &str = "Unknown";
 /// Namespace holding node heartbeat Leases.
 pub const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
 
-/// Annotation on the BOOKMARK that ends a streaming initial list (`sendInitialEvents`).
-pub const INITIAL_EVENTS_END_ANNOTATION: &str = "k8s.io/initial-events-end";
-
 #[cfg(test)]
 mod tests {
     /// The wire values users' manifests and other components depend on. Changing one is a
@@ -135,7 +132,6 @@ mod tests {
             (super::TAINT_UNSCHEDULABLE, "node.kubernetes.io/unschedulable"),
             (super::EXCLUDE_DISRUPTION_LABEL, "node.kubernetes.io/exclude-disruption"),
             (super::NODE_CONDITION_PID_PRESSURE, "PIDPressure"),
-            (super::INITIAL_EVENTS_END_ANNOTATION, "k8s.io/initial-events-end"),
             (super::EDGE_HEALTH_CONFIGMAP, "edge-health-config"),
             (super::EDGE_HEALTH_UNIT_INTERNAL_CHECK_KEY, "unit-internal-check"),
             (super::EDGE_HEALTH_CHECK_UNITS_KEY, "check-units"),

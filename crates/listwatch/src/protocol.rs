@@ -19,7 +19,8 @@ use crate::object::{ServedType, Shape, StoredObject, encode};
 use crate::options::WatchOptions;
 use crate::selectors::{FieldSelector, LabelSelector};
 
-/// The annotation on the bookmark that ends a streaming list's initial events.
+/// The annotation on the bookmark that ends a streaming list's initial events (the
+/// protocol's own key: the one definition, core holds only edgegrid's and Kubernetes' object keys).
 pub const INITIAL_EVENTS_END_ANNOTATION: &str = "k8s.io/initial-events-end";
 
 /// Timing of watch streams.
