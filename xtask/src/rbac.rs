@@ -479,6 +479,7 @@ mod tests {
             query: query.into(),
             status: 200,
             user: Some(user.into()),
+            impersonating: None,
         }
     }
 

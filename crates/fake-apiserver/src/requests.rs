@@ -19,6 +19,9 @@ pub struct RecordedRequest {
     /// names the caller, so a test can tell which client made which request (give each
     /// client a kubeconfig with `token: <its name>`).
     pub user: Option<String>,
+    /// The `Impersonate-User` header, when the request carried one (nothing is
+    /// impersonated here: it shows what a proxy passed on).
+    pub impersonating: Option<String>,
 }
 
 impl RecordedRequest {
@@ -38,7 +41,15 @@ impl RequestLog {
         Self { capacity, inner: Mutex::new((0, VecDeque::new())) }
     }
 
-    pub(crate) fn record(&self, method: &str, path: &str, query: &str, status: u16, user: Option<&str>) {
+    pub(crate) fn record_as(
+        &self,
+        method: &str,
+        path: &str,
+        query: &str,
+        status: u16,
+        user: Option<&str>,
+        impersonating: Option<&str>,
+    ) {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let seq = inner.0;
         inner.0 += 1;
@@ -52,6 +63,7 @@ impl RequestLog {
             query: query.into(),
             status,
             user: user.map(str::to_string),
+            impersonating: impersonating.map(str::to_string),
         });
     }
 
@@ -74,10 +86,10 @@ mod tests {
     #[test]
     fn keeps_the_newest_entries_and_answers_since_a_mark() {
         let log = RequestLog::new(2);
-        log.record("GET", "/a", "", 200, None);
+        log.record_as("GET", "/a", "", 200, None, None);
         let mark = log.mark();
-        log.record("PATCH", "/b", "fieldManager=x", 200, None);
-        log.record("DELETE", "/c", "", 404, None);
+        log.record_as("PATCH", "/b", "fieldManager=x", 200, None, None);
+        log.record_as("DELETE", "/c", "", 404, None, None);
         let since: Vec<(u64, String, bool)> =
             log.since(mark).into_iter().map(|r| (r.seq, r.path.clone(), r.is_write())).collect();
         assert_eq!(since, [(1, "/b".to_string(), true), (2, "/c".to_string(), true)]);

@@ -110,7 +110,9 @@ async fn dispatch(
         .get(header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.strip_prefix("Bearer "));
-    app.requests.record(method.as_str(), uri.path(), uri.query().unwrap_or_default(), response.status().as_u16(), user);
+    let impersonating = headers.get("impersonate-user").and_then(|value| value.to_str().ok());
+    let (path, query, status) = (uri.path(), uri.query().unwrap_or_default(), response.status().as_u16());
+    app.requests.record_as(method.as_str(), path, query, status, user, impersonating);
     response
 }
 

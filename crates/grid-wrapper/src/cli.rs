@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use controller_support::tls::TlsFlags;
-use controller_support::{RuntimeFlags, parse_duration};
+use controller_support::{BindAddress, RuntimeFlags, parse_duration};
 use listwatch::{LogConfig, WatchConfig};
 
 use crate::WrapperConfig;
@@ -58,7 +58,28 @@ pub struct Flags {
     edge_health_stale_after: Duration,
 }
 
+/// Flags that would expose the wrapper's identity.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "--bind-address {0} is reachable from other hosts: whoever reaches it reads and writes through the wrapper's \
+     identity; bind a loopback address (the default) or require client certificates with --client-ca-file"
+)]
+pub struct ExposedBindAddress(BindAddress);
+
 impl Flags {
+    /// Refuses a `--bind-address` other hosts can reach unless clients must present a
+    /// certificate: the pass-through lends them the wrapper's credentials.
+    pub fn check(&self) -> Result<(), ExposedBindAddress> {
+        let loopback = match self.runtime.bind_address {
+            BindAddress::Socket(address) => address.ip().is_loopback(),
+            BindAddress::AllInterfaces { .. } => false,
+        };
+        match loopback || self.tls.client_ca_file.is_some() {
+            true => Ok(()),
+            false => Err(ExposedBindAddress(self.runtime.bind_address)),
+        }
+    }
+
     pub fn wrapper_config(&self) -> WrapperConfig {
         WrapperConfig {
             node_name: controller_support::runtime::node_name(self.runtime.node_name.as_deref()),
@@ -83,5 +104,38 @@ impl Flags {
             interval: self.edge_health_poll_interval,
             stale_after: self.edge_health_stale_after,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn check(args: &[&str]) -> Result<(), String> {
+        let flags = Flags::try_parse_from([&["grid-wrapper"], args].concat()).expect("flags parse");
+        flags.check().map_err(|error| error.to_string())
+    }
+
+    #[test]
+    fn a_bind_address_other_hosts_reach_needs_client_certificates() {
+        assert_eq!(check(&[]), Ok(()), "the default is 127.0.0.1:51006");
+        assert_eq!(check(&["--bind-address", "127.100.1.1:51006"]), Ok(()));
+        assert_eq!(check(&["--bind-address", "[::1]:51006"]), Ok(()));
+        let exposed = check(&["--bind-address", "0.0.0.0:51006"]).unwrap_err();
+        assert!(exposed.starts_with("--bind-address 0.0.0.0:51006 is reachable from other hosts"), "{exposed}");
+        assert!(check(&["--bind-address", ":51006"]).is_err());
+        assert!(check(&["--bind-address", "10.0.0.5:51006"]).is_err());
+        let with_ca = [
+            "--bind-address",
+            "10.0.0.5:51006",
+            "--tls-cert-file",
+            "/c",
+            "--tls-private-key-file",
+            "/k",
+            "--client-ca-file",
+            "/ca",
+        ];
+        assert_eq!(check(&with_ca), Ok(()));
     }
 }

@@ -15,6 +15,7 @@ use grid_wrapper::{NOT_SYNCED, Wrapper, follow_readiness, persist};
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let flags = Flags::parse();
+    flags.check()?;
     let config = flags.wrapper_config();
     let metrics = Arc::new(Metrics::default());
     // an upstream outage must reach the watchers (their backoff, metrics and relist decide)

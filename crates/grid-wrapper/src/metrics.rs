@@ -60,6 +60,8 @@ pub struct Metrics {
     pub proxied_requests: Family<CodeLabel, Counter>,
     /// Inputs the cache refused (an object without a name).
     pub rejected_inputs: Counter,
+    /// Requests outside the pass-through allow-list, answered 403.
+    pub refused_requests: Counter,
     /// Reads of the local edge-health verdicts (`--edge-health-url`), by result.
     pub verdict_polls: Family<ResultLabel, Counter>,
     /// Nodes the local unit votes down, whose endpoints are not served.
@@ -80,6 +82,7 @@ impl Default for Metrics {
             serving_restored: Gauge::default(),
             proxied_requests: Family::default(),
             rejected_inputs: Counter::default(),
+            refused_requests: Counter::default(),
             verdict_polls: Family::default(),
             nodes_down: Gauge::default(),
         }
@@ -119,6 +122,11 @@ impl Register for Metrics {
             self.proxied_requests.clone(),
         );
         registry.register("rejected_inputs", "Upstream objects the cache refused", self.rejected_inputs.clone());
+        registry.register(
+            "refused_requests",
+            "Requests outside the pass-through allow-list (discovery, /version, ServiceCIDR reads, Event writes), answered 403",
+            self.refused_requests.clone(),
+        );
         registry.register(
             "edge_health_verdict_polls",
             "Reads of the local edge-health verdicts, by result",

@@ -96,6 +96,17 @@ async fn dispatch(State(wrapper): State<Arc<Wrapper>>, request: Request<Body>) -
         return status_response(400, &listwatch::status(400, "BadRequest", &message, None));
     }
     let Some(target) = target else {
+        if !crate::proxy::passes_through(request.method(), request.uri().path()) {
+            wrapper.metrics().refused_requests.inc();
+            let message = format!(
+                "the grid wrapper does not pass {} {} through: it serves Services, EndpointSlices, \
+                 Endpoints and its node's Node, and passes through only discovery, /version, \
+                 ServiceCIDR reads and Event writes",
+                request.method(),
+                request.uri().path()
+            );
+            return status_response(403, &listwatch::status(403, "Forbidden", &message, None));
+        }
         let (code, response) = wrapper.proxy().forward(request).await;
         wrapper.metrics().proxied_requests.get_or_create(&CodeLabel { code }).inc();
         return response;

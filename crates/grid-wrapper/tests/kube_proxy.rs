@@ -248,3 +248,50 @@ async fn the_list_then_watch_fallback_and_a_refused_streaming_list() {
     let status = refused.whole().await;
     assert_eq!((status["code"].clone(), status["reason"].clone()), (json!(422), json!("Invalid")));
 }
+
+/// A process on the node (or a compromised kube-proxy) borrowing the wrapper's identity:
+/// reading Secrets, listing every node, patching a Node, impersonating an admin. Each is
+/// refused 403 with a Status and never reaches the API server; what kube-proxy needs still
+/// passes, without the client's `Impersonate-*` headers.
+#[tokio::test]
+async fn what_kube_proxy_does_not_need_is_refused_and_never_reaches_the_api_server() {
+    let (server, _upstream) = two_unit_cluster().await;
+    let wrapper = RunningWrapper::start(&server.url(), config(NODE)).await;
+    let base = wrapper.url();
+    let before = server.requests().mark();
+    let attempts = [
+        ("GET", "/api/v1/secrets", None),
+        ("GET", "/api/v1/namespaces/kube-system/secrets", None),
+        ("GET", "/api/v1/nodes", None),
+        ("GET", "/api/v1/nodes/n2", None),
+        ("PATCH", "/api/v1/nodes/n2", Some(json!({"metadata": {"labels": {"unit": "a"}}}))),
+        ("POST", "/api/v1/namespaces/ns/pods", Some(json!({"metadata": {"name": "trampoline"}}))),
+        ("DELETE", "/apis/discovery.k8s.io/v1/namespaces/ns/endpointslices/web-1", None),
+    ];
+    for (method, path, body) in attempts {
+        let answer = kube_proxy_request(&base, method, path, body).await;
+        assert_eq!(answer.status, 403, "{method} {path}");
+        let status = answer.whole().await;
+        assert_eq!((status["kind"].as_str(), status["reason"].as_str()), (Some("Status"), Some("Forbidden")));
+        let message = status["message"].as_str().unwrap_or_default();
+        assert!(message.starts_with(&format!("the grid wrapper does not pass {method} {path} through")), "{message}");
+    }
+    // (the wrapper's own watches may be renewed meanwhile)
+    let clients = || server.requests().since(before).into_iter().filter(|r| !r.query.contains("watch=true"));
+    let reached: Vec<_> = clients().collect();
+    assert!(reached.is_empty(), "refused requests never reach the API server: {reached:?}");
+    assert_eq!(wrapper.wrapper.metrics().refused_requests.get(), 7);
+
+    // discovery still passes; an impersonation header is dropped on the way
+    let request = http::Request::builder()
+        .uri(format!("{base}/version"))
+        .header("Impersonate-User", "system:admin")
+        .header("Impersonate-Group", "system:masters")
+        .body(Full::new(Bytes::new()))
+        .expect("request");
+    let version = within("/version", http().request(request)).await.expect("answered");
+    assert_eq!(version.status(), 200);
+    let passed: Vec<_> = clients().collect();
+    assert_eq!(passed.iter().map(|r| (r.method.as_str(), r.path.as_str())).collect::<Vec<_>>(), [("GET", "/version")]);
+    assert_eq!(passed[0].impersonating, None, "the client's Impersonate-User was dropped");
+}
