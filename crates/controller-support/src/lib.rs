@@ -25,6 +25,7 @@ pub mod logging;
 pub mod metrics;
 pub mod runtime;
 pub mod server;
+pub mod state_file;
 pub mod tls;
 pub mod unit_config;
 pub mod watch;

@@ -10,7 +10,7 @@ use clap::Parser;
 use controller_support::{Runtime, runtime};
 use grid_wrapper::cli::Flags;
 use grid_wrapper::metrics::Metrics;
-use grid_wrapper::{NOT_SYNCED, Wrapper, follow_readiness, persist};
+use grid_wrapper::{NOT_SYNCED, Wrapper, follow_readiness};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -21,7 +21,8 @@ async fn main() -> anyhow::Result<()> {
     // an upstream outage must reach the watchers (their backoff, metrics and relist decide)
     let upstream = runtime::without_retries(runtime::config(flags.runtime.kubeconfig.clone()).await?);
     let wrapper = Wrapper::new(&config, &upstream, metrics.clone())?;
-    let restored_note = persist::restore(&wrapper, config.cache_dir.as_deref());
+    let saver = flags.saver();
+    let restored_note = saver.restore(&wrapper);
     let runtime = Runtime::builder("grid-wrapper", &flags.runtime)
         .metrics(&*metrics)
         .routes(wrapper.router())
@@ -34,7 +35,6 @@ async fn main() -> anyhow::Result<()> {
     runtime.mark_ready();
     let client = kube::Client::try_from(upstream)?;
     let shutdown = runtime.shutdown_signal();
-    let saver = flags.saver();
     if let Some(config) = flags.verdicts() {
         tokio::spawn(grid_wrapper::verdicts::run(wrapper.clone(), config, shutdown.clone().signalled()));
     }

@@ -2,16 +2,17 @@
 //! still gives kube-proxy the rules it had (an empty answer would drop every Service).
 //!
 //! One JSON file, `served-view.json`, written from the objects' stored bytes (no
-//! re-encoding), atomically (a temporary file, fsync, rename, fsync of the directory), and
-//! never larger than a bound: a view over the bound is not written and the previous file
-//! stays. Only a view synced from the upstream is saved; a restored one never overwrites
-//! its own source. Read back only for the same node.
+//! re-encoding), readable by the owner only and replaced atomically
+//! (`controller_support::state_file`), and never larger than a bound: a view over the
+//! bound is not written (the previous file stays) nor read back. Only a view synced from
+//! the upstream is saved; a restored one never overwrites its own source. Read back only
+//! for the same node.
 
-use std::fs::{self, File};
-use std::io::Write;
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use controller_support::state_file;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -71,14 +72,7 @@ pub fn write(dir: &Path, contents: &[u8], limit: usize) -> Result<(), PersistErr
     }
     fs::create_dir_all(dir).map_err(io(dir))?;
     let target = dir.join(FILE_NAME);
-    let temporary = dir.join(format!(".{FILE_NAME}.tmp"));
-    let mut file = File::create(&temporary).map_err(io(&temporary))?;
-    file.write_all(contents).map_err(io(&temporary))?;
-    file.sync_all().map_err(io(&temporary))?;
-    fs::rename(&temporary, &target).map_err(io(&target))?;
-    // the rename itself must survive a power cut
-    File::open(dir).and_then(|d| d.sync_all()).map_err(io(dir))?;
-    Ok(())
+    state_file::write_private(&target, contents).map_err(io(&target))
 }
 
 #[derive(Deserialize)]
@@ -96,12 +90,13 @@ pub struct Restored {
     pub objects: Vec<(Kind, Value)>,
 }
 
-/// Reads the saved view in `dir` for `node`; `Ok(None)` when there is none.
-pub fn read(dir: &Path, node: &str) -> Result<Option<Restored>, PersistError> {
+/// Reads the saved view in `dir` for `node`, of at most `limit` bytes; `Ok(None)` when
+/// there is none.
+pub fn read(dir: &Path, node: &str, limit: usize) -> Result<Option<Restored>, PersistError> {
     let path = dir.join(FILE_NAME);
-    let bytes = match fs::read(&path) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+    let bytes = match state_file::read_bounded(&path, limit as u64) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => return Ok(None),
         Err(source) => return Err(PersistError::Io { path, source }),
     };
     let saved: Saved =
@@ -118,28 +113,6 @@ pub fn read(dir: &Path, node: &str) -> Result<Option<Restored>, PersistError> {
     Ok(Some(Restored { saved_at: saved.saved_at, objects }))
 }
 
-/// Restores the saved view, if any; returns the readiness note that says so.
-pub fn restore(wrapper: &Wrapper, dir: Option<&Path>) -> Option<String> {
-    let dir = dir?;
-    match read(dir, wrapper.local_node()) {
-        Ok(Some(saved)) => {
-            let count = wrapper.restore(saved.objects);
-            tracing::info!(objects = count, saved_at = %saved.saved_at, dir = %dir.display(),
-                "serving the saved view until the upstream has synced");
-            Some(format!(
-                "serving the view saved at {} ({count} objects) from {}; the upstream API server has not synced",
-                saved.saved_at,
-                dir.display()
-            ))
-        }
-        Ok(None) => None,
-        Err(error) => {
-            tracing::warn!(%error, "saved view not used");
-            None
-        }
-    }
-}
-
 /// Saves the served view periodically when it changed.
 pub struct Saver {
     pub dir: Option<PathBuf>,
@@ -148,6 +121,29 @@ pub struct Saver {
 }
 
 impl Saver {
+    /// Restores the saved view (of at most the bound), if any; returns the readiness note
+    /// that says so.
+    pub fn restore(&self, wrapper: &Wrapper) -> Option<String> {
+        let dir = self.dir.as_deref()?;
+        match read(dir, wrapper.local_node(), self.limit) {
+            Ok(Some(saved)) => {
+                let count = wrapper.restore(saved.objects);
+                tracing::info!(objects = count, saved_at = %saved.saved_at, dir = %dir.display(),
+                    "serving the saved view until the upstream has synced");
+                Some(format!(
+                    "serving the view saved at {} ({count} objects) from {}; the upstream API server has not synced",
+                    saved.saved_at,
+                    dir.display()
+                ))
+            }
+            Ok(None) => None,
+            Err(error) => {
+                tracing::warn!(%error, "saved view not used");
+                None
+            }
+        }
+    }
+
     pub async fn run(&self, wrapper: &Wrapper) {
         if self.dir.is_none() {
             return std::future::pending().await;
@@ -217,7 +213,7 @@ mod tests {
         let cache = synced();
         let contents = encode(&cache, "2026-11-22T00:00:00Z").expect("an upstream view");
         write(&dir, &contents, 1 << 20).expect("written");
-        let restored = read(&dir, "n1").expect("readable").expect("present");
+        let restored = read(&dir, "n1", 1 << 20).expect("readable").expect("present");
         assert_eq!(restored.saved_at, "2026-11-22T00:00:00Z");
         let want: Vec<(Kind, Value)> = cache.served_objects().map(|(k, o)| (k, o.value())).collect();
         let mut got = restored.objects;
@@ -229,7 +225,10 @@ mod tests {
             ips(&fresh.log().get(&Kind::EndpointSlices, &("ns".into(), "web-1".into())).expect("slice").value()),
             vec!["10.0.0.1"]
         );
-        assert!(!dir.join(format!(".{FILE_NAME}.tmp")).exists(), "no temporary file left");
+        assert!(!dir.join(format!("{FILE_NAME}.tmp")).exists(), "no temporary file left");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = fs::metadata(dir.join(FILE_NAME)).expect("saved").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "what the wrapper's identity read is the owner's only");
         fs::remove_dir_all(&dir).ok();
     }
 
@@ -239,11 +238,17 @@ mod tests {
         let cache = synced();
         let contents = encode(&cache, "t").expect("an upstream view");
         assert!(matches!(write(&dir, &contents, 10), Err(PersistError::TooLarge { limit: 10, .. })));
-        assert!(read(&dir, "n1").expect("no file is not an error").is_none());
+        assert!(read(&dir, "n1", 1 << 20).expect("no file is not an error").is_none());
         write(&dir, &contents, 1 << 20).expect("written");
-        assert!(matches!(read(&dir, "n2"), Err(PersistError::OtherNode { .. })));
+        assert!(matches!(read(&dir, "n2", 1 << 20), Err(PersistError::OtherNode { .. })));
+        // a file grown past the bound (by whoever else writes there) is not read whole
+        let over = read(&dir, "n1", contents.len() - 1);
+        assert!(
+            matches!(&over, Err(PersistError::Io { source, .. }) if source.kind() == std::io::ErrorKind::InvalidData),
+            "{over:?}"
+        );
         fs::write(dir.join(FILE_NAME), b"{\"node\":").expect("truncated file");
-        assert!(matches!(read(&dir, "n1"), Err(PersistError::Malformed { .. })));
+        assert!(matches!(read(&dir, "n1", 1 << 20), Err(PersistError::Malformed { .. })));
         assert!(encode(&Cache::new("n1", false, LOG, 0), "t").is_none(), "an unsynced view is never saved");
         fs::remove_dir_all(&dir).ok();
     }

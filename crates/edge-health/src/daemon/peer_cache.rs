@@ -7,14 +7,15 @@
 //!
 //! Only what membership, probing and writing read is kept: each Node's name,
 //! resourceVersion, labels and the two edge-health annotations, plus the
-//! `edge-health-config` ConfigMap's data in node-units mode. The file is replaced
-//! atomically (written beside, then renamed), so a crash mid-write leaves the previous
-//! one. A file that cannot be read or parsed is reported and ignored: the daemon then
-//! starts as it would without one.
+//! `edge-health-config` ConfigMap's data in node-units mode. The file is the owner's only
+//! (0600) and replaced atomically (`controller_support::state_file`), so a crash mid-write
+//! leaves the previous one; it is read back with a size bound. A file that cannot be read
+//! or parsed is reported and ignored: the daemon then starts as it would without one.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use controller_support::state_file;
 use edgegrid_core::keys::{EDGE_HEALTH_ADDRESS_ANNOTATION, NODE_UNHEALTH_ANNOTATION};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
@@ -59,11 +60,14 @@ pub fn trimmed(meta: &ObjectMeta) -> ObjectMeta {
     }
 }
 
+/// The largest peer cache read back: trimmed metadata of 5,000 nodes is a few MiB.
+pub const MAX_PEER_CACHE_BYTES: u64 = 64 * 1024 * 1024;
+
 /// The cache at `path`; `Ok(None)` when there is none yet.
 pub fn load(path: &Path) -> Result<Option<PeerCache>, PeerCacheError> {
-    let bytes = match std::fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+    let bytes = match state_file::read_bounded(path, MAX_PEER_CACHE_BYTES) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => return Ok(None),
         Err(source) => return Err(PeerCacheError::Read { path: path.to_path_buf(), source }),
     };
     serde_json::from_slice(&bytes)
@@ -71,15 +75,11 @@ pub fn load(path: &Path) -> Result<Option<PeerCache>, PeerCacheError> {
         .map_err(|source| PeerCacheError::Parse { path: path.to_path_buf(), source })
 }
 
-/// Replaces the cache at `path` (atomically: a sibling file renamed over it).
+/// Replaces the cache at `path` (atomically, 0600).
 pub fn store(path: &Path, cache: &PeerCache) -> Result<(), PeerCacheError> {
     let write = |source| PeerCacheError::Write { path: path.to_path_buf(), source };
-    let mut temporary = path.as_os_str().to_owned();
-    temporary.push(".tmp");
-    let temporary = PathBuf::from(temporary);
     let bytes = serde_json::to_vec(cache).map_err(|e| write(std::io::Error::other(e)))?;
-    std::fs::write(&temporary, bytes).map_err(write)?;
-    std::fs::rename(&temporary, path).map_err(write)
+    state_file::write_private(path, &bytes).map_err(write)
 }
 
 #[cfg(test)]
@@ -131,6 +131,9 @@ mod tests {
         store(&path, &replaced).unwrap();
         assert_eq!(load(&path).unwrap(), Some(replaced));
         assert!(!dir.join("peers.json.tmp").exists(), "the temporary file was renamed");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "the peers' addresses and labels are the daemon's only");
         std::fs::write(&path, b"{\"nodes\": 3}").unwrap();
         let error = load(&path).unwrap_err();
         assert!(matches!(error, PeerCacheError::Parse { .. }), "{error}");
