@@ -23,7 +23,10 @@
 //!   still accepted once each, and anything older or repeated is a replay (memory: 16
 //!   bytes per current member; departed members are forgotten);
 //! - a receiver refuses messages stamped before it started: it cannot know which of those
-//!   it accepted in its previous life.
+//!   it accepted in its previous life;
+//! - a receiver refuses a sequence ahead of the clock (plus the allowed skew): no honest
+//!   sender has used it, and accepting it would make every later frame of that sender a
+//!   replay.
 //!
 //! What the MAC cannot do: the key is shared by the unit, so it proves a frame comes from
 //! some holder of the key, not from the node it names. A node whose key leaked can speak
@@ -198,16 +201,19 @@ pub enum Rejection {
     Skew,
     #[error("sequence number already seen, too old, or sent before this receiver started")]
     Replay,
+    #[error("sequence number ahead of the sender's clock: no honest sender has used it yet")]
+    FutureSequence,
 }
 
 impl Rejection {
-    pub const ALL: [Rejection; 6] = [
+    pub const ALL: [Rejection; 7] = [
         Rejection::Malformed,
         Rejection::BadMac,
         Rejection::UnknownSender,
         Rejection::Misdirected,
         Rejection::Skew,
         Rejection::Replay,
+        Rejection::FutureSequence,
     ];
 
     pub fn metric_label(self) -> &'static str {
@@ -218,6 +224,7 @@ impl Rejection {
             Self::Misdirected => "misdirected",
             Self::Skew => "skew",
             Self::Replay => "replay",
+            Self::FutureSequence => "future_sequence",
         }
     }
 }
@@ -314,6 +321,14 @@ impl Verifier {
         }
         if message.timestamp < self.started {
             return Err(Rejection::Replay);
+        }
+        // a sequence is its sender's start time in microseconds plus the messages it sent
+        // since, so an honest one never runs ahead of the clock (plus the allowed skew); one
+        // that does would raise the replay window past every real frame the sender will
+        // send, silencing it
+        let horizon = now.saturating_add(self.max_skew).as_unix_millis().saturating_mul(1000);
+        if message.sequence > horizon {
+            return Err(Rejection::FutureSequence);
         }
         match self.windows.get_mut(&message.sender) {
             Some(window) if !window.admits(message.sequence) => return Err(Rejection::Replay),

@@ -225,6 +225,13 @@ async fn forged_replayed_and_stray_frames_are_refused() {
         ("unknown sender", seal_message(&key, &message("stranger", now(), 3, None)), 401, "unknown_sender"),
         ("old timestamp", seal_message(&key, &message("ghost", now().saturating_sub(hour), 4, None)), 401, "skew"),
         ("for another node", seal_message(&key, &message("ghost", now(), 5, Some("edge-9"))), 401, "misdirected"),
+        // a holder of the unit key silencing a member: refused, the member's frames still count
+        (
+            "sequence ahead of the clock",
+            seal_message(&key, &message("ghost", now(), u64::MAX, None)),
+            401,
+            "future_sequence",
+        ),
         ("garbage", b"{not a frame".to_vec(), 400, "malformed"),
     ];
     for (what, frame, status, reason) in cases {

@@ -346,3 +346,24 @@ proptest! {
         }
     }
 }
+
+/// Attack (d) of issue 24: a holder of the unit key sends a frame in another member's name
+/// with the largest sequence; the member's real frames must still be accepted.
+#[test]
+fn a_sequence_ahead_of_the_clock_cannot_silence_its_sender() {
+    let mut receiver = verifier();
+    let forged = seal_message(&key(), &message("a", at(10), u64::MAX));
+    assert_eq!(receiver.open(&forged, at(20), members), Err(Rejection::FutureSequence));
+    // just past what the clock and the allowed skew allow: refused too
+    let horizon = at(20).saturating_add(SKEW).as_unix_millis() * 1000;
+    let ahead = seal_message(&key(), &message("a", at(10), horizon + 1));
+    assert_eq!(receiver.open(&ahead, at(20), members), Err(Rejection::FutureSequence));
+    // the real sender, started with the receiver, is heard
+    let mut signer = Signer::new(key(), "a", STARTED);
+    let real = signer.seal(at(15), None, results("c", false));
+    assert!(receiver.open(&real, at(20), members).is_ok(), "the forged frames left no trace");
+    // a sender whose clock runs ahead within the skew is heard as well
+    let mut early = Signer::new(key(), "c", at(20).saturating_add(SKEW));
+    let frame = early.seal(at(20).saturating_add(SKEW), None, results("a", true));
+    assert!(receiver.open(&frame, at(20), members).is_ok());
+}
