@@ -92,8 +92,17 @@ async fn relists_are_heard_as_their_differences() {
     let at = heard.until(at, &["delete default/c", "apply e"]).await;
 
     // the watch cannot resume (410): changes it missed arrive as the relist's differences
+    let mark = server.requests().mark();
     server.set_fault("configmaps", Fault::Error(503));
     server.drop_watches();
+    // the old stream is closed once the watcher's reconnection has been refused
+    for _ in 0..500 {
+        if server.requests().since(mark).iter().any(|r| r.status == 503) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(server.requests().since(mark).iter().any(|r| r.status == 503), "the watcher reconnected");
     delete(&server, "b");
     create(&server, "d", json!({}));
     server.compact_history();
