@@ -73,6 +73,10 @@ pub const EDGE_HEALTH_CHECK_UNITS_KEY: &str = "check-units";
 /// send messages to and run their checks against (the port is the exchange's; checks use
 /// their own ports on that IP). Peers learn addresses from Node metadata only.
 pub const EDGE_HEALTH_ADDRESS_ANNOTATION: &str = "edgegrid.io/edge-health-address";
+/// Node annotation each edge-health daemon keeps on its own Node: its Ed25519 public key
+/// (base64 of the 32 raw bytes). Peers verify the ballots that node signs against it, so
+/// only that node's own identity may write it (the chart's ValidatingAdmissionPolicy).
+pub const EDGE_HEALTH_PUBLIC_KEY_ANNOTATION: &str = "edgegrid.io/edge-health-public-key";
 /// Node role label of control-plane nodes (Kubernetes 1.20 and later).
 pub const CONTROL_PLANE_ROLE_LABEL: &str = "node-role.kubernetes.io/control-plane";
 /// Node role label of control-plane nodes before Kubernetes 1.24 (SuperEdge's `MasterLabel`).
@@ -136,6 +140,7 @@ mod tests {
             (super::EDGE_HEALTH_UNIT_INTERNAL_CHECK_KEY, "unit-internal-check"),
             (super::EDGE_HEALTH_CHECK_UNITS_KEY, "check-units"),
             (super::EDGE_HEALTH_ADDRESS_ANNOTATION, "edgegrid.io/edge-health-address"),
+            (super::EDGE_HEALTH_PUBLIC_KEY_ANNOTATION, "edgegrid.io/edge-health-public-key"),
             (super::CONTROL_PLANE_ROLE_LABEL, "node-role.kubernetes.io/control-plane"),
             (super::MASTER_ROLE_LABEL, "node-role.kubernetes.io/master"),
         ];

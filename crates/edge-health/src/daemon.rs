@@ -1,8 +1,8 @@
 //! The `edge-health` binary's I/O shell around the pure core: flags ([`cli`]), the
 //! state and decisions between I/O ([`state`]), one period's probes and messages
 //! ([`round`]), the exchange and verdicts routes ([`server`]), the API server's Nodes and
-//! ConfigMap ([`api`]), the on-disk peer cache ([`peer_cache`]) and the metrics
-//! ([`metrics`]).
+//! ConfigMap ([`api`]), the on-disk peer cache ([`peer_cache`]), this node's own signing
+//! key ([`signing_key`]) and the metrics ([`metrics`]).
 //!
 //! The period loop, on the wall clock through the core's [`PeriodClock`](crate::time::PeriodClock):
 //! at each period boundary it evaluates the period that ended (verdicts, the served view,
@@ -21,6 +21,7 @@ pub mod metrics;
 pub mod peer_cache;
 pub mod round;
 pub mod server;
+pub mod signing_key;
 pub mod state;
 #[cfg(test)]
 mod test_support;
@@ -51,8 +52,9 @@ pub async fn run(flags: Flags) -> anyhow::Result<()> {
     let settings = flags.settings(node_name).context("invalid configuration")?;
     let key_file = settings.key_file.clone();
     let key = read_key(&key_file)?;
+    let signing = signing_key::load_or_generate(&settings.signing_key_file)?;
     let metrics = Arc::new(Metrics::default());
-    let daemon = Daemon::new(settings, metrics.clone(), &key, wall_clock())
+    let daemon = Daemon::new(settings, metrics.clone(), &key, signing, wall_clock())
         .with_context(|| format!("--hmac-key-file {}", key_file.display()))?;
     let daemon = Arc::new(daemon);
     if let Some(path) = &daemon.settings().peer_cache_file {

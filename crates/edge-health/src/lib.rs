@@ -14,15 +14,17 @@
 //!    `k` others);
 //! 3. it runs the [`config`] checks on them; when one fails, [`indirect`] asks a few other
 //!    members to try before accusing;
-//! 4. it passes its verdicts, and those it learned from others, on to a few peers at a
-//!    time in signed [`message`]s ([`relay`]: push gossip, so messages per member stay
-//!    constant as the unit grows), and checks the ones it receives;
+//! 4. it signs its verdicts with its own key ([`ballot`]) and passes them, and those it
+//!    learned from others (their signatures unchanged), on to a few peers at a time in
+//!    sealed [`message`]s ([`relay`]: push gossip, so messages per member stay constant as
+//!    the unit grows), and checks the frames and the signatures it receives;
 //! 5. [`vote`] turns the verdicts of a window of periods into each node's verdict, picks
 //!    the one member that writes each change, and builds the patch.
 //!
 //! [`daemon`] is the exception: the binary's I/O shell (tokio, HTTP, the API server), which
 //! drives the modules above one period at a time as [`sim`] does and decides nothing itself.
 
+pub mod ballot;
 pub mod config;
 pub mod daemon;
 pub mod indirect;

@@ -29,8 +29,9 @@
 //!   replay.
 //!
 //! What the MAC cannot do: the key is shared by the unit, so it proves a frame comes from
-//! some holder of the key, not from the node it names. A node whose key leaked can speak
-//! for others; the vote's majority rule, not the MAC, limits what one liar achieves.
+//! some holder of the key, not from the node it names. It is a transport check that keeps
+//! strangers out and frames fresh; what makes a ballot true is its checker's own signature
+//! ([`crate::ballot`]), verified per ballot whoever relays it.
 //!
 //! There is no default key: [`HmacKey::new`] refuses keys shorter than
 //! [`HmacKey::MIN_LEN`] bytes (SuperEdge shipped a hard-coded 16-character key). A
@@ -107,8 +108,8 @@ pub struct Message {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub enum Payload {
-    /// Ballots by checker and target node name: the sender's own and those it relays
-    /// (see [`crate::relay`]).
+    /// Signed ballots by checker and target node name: the sender's own and those it
+    /// relays (see [`crate::relay`], [`crate::ballot`]).
     Results { ballots: BallotsByChecker },
     /// "Probe `target` for me": an indirect probe (see [`crate::indirect`]).
     ProbeRequest { id: u64, target: String },

@@ -18,22 +18,23 @@
 //! period's shuffled ring per sender and round, so over a few rounds a member pushes to
 //! many different peers.
 //!
-//! Trust: a relayed ballot names its checker, and the frame carrying it is sealed by the
-//! relaying member. The unit's key is shared, so a frame never proved which member wrote
-//! it (see [`crate::message`]); relaying loses nothing. The vote still takes a ballot only
-//! from a checker the assignment had check that target in that period, so one liar moves
-//! at most the ballots it could cast itself or forge anyway.
+//! Trust: a relayed ballot names its checker and carries its checker's signature
+//! ([`crate::ballot`]), passed on unchanged; the frame around it is sealed by the relaying
+//! member with the unit's shared key, which proves nothing about who wrote the ballots.
+//! A relaying member can withhold or repeat what others signed, never alter it, and the
+//! vote takes a ballot only from a checker the assignment had check that target in that
+//! period: one liar moves at most the ballots it casts itself.
 //!
 //! [`Recorded::New`]: crate::vote::Recorded::New
 //! [`Assignment::relay_peers`]: crate::selection::Assignment::relay_peers
 
 use std::collections::BTreeMap;
 
-use crate::message::Ballot;
+use crate::ballot::SignedBallot;
 use crate::time::{Period, PeriodClock, Timestamp};
 
-/// Ballots as they travel: checker -> target -> ballot.
-pub type BallotsByChecker = BTreeMap<String, BTreeMap<String, Ballot>>;
+/// Ballots as they travel: checker -> target -> the checker's signed ballot.
+pub type BallotsByChecker = BTreeMap<String, BTreeMap<String, SignedBallot>>;
 
 /// Whether members pass on the ballots they receive: not when every round of every
 /// member reaches every other member directly (`members <= fanout + 1`), where a relayed
@@ -62,7 +63,7 @@ pub fn next_round(clock: PeriodClock, rounds: u32, now: Timestamp) -> (Period, u
 pub struct Relay {
     spread: u32,
     /// checker -> target -> (ballot, rounds it is still sent in)
-    pending: BTreeMap<String, BTreeMap<String, (Ballot, u32)>>,
+    pending: BTreeMap<String, BTreeMap<String, (SignedBallot, u32)>>,
 }
 
 impl Relay {
@@ -73,7 +74,7 @@ impl Relay {
 
     /// A ballot the vote table took as new: send it in the next `spread` rounds. A later
     /// ballot of the same checker about the same target replaces one not yet sent out.
-    pub fn learned(&mut self, checker: &str, target: &str, ballot: Ballot) {
+    pub fn learned(&mut self, checker: &str, target: &str, ballot: SignedBallot) {
         let by_target = match self.pending.get_mut(checker) {
             Some(by_target) => by_target,
             None => self.pending.entry(checker.to_string()).or_default(),
@@ -117,12 +118,14 @@ impl Relay {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::message::Ballot;
 
-    fn ballot(period: u64, healthy: bool) -> Ballot {
-        Ballot { period: Period(period), healthy }
+    /// The relay never looks at signatures: one key signs everything here.
+    fn ballot(period: u64, healthy: bool) -> SignedBallot {
+        crate::ballot::SigningKey::from_seed(&[1; 32]).sign("any", "any", Ballot { period: Period(period), healthy })
     }
 
-    fn frame(entries: &[(&str, &str, Ballot)]) -> BallotsByChecker {
+    fn frame(entries: &[(&str, &str, SignedBallot)]) -> BallotsByChecker {
         let mut out = BallotsByChecker::new();
         for (checker, target, ballot) in entries {
             out.entry(checker.to_string()).or_default().insert(target.to_string(), *ballot);

@@ -14,6 +14,11 @@
 //! the ballots it learned to its round's peers, and ballots received in a round are
 //! passed on from the next round; at the end every member evaluates and the writers write.
 //!
+//! Attackers: [`Sim::corrupt`] hands a member to an attacker who holds everything that
+//! node holds (the unit's frame key, its own signing key) and lies about its own checks,
+//! relays nothing, and sends every other member, every relay round, the frames its
+//! [`Attack`]s make. The Byzantine tests run on it.
+//!
 //! What is simplified: delivery is instantaneous or lost (no latency; indirect answers
 //! either arrive before the deadline or never), clocks agree, every conclusion (indirect
 //! ones included) is reached before the first relay round, and a probe attempt succeeds
@@ -23,14 +28,18 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use edgegrid_prober::Outcome;
 
+use crate::ballot::ForgeryBudget;
+use crate::ballot::{PublicKey, SignedBallot, SigningKey};
 use crate::config::{CheckConfig, CheckKind, CheckSpec, ProtocolConfig};
 use crate::indirect::{Conclusion, DirectStep, IndirectProbes, should_help};
 use crate::membership::{Labels, UnitMembership, UnitSource};
 use crate::message::{Ballot, HmacKey, Payload, Signer, Verifier};
-use crate::relay::{Relay, next_round, relays_received};
+use crate::relay::{BallotsByChecker, Relay, next_round, relays_received};
 use crate::selection::{Schedule, splitmix64};
 use crate::time::{Period, PeriodClock, Timestamp};
-use crate::vote::{ObservedNode, Recorded, Verdict, VerdictChange, VoteTable, annotation_patch, writer_of};
+use crate::vote::{
+    BallotIgnored, ObservedNode, Recorded, Verdict, VerdictChange, VoteTable, annotation_patch, writer_of,
+};
 
 /// The label key the simulated unit shares.
 const UNIT_KEY: &str = "sim.edgegrid.io/unit";
@@ -95,6 +104,8 @@ pub struct PeriodStats {
     pub frames_accepted: u64,
     /// Frames a verifier refused, by reason.
     pub frames_rejected: BTreeMap<&'static str, u64>,
+    /// Received ballots a vote table refused, by reason.
+    pub ballots_refused: BTreeMap<&'static str, u64>,
     /// Ballots cast (conclusions reached), and how many of them said unhealthy.
     pub ballots: u64,
     pub unhealthy_ballots: u64,
@@ -103,9 +114,35 @@ pub struct PeriodStats {
     pub writes: Vec<Write>,
 }
 
+/// What an attacker holding a member sends besides lying about its own checks (see
+/// [`Sim::corrupt`]). Every forged ballot says the opposite of the truth about its target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Attack {
+    /// Attack (a): ballots in the name of every checker assigned to every target this
+    /// period, signed with the attacker's own key (it has no other).
+    Forge,
+    /// Attack (b): to each receiver, ballots naming the receiver as their checker.
+    ClaimReceivers,
+    /// Attack (c): forged ballots for the next period, and its own (validly signed) for
+    /// the next period and for one far ahead.
+    Future,
+    /// Every signed ballot it ever received, sent again every round (dead nodes' old
+    /// "healthy" ones included).
+    Replay,
+}
+
+impl Attack {
+    pub const ALL: [Attack; 4] = [Attack::Forge, Attack::ClaimReceivers, Attack::Future, Attack::Replay];
+}
+
 struct Member {
     name: String,
     alive: bool,
+    key: SigningKey,
+    /// Set: an attacker holds this member.
+    attacks: Option<BTreeSet<Attack>>,
+    /// What an attacker captured: every signed ballot received.
+    captured: BTreeMap<(String, String, Period), SignedBallot>,
     signer: Signer,
     verifier: Verifier,
     indirect: IndirectProbes,
@@ -127,6 +164,8 @@ pub struct Sim {
     schedule: Schedule,
     /// The apiserver's view of the annotation: node -> annotated unhealthy, with a version.
     annotations: BTreeMap<String, (bool, u64)>,
+    /// The public keys the members publish on their Nodes, as every member sees them.
+    published: BTreeMap<String, PublicKey>,
     rng: u64,
 }
 
@@ -152,11 +191,15 @@ impl Sim {
         let members = membership.units().first().map(|u| u.members.clone()).unwrap_or_default();
         let key = HmacKey::new(&splitmix64(config.seed).to_le_bytes().repeat(4)).expect("32-byte key");
         let keep = config.protocol.vote_window as usize + 2;
-        let nodes = members
+        let nodes: Vec<Member> = members
             .iter()
-            .map(|name| Member {
+            .enumerate()
+            .map(|(i, name)| Member {
                 name: name.clone(),
                 alive: true,
+                key: member_key(config.seed, i as u64),
+                attacks: None,
+                captured: BTreeMap::new(),
                 signer: Signer::new(key.clone(), name.clone(), config.start),
                 verifier: Verifier::new(key.clone(), name.clone(), config.protocol.max_clock_skew, config.start),
                 indirect: IndirectProbes::new(config.protocol.indirect_timeout, config.start.as_unix_millis()),
@@ -168,6 +211,7 @@ impl Sim {
         let index = members.iter().enumerate().map(|(i, n)| (n.clone(), i)).collect();
         let schedule = Schedule::new(&members, config.protocol.probes_per_period, keep);
         let annotations = members.iter().map(|n| (n.clone(), (false, 1))).collect();
+        let published = nodes.iter().map(|m| (m.name.clone(), m.key.public_key())).collect();
         // start at the beginning of the period after `start`
         let now = clock.start_of(clock.period_at(config.start).next());
         Ok(Self {
@@ -180,7 +224,31 @@ impl Sim {
             index,
             schedule,
             annotations,
+            published,
         })
+    }
+
+    /// Hands `name` to an attacker (see [`Attack`]): from now on it lies about every check
+    /// it makes, relays nothing and sends the frames of `attacks` to every other member.
+    pub fn corrupt(&mut self, name: &str, attacks: impl IntoIterator<Item = Attack>) {
+        if let Some(&i) = self.index.get(name) {
+            self.nodes[i].attacks = Some(attacks.into_iter().collect());
+        }
+    }
+
+    /// Re-images `name`: a new signing key, used at once. Its peers take ballots under it
+    /// once [`Sim::publish_key`] has put it on the Node.
+    pub fn new_key(&mut self, name: &str, seed: u64) {
+        if let Some(&i) = self.index.get(name) {
+            self.nodes[i].key = member_key(seed, i as u64);
+        }
+    }
+
+    /// Publishes `name`'s current public key (the daemon patches its Node).
+    pub fn publish_key(&mut self, name: &str) {
+        if let Some(&i) = self.index.get(name) {
+            self.published.insert(name.to_string(), self.nodes[i].key.public_key());
+        }
     }
 
     pub fn members(&self) -> &[String] {
@@ -269,23 +337,24 @@ impl Sim {
             conclusions.extend(member.indirect.expire(deadline).into_iter().map(|conclusion| (c, conclusion)));
         }
         for (c, conclusion) in conclusions {
-            stats.ballots += 1;
-            stats.unhealthy_ballots += u64::from(!conclusion.healthy);
-            let ballot = Ballot { period: conclusion.period, healthy: conclusion.healthy };
             let member = &mut self.nodes[c];
-            let name = member.name.clone();
-            member.learn(&name, &conclusion.target, ballot, period, false);
+            // an attacker lies about every check it makes
+            let healthy = conclusion.healthy != member.attacks.is_some();
+            stats.ballots += 1;
+            stats.unhealthy_ballots += u64::from(!healthy);
+            member.cast(&conclusion.target, Ballot { period: conclusion.period, healthy }, period);
         }
 
         // 2. the relay rounds, evenly spread over the period
         let window_start = Period(period.0.saturating_sub(self.config.protocol.vote_window - 1));
+        let next = self.schedule.assignment(period.next());
         let mut at = start;
         loop {
             let (round_period, round, sent_at) = next_round(self.clock, self.config.protocol.relay_rounds, at);
             if round_period != period {
                 break;
             }
-            self.relay_round(&assignment, round, sent_at, window_start, period, &mut stats);
+            self.relay_round(&assignment, &next, round, sent_at, window_start, period, &mut stats);
             at = sent_at.saturating_add(std::time::Duration::from_millis(1));
         }
 
@@ -431,9 +500,11 @@ impl Sim {
     /// One relay round: every live member with something to pass on seals one frame and
     /// sends it to the round's peers; what a member learns from a round it passes on from
     /// the next (deliveries are applied after every member has sent).
+    #[allow(clippy::too_many_arguments)]
     fn relay_round(
         &mut self,
         assignment: &crate::selection::Assignment,
+        next: &crate::selection::Assignment,
         round: u32,
         sent_at: Timestamp,
         window_start: Period,
@@ -445,6 +516,26 @@ impl Sim {
         let mut deliveries: Vec<(usize, std::rc::Rc<Vec<u8>>)> = Vec::new();
         for s in 0..self.nodes.len() {
             if !self.nodes[s].alive {
+                continue;
+            }
+            if self.nodes[s].attacks.is_some() {
+                // its own (lying) ballots still go out: withholding them helps no attack
+                let own = self.nodes[s].relay.round(window_start).and_then(|mut ballots| {
+                    let name = &self.nodes[s].name;
+                    ballots.remove(name).map(|own| BallotsByChecker::from([(name.clone(), own)]))
+                });
+                let mut frames = self.attack_frames(s, assignment, next, period);
+                if let Some(own) = own {
+                    frames.extend((0..self.nodes.len()).filter(|&r| r != s).map(|r| (r, own.clone())));
+                }
+                for (r, ballots) in frames {
+                    let frame = self.nodes[s].signer.seal(sent_at, None, Payload::Results { ballots });
+                    stats.frames_sent += 1;
+                    stats.bytes_sent += frame.len() as u64;
+                    if self.nodes[r].alive {
+                        deliveries.push((r, std::rc::Rc::new(frame)));
+                    }
+                }
                 continue;
             }
             let Some(ballots) = self.nodes[s].relay.round(window_start) else { continue };
@@ -470,13 +561,86 @@ impl Sim {
         for (r, frame) in deliveries {
             let Some(message) = self.open(r, &frame, sent_at, stats) else { continue };
             let Payload::Results { ballots } = message.payload else { continue };
+            let published = &self.published;
             let member = &mut self.nodes[r];
-            for (checker, by_target) in ballots {
-                for (target, ballot) in by_target {
-                    member.learn(&checker, &target, ballot, period, relays);
+            let mut budget = ForgeryBudget::per_frame();
+            'frame: for (checker, by_target) in ballots {
+                for (target, signed) in by_target {
+                    let result = member.receive(&checker, &target, &signed, period, relays, published.get(&checker));
+                    if let Err(refused) = result {
+                        *stats.ballots_refused.entry(refused.metric_label()).or_default() += 1;
+                    }
+                    if !budget.goes_on(result) {
+                        break 'frame;
+                    }
                 }
             }
         }
+    }
+
+    /// The frames the attacker holding member `a` sends this round: `(receiver, ballots)`.
+    fn attack_frames(
+        &self,
+        a: usize,
+        assignment: &crate::selection::Assignment,
+        next: &crate::selection::Assignment,
+        period: Period,
+    ) -> Vec<(usize, BallotsByChecker)> {
+        let attacker = &self.nodes[a];
+        let attacks = attacker.attacks.clone().unwrap_or_default();
+        let lie = |target: &str, period: Period| Ballot { period, healthy: !self.is_alive(target) };
+        // one frame per attack (and receiver): each is judged on its own
+        let mut to_all: Vec<BallotsByChecker> = Vec::new();
+        let forge = |checker: &str, target: &str, ballot: Ballot, to: &mut BallotsByChecker| {
+            let signed = attacker.key.sign(checker, target, ballot);
+            to.entry(checker.to_string()).or_default().insert(target.to_string(), signed);
+        };
+        for attack in &attacks {
+            match attack {
+                Attack::Forge => {
+                    let mut ballots = BallotsByChecker::new();
+                    for target in &self.members {
+                        for checker in assignment.checkers_of(target) {
+                            forge(checker, target, lie(target, period), &mut ballots);
+                        }
+                    }
+                    to_all.push(ballots);
+                }
+                Attack::Future => {
+                    let (mut forged, mut own) = (BallotsByChecker::new(), BallotsByChecker::new());
+                    for target in &self.members {
+                        for checker in next.checkers_of(target) {
+                            forge(checker, target, lie(target, period.next()), &mut forged);
+                        }
+                        if *target != attacker.name {
+                            forge(&attacker.name, target, lie(target, Period(period.0 + 5)), &mut own);
+                        }
+                    }
+                    to_all.extend([forged, own]);
+                }
+                Attack::Replay => {
+                    let mut ballots = BallotsByChecker::new();
+                    for ((checker, target, _), signed) in &attacker.captured {
+                        ballots.entry(checker.clone()).or_default().insert(target.clone(), *signed);
+                    }
+                    to_all.push(ballots);
+                }
+                Attack::ClaimReceivers => {}
+            }
+        }
+        let mut frames = Vec::new();
+        for r in (0..self.nodes.len()).filter(|&r| r != a) {
+            frames.extend(to_all.iter().filter(|b| !b.is_empty()).map(|b| (r, b.clone())));
+            if attacks.contains(&Attack::ClaimReceivers) {
+                let receiver = &self.nodes[r].name;
+                let mut ballots = BallotsByChecker::new();
+                for target in assignment.targets_of(receiver) {
+                    forge(receiver, target, lie(target, period), &mut ballots);
+                }
+                frames.push((r, ballots));
+            }
+        }
+        frames
     }
 
     fn lost(&mut self) -> bool {
@@ -494,15 +658,45 @@ struct Attempts {
 }
 
 impl Member {
-    /// Records a ballot (its own or received); a new one is passed on in the next rounds
-    /// when [`relays_received`] says so (own ones always).
-    fn learn(&mut self, checker: &str, target: &str, ballot: Ballot, now: Period, relays: bool) {
-        if let Ok(Recorded::New) = self.table.record(checker, target, ballot, now, &mut self.schedule)
-            && (relays || checker == self.name)
-        {
-            self.relay.learned(checker, target, ballot);
+    /// Records and signs one of its own ballots; a new one is passed on in the next rounds.
+    fn cast(&mut self, target: &str, ballot: Ballot, now: Period) {
+        let horizon = now.0.saturating_sub(2 * self.table.window());
+        self.captured.retain(|(_, _, period), _| period.0 >= horizon);
+        if let Ok(Recorded::New) = self.table.record(&self.name, target, ballot, now, &mut self.schedule) {
+            let signed = self.key.sign(&self.name, target, ballot);
+            self.relay.learned(&self.name.clone(), target, signed);
         }
     }
+
+    /// Records a received ballot when it is true; a new one is passed on in the next
+    /// rounds when [`relays_received`] says so, signature unchanged.
+    fn receive(
+        &mut self,
+        checker: &str,
+        target: &str,
+        signed: &SignedBallot,
+        now: Period,
+        relays: bool,
+        key: Option<&PublicKey>,
+    ) -> Result<Recorded, BallotIgnored> {
+        let result = self.table.record_received(&self.name, checker, target, signed, now, &mut self.schedule, key);
+        if self.attacks.is_some() {
+            self.captured.insert((checker.to_string(), target.to_string(), signed.period), *signed);
+        }
+        if result == Ok(Recorded::New) && relays {
+            self.relay.learned(checker, target, *signed);
+        }
+        result
+    }
+}
+
+/// A member's signing key, from the run's seed.
+fn member_key(seed: u64, member: u64) -> SigningKey {
+    let mut bytes = [0; 32];
+    for (i, chunk) in bytes.chunks_mut(8).enumerate() {
+        chunk.copy_from_slice(&splitmix64(seed ^ member.wrapping_mul(0x9e37_79b9) ^ i as u64).to_le_bytes());
+    }
+    SigningKey::from_seed(&bytes)
 }
 
 /// Every time an observer came to hold one of `innocent` unhealthy: `(period, observer, node)`.

@@ -18,7 +18,10 @@
 //!   checkers");
 //! - a **ballot** is only taken when the assignment had its checker check `t` in the
 //!   ballot's period: a member cannot vote about nodes it was not asked to check, so one
-//!   misbehaving member moves at most the ballots it was entitled to. One ballot per
+//!   misbehaving member moves at most the ballots it was entitled to. A ballot received
+//!   from another member is taken only with its checker's valid signature
+//!   ([`crate::ballot`]; [`VoteTable::record_received`]), and never when it claims to be
+//!   the receiver's own, so relaying members cannot speak for the checkers. One ballot per
 //!   checker: the latest (highest period, then last received) replaces earlier ones. It
 //!   counts while its period is in the window and its checker is in `E(t)`;
 //! - `t` becomes **Unhealthy** when more than half of `E(t)` (a strict majority) have a
@@ -55,6 +58,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
 use serde_json::json;
 
+use crate::ballot::{PublicKey, SignedBallot};
 use crate::message::Ballot;
 use crate::selection::{Assignment, Schedule};
 use crate::time::Period;
@@ -108,6 +112,41 @@ pub enum BallotIgnored {
     NotAssigned,
     /// A later ballot from the same checker about the same node is already stored.
     Superseded,
+    /// A received ballot naming the receiver as its checker: the receiver knows its own
+    /// ballots (gossip brings them back; a liar would use this to replace them).
+    OwnBallot,
+    /// The checker publishes no (valid) public key yet.
+    NoPublicKey,
+    /// The signature is not the checker's: forged, altered, or signed with a key the
+    /// checker no longer (or not yet, as this member sees it) publishes.
+    BadSignature,
+}
+
+impl BallotIgnored {
+    pub const ALL: [BallotIgnored; 8] = [
+        Self::SelfBallot,
+        Self::Stale,
+        Self::Future,
+        Self::NotAssigned,
+        Self::Superseded,
+        Self::OwnBallot,
+        Self::NoPublicKey,
+        Self::BadSignature,
+    ];
+
+    /// The metric label.
+    pub fn metric_label(self) -> &'static str {
+        match self {
+            Self::SelfBallot => "self_ballot",
+            Self::Stale => "stale",
+            Self::Future => "future",
+            Self::NotAssigned => "not_assigned",
+            Self::Superseded => "superseded",
+            Self::OwnBallot => "own_ballot",
+            Self::NoPublicKey => "no_public_key",
+            Self::BadSignature => "bad_signature",
+        }
+    }
 }
 
 /// What storing a ballot changed, which is what decides whether it is relayed on (see
@@ -145,10 +184,56 @@ impl VoteTable {
         Period(now.0.saturating_sub(self.window - 1))
     }
 
-    /// Stores one checker's ballot about one target (its own or received). `schedule` is
-    /// the unit's, the one [`VoteTable::evaluate`] is given.
+    /// Stores one checker's ballot about one target, trusted as is: the local member's own
+    /// (received ballots go through [`VoteTable::record_received`]). `schedule` is the
+    /// unit's, the one [`VoteTable::evaluate`] is given.
     pub fn record(
         &mut self,
+        checker: &str,
+        target: &str,
+        ballot: Ballot,
+        now: Period,
+        schedule: &mut Schedule,
+    ) -> Result<Recorded, BallotIgnored> {
+        match self.admit(checker, target, ballot, now, schedule)? {
+            Recorded::Known => Ok(Recorded::Known),
+            Recorded::New => Ok(self.store(checker, target, ballot)),
+        }
+    }
+
+    /// Stores a ballot another member sent, when it is true: `local` is this member (a
+    /// ballot claiming to be its own is refused: it knows its own), `key` the public key
+    /// `checker` publishes. Every check that costs nothing comes first; the signature is
+    /// verified only for a ballot that would change the table, so copies of a ballot
+    /// already held (most of what gossip delivers) and refused ones cost no verification.
+    #[allow(clippy::too_many_arguments)]
+    pub fn record_received(
+        &mut self,
+        local: &str,
+        checker: &str,
+        target: &str,
+        signed: &SignedBallot,
+        now: Period,
+        schedule: &mut Schedule,
+        key: Option<&PublicKey>,
+    ) -> Result<Recorded, BallotIgnored> {
+        if checker == local {
+            return Err(BallotIgnored::OwnBallot);
+        }
+        let ballot = signed.ballot();
+        if self.admit(checker, target, ballot, now, schedule)? == Recorded::Known {
+            return Ok(Recorded::Known);
+        }
+        let key = key.ok_or(BallotIgnored::NoPublicKey)?;
+        if !key.verifies(checker, target, signed) {
+            return Err(BallotIgnored::BadSignature);
+        }
+        Ok(self.store(checker, target, ballot))
+    }
+
+    /// Whether a ballot may be stored (`New`) or is already held (`Known`).
+    fn admit(
+        &self,
         checker: &str,
         target: &str,
         ballot: Ballot,
@@ -167,23 +252,26 @@ impl VoteTable {
         if !schedule.assignment(ballot.period).is_assigned(checker, target) {
             return Err(BallotIgnored::NotAssigned);
         }
+        match self.ballots.get(target).and_then(|by_checker| by_checker.get(checker)) {
+            Some(stored) if stored.period > ballot.period => Err(BallotIgnored::Superseded),
+            Some(stored) if *stored == ballot => Ok(Recorded::Known),
+            _ => Ok(Recorded::New),
+        }
+    }
+
+    fn store(&mut self, checker: &str, target: &str, ballot: Ballot) -> Recorded {
         // ballots arrive by the thousand per period: allocate names only for new entries
         let by_checker = match self.ballots.get_mut(target) {
             Some(by_checker) => by_checker,
             None => self.ballots.entry(target.to_string()).or_default(),
         };
         match by_checker.get_mut(checker) {
-            Some(stored) if stored.period > ballot.period => Err(BallotIgnored::Superseded),
-            Some(stored) if *stored == ballot => Ok(Recorded::Known),
-            Some(stored) => {
-                *stored = ballot;
-                Ok(Recorded::New)
-            }
+            Some(stored) => *stored = ballot,
             None => {
                 by_checker.insert(checker.to_string(), ballot);
-                Ok(Recorded::New)
             }
         }
+        Recorded::New
     }
 
     /// Every stored ballot: `(target, checker, ballot)`.

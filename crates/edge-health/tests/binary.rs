@@ -324,8 +324,20 @@ async fn configurations_that_cannot_work_are_start_up_errors() {
     std::fs::write(dir.join("short"), b"sixteen byte key").expect("key");
     std::fs::write(dir.join("key"), KEY).expect("key");
     let check = "kind=tcp,port=10250,timeout=1s".to_string();
+    let signing = dir.join("signing-key").display().to_string();
     let base = |key: &str| -> Vec<String> {
-        ["--node-name", "n1", "--advertise-address", "10.244.0.1", "--hmac-key-file", key].map(String::from).to_vec()
+        [
+            "--node-name",
+            "n1",
+            "--advertise-address",
+            "10.244.0.1",
+            "--hmac-key-file",
+            key,
+            "--signing-key-file",
+            &signing,
+        ]
+        .map(String::from)
+        .to_vec()
     };
     let missing = dir.join("missing").display().to_string();
     let short = dir.join("short").display().to_string();

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use controller_support::unit_config::follow_edge_health_config_data;
 use controller_support::watch::{Index, Key, Watch};
-use edgegrid_core::keys::EDGE_HEALTH_ADDRESS_ANNOTATION;
+use edgegrid_core::keys::{EDGE_HEALTH_ADDRESS_ANNOTATION, EDGE_HEALTH_PUBLIC_KEY_ANNOTATION};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, PartialObjectMeta, Patch, PatchParams};
@@ -103,11 +103,15 @@ pub async fn publish_address(nodes: &Api<Node>, daemon: &Daemon, address: &str, 
         return;
     }
     let node = daemon.settings().node_name.clone();
-    let patch = json!({"metadata": {"annotations": {EDGE_HEALTH_ADDRESS_ANNOTATION: address}}});
+    let key = daemon.public_key_annotation();
+    let patch = json!({"metadata": {"annotations": {
+        EDGE_HEALTH_ADDRESS_ANNOTATION: address,
+        EDGE_HEALTH_PUBLIC_KEY_ANNOTATION: key,
+    }}});
     let (params, merge) = (params(), Patch::Merge(&patch));
     let outcome = match tokio::time::timeout(limit, nodes.patch_metadata(&node, &params, &merge)).await {
         Ok(Ok(_)) => {
-            tracing::info!(%node, %address, "address published");
+            tracing::info!(%node, %address, public_key = %key, "address and public key published");
             "written"
         }
         Ok(Err(error)) => {

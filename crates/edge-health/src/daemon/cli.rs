@@ -50,6 +50,12 @@ pub struct Flags {
     /// when it changes. There is no default key.
     #[arg(long)]
     pub hmac_key_file: PathBuf,
+    /// This node's own Ed25519 key (PKCS#8), which signs its ballots: generated on first
+    /// start (mode 0600) and kept, so on the node's disk (a hostPath such as
+    /// /var/lib/edge-health/signing-key). A re-imaged node makes a new one and publishes it
+    /// on its Node; peers take it without a restart.
+    #[arg(long)]
+    pub signing_key_file: PathBuf,
     /// A check run on each assigned peer, repeatable:
     /// `kind=<kubelet|http|https|tcp|grpc>,port=N,timeout=300ms[,retries=N][,weight=W]`
     /// `[,path=/healthz]` (http, https) `[,service=NAME]` (grpc) `[,ca-file=PEM]` (https,
@@ -141,6 +147,7 @@ pub struct Settings {
     pub unit_source: UnitSource,
     pub namespace: String,
     pub key_file: PathBuf,
+    pub signing_key_file: PathBuf,
     pub checks: CheckConfig,
     pub protocol: ProtocolConfig,
     pub message_timeout: Duration,
@@ -239,6 +246,7 @@ impl Flags {
             unit_source,
             namespace: self.namespace.clone(),
             key_file: self.hmac_key_file.clone(),
+            signing_key_file: self.signing_key_file.clone(),
             checks,
             protocol,
             message_timeout: self.message_timeout,
@@ -317,7 +325,15 @@ mod tests {
     use super::*;
 
     fn flags(args: &[&str]) -> Flags {
-        let mut all = vec!["edge-health", "--hmac-key-file", "/k", "--advertise-address", "10.244.0.5"];
+        let mut all = vec![
+            "edge-health",
+            "--hmac-key-file",
+            "/k",
+            "--signing-key-file",
+            "/s",
+            "--advertise-address",
+            "10.244.0.5",
+        ];
         all.extend_from_slice(args);
         Flags::try_parse_from(all).unwrap_or_else(|e| panic!("{args:?}: {e}"))
     }
@@ -455,12 +471,24 @@ mod tests {
         assert!(matches!(window, SettingsError::VoteWindow(1001)), "{window}");
         let message = settings(&["--check", HTTP, "--message-timeout", "10s"]).unwrap_err();
         assert!(matches!(message, SettingsError::MessageTimeout { .. }), "{message}");
-        let no_address = Flags::try_parse_from(["edge-health", "--hmac-key-file", "/k", "--check", HTTP])
-            .unwrap()
-            .settings("edge-1".into())
-            .unwrap_err();
+        let no_address = Flags::try_parse_from([
+            "edge-health",
+            "--hmac-key-file",
+            "/k",
+            "--signing-key-file",
+            "/s",
+            "--check",
+            HTTP,
+        ])
+        .unwrap()
+        .settings("edge-1".into())
+        .unwrap_err();
         assert!(matches!(no_address, SettingsError::NoAdvertiseAddress(_)), "{no_address}");
         assert!(Flags::try_parse_from(["edge-health", "--check", HTTP]).is_err(), "--hmac-key-file is required");
+        assert!(
+            Flags::try_parse_from(["edge-health", "--hmac-key-file", "/k", "--check", HTTP]).is_err(),
+            "--signing-key-file is required"
+        );
     }
 
     #[test]
@@ -469,6 +497,8 @@ mod tests {
             "edge-health",
             "--hmac-key-file",
             "/k",
+            "--signing-key-file",
+            "/s",
             "--check",
             HTTP,
             "--bind-address",

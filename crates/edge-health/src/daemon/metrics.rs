@@ -12,7 +12,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use crate::message::Rejection;
-use crate::vote::Verdict;
+use crate::vote::{BallotIgnored, Verdict};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ProbeLabels {
@@ -87,6 +87,10 @@ pub struct Metrics {
     pub key_reloads: Family<ResultLabel, Counter>,
     /// Peers' indirect probe requests declined, by reason.
     pub probe_requests_declined: Family<ReasonLabel, Counter>,
+    /// Received ballots no vote table took, by [`BallotIgnored::metric_label`].
+    pub ballots_refused: Family<ReasonLabel, Counter>,
+    /// Frames whose rest was dropped after too many bad signatures.
+    pub frames_dropped_for_forgeries: Counter,
 }
 
 impl Default for Metrics {
@@ -105,7 +109,12 @@ impl Default for Metrics {
             writes: Family::default(),
             key_reloads: Family::default(),
             probe_requests_declined: Family::default(),
+            ballots_refused: Family::default(),
+            frames_dropped_for_forgeries: Counter::default(),
         };
+        for refused in BallotIgnored::ALL {
+            let _ = metrics.ballots_refused.get_or_create(&ReasonLabel { reason: refused.metric_label() });
+        }
         // every rejection reason is visible at 0 before the first refusal
         for rejection in Rejection::ALL {
             let _ = metrics.messages_rejected.get_or_create(&ReasonLabel { reason: rejection.metric_label() });
@@ -147,12 +156,28 @@ impl Register for Metrics {
              not_checked (a node it does not check or cannot reach)",
             self.probe_requests_declined.clone(),
         );
+        registry.register(
+            "ballots_refused",
+            "Received ballots no vote table took, by reason: bad_signature (forged, or signed under a key the \
+             checker does not publish), no_public_key, own_ballot (naming this node as checker: gossip brings \
+             its own back), future, stale, superseded, not_assigned, self_ballot",
+            self.ballots_refused.clone(),
+        );
+        registry.register(
+            "frames_dropped_for_forgeries",
+            "Results frames whose remaining ballots were dropped after too many bad signatures",
+            self.frames_dropped_for_forgeries.clone(),
+        );
     }
 }
 
 impl Metrics {
     pub fn rejected(&self, rejection: Rejection) {
         self.messages_rejected.get_or_create(&ReasonLabel { reason: rejection.metric_label() }).inc();
+    }
+
+    pub fn ballot_refused(&self, refused: BallotIgnored) {
+        self.ballots_refused.get_or_create(&ReasonLabel { reason: refused.metric_label() }).inc();
     }
 
     pub fn write(&self, target: &'static str, outcome: &'static str) {

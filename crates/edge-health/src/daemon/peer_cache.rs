@@ -16,7 +16,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use controller_support::state_file;
-use edgegrid_core::keys::{EDGE_HEALTH_ADDRESS_ANNOTATION, NODE_UNHEALTH_ANNOTATION};
+use edgegrid_core::keys::{
+    EDGE_HEALTH_ADDRESS_ANNOTATION, EDGE_HEALTH_PUBLIC_KEY_ANNOTATION, NODE_UNHEALTH_ANNOTATION,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
@@ -47,7 +49,10 @@ pub fn trimmed(meta: &ObjectMeta) -> ObjectMeta {
         .annotations
         .iter()
         .flatten()
-        .filter(|(key, _)| [EDGE_HEALTH_ADDRESS_ANNOTATION, NODE_UNHEALTH_ANNOTATION].contains(&key.as_str()))
+        .filter(|(key, _)| {
+            [EDGE_HEALTH_ADDRESS_ANNOTATION, EDGE_HEALTH_PUBLIC_KEY_ANNOTATION, NODE_UNHEALTH_ANNOTATION]
+                .contains(&key.as_str())
+        })
         .map(|(key, value)| (key.clone(), value.clone()))
         .collect();
     ObjectMeta {

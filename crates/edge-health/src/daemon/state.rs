@@ -12,19 +12,22 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use edgegrid_core::health::{LocalVerdicts, NodeVerdict};
-use edgegrid_core::keys::EDGE_HEALTH_ADDRESS_ANNOTATION;
+use edgegrid_core::keys::{EDGE_HEALTH_ADDRESS_ANNOTATION, EDGE_HEALTH_PUBLIC_KEY_ANNOTATION};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::cli::Settings;
 use super::metrics::{BallotLabels, KindLabel, Metrics, VerdictLabel};
 use super::peer_cache::{self, PeerCache};
+use crate::ballot::{ForgeryBudget, PublicKey, SignedBallot, SigningKey};
 use crate::indirect::{Basis, Conclusion, DirectStep, IndirectProbes, should_help};
 use crate::membership::{Labels, MembershipChange, NodeUnitCheck, UnitId, UnitMembership};
 use crate::message::{Ballot, HmacKey, KeyError, Payload, Rejection, Signer, Verifier};
 use crate::relay::{Relay, relays_received};
 use crate::selection::Schedule;
 use crate::time::{Period, PeriodClock, Timestamp};
-use crate::vote::{AnnotationPatch, ObservedNode, Recorded, Verdict, VoteTable, annotation_patch, writer_of};
+use crate::vote::{
+    AnnotationPatch, BallotIgnored, ObservedNode, Recorded, Verdict, VoteTable, annotation_patch, writer_of,
+};
 
 /// The wall clock as the core's [`Timestamp`].
 pub fn wall_clock() -> Timestamp {
@@ -88,14 +91,23 @@ pub enum Received {
     Declined,
 }
 
-/// Whether this node's address annotation says what it should.
+/// Whether this node's address and public-key annotations say what they should.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AddressState {
     /// The local Node is not known (yet).
     NoNode,
     Published,
-    /// Missing or different: patch it.
+    /// Missing or different: patch them.
     Stale,
+}
+
+/// A ballot as it reaches [`Daemon::record`].
+#[derive(Clone, Copy, Debug)]
+enum Cast<'a> {
+    /// This node's own: trusted, signed here when it is passed on.
+    Own(Ballot),
+    /// Another member's: taken only with its checker's signature.
+    Received(&'a SignedBallot),
 }
 
 #[derive(Clone, Debug)]
@@ -107,13 +119,27 @@ struct NodeRecord {
     address_annotation: Option<String>,
     /// The annotation, when it is a valid `ip:port`.
     address: Option<SocketAddr>,
+    /// The public-key annotation's raw value.
+    key_annotation: Option<String>,
+    /// The key the node's ballots are verified against (when the annotation is valid).
+    public_key: Option<PublicKey>,
 }
 
 impl NodeRecord {
     fn from_meta(meta: &ObjectMeta) -> Self {
-        let address_annotation = meta.annotations.as_ref().and_then(|a| a.get(EDGE_HEALTH_ADDRESS_ANNOTATION)).cloned();
+        let annotation = |key: &str| meta.annotations.as_ref().and_then(|a| a.get(key)).cloned();
+        let address_annotation = annotation(EDGE_HEALTH_ADDRESS_ANNOTATION);
         let address = address_annotation.as_deref().and_then(|a| a.parse().ok());
-        Self { cached: peer_cache::trimmed(meta), observed: ObservedNode::from_meta(meta), address_annotation, address }
+        let key_annotation = annotation(EDGE_HEALTH_PUBLIC_KEY_ANNOTATION);
+        let public_key = key_annotation.as_deref().and_then(PublicKey::from_annotation);
+        Self {
+            cached: peer_cache::trimmed(meta),
+            observed: ObservedNode::from_meta(meta),
+            address_annotation,
+            address,
+            key_annotation,
+            public_key,
+        }
     }
 }
 
@@ -128,6 +154,8 @@ struct Crypto {
     key: Vec<u8>,
     signer: Signer,
     verifier: Verifier,
+    /// This node's own key: it signs the ballots it casts.
+    signing: SigningKey,
 }
 
 struct State {
@@ -155,10 +183,17 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    /// `key`: the contents of --hmac-key-file; `now`: the start (see [`Signer::new`]).
-    pub fn new(settings: Settings, metrics: Arc<Metrics>, key: &[u8], now: Timestamp) -> Result<Self, KeyError> {
+    /// `key`: the contents of --hmac-key-file; `signing`: this node's own key (see
+    /// [`crate::ballot`]); `now`: the start (see [`Signer::new`]).
+    pub fn new(
+        settings: Settings,
+        metrics: Arc<Metrics>,
+        key: &[u8],
+        signing: SigningKey,
+        now: Timestamp,
+    ) -> Result<Self, KeyError> {
         let clock = PeriodClock::new(settings.protocol.period).expect("validated: the period is at least 1ms");
-        let crypto = Crypto::new(key, &settings, now)?;
+        let crypto = Crypto::new(key, signing, &settings, now)?;
         let local = settings.node_name.clone();
         let state = State {
             membership: UnitMembership::new(local.clone(), settings.unit_source.clone()),
@@ -312,9 +347,21 @@ impl Daemon {
         match message.payload {
             Payload::Results { ballots } => {
                 self.accepted("results");
-                for (checker, by_target) in ballots {
-                    for (target, ballot) in by_target {
-                        self.record(st, &checker, &target, ballot, now);
+                let mut budget = ForgeryBudget::per_frame();
+                'frame: for (checker, by_target) in &ballots {
+                    for (target, signed) in by_target {
+                        let outcome = self.record(st, checker, target, Cast::Received(signed), now);
+                        if let Err(refused) = outcome {
+                            self.metrics.ballot_refused(refused);
+                            if refused == BallotIgnored::BadSignature {
+                                tracing::debug!(sender = %message.sender, %checker, %target, "ballot with a bad signature");
+                            }
+                        }
+                        if !budget.goes_on(outcome) {
+                            self.metrics.frames_dropped_for_forgeries.inc();
+                            tracing::warn!(sender = %message.sender, "a frame carried forged ballots: the rest of it is dropped");
+                            break 'frame;
+                        }
                     }
                 }
                 Received::Results
@@ -449,14 +496,30 @@ impl Daemon {
         }
         let ballot = Ballot { period: conclusion.period, healthy: conclusion.healthy };
         let local = self.local().to_string();
-        self.record(st, &local, &conclusion.target, ballot, now);
+        // an own ballot no unit table takes (a membership change raced the probe) is dropped
+        let _ = self.record(st, &local, &conclusion.target, Cast::Own(ballot), now);
     }
 
     /// Records one checker's ballot in every unit table holding both, passes it on when it
-    /// is new (see [`crate::relay`]), and notes when it goes against the standing verdict.
-    fn record(&self, st: &mut State, checker: &str, target: &str, ballot: Ballot, now: Timestamp) {
+    /// is new (see [`crate::relay`]; own ballots signed here, received ones with their
+    /// signature unchanged), and notes when it goes against the standing verdict. `Err`:
+    /// no table took it, and why the last one refused it.
+    fn record(
+        &self,
+        st: &mut State,
+        checker: &str,
+        target: &str,
+        cast: Cast<'_>,
+        now: Timestamp,
+    ) -> Result<(), BallotIgnored> {
         let period = self.clock.period_at(now);
-        let own = checker == self.local();
+        let local = self.local();
+        let key = st.nodes.get(checker).and_then(|n| n.public_key);
+        let (ballot, mut signed) = match cast {
+            Cast::Own(ballot) => (ballot, None),
+            Cast::Received(signed) => (signed.ballot(), Some(*signed)),
+        };
+        let mut outcome = Err(BallotIgnored::NotAssigned);
         for vote in st.units.values_mut() {
             let members = vote.schedule.members();
             if members.binary_search_by(|m| m.as_str().cmp(checker)).is_err()
@@ -464,10 +527,22 @@ impl Daemon {
             {
                 continue;
             }
+            let own = matches!(cast, Cast::Own(_));
             let relays = own || relays_received(members.len(), self.settings.protocol.relay_fanout);
-            let recorded = vote.table.record(checker, target, ballot, period, &mut vote.schedule);
+            let recorded = match &cast {
+                Cast::Own(ballot) => vote.table.record(checker, target, *ballot, period, &mut vote.schedule),
+                Cast::Received(signed) => {
+                    vote.table.record_received(local, checker, target, signed, period, &mut vote.schedule, key.as_ref())
+                }
+            };
             if recorded == Ok(Recorded::New) && relays {
-                vote.relay.learned(checker, target, ballot);
+                let signed = *signed.get_or_insert_with(|| st.crypto.signing.sign(checker, target, ballot));
+                vote.relay.learned(checker, target, signed);
+            }
+            match recorded {
+                Ok(_) => outcome = Ok(()),
+                Err(refused) if outcome.is_err() => outcome = Err(refused),
+                Err(_) => {}
             }
             if recorded.is_ok() {
                 let against = match vote.table.verdict(target) {
@@ -480,6 +555,7 @@ impl Daemon {
                 }
             }
         }
+        outcome
     }
 
     /// Relay round `round` of the current period: per unit with ballots to pass on, the
@@ -595,24 +671,38 @@ impl Daemon {
         self.lock().view.clone()
     }
 
-    /// Whether this node's Node carries `address` in its address annotation.
+    /// Whether this node's Node carries `address` in its address annotation and this
+    /// node's public key in its key annotation.
     pub fn address_state(&self, address: &str) -> AddressState {
-        match self.lock().nodes.get(self.local()) {
+        let st = self.lock();
+        let key = st.crypto.signing.public_key().to_annotation();
+        match st.nodes.get(self.local()) {
             None => AddressState::NoNode,
-            Some(node) if node.address_annotation.as_deref() == Some(address) => AddressState::Published,
+            Some(node)
+                if node.address_annotation.as_deref() == Some(address)
+                    && node.key_annotation.as_deref() == Some(key.as_str()) =>
+            {
+                AddressState::Published
+            }
             Some(_) => AddressState::Stale,
         }
+    }
+
+    /// This node's public key as its annotation carries it.
+    pub fn public_key_annotation(&self) -> String {
+        self.lock().crypto.signing.public_key().to_annotation()
     }
 }
 
 impl Crypto {
-    fn new(key: &[u8], settings: &Settings, now: Timestamp) -> Result<Self, KeyError> {
+    fn new(key: &[u8], signing: SigningKey, settings: &Settings, now: Timestamp) -> Result<Self, KeyError> {
         let hmac = HmacKey::new(key)?;
         let local = settings.node_name.clone();
         Ok(Self {
             key: key.to_vec(),
             signer: Signer::new(hmac.clone(), local.clone(), now),
             verifier: Verifier::new(hmac, local, settings.protocol.max_clock_skew, now),
+            signing,
         })
     }
 }

@@ -26,11 +26,10 @@ fn verifier() -> Verifier {
 }
 
 fn results(target: &str, healthy: bool) -> Payload {
+    let signed =
+        crate::ballot::SigningKey::from_seed(&[1; 32]).sign("edge-1", target, Ballot { period: Period(5), healthy });
     Payload::Results {
-        ballots: BTreeMap::from([(
-            "edge-1".to_string(),
-            BTreeMap::from([(target.to_string(), Ballot { period: Period(5), healthy })]),
-        )]),
+        ballots: BTreeMap::from([("edge-1".to_string(), BTreeMap::from([(target.to_string(), signed)]))]),
     }
 }
 
@@ -82,12 +81,22 @@ fn wire_format_is_pinned() {
         payload: Payload::Results {
             ballots: BTreeMap::from([(
                 "edge-3".to_string(),
-                BTreeMap::from([("edge-2".to_string(), Ballot { period: Period(170_000_000), healthy: false })]),
+                BTreeMap::from([(
+                    "edge-2".to_string(),
+                    crate::ballot::SignedBallot {
+                        period: Period(170_000_000),
+                        healthy: false,
+                        signature: crate::ballot::Signature([7; 64]),
+                    },
+                )]),
             )]),
         },
     };
     let frame = String::from_utf8(seal_message(&key(), &message)).unwrap();
-    let body = r#"{"sender":"edge-1","timestamp":1700000000123,"sequence":42,"payload":{"results":{"ballots":{"edge-3":{"edge-2":{"period":170000000,"healthy":false}}}}}}"#;
+    let sig = "BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBw==";
+    let body = format!(
+        r#"{{"sender":"edge-1","timestamp":1700000000123,"sequence":42,"payload":{{"results":{{"ballots":{{"edge-3":{{"edge-2":{{"period":170000000,"healthy":false,"sig":"{sig}"}}}}}}}}}}}}"#
+    );
     let mac = hex(hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, KEY), body.as_bytes()).as_ref());
     assert_eq!(frame, format!(r#"{{"body":{body},"mac":"{mac}"}}"#));
     let request = Message {

@@ -208,3 +208,167 @@ fn under_30_percent_loss_fewer_than_one_ballot_in_a_hundred_wrongly_says_unhealt
     assert_eq!(cast, 4 * 20 * 50 * 3, "every member casts k ballots a period");
     assert!(wrong * 100 < cast, "{wrong} of {cast} ballots wrongly said unhealthy");
 }
+
+// ---- one compromised member (issue 24's attacks (a) to (c), and replays) ----
+
+/// How many received ballots `history`'s members refused for `reason`.
+fn refused(history: &[PeriodStats], reason: &str) -> u64 {
+    history.iter().map(|s| s.ballots_refused.get(reason).copied().unwrap_or(0)).sum()
+}
+
+/// A unit of 12 without loss where `edge-00003` is held by an attacker making `attacks`
+/// from the start: nobody alive is ever accused, and `edge-00007`, killed after four
+/// periods, is still voted down by every member within three (the verdicts are not frozen).
+fn under_attack(attacks: &[Attack]) -> Vec<PeriodStats> {
+    let mut sim = Sim::new(config(12, 0.0, 21)).unwrap();
+    sim.corrupt("edge-00003", attacks.iter().copied());
+    let mut history = run(&mut sim, 4);
+    let everyone = alive(&sim);
+    assert_eq!(false_accusations(&history, &everyone), vec![], "{attacks:?}: a live member accused");
+    for node in sim.members() {
+        let honest = sim.live().filter(|o| *o != "edge-00003" && *o != node).count();
+        let holding = sim
+            .live()
+            .filter(|o| *o != "edge-00003" && *o != node && sim.verdict(o, node) == Some(Verdict::Healthy))
+            .count();
+        assert_eq!(holding, honest, "{attacks:?}: {node} is not confirmed healthy by every honest member");
+    }
+    sim.kill("edge-00007");
+    let (periods, after) = agreed_at(&mut sim, "edge-00007", Verdict::Unhealthy, 3)
+        .unwrap_or_else(|| panic!("{attacks:?}: the dead member is not voted down within 3 periods"));
+    history.extend(after);
+    history.extend(run(&mut sim, 4));
+    assert!(periods <= 3);
+    assert!(sim.annotated("edge-00007"));
+    assert_eq!(false_accusations(&history, &alive(&sim)), vec![], "{attacks:?}: a live member accused");
+    for observer in sim.live().filter(|o| *o != "edge-00003") {
+        assert_eq!(sim.verdict(observer, "edge-00007"), Some(Verdict::Unhealthy), "{attacks:?}: {observer} cleared it");
+    }
+    history
+}
+
+/// Attack (a): with one key for the unit, a member could write every checker's ballot
+/// about any node and vote it down; now each ballot needs its checker's signature.
+#[test]
+fn forged_ballots_of_other_checkers_are_refused_and_change_nothing() {
+    let history = under_attack(&[Attack::Forge]);
+    assert!(refused(&history, "bad_signature") > 100, "{}", refused(&history, "bad_signature"));
+}
+
+/// Attack (b): ballots naming the receiver as their checker used to replace its own.
+#[test]
+fn ballots_claiming_to_be_the_receivers_own_are_refused_before_their_signature() {
+    let history = under_attack(&[Attack::ClaimReceivers]);
+    assert!(refused(&history, "own_ballot") > 100, "{}", refused(&history, "own_ballot"));
+    assert_eq!(refused(&history, "bad_signature"), 0, "the receiver never looks at their signatures");
+}
+
+/// Attack (c): forged ballots for the next period used to supersede the honest ones and
+/// freeze the verdicts; its own ballots for a far period are refused as future.
+#[test]
+fn ballots_for_later_periods_are_refused_and_do_not_freeze_verdicts() {
+    let history = under_attack(&[Attack::Future]);
+    assert!(refused(&history, "bad_signature") > 0);
+    assert!(refused(&history, "future") > 100, "{}", refused(&history, "future"));
+}
+
+/// Signed ballots can be replayed by anyone who saw them: the dead member's old "healthy"
+/// ballots, sent again every round, are older than the ones that voted it down.
+#[test]
+fn replayed_signed_ballots_do_not_revive_a_dead_member() {
+    let history = under_attack(&[Attack::Replay]);
+    assert!(refused(&history, "superseded") + refused(&history, "stale") > 0);
+}
+
+/// A flood of forged ballots costs each receiver a few signature checks per frame: the
+/// rest of a frame is dropped after the fourth bad signature.
+#[test]
+fn a_frame_of_forgeries_costs_a_bounded_number_of_verifications() {
+    let history = under_attack(&[Attack::Forge, Attack::Future]);
+    let frames: u64 = history.iter().map(|s| s.frames_accepted).sum();
+    let bad = refused(&history, "bad_signature");
+    assert!(
+        bad <= frames * u64::from(crate::ballot::MAX_BAD_SIGNATURES_PER_FRAME),
+        "{bad} bad signatures in {frames} frames"
+    );
+}
+
+/// A re-imaged member signs with a new key at once; its peers refuse those ballots until
+/// the key is published, then take them, and no verdict goes wrong meanwhile.
+#[test]
+fn a_new_key_is_taken_once_published_without_a_wrong_verdict() {
+    let mut sim = Sim::new(config(12, 0.0, 5)).unwrap();
+    let mut history = run(&mut sim, 4);
+    sim.new_key("edge-00004", 99);
+    let unpublished = run(&mut sim, 2);
+    assert!(refused(&unpublished, "bad_signature") > 0, "ballots under the unpublished key are refused");
+    history.extend(unpublished);
+    sim.publish_key("edge-00004");
+    let published = run(&mut sim, 4);
+    assert_eq!(refused(&published[1..], "bad_signature"), 0, "after publication every honest ballot is taken");
+    history.extend(published);
+    assert_eq!(false_accusations(&history, &alive(&sim)), vec![]);
+    for observer in sim.live() {
+        for node in sim.members().iter().filter(|n| *n != observer) {
+            assert_eq!(sim.verdict(observer, node), Some(Verdict::Healthy), "{observer} about {node}");
+        }
+    }
+}
+
+/// Which members lie and how, for the property below.
+fn byzantine_unit() -> impl Strategy<Value = (usize, Vec<(usize, Vec<Attack>)>, bool, u64)> {
+    (5usize..=9, any::<bool>(), any::<u64>()).prop_flat_map(|(n, someone_dies, seed)| {
+        // every member checks every other each period, so each target's eligible checkers
+        // are every other member not held unhealthy: n - 1, or n - 2 once one is dead
+        let eligible = n - 1 - usize::from(someone_dies);
+        let most_liars = (eligible - 1) / 2; // 2f < eligible
+        let liar = (0..n, proptest::sample::subsequence(Attack::ALL.to_vec(), 0..=Attack::ALL.len()));
+        (Just(n), proptest::collection::vec(liar, 1..=most_liars.max(1)), Just(someone_dies), Just(seed))
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Byzantine tolerance: with `k` eligible checkers per target and a strict majority,
+    /// `f < k/2` members lying about their checks and sending forged, withheld, replayed,
+    /// future and self-claimed ballots flip no verdict either way at any honest member:
+    /// nobody alive is voted down, and a dead member is voted down (and never back up).
+    #[test]
+    fn fewer_than_half_of_the_checkers_cannot_flip_a_verdict((n, liars, someone_dies, seed) in byzantine_unit()) {
+        let mut cfg = config(n, 0.0, seed);
+        cfg.protocol.probes_per_period = n - 1;
+        let mut sim = Sim::new(cfg).unwrap();
+        let members = sim.members().to_vec();
+        let mut corrupt = BTreeSet::new();
+        for (index, attacks) in &liars {
+            corrupt.insert(members[*index].clone());
+            sim.corrupt(&members[*index], attacks.iter().copied());
+        }
+        prop_assume!(2 * corrupt.len() < n - 1 - usize::from(someone_dies));
+        let mut history = run(&mut sim, 4);
+        let victim = members.iter().find(|m| !corrupt.contains(*m)).unwrap().clone();
+        if someone_dies {
+            sim.kill(&victim);
+            history.extend(run(&mut sim, 4));
+        }
+        let honest: Vec<String> = sim.live().filter(|o| !corrupt.contains(*o)).map(String::from).collect();
+        prop_assert_eq!(false_accusations(&history, &alive(&sim)), vec![]);
+        for observer in &honest {
+            for node in members.iter().filter(|m| *m != observer) {
+                let expected = if someone_dies && *node == victim { Verdict::Unhealthy } else { Verdict::Healthy };
+                prop_assert_eq!(sim.verdict(observer, node), Some(expected), "{} about {}", observer, node);
+            }
+        }
+        if someone_dies {
+            let cleared = history.iter().flat_map(|s| &s.changes).any(|(o, c)| {
+                !corrupt.contains(o) && c.node == victim && c.from == Verdict::Unhealthy
+            });
+            prop_assert!(!cleared, "an honest member cleared the dead one");
+            prop_assert!(sim.annotated(&victim));
+        }
+        for node in members.iter().filter(|m| !(someone_dies && **m == victim)) {
+            prop_assert!(!sim.annotated(node), "{} annotated", node);
+        }
+    }
+}

@@ -6,6 +6,7 @@ use proptest::prelude::*;
 use serde_json::Value;
 
 use super::*;
+use crate::ballot::{PublicKey, SignedBallot, SigningKey};
 use crate::message::{HmacKey, Message, Payload, Rejection, Verifier, seal_message};
 use crate::time::Timestamp;
 
@@ -257,7 +258,10 @@ fn one_forged_message_has_no_effect() {
         sequence,
         recipient: None,
         payload: Payload::Results {
-            ballots: BTreeMap::from([(sender.to_string(), BTreeMap::from([("n04".to_string(), ballot(20, false))]))]),
+            ballots: BTreeMap::from([(
+                sender.to_string(),
+                BTreeMap::from([("n04".to_string(), member_key(sender).sign(sender, "n04", ballot(20, false)))]),
+            )]),
         },
     };
     let deliver = |table: &mut VoteTable, s: &mut Schedule, verifier: &mut Verifier, frame: &[u8]| {
@@ -265,7 +269,8 @@ fn one_forged_message_has_no_effect() {
         if let Payload::Results { ballots } = message.payload {
             for (checker, by_target) in ballots {
                 for (target, b) in by_target {
-                    let _ = table.record(&checker, &target, b, Period(20), s);
+                    let key = member_key(&checker).public_key();
+                    let _ = table.record_received(local, &checker, &target, &b, Period(20), s, Some(&key));
                 }
             }
         }
@@ -557,4 +562,50 @@ proptest! {
             }
         }
     }
+}
+
+fn member_key(name: &str) -> SigningKey {
+    let mut seed = [0; 32];
+    seed[..name.len()].copy_from_slice(name.as_bytes());
+    SigningKey::from_seed(&seed)
+}
+
+/// What a received ballot needs besides being assigned and fresh: its checker's signature,
+/// and not to claim to be the receiver's own. Copies of a ballot already held are taken as
+/// known without a verification (they change nothing, whatever their signature).
+#[test]
+fn a_received_ballot_is_taken_only_with_its_checkers_signature() {
+    let members = unit(6);
+    let mut s = schedule(&members, 3, 1);
+    let mut table = VoteTable::new(2);
+    let assigned = checkers(&mut s, "n04", 20);
+    let (checker, other) = (assigned[0].as_str(), assigned[1].as_str());
+    let local = members.iter().find(|m| *m != "n04" && !assigned.contains(m)).unwrap().as_str();
+    let key = member_key(checker).public_key();
+    let genuine = member_key(checker).sign(checker, "n04", ballot(20, false));
+    let forged = member_key(other).sign(checker, "n04", ballot(20, false));
+    let mut receive = |table: &mut VoteTable, checker: &str, b: &SignedBallot, key: Option<&PublicKey>| {
+        table.record_received(local, checker, "n04", b, Period(20), &mut s, key)
+    };
+    assert_eq!(receive(&mut table, checker, &forged, Some(&key)), Err(BallotIgnored::BadSignature));
+    assert_eq!(receive(&mut table, checker, &genuine, None), Err(BallotIgnored::NoPublicKey));
+    assert_eq!(table.ballots().count(), 0, "nothing refused was stored");
+    assert_eq!(receive(&mut table, checker, &genuine, Some(&key)), Ok(Recorded::New));
+    assert_eq!(receive(&mut table, checker, &forged, Some(&key)), Ok(Recorded::Known), "a copy changes nothing");
+    let flipped = member_key(other).sign(checker, "n04", ballot(20, true));
+    assert_eq!(receive(&mut table, checker, &flipped, Some(&key)), Err(BallotIgnored::BadSignature));
+    assert_eq!(table.ballots().collect::<Vec<_>>(), vec![("n04", checker, ballot(20, false))]);
+    // the receiver's own, even validly signed by it, comes only from itself
+    let own = member_key(local).sign(local, "n04", ballot(20, true));
+    let own_key = member_key(local).public_key();
+    assert_eq!(receive(&mut table, local, &own, Some(&own_key)), Err(BallotIgnored::OwnBallot));
+    // cheap refusals come before the signature: none of these is verified
+    let ahead = member_key(checker).sign(checker, "n04", ballot(22, false));
+    assert_eq!(receive(&mut table, checker, &ahead, Some(&key)), Err(BallotIgnored::Future));
+    let unassigned = members.iter().find(|m| *m != "n04" && !assigned.contains(m)).unwrap();
+    let by_unassigned = member_key(unassigned).sign(unassigned, "n04", ballot(20, false));
+    let unassigned_key = member_key(unassigned).public_key();
+    let refused =
+        table.record_received(other, unassigned, "n04", &by_unassigned, Period(20), &mut s, Some(&unassigned_key));
+    assert_eq!(refused, Err(BallotIgnored::NotAssigned));
 }

@@ -186,6 +186,8 @@ impl Cluster {
             &member.ip.to_string(),
             "--hmac-key-file",
             &self.dir.join("key").display().to_string(),
+            "--signing-key-file",
+            &self.dir.join(&format!("{}.signing-key", member.name)).display().to_string(),
             "--check",
             &format!(
                 "kind=http,port={check_port},path=/healthz,timeout={}ms,retries={}",
