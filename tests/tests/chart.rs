@@ -157,6 +157,8 @@ async fn chart_lints_renders_and_applies() {
             "ServiceAccount/edge-node-lifecycle",
             "ServiceAccount/grid-controller",
             "ServiceAccount/grid-wrapper",
+            "ValidatingAdmissionPolicy/edge-health-node-restriction.edgegrid.io",
+            "ValidatingAdmissionPolicyBinding/edge-health-node-restriction.edgegrid.io",
         ]
     );
     for object in &all {
@@ -167,6 +169,7 @@ async fn chart_lints_renders_and_applies() {
     images_are_built_here(&all);
     admission_webhook(&helm, &all);
     hmac_key(&helm, &all);
+    node_restriction_policy(&helm, &all);
     bad_values_are_refused(&helm);
     let deployment =
         |name: &str| all.iter().find(|o| o["kind"] == "Deployment" && o["metadata"]["name"] == name).unwrap().clone();
@@ -425,6 +428,10 @@ fn typed(object: &Value) {
         "Role" => parse::<rbac::v1::Role>(object),
         "RoleBinding" => parse::<rbac::v1::RoleBinding>(object),
         "MutatingWebhookConfiguration" => parse::<admissionregistration::v1::MutatingWebhookConfiguration>(object),
+        "ValidatingAdmissionPolicy" => parse::<admissionregistration::v1::ValidatingAdmissionPolicy>(object),
+        "ValidatingAdmissionPolicyBinding" => {
+            parse::<admissionregistration::v1::ValidatingAdmissionPolicyBinding>(object)
+        }
         "CustomResourceDefinition" => parse::<
             k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
         >(object),
@@ -488,6 +495,7 @@ fn per_node_components(helm: &std::path::Path, all: &[Value]) {
     for wanted in [
         "--bind-address=0.0.0.0:51005",
         "--hmac-key-file=/etc/edge-health/key",
+        "--signing-key-file=/var/lib/edge-health/signing-key",
         "--peer-cache-file=/var/lib/edge-health/peers.json",
         "--check=kind=kubelet,port=10250,timeout=2s,retries=1,weight=1",
     ] {
@@ -728,6 +736,23 @@ fn hmac_key(helm: &std::path::Path, all: &[Value]) {
     assert!(!short.status.success());
     let stderr = String::from_utf8_lossy(&short.stderr);
     assert!(stderr.contains("at '/edgeHealth/hmacKey': 'short' does not match pattern"), "{stderr}");
+}
+
+/// The edge-health node restriction is the policy and binding the tests evaluate
+/// (`tests/edge_health_node_policy.rs`, from the same file), on unless switched off.
+fn node_restriction_policy(helm: &std::path::Path, all: &[Value]) {
+    let [policy, binding] = edgegrid_testing::chart::edge_health_node_policy("edgegrid");
+    for expected in [policy, binding] {
+        let mut rendered =
+            find(all, expected["kind"].as_str().unwrap(), expected["metadata"]["name"].as_str().unwrap()).clone();
+        assert_eq!(rendered["metadata"]["labels"]["app.kubernetes.io/name"], "edge-health");
+        rendered["metadata"].as_object_mut().unwrap().remove("labels");
+        assert_eq!(rendered, expected);
+    }
+    for off in ["edgeHealth.nodeRestrictionPolicy=false", "edgeHealth.enabled=false"] {
+        let kinds = kind_names(&render(helm, &["--set", off]));
+        assert!(!kinds.iter().any(|k| k.starts_with("ValidatingAdmissionPolicy")), "{off}: {kinds:?}");
+    }
 }
 
 /// `values.schema.json` (generated from xtask's `chart_values`) refuses values that cannot

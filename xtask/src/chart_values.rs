@@ -149,6 +149,9 @@ pub struct EdgeHealth {
     /// Empty: generated once and kept; else at least 32 characters.
     #[schemars(regex(pattern = r"^(|.{32,})$"))]
     pub hmac_key: String,
+    /// The ValidatingAdmissionPolicy keeping the daemon to its own Node (Kubernetes >= 1.30;
+    /// the token's node name needs >= 1.32).
+    pub node_restriction_policy: bool,
     pub resources: serde_json::Value,
 }
 

@@ -151,7 +151,7 @@ pub const TABLE: &[RuleSet] = &[
         scope: Scope::Cluster,
         when: "always",
         rules: &[Rule {
-            why: "Node metadata for membership (a metadata-only list/watch); patch for the nodeunhealth verdicts and its address annotation",
+            why: "Node metadata for membership (a metadata-only list/watch); patch for the nodeunhealth verdicts and its own Node's address and public-key annotations. RBAC cannot narrow patch to a node or a field: the ValidatingAdmissionPolicy edge-health-node-restriction.edgegrid.io (edgeHealth.nodeRestrictionPolicy) keeps each daemon's token to exactly these writes, keyed on the node name the token carries",
             group: "",
             resources: &["nodes"],
             names: &[],

@@ -1,14 +1,21 @@
-//! Mutating admission: CREATE and UPDATE of a resource matched by a registered
-//! `MutatingWebhookConfiguration` are sent to the webhook as a real `admission.k8s.io/v1`
-//! AdmissionReview over HTTPS (trusting the configured `caBundle`), and the JSON patch it
-//! returns is applied before the object is stored.
+//! Admission of CREATE and UPDATE (patches included), in the real server's order: first
+//! mutating webhooks, then validating admission policies.
 //!
-//! As the real server: webhooks run in configuration-name order, then list order; the
-//! URL gets `?timeout=<n>s`; `failurePolicy` (default Fail) decides what a call failure
-//! means; a denial carries the webhook's message and code. Approximations: only
+//! Mutating: a resource matched by a registered `MutatingWebhookConfiguration` is sent
+//! to the webhook as a real `admission.k8s.io/v1` AdmissionReview over HTTPS (trusting
+//! the configured `caBundle`), and the JSON patch it returns is applied before the object
+//! is stored. As the real server: webhooks run in configuration-name order, then list
+//! order; the URL gets `?timeout=<n>s`; `failurePolicy` (default Fail) decides what a call
+//! failure means; a denial carries the webhook's message and code. Approximations: only
 //! `clientConfig.url` is supported (a `service` reference fails the call, so it follows
-//! `failurePolicy`); `reinvocationPolicy` and `matchConditions` are ignored; every request
-//! is made by `system:admin`.
+//! `failurePolicy`); `reinvocationPolicy` and `matchConditions` are ignored.
+//!
+//! Validating: the stored `ValidatingAdmissionPolicy`/`ValidatingAdmissionPolicyBinding`
+//! objects are evaluated ([`crate::policy`]) on the mutated object; a denial is the
+//! request's answer. `ValidatingWebhookConfiguration`s are stored but never called.
+//!
+//! Both see the request's user ([`crate::users`]): `system:admin` unless the bearer
+//! token was registered.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,14 +25,17 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
-use listwatch::{LabelSelector, ListOptions};
+use listwatch::ListOptions;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
 
 use crate::error::ApiError;
+use crate::matching;
+use crate::policy;
 use crate::resources::ResourceType;
 use crate::store::Store;
+use crate::users::UserInfo;
 
 /// What is being admitted.
 pub struct Request<'a> {
@@ -36,6 +46,8 @@ pub struct Request<'a> {
     pub status_only: bool,
     pub object: Value,
     pub old: Option<&'a Value>,
+    /// Who makes the request.
+    pub user: &'a UserInfo,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,7 +57,7 @@ pub enum Operation {
 }
 
 impl Operation {
-    fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Self::Create => "CREATE",
             Self::Update => "UPDATE",
@@ -55,14 +67,12 @@ impl Operation {
 
 const RESPONSE_LIMIT: usize = 3 * 1024 * 1024;
 
-/// Runs every matching mutating webhook; returns the (possibly mutated) object.
+/// Runs every matching mutating webhook, then every validating admission policy; returns
+/// the (possibly mutated) object.
 pub async fn admit(store: &Store, mut request: Request<'_>) -> Result<Value, ApiError> {
-    let Some(configs_type) = store.resolve("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations")
-    else {
-        return Ok(request.object);
-    };
-    let configs = store.list(&configs_type, &ListOptions::default())?.items;
-    if configs.is_empty() {
+    let configs = stored(store, "mutatingwebhookconfigurations")?;
+    let policies = stored(store, "validatingadmissionpolicies")?;
+    if configs.is_empty() && policies.is_empty() {
         return Ok(request.object);
     }
     let namespace_labels = namespace_labels(store, request.rt, request.namespace);
@@ -95,7 +105,38 @@ pub async fn admit(store: &Store, mut request: Request<'_>) -> Result<Value, Api
             }
         }
     }
+    if !policies.is_empty() {
+        let bindings = stored(store, "validatingadmissionpolicybindings")?;
+        policy::check(&policies, &bindings, &request, namespace_labels.as_ref())
+            .map_err(|denial| denied(&request, &denial))?;
+    }
     Ok(request.object)
+}
+
+/// The stored objects of an `admissionregistration.k8s.io/v1` resource.
+fn stored(store: &Store, plural: &str) -> Result<Vec<Value>, ApiError> {
+    match store.resolve("admissionregistration.k8s.io", "v1", plural) {
+        Some(rt) => Ok(store.list(&rt, &ListOptions::default())?.items),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// A policy's denial as the real server answers it: Forbidden's wording
+/// (`nodes "n1" is forbidden: ...`) with the validation's reason and code.
+fn denied(request: &Request<'_>, denial: &policy::Denial) -> ApiError {
+    let rt = request.rt;
+    let name = match request.name {
+        "" => request.object["metadata"]["name"].as_str().unwrap_or("Unknown"),
+        name => name,
+    };
+    ApiError::PolicyDenied {
+        resource: rt.qualified_plural(),
+        name: name.to_string(),
+        group: rt.group.clone(),
+        reason: denial.reason,
+        code: denial.code(),
+        message: denial.text(),
+    }
 }
 
 fn namespace_labels(store: &Store, rt: &ResourceType, namespace: &str) -> Option<Value> {
@@ -108,66 +149,13 @@ fn namespace_labels(store: &Store, rt: &ResourceType, namespace: &str) -> Option
 
 /// Whether a webhook's rules and selectors select this request.
 fn matches(webhook: &Value, request: &Request<'_>, namespace_labels: Option<&Value>) -> bool {
-    let rt = request.rt;
-    let rule_matches = |rule: &Value| {
-        let any = |field: &str, want: &str| {
-            rule[field].as_array().is_some_and(|list| list.iter().any(|v| v == "*" || v == want))
-        };
-        // "*" is every resource but no subresource; "*/*" everything; "pods/*" every pods subresource
-        let resource_matches = rule["resources"].as_array().is_some_and(|list| {
-            list.iter().filter_map(Value::as_str).any(|r| match r.split_once('/') {
-                _ if r == "*/*" => true,
-                None => !request.status_only && (r == "*" || r == rt.plural),
-                Some((res, sub)) => {
-                    request.status_only && (res == "*" || res == rt.plural) && (sub == "*" || sub == "status")
-                }
-            })
-        });
-        let scope = rule["scope"].as_str().unwrap_or("*");
-        let scope_matches = match scope {
-            "Cluster" => !rt.namespaced,
-            "Namespaced" => rt.namespaced,
-            _ => true,
-        };
-        any("apiGroups", &rt.group)
-            && any("apiVersions", &rt.version)
-            && any("operations", request.operation.as_str())
-            && resource_matches
-            && scope_matches
-    };
-    if !webhook["rules"].as_array().is_some_and(|rules| rules.iter().any(rule_matches)) {
-        return false;
-    }
-    let selected = |selector: &Value, labels: &Value| {
-        let subject = json!({"metadata": {"labels": labels}});
-        selector_from(selector).is_some_and(|s| s.matches(&subject))
-    };
-    let object_labels = &request.object["metadata"]["labels"];
-    let old_labels = request.old.map(|o| &o["metadata"]["labels"]);
-    let object_ok = selected(&webhook["objectSelector"], object_labels)
-        || old_labels.is_some_and(|l| selected(&webhook["objectSelector"], l));
-    let namespace_ok = namespace_labels.is_none_or(|labels| selected(&webhook["namespaceSelector"], labels));
-    object_ok && namespace_ok
-}
-
-/// A `metav1.LabelSelector` object as a selector; absent means "everything".
-fn selector_from(selector: &Value) -> Option<LabelSelector> {
-    let mut parts = Vec::new();
-    for (k, v) in selector["matchLabels"].as_object().into_iter().flatten() {
-        parts.push(format!("{k}={}", v.as_str()?));
-    }
-    for expr in selector["matchExpressions"].as_array().into_iter().flatten() {
-        let key = expr["key"].as_str()?;
-        let values: Vec<&str> = expr["values"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
-        parts.push(match expr["operator"].as_str()? {
-            "In" => format!("{key} in ({})", values.join(",")),
-            "NotIn" => format!("{key} notin ({})", values.join(",")),
-            "Exists" => key.to_string(),
-            "DoesNotExist" => format!("!{key}"),
-            _ => return None,
-        });
-    }
-    LabelSelector::parse(&parts.join(",")).ok()
+    webhook["rules"].as_array().is_some_and(|rules| rules.iter().any(|rule| matching::rule_matches(rule, request)))
+        && matching::selectors_match(
+            &webhook["objectSelector"],
+            &webhook["namespaceSelector"],
+            request,
+            namespace_labels,
+        )
 }
 
 enum Verdict {
@@ -208,7 +196,7 @@ async fn call(webhook: &Value, request: &Request<'_>) -> Result<Verdict, CallErr
         "kind": gvk, "resource": gvr, "requestKind": gvk, "requestResource": gvr,
         "name": request.name,
         "operation": request.operation.as_str(),
-        "userInfo": {"username": "system:admin", "groups": ["system:masters", "system:authenticated"]},
+        "userInfo": request.user.to_json(),
         "object": request.object,
         "oldObject": request.old.cloned().unwrap_or(Value::Null),
         "dryRun": false,

@@ -2,7 +2,7 @@
 //! decode request bodies as the real server decodes them ([`crate::schema`]) and to publish
 //! their schemas for `kubectl explain` (OpenAPI v3).
 
-use k8s_openapi::api::{apps, coordination, core, discovery, policy, rbac};
+use k8s_openapi::api::{admissionregistration, apps, coordination, core, discovery, policy, rbac};
 use serde::de::DeserializeOwned;
 
 use crate::resources::ResourceType;
@@ -37,6 +37,12 @@ pub fn with_type<F: WithType>(rt: &ResourceType, f: F) -> Option<F::Out> {
         ("rbac.authorization.k8s.io", "Role") => f.with::<rbac::v1::Role>(),
         ("rbac.authorization.k8s.io", "ClusterRoleBinding") => f.with::<rbac::v1::ClusterRoleBinding>(),
         ("rbac.authorization.k8s.io", "RoleBinding") => f.with::<rbac::v1::RoleBinding>(),
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy") => {
+            f.with::<admissionregistration::v1::ValidatingAdmissionPolicy>()
+        }
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding") => {
+            f.with::<admissionregistration::v1::ValidatingAdmissionPolicyBinding>()
+        }
         _ => return None,
     })
 }

@@ -40,6 +40,11 @@ pub enum ApiError {
     Unavailable(String),
     #[error("admission webhook \"{webhook}\" denied the request: {message}")]
     Denied { webhook: String, code: u16, message: String },
+    /// A ValidatingAdmissionPolicy refused the request: worded as Forbidden
+    /// (`nodes "n1" is forbidden: ValidatingAdmissionPolicy '...' denied request: ...`),
+    /// with the validation's reason and its code (Invalid, 422, unless it names another).
+    #[error("{resource} \"{name}\" is forbidden: {message}")]
+    PolicyDenied { resource: String, name: String, group: String, reason: &'static str, code: u16, message: String },
     #[error("Too many requests: {0}")]
     TooManyRequests(String),
     #[error("Timeout: {0}")]
@@ -66,7 +71,7 @@ impl ApiError {
             Self::Internal(_) => 500,
             Self::Unavailable(_) => 503,
             Self::TooManyRequests(_) => 429,
-            Self::Denied { code, .. } => *code,
+            Self::Denied { code, .. } | Self::PolicyDenied { code, .. } => *code,
             Self::Timeout(_) => 504,
             Self::ListWatch(e) => e.code(),
         }
@@ -90,6 +95,7 @@ impl ApiError {
             Self::Denied { code: 422, .. } => "Invalid",
             Self::Denied { code: 409, .. } => "Conflict",
             Self::Denied { .. } => "BadRequest",
+            Self::PolicyDenied { reason, .. } => reason,
             Self::Timeout(_) => "Timeout",
             Self::ListWatch(e) => e.reason(),
         }
@@ -105,6 +111,10 @@ impl ApiError {
             | Self::PreconditionFailed { resource, name, group, .. } => {
                 Some(json!({"name": name, "group": group, "kind": resource_plural(resource)}))
             }
+            Self::PolicyDenied { resource, name, group, message, .. } => Some(json!({
+                "name": name, "group": group, "kind": resource_plural(resource),
+                "causes": [{"message": message}],
+            })),
             Self::ApplyConflict { causes, .. } => Some(json!({
                 "causes": causes.iter().map(|(message, field)| json!({"type": "FieldManagerConflict", "message": message, "field": field}))
                     .collect::<Vec<_>>(),

@@ -3,9 +3,11 @@
 //! No real kube-apiserver can run in CI here, and the project's binaries must behave on
 //! the wire as they will against a real one; so this server is generic over resources,
 //! stores JSON, and implements the semantics clients depend on: 409/404/422 `Status`
-//! errors, admission, finalizers, garbage collection, and list/watch (resourceVersions
-//! from one counter, selectors, consistent pagination, watch resume, 410, bookmarks,
-//! streaming lists) through the `listwatch` crate, to which every change is committed.
+//! errors, admission (mutating webhooks; ValidatingAdmissionPolicies, which see the
+//! identity a test registered for the request's bearer token), finalizers, garbage
+//! collection, and list/watch (resourceVersions from one counter, selectors, consistent
+//! pagination, watch resume, 410, bookmarks, streaming lists) through the `listwatch`
+//! crate, to which every change is committed.
 //! It is test support and the embedded local cluster; shipped binaries only ever reach
 //! it over HTTP.
 //!
@@ -21,7 +23,9 @@ mod error;
 mod events;
 mod faults;
 mod field_manager;
+mod matching;
 mod pod_proxy;
+mod policy;
 mod requests;
 mod resources;
 mod schema;
@@ -29,6 +33,7 @@ mod server;
 mod store;
 mod strategic;
 mod table;
+mod users;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -39,6 +44,7 @@ pub use requests::{RecordedRequest, RequestLog};
 pub use resources::ResourceType;
 pub use server::{ServerConfig, router};
 pub use store::{ListPage, Store};
+pub use users::{NODE_NAME_EXTRA, UserInfo};
 
 use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
@@ -105,6 +111,13 @@ impl FakeApiServer {
 
     pub fn clear_faults(&self) {
         self.app.faults.clear();
+    }
+
+    /// Requests carrying `Authorization: Bearer <token>` are made by `user` from now on:
+    /// what admission (webhooks' `userInfo`, policies' `request.userInfo`) sees. Other
+    /// tokens, and requests without one, are `system:admin`.
+    pub fn add_user(&self, token: &str, user: UserInfo) {
+        self.app.users.add(token, user);
     }
 
     /// The server's router and store without a socket, e.g. for
@@ -175,6 +188,7 @@ fn new_app(config: ServerConfig) -> Arc<server::App> {
         faults: Default::default(),
         watch_generation,
         requests: RequestLog::new(100_000),
+        users: Default::default(),
     })
 }
 

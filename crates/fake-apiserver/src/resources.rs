@@ -182,6 +182,23 @@ pub fn builtin() -> Vec<ResourceType> {
             false,
             false,
         ),
+        // enforced on writes ([`crate::policy`])
+        R::new(
+            "admissionregistration.k8s.io",
+            "v1",
+            "validatingadmissionpolicies",
+            "ValidatingAdmissionPolicy",
+            false,
+            true,
+        ),
+        R::new(
+            "admissionregistration.k8s.io",
+            "v1",
+            "validatingadmissionpolicybindings",
+            "ValidatingAdmissionPolicyBinding",
+            false,
+            false,
+        ),
         R::new("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", false, true)
             .short(&["crd", "crds"]),
     ]

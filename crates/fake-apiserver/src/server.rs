@@ -31,6 +31,7 @@ use crate::resources::ResourceType;
 use crate::schema::{self, FieldValidation};
 use crate::store::{DeleteOptions, Ownership, PatchKind, Patched, Store};
 use crate::table;
+use crate::users::UserInfo;
 
 /// Tunables of one server instance.
 #[derive(Clone, Debug)]
@@ -67,6 +68,8 @@ pub struct App {
     pub watch_generation: watch::Sender<u64>,
     /// Every answered request, for tests that count what a client did.
     pub requests: crate::requests::RequestLog,
+    /// The identities of registered bearer tokens.
+    pub users: crate::users::Users,
 }
 
 pub fn router(app: Arc<App>) -> Router {
@@ -99,17 +102,18 @@ async fn dispatch(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let response = match handle(&app, &method, &uri, &query, &headers, body).await {
+    let user = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "));
+    let caller = app.users.authenticate(user);
+    let response = match handle(&app, &method, &uri, &query, &headers, body, &caller).await {
         Ok(response) => response,
         Err(e) => {
             tracing::debug!(%method, %uri, code = e.code(), error = %e, "request failed");
             e.into_response()
         }
     };
-    let user = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer "));
     let impersonating = headers.get("impersonate-user").and_then(|value| value.to_str().ok());
     let (path, query, status) = (uri.path(), uri.query().unwrap_or_default(), response.status().as_u16());
     app.requests.record_as(method.as_str(), path, query, status, user, impersonating);
@@ -123,6 +127,7 @@ async fn handle(
     query: &HashMap<String, String>,
     headers: &HeaderMap,
     body: Body,
+    user: &UserInfo,
 ) -> Result<Response, ApiError> {
     let segments: Vec<&str> = uri.path().split('/').filter(|s| !s.is_empty()).collect();
     if segments.first() == Some(&CONTROL_PREFIX) {
@@ -187,6 +192,7 @@ async fn handle(
                 status_only: false,
                 object,
                 old: None,
+                user,
             };
             let mut admitted = admission::admit(store, request).await?;
             let warnings = schema::check(rt, &mut admitted, validation)?;
@@ -204,6 +210,7 @@ async fn handle(
                 status_only: target.status,
                 object: parse_json(&body)?,
                 old: Some(&old),
+                user,
             };
             let mut admitted = admission::admit(store, request).await?;
             let warnings = schema::check(rt, &mut admitted, validation)?;
@@ -228,7 +235,7 @@ async fn handle(
             let force = query.get("force").is_some_and(|f| f == "true");
             let applier = sent_manager.map(|_| (&writer, force));
             let (patched, warnings) =
-                patch_with_admission(store, &target, name, (kind, &writer, applier), &body, validation).await?;
+                patch_with_admission(store, &target, name, (kind, &writer, applier), &body, validation, user).await?;
             events::mirror(store, rt, &patched);
             Ok(warned(ok(&patched), &warnings))
         }
@@ -300,6 +307,7 @@ async fn patch_with_admission(
     (kind, writer, applier): (PatchKind, &Writer<'_>, Option<(&Writer<'_>, bool)>),
     body: &Bytes,
     validation: FieldValidation,
+    user: &UserInfo,
 ) -> Result<(Value, Vec<String>), ApiError> {
     let (rt, namespace) = (&target.rt, target.namespace.as_deref().unwrap_or_default());
     // an apply records its ownership while merging; any other patch is an update
@@ -323,6 +331,7 @@ async fn patch_with_admission(
             status_only: target.status,
             object,
             old: old.as_ref(),
+            user,
         };
         let mut admitted = admission::admit(store, request).await?;
         let warnings = schema::check(rt, &mut admitted, validation)?;

@@ -2,12 +2,14 @@
 //! share: run the binary with its stderr captured, read its admin endpoints, read one
 //! metric sample exactly, stop it with SIGTERM and time the exit, and stand-ins for an API
 //! server that hangs or is gone. HTTPS (a CA, certificates, a client) is in [`tls`],
-//! typed upstream objects in [`objects`].
+//! typed upstream objects in [`objects`], the chart's objects installed without helm in
+//! [`chart`].
 //!
 //! A dev-dependency only: no shipped crate may depend on it (`cargo xtask check` fails
 //! when a binary's normal dependency tree contains it), and it depends on no edgegrid
 //! crate, so any crate's own tests can use it.
 
+pub mod chart;
 pub mod objects;
 pub mod tls;
 

@@ -7,7 +7,9 @@
 //! in-process, and as child processes ([`processes`]) one grid wrapper and one edge-health
 //! daemon per node (reaching the API server through their site's cuttable [`site_link`]),
 //! the admission webhook (self-managed certificates, registered with the fake apiserver)
-//! and the edge-aware node lifecycle controller.
+//! and the edge-aware node lifecycle controller. The chart's edge-health node restriction
+//! (a ValidatingAdmissionPolicy) is installed and enforced, each edge-health daemon's
+//! token naming its node as a pod's bound token does.
 //!
 //! Runs do not clash: each takes a free slot (a locked file under `target/edgegrid-local`),
 //! which picks its node addresses, log directory and kubeconfig path.
@@ -33,7 +35,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use fake_apiserver::{FakeApiServer, ServerConfig};
+use fake_apiserver::{FakeApiServer, ServerConfig, UserInfo};
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
@@ -572,7 +574,24 @@ async fn wait_ready(cluster: &mut Cluster) -> Result<()> {
     }
 }
 
-/// Registers the webhook and starts every component binary.
+/// The namespace the chart's namespaced objects are taken to be in here (as in the RBAC
+/// check).
+const RELEASE_NAMESPACE: &str = "kube-system";
+
+/// The chart's ValidatingAdmissionPolicy keeping each edge-health daemon to its own Node's
+/// annotations and its peers' verdicts, and its binding.
+async fn install_node_restriction(client: &Client) -> Result<()> {
+    use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
+    let [policy, binding] = edgegrid_testing::chart::edge_health_node_policy(RELEASE_NAMESPACE);
+    let policy: ValidatingAdmissionPolicy = serde_json::from_value(policy).context("the chart's policy")?;
+    let binding: ValidatingAdmissionPolicyBinding = serde_json::from_value(binding).context("its binding")?;
+    Api::all(client.clone()).create(&PostParams::default(), &policy).await.context("installing the node policy")?;
+    Api::all(client.clone()).create(&PostParams::default(), &binding).await.context("binding the node policy")?;
+    Ok(())
+}
+
+/// Registers the webhook and the node restriction policy, and starts every component
+/// binary.
 async fn start_components(
     client: &Client,
     server: &FakeApiServer,
@@ -599,6 +618,7 @@ async fn start_components(
         .create(&PostParams::default(), &configuration)
         .await
         .context("registering the admission webhook")?;
+    install_node_restriction(client).await?;
     let admin = SocketAddr::from((cloud_ip, 8080));
     let args = [
         "--bind-address",
@@ -652,6 +672,8 @@ async fn start_components(
         let site = links.iter().find(|(unit, _)| *unit == node.unit).context("a unit's link")?.1.url();
         let admin = node.addr(layout::EDGE_HEALTH_METRICS_PORT);
         let check = format!("kind=http,port={},path=/healthz,timeout=300ms,retries=1", layout::KUBELET_PORT);
+        // each node's own key, kept in the run directory as the chart keeps it on the node
+        let signing_key = run_dir.join(format!("edge-health-{}.signing-key", node.name));
         let args = [
             "--node-name",
             &node.name,
@@ -665,6 +687,8 @@ async fn start_components(
             layout::UNIT_LABEL_KEY,
             "--hmac-key-file",
             &path(&key_file),
+            "--signing-key-file",
+            &path(&signing_key),
             "--check",
             &check,
             "--period",
@@ -672,15 +696,12 @@ async fn start_components(
             "--indirect-timeout",
             "1s",
         ];
-        components.push(Component::start(
-            bin_dir,
-            "edge-health",
-            &format!("edge-health-{}", node.name),
-            &site,
-            &strings(&args),
-            admin,
-            run_dir,
-        )?);
+        // its token is its pod's service account token, which names the node: what the
+        // chart's node restriction policy keys on
+        let name = format!("edge-health-{}", node.name);
+        let identity = UserInfo::service_account(RELEASE_NAMESPACE, "edge-health").on_node(&node.name);
+        server.add_user(&processes::token("edge-health", &name), identity);
+        components.push(Component::start(bin_dir, "edge-health", &name, &site, &strings(&args), admin, run_dir)?);
         let admin = node.addr(layout::WRAPPER_ADMIN_PORT);
         let verdicts = format!("http://{}/verdicts", node.addr(layout::EDGE_HEALTH_PORT));
         let args = [

@@ -54,6 +54,12 @@ pub fn binary_dir() -> Result<PathBuf> {
     Ok(dir)
 }
 
+/// The bearer token the component `name` of `binary` sends: `<binary>/<name>`, so its
+/// requests can be told apart (and checked against its RBAC).
+pub fn token(binary: &str, name: &str) -> String {
+    format!("{binary}/{name}")
+}
+
 /// One running component.
 pub struct Component {
     pub name: String,
@@ -68,7 +74,7 @@ pub struct Component {
 
 impl Component {
     /// Starts `binary` as `name` against the API server at `server` (a kubeconfig with the
-    /// token `<binary>/<name>` is written for it into `run_dir`), logging into `run_dir/logs`.
+    /// token [`token`] is written for it into `run_dir`), logging into `run_dir/logs`.
     pub fn start(
         bin_dir: &Path,
         binary: &str,
@@ -79,8 +85,7 @@ impl Component {
         run_dir: &Path,
     ) -> Result<Self> {
         let kubeconfig = run_dir.join(format!("{name}.kubeconfig"));
-        let token = format!("{binary}/{name}");
-        std::fs::write(&kubeconfig, super::kubeconfig_with_token(server, Some(&token)))
+        std::fs::write(&kubeconfig, super::kubeconfig_with_token(server, Some(&token(binary, name))))
             .with_context(|| format!("writing {}", kubeconfig.display()))?;
         let log = run_dir.join("logs").join(format!("{name}.log"));
         let file = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
