@@ -233,6 +233,11 @@ impl Cluster {
         if let CheckTarget::Own { port } = self.check {
             member.target = Some(Target::start(SocketAddr::new(member.ip, port)).await);
         }
+        self.start_daemon(member);
+    }
+
+    /// Starts `member`'s daemon alone (its check target, if any, is left as it is).
+    pub fn start_daemon(&self, member: &mut Member) {
         let daemon = match &member.namespace {
             None => RunningBinary::start(BINARY, &self.args(member)),
             Some(namespace) => {

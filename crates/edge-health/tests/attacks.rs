@@ -1,0 +1,401 @@
+//! One compromised edge node per unit, against the shipped `edge-health` binary on
+//! loopback: the attacker holds everything that node holds (the unit's frame key, its own
+//! signing key, a Node publishing its address and key) and floods every honest daemon
+//! with forged, future, self-claimed and replayed ballots while lying about its own
+//! checks. Two units under attack at once keep voting correctly: nobody alive is voted
+//! down or annotated, a member that really dies still is, and the refusals are counted.
+//! And a re-imaged node (a new signing key) is taken by its running peers once it has
+//! published the key, with no wrong verdict meanwhile.
+
+mod common;
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::routing::{get, post};
+use common::{Cluster, KEY, Member, Protocol, Target, client, expect, until, views, views_agree};
+use edge_health::ballot::{SignedBallot, SigningKey};
+use edge_health::message::{Ballot, HmacKey, Message, Payload, seal_message};
+use edge_health::relay::BallotsByChecker;
+use edge_health::time::{Period, Timestamp};
+use edgegrid_core::health::Verdict;
+use edgegrid_core::keys::{EDGE_HEALTH_ADDRESS_ANNOTATION, EDGE_HEALTH_PUBLIC_KEY_ANNOTATION};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, PostParams};
+use serde_json::json;
+use tokio::time::Instant;
+
+const PERIOD: Duration = Duration::from_millis(400);
+const VOTE_WINDOW: u64 = 3;
+/// As in `binary.rs`: the window turns over, the next evaluation decides, plus slack.
+const DETECTION: Duration = Duration::from_millis(400 * (VOTE_WINDOW + 2) + 1_500);
+/// Three checkers per target each period: with the attacker one of a unit of five, it is
+/// at most one of every target's three or four eligible checkers.
+const LOOPBACK: Protocol = Protocol {
+    period: PERIOD,
+    vote_window: VOTE_WINDOW,
+    probes_per_period: 3,
+    indirect_helpers: 2,
+    indirect_timeout: Duration::from_millis(100),
+    message_timeout: Duration::from_millis(150),
+    check_timeout: Duration::from_millis(100),
+    check_retries: 0,
+};
+
+fn loopback(last: u8) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(127, 0, 0, last))
+}
+
+fn now() -> Timestamp {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("after 1970");
+    Timestamp::from_unix_millis(since.as_millis() as u64)
+}
+
+fn current_period() -> Period {
+    Period(now().as_unix_millis() / PERIOD.as_millis() as u64)
+}
+
+/// The attacker of one unit: node `name` at `ip`, with a listener on the unit's exchange
+/// port capturing what honest members send it, and a check target so it looks alive.
+struct Attacker {
+    name: String,
+    key: SigningKey,
+    captured: Arc<Mutex<Vec<Vec<u8>>>>,
+    _listener: tokio::task::JoinHandle<()>,
+    _target: Target,
+    sequence: u64,
+}
+
+impl Attacker {
+    async fn join(cluster: &Cluster, name: &str, ip: IpAddr, seed: u8) -> Self {
+        let key = SigningKey::from_seed(&[seed; 32]);
+        let address = SocketAddr::new(ip, cluster.exchange_port);
+        let node: Node = serde_json::from_value(json!({"metadata": {
+            "name": name,
+            "labels": {"site": cluster.unit},
+            "annotations": {
+                EDGE_HEALTH_ADDRESS_ANNOTATION: address.to_string(),
+                EDGE_HEALTH_PUBLIC_KEY_ANNOTATION: key.public_key().to_annotation(),
+            },
+        }}))
+        .expect("node");
+        Api::<Node>::all(client(&cluster.server)).create(&PostParams::default(), &node).await.expect("create node");
+        let captured = Arc::new(Mutex::new(Vec::new()));
+        let sink = captured.clone();
+        let router = axum::Router::new()
+            .route(
+                "/exchange",
+                post(move |body: axum::body::Bytes| async move {
+                    sink.lock().unwrap().push(body.to_vec());
+                    axum::http::StatusCode::NO_CONTENT
+                }),
+            )
+            .route("/healthz", get(|| async { "ok" }));
+        let listener = tokio::net::TcpListener::bind(address).await.expect("bind the attacker's exchange");
+        let listener = tokio::spawn(async move {
+            let _ = axum::serve(listener, router).await;
+        });
+        let common::CheckTarget::Own { port } = cluster.check else { panic!("the attack runs with own targets") };
+        let target = Target::start(SocketAddr::new(ip, port)).await;
+        let sequence = now().as_unix_millis() * 1000;
+        Self { name: name.into(), key, captured, _listener: listener, _target: target, sequence }
+    }
+
+    fn seal(&mut self, ballots: BallotsByChecker) -> Vec<u8> {
+        self.sequence += 1;
+        let message = Message {
+            sender: self.name.clone(),
+            timestamp: now(),
+            sequence: self.sequence,
+            recipient: None,
+            payload: Payload::Results { ballots },
+        };
+        seal_message(&HmacKey::new(KEY).expect("key"), &message)
+    }
+
+    /// The signed ballots honest members sent it.
+    fn captured_ballots(&self) -> BallotsByChecker {
+        let mut out = BallotsByChecker::new();
+        for frame in self.captured.lock().unwrap().iter() {
+            let Ok(frame) = serde_json::from_slice::<serde_json::Value>(frame) else { continue };
+            let Ok(message) = serde_json::from_value::<Message>(frame["body"].clone()) else { continue };
+            if let Payload::Results { ballots } = message.payload {
+                for (checker, by_target) in ballots {
+                    out.entry(checker).or_default().extend(by_target);
+                }
+            }
+        }
+        out
+    }
+
+    /// One round of frames for `receiver` (of the unit's `members`): every ballot says the
+    /// opposite of the truth (everyone is alive but `dead`).
+    fn frames(&mut self, receiver: &str, members: &[String], dead: &[String]) -> Vec<Vec<u8>> {
+        let period = current_period();
+        let lie = |target: &String, period: Period| Ballot { period, healthy: dead.contains(target) };
+        let others: Vec<&String> = members.iter().filter(|m| **m != self.name).collect();
+        let mut forged = BallotsByChecker::new();
+        let mut future = BallotsByChecker::new();
+        let mut claimed = BallotsByChecker::new();
+        let mut own = BallotsByChecker::new();
+        let mut far = BallotsByChecker::new();
+        let sign = |key: &SigningKey, checker: &str, target: &str, ballot: Ballot| -> SignedBallot {
+            key.sign(checker, target, ballot)
+        };
+        for target in members {
+            for checker in others.iter().filter(|c| **c != target) {
+                let by = |b: &mut BallotsByChecker, ballot: Ballot| {
+                    b.entry((*checker).clone())
+                        .or_default()
+                        .insert(target.clone(), sign(&self.key, checker, target, ballot));
+                };
+                by(&mut forged, lie(target, period));
+                by(&mut future, lie(target, period.next()));
+                if checker.as_str() == receiver {
+                    by(&mut claimed, lie(target, period));
+                }
+            }
+            if *target != self.name {
+                let signed = sign(&self.key, &self.name, target, lie(target, period));
+                own.entry(self.name.clone()).or_default().insert(target.clone(), signed);
+                let ahead = sign(&self.key, &self.name, target, lie(target, Period(period.0 + 5)));
+                far.entry(self.name.clone()).or_default().insert(target.clone(), ahead);
+            }
+        }
+        let replayed = self.captured_ballots();
+        [forged, future, far, claimed, own, replayed]
+            .into_iter()
+            .filter(|b| !b.is_empty())
+            .map(|b| self.seal(b))
+            .collect()
+    }
+}
+
+async fn post_frame(address: SocketAddr, frame: Vec<u8>) -> Option<u16> {
+    let request = reqwest_like(address, frame);
+    tokio::time::timeout(Duration::from_millis(500), request).await.ok().flatten()
+}
+
+/// `POST /exchange` over HTTP/1.0: the status.
+async fn reqwest_like(address: SocketAddr, body: Vec<u8>) -> Option<u16> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
+    let head = format!(
+        "POST /exchange HTTP/1.0\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.ok()?;
+    stream.write_all(&body).await.ok()?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.ok()?;
+    String::from_utf8_lossy(&response).split_whitespace().nth(1)?.parse().ok()
+}
+
+/// CPU seconds (user + system) process `pid` used so far.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat.rsplit_once(") ").map(|(_, rest)| rest.split(' ').collect()).unwrap_or_default();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 of the line, 11 and 12 after the command
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+struct Unit {
+    cluster: Cluster,
+    members: Vec<Member>,
+    names: Vec<String>,
+    attacker: Attacker,
+}
+
+async fn unit(name: &str, first_ip: u8, seed: u8) -> Unit {
+    let ips: Vec<IpAddr> = (first_ip..first_ip + 5).map(loopback).collect();
+    let cluster = Cluster::on_loopback(name, &ips, LOOPBACK).await;
+    let mut members: Vec<Member> =
+        ips[..4].iter().enumerate().map(|(i, ip)| Member::new(format!("{name}-{}", i + 1), *ip)).collect();
+    let attacker = Attacker::join(&cluster, &format!("{name}-evil"), ips[4], seed).await;
+    let mut names = cluster.start_all(&mut members).await;
+    cluster.ready(&mut members).await;
+    names.push(attacker.name.clone());
+    names.sort();
+    Unit { cluster, members, names, attacker }
+}
+
+/// Every honest running member's frames for a round, sent at once.
+async fn attack_round(unit: &mut Unit, dead: &[String]) {
+    let mut sends = Vec::new();
+    for member in unit.members.iter().filter(|m| m.daemon.is_some()) {
+        let address = unit.cluster.address(member);
+        for frame in unit.attacker.frames(&member.name, &unit.names, dead) {
+            sends.push(post_frame(address, frame));
+        }
+        // and a frame it already sent, byte for byte
+        if let Some(old) = unit.attacker.captured.lock().unwrap().last().cloned() {
+            sends.push(post_frame(address, old));
+        }
+    }
+    futures::future::join_all(sends).await;
+}
+
+async fn series_total(unit: &Unit, series: &str) -> f64 {
+    unit.cluster.total(&unit.members, series).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_units_keep_voting_correctly_with_one_attacker_in_each() {
+    let mut units = vec![unit("ua", 31, 1).await, unit("ub", 41, 2).await];
+    for unit in &units {
+        unit.cluster.until_healthy(&unit.members, &unit.names).await;
+    }
+    let cpu_before: Vec<f64> =
+        units.iter().flat_map(|u| u.members.iter().map(|m| cpu_seconds(m.daemon.as_ref().unwrap().pid()))).collect();
+    let started = Instant::now();
+    let mut rounds = 0u64;
+
+    // (1) twenty periods of attack, a round every 25 ms: every honest view stays all
+    // healthy (checked between rounds), nobody is annotated
+    while started.elapsed() < PERIOD * 20 {
+        for unit in &mut units {
+            attack_round(unit, &[]).await;
+        }
+        rounds += 1;
+        if rounds.is_multiple_of(8) {
+            for unit in &units {
+                let views = views(&unit.cluster, &unit.members).await.expect("views");
+                for (observer, view) in &views {
+                    let down: Vec<&String> =
+                        view.iter().filter(|(_, v)| **v == Verdict::Unhealthy).map(|(n, _)| n).collect();
+                    assert!(down.is_empty(), "{observer} holds {down:?} unhealthy under attack");
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let attacked = started.elapsed();
+    let cpu_after: Vec<f64> =
+        units.iter().flat_map(|u| u.members.iter().map(|m| cpu_seconds(m.daemon.as_ref().unwrap().pid()))).collect();
+    for unit in &units {
+        let healthy = expect(&unit.names, &[]);
+        assert_eq!(views_agree(&unit.cluster, &unit.members, &healthy).await, Some(()), "{}: views", unit.cluster.unit);
+        for name in &unit.names {
+            assert_eq!(unit.cluster.unhealth(name).await, None, "{name} annotated");
+        }
+        for (series, what) in [
+            (r#"edge_health_ballots_refused_total{reason="bad_signature"}"#, "forged ballots"),
+            (r#"edge_health_ballots_refused_total{reason="future"}"#, "ballots for a far period"),
+            (r#"edge_health_ballots_refused_total{reason="own_ballot"}"#, "ballots claiming to be the receiver's"),
+            ("edge_health_frames_dropped_for_forgeries_total", "frames cut short"),
+            (r#"edge_health_messages_rejected_total{reason="replay"}"#, "replayed frames"),
+        ] {
+            let counted = series_total(unit, series).await;
+            assert!(counted > 0.0, "{}: no {what} counted ({series})", unit.cluster.unit);
+        }
+        // the honest ones were all taken: every member's view has a majority behind it
+        let written = series_total(unit, r#"edge_health_writes_total{target="verdict",outcome="written"}"#).await;
+        assert_eq!(written, 0.0, "{}: a verdict was written", unit.cluster.unit);
+    }
+    let cpu: Vec<String> = cpu_before
+        .iter()
+        .zip(&cpu_after)
+        .map(|(b, a)| format!("{:.0}%", (a - b) / attacked.as_secs_f64() * 100.0))
+        .collect();
+    eprintln!("{rounds} attack rounds in {attacked:?}; CPU of each honest daemon meanwhile: {cpu:?}");
+
+    // (2) a member of each unit dies under the attack (which now says it is alive): it is
+    // still voted down and annotated, and nobody else is
+    let victims: Vec<String> = units.iter().map(|u| u.members[1].name.clone()).collect();
+    for (unit, victim) in units.iter_mut().zip(&victims) {
+        let member = unit.members.iter_mut().find(|m| &m.name == victim).unwrap();
+        member.stop().await;
+    }
+    let died = Instant::now();
+    loop {
+        for (unit, victim) in units.iter_mut().zip(&victims) {
+            attack_round(unit, std::slice::from_ref(victim)).await;
+        }
+        let mut annotated = 0;
+        for (unit, victim) in units.iter().zip(&victims) {
+            annotated += usize::from(unit.cluster.unhealth(victim).await.as_deref() == Some("yes"));
+        }
+        if annotated == units.len() {
+            break;
+        }
+        assert!(died.elapsed() < DETECTION, "the dead members were not annotated under attack within {DETECTION:?}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    for (unit, victim) in units.iter().zip(&victims) {
+        let down = expect(&unit.names, &[victim.as_str()]);
+        until("the survivors' views agree", Duration::from_secs(5), || {
+            views_agree(&unit.cluster, &unit.members, &down)
+        })
+        .await;
+        for name in unit.names.iter().filter(|n| *n != victim) {
+            assert_eq!(unit.cluster.unhealth(name).await, None, "{name} annotated");
+        }
+    }
+    for unit in &mut units {
+        unit.cluster.stop_all(&mut unit.members).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reimaged_node_is_taken_with_its_new_key_by_its_running_peers() {
+    let ips: Vec<IpAddr> = (51..=54).map(loopback).collect();
+    let cluster = Cluster::on_loopback("uk", &ips, LOOPBACK).await;
+    let mut members: Vec<Member> =
+        ips.iter().enumerate().map(|(i, ip)| Member::new(format!("uk-{}", i + 1), *ip)).collect();
+    let names = cluster.start_all(&mut members).await;
+    cluster.ready(&mut members).await;
+    cluster.until_healthy(&members, &names).await;
+    let old_key = cluster.annotations("uk-2").await.get(EDGE_HEALTH_PUBLIC_KEY_ANNOTATION).cloned().expect("published");
+    let key_file = cluster.dir.join("uk-2.signing-key");
+    assert!(key_file.exists());
+
+    // every view is checked all along: nobody is ever held unhealthy
+    let watching = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let wrong: Arc<Mutex<Vec<String>>> = Arc::default();
+    let addresses: Vec<(String, SocketAddr)> =
+        members.iter().filter(|m| m.name != "uk-2").map(|m| (m.name.clone(), cluster.address(m))).collect();
+    let watcher = {
+        let (watching, wrong) = (watching.clone(), wrong.clone());
+        tokio::spawn(async move {
+            while watching.load(std::sync::atomic::Ordering::SeqCst) {
+                for (observer, address) in &addresses {
+                    if let Some(view) = common::verdicts(*address).await {
+                        for (node, verdict) in view.nodes {
+                            if verdict.verdict == Verdict::Unhealthy {
+                                wrong.lock().unwrap().push(format!("{observer} held {node} unhealthy"));
+                            }
+                        }
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+    };
+
+    // re-imaged: the daemon stops (its node's kubelet stays up), the key is gone, the
+    // daemon starts again and makes a new one
+    let daemon = members[1].daemon.take().expect("running");
+    daemon.terminate(Duration::from_secs(5)).await.expect("stops");
+    std::fs::remove_file(&key_file).expect("remove the key");
+    cluster.start_daemon(&mut members[1]);
+    let new_key = until("the new key published", Duration::from_secs(10), || async {
+        cluster.annotations("uk-2").await.get(EDGE_HEALTH_PUBLIC_KEY_ANNOTATION).filter(|k| **k != old_key).cloned()
+    })
+    .await;
+    assert_ne!(new_key, old_key);
+    // the peers see it through their Node watch: within a period no honest ballot is refused
+    tokio::time::sleep(PERIOD * 2).await;
+    let bad = r#"edge_health_ballots_refused_total{reason="bad_signature"}"#;
+    let after_publication = cluster.total(&members, bad).await;
+    tokio::time::sleep(PERIOD * 6).await;
+    assert_eq!(cluster.total(&members, bad).await, after_publication, "an honest ballot refused after publication");
+    let healthy = expect(&names, &[]);
+    until("every view healthy", Duration::from_secs(5), || views_agree(&cluster, &members, &healthy)).await;
+    watching.store(false, std::sync::atomic::Ordering::SeqCst);
+    watcher.await.expect("watcher");
+    assert_eq!(wrong.lock().unwrap().clone(), Vec::<String>::new(), "a wrong verdict during the rollover");
+    eprintln!("ballots refused for a bad signature while the new key was not yet published: {after_publication}");
+    cluster.stop_all(&mut members).await;
+}
