@@ -113,11 +113,13 @@ async fn chart_lints_renders_and_applies() {
         [
             "ClusterRole/edgegrid:edge-health",
             "ClusterRole/edgegrid:edge-health-admission",
+            "ClusterRole/edgegrid:edge-health-kubelet-check",
             "ClusterRole/edgegrid:edge-node-lifecycle",
             "ClusterRole/edgegrid:grid-controller",
             "ClusterRole/edgegrid:grid-wrapper",
             "ClusterRoleBinding/edgegrid:edge-health",
             "ClusterRoleBinding/edgegrid:edge-health-admission",
+            "ClusterRoleBinding/edgegrid:edge-health-kubelet-check",
             "ClusterRoleBinding/edgegrid:edge-node-lifecycle",
             "ClusterRoleBinding/edgegrid:grid-controller",
             "ClusterRoleBinding/edgegrid:grid-wrapper",
@@ -137,11 +139,13 @@ async fn chart_lints_renders_and_applies() {
             "PodDisruptionBudget/grid-controller",
             "Role/edgegrid:edge-health-admission-certificates",
             "Role/edgegrid:edge-health-config",
+            "Role/edgegrid:edge-health-kubelet-check-token",
             "Role/edgegrid:edge-node-lifecycle-leader",
             "Role/edgegrid:edge-node-lifecycle-node-leases",
             "Role/edgegrid:grid-controller-leader",
             "RoleBinding/edgegrid:edge-health-admission-certificates",
             "RoleBinding/edgegrid:edge-health-config",
+            "RoleBinding/edgegrid:edge-health-kubelet-check-token",
             "RoleBinding/edgegrid:edge-node-lifecycle-leader",
             "RoleBinding/edgegrid:edge-node-lifecycle-node-leases",
             "RoleBinding/edgegrid:grid-controller-leader",
@@ -154,6 +158,7 @@ async fn chart_lints_renders_and_applies() {
             "Service/grid-wrapper-metrics",
             "ServiceAccount/edge-health",
             "ServiceAccount/edge-health-admission",
+            "ServiceAccount/edge-health-kubelet-check",
             "ServiceAccount/edge-node-lifecycle",
             "ServiceAccount/grid-controller",
             "ServiceAccount/grid-wrapper",
@@ -212,8 +217,10 @@ async fn chart_lints_renders_and_applies() {
         ("edgegrid:edge-health", "", "nodes", "patch"),
         ("edgegrid:edge-health", "", "nodes", "list"),
         ("edgegrid:edge-health", "", "nodes", "watch"),
-        // the kubelet check: the peer kubelet's SubjectAccessReview for GET /healthz
-        ("edgegrid:edge-health", "", "nodes/healthz", "get"),
+        // the kubelet check: the peer kubelet's SubjectAccessReview for GET /healthz, for
+        // the kubelet-check account's token, which edge-health asks for
+        ("edgegrid:edge-health-kubelet-check", "", "nodes/healthz", "get"),
+        ("edgegrid:edge-health-kubelet-check-token", "", "serviceaccounts/token", "create"),
         ("edgegrid:edge-health-config", "", "configmaps", "list"),
         ("edgegrid:edge-health-config", "", "configmaps", "watch"),
         ("edgegrid:edge-health-admission", "", "nodes", "list"),
@@ -235,6 +242,13 @@ async fn chart_lints_renders_and_applies() {
     for (role, group, resource, verb, names) in [
         ("edgegrid:edge-health-config", "", "configmaps", "watch", json!(["edge-health-config"])),
         ("edgegrid:edge-health-config", "", "configmaps", "list", json!(["edge-health-config"])),
+        (
+            "edgegrid:edge-health-kubelet-check-token",
+            "",
+            "serviceaccounts/token",
+            "create",
+            json!(["edge-health-kubelet-check"]),
+        ),
         ("edgegrid:edge-health-admission-certificates", "", "secrets", "get", json!(["edge-health-admission-tls"])),
         ("edgegrid:edge-health-admission-certificates", "", "secrets", "watch", json!(["edge-health-admission-tls"])),
         ("edgegrid:edge-health-admission-certificates", "", "secrets", "update", json!(["edge-health-admission-tls"])),
@@ -266,6 +280,11 @@ async fn chart_lints_renders_and_applies() {
         ("edgegrid:edge-health", "", "nodes", "update"),
         ("edgegrid:edge-health", "", "nodes", "get"),
         ("edgegrid:edge-health", "", "nodes/proxy", "get"),
+        // what the kubelet check sends is not edge-health's own token: that one may not
+        // pass a kubelet's check, nor the check's do more than that
+        ("edgegrid:edge-health", "", "nodes/healthz", "get"),
+        ("edgegrid:edge-health-kubelet-check", "", "nodes/proxy", "get"),
+        ("edgegrid:edge-health-kubelet-check", "", "nodes", "get"),
         ("edgegrid:edge-health-config", "", "configmaps", "get"),
         ("edgegrid:edge-health-admission", "", "nodes", "update"),
         ("edgegrid:edge-health-admission", "", "nodes/status", "patch"),
@@ -498,9 +517,28 @@ fn per_node_components(helm: &std::path::Path, all: &[Value]) {
         "--signing-key-file=/var/lib/edge-health/signing-key",
         "--peer-cache-file=/var/lib/edge-health/peers.json",
         "--check=kind=kubelet,port=10250,timeout=2s,retries=1,weight=1",
+        "--kubelet-check-service-account=edgegrid/edge-health-kubelet-check",
     ] {
         assert!(health.contains(&wanted.to_string()), "{wanted} not in {health:?}");
     }
+    // the kubelet check never sends the daemon's own token (the binary refuses it as
+    // --token-file too); its account is bound to nodes/healthz alone, and its tokens are
+    // edge-health's to ask for, no one else's
+    assert!(!health.iter().any(|a| a.starts_with("--token-file")), "{health:?}");
+    let account = find(all, "ServiceAccount", "edge-health-kubelet-check");
+    assert_eq!(account["automountServiceAccountToken"], false);
+    let check_binding = find(all, "ClusterRoleBinding", "edgegrid:edge-health-kubelet-check");
+    assert_eq!(
+        check_binding["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "edge-health-kubelet-check", "namespace": "edgegrid"}])
+    );
+    assert_eq!(find(all, "ClusterRole", "edgegrid:edge-health-kubelet-check")["rules"].as_array().unwrap().len(), 1);
+    let token_binding = find(all, "RoleBinding", "edgegrid:edge-health-kubelet-check-token");
+    assert_eq!(token_binding["metadata"]["namespace"], "edgegrid");
+    assert_eq!(
+        token_binding["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "edge-health", "namespace": "edgegrid"}])
+    );
     let env = &find(all, "DaemonSet", "edge-health")["spec"]["template"]["spec"]["containers"][0]["env"];
     assert_eq!(env[1], json!({"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}));
     let kubeconfig = find(all, "ConfigMap", "kube-proxy-grid-wrapper")["data"]["kubeconfig.conf"].as_str().unwrap();
@@ -563,7 +601,9 @@ fn per_node_components(helm: &std::path::Path, all: &[Value]) {
             "gridWrapper.serviceAutonomy=false",
         ],
     );
-    assert!(!has_rule(&other, "edgegrid:edge-health", "", "nodes/healthz", "get"), "no kubelet check");
+    assert!(!kind_names(&other).iter().any(|k| k.contains("kubelet-check")), "no kubelet check: {other:?}");
+    let other_args = args(find(&other, "DaemonSet", "edge-health"));
+    assert!(!other_args.iter().any(|a| a.starts_with("--kubelet-check-service-account")), "{other_args:?}");
     assert!(has_rule(&other, "edgegrid:edge-health", "", "nodes", "patch"));
     assert!(!kind_names(&other).iter().any(|k| k.contains("edge-health-config")), "label-key mode reads no ConfigMap");
     // the cloud components protect only the nodes edge-health watches: same units as it
@@ -741,7 +781,7 @@ fn hmac_key(helm: &std::path::Path, all: &[Value]) {
 /// The edge-health node restriction is the policy and binding the tests evaluate
 /// (`tests/edge_health_node_policy.rs`, from the same file), on unless switched off.
 fn node_restriction_policy(helm: &std::path::Path, all: &[Value]) {
-    let [policy, binding] = edgegrid_testing::chart::edge_health_node_policy("edgegrid");
+    let [policy, binding] = edgegrid_testing::chart::edge_health_node_policy("edgegrid", "cloud");
     for expected in [policy, binding] {
         let mut rendered =
             find(all, expected["kind"].as_str().unwrap(), expected["metadata"]["name"].as_str().unwrap()).clone();

@@ -3,11 +3,13 @@
 //! enforced by the in-repo API server: a table of Node writes an unmodified kube client
 //! makes as the edge-health service account of node n1 (its token's node name), and as
 //! other users, each allowed or refused with the real server's status and message; a
-//! refused write leaves the Node as it was.
+//! refused write leaves the Node as it was. Under both verdict writers: with `cloud` (the
+//! chart's default) the daemon writes nothing on other Nodes; with `edge` it may write their
+//! `nodeunhealth` and nothing else.
 
 use edgegrid_core::keys::{
-    EDGE_HEALTH_ADDRESS_ANNOTATION, EDGE_HEALTH_PUBLIC_KEY_ANNOTATION, MAX_UNREACHABLE_PROTECTION_ANNOTATION,
-    NODE_UNHEALTH_ANNOTATION,
+    EDGE_HEALTH_ADDRESS_ANNOTATION, EDGE_HEALTH_PUBLIC_KEY_ANNOTATION, EDGE_HEALTH_UNHEALTHY_VIEW_ANNOTATION,
+    MAX_UNREACHABLE_PROTECTION_ANNOTATION, NODE_UNHEALTH_ANNOTATION,
 };
 use edgegrid_testing::chart::{EDGE_HEALTH_NODE_POLICY, edge_health_node_policy};
 use fake_apiserver::{FakeApiServer, UserInfo};
@@ -80,7 +82,17 @@ fn refusal(node: &str, message: &str) -> String {
 }
 
 #[tokio::test]
-async fn edge_health_writes_only_its_own_address_and_key_and_other_nodes_verdicts() {
+async fn with_the_cloud_writing_verdicts_edge_health_writes_only_its_own_nodes_annotations() {
+    table("cloud").await;
+}
+
+#[tokio::test]
+async fn with_the_edge_writing_verdicts_edge_health_also_writes_other_nodes_verdicts_and_nothing_else() {
+    table("edge").await;
+}
+
+async fn table(writer: &str) {
+    let edge = writer == "edge";
     let server = FakeApiServer::start().await.unwrap();
     let edge_health = UserInfo::service_account(NAMESPACE, "edge-health");
     server.add_user(EDGE_HEALTH_N1, edge_health.clone().on_node("n1"));
@@ -89,7 +101,7 @@ async fn edge_health_writes_only_its_own_address_and_key_and_other_nodes_verdict
     server.add_user(GRID_CONTROLLER, UserInfo::service_account(NAMESPACE, "grid-controller"));
 
     let admin = client(&server, ADMIN).await;
-    let [policy, binding] = edge_health_node_policy(NAMESPACE);
+    let [policy, binding] = edge_health_node_policy(NAMESPACE, writer);
     let policy: ValidatingAdmissionPolicy = serde_json::from_value(policy).unwrap();
     let binding: ValidatingAdmissionPolicyBinding = serde_json::from_value(binding).unwrap();
     Api::all(admin.clone()).create(&PostParams::default(), &policy).await.unwrap();
@@ -104,10 +116,17 @@ async fn edge_health_writes_only_its_own_address_and_key_and_other_nodes_verdict
     let address = EDGE_HEALTH_ADDRESS_ANNOTATION;
     let key = EDGE_HEALTH_PUBLIC_KEY_ANNOTATION;
     let unhealth = NODE_UNHEALTH_ANNOTATION;
-    let own = format!("{address}, {key}");
-    let not = |node: &str, allowed: &str, key: &str| {
-        format!("edge-health of node n1 may change only {allowed} on Node {node}, not {key}")
+    let view = EDGE_HEALTH_UNHEALTHY_VIEW_ANNOTATION;
+    let own = format!("{address}, {key}, {view}");
+    let not = |node: &str, allowed: &str, key: &str| match (node == "n1", edge) {
+        (false, false) => {
+            format!(
+                "edge-health of node n1 may change no annotation of Node {node} (the cloud writes the verdicts), not {key}"
+            )
+        }
+        _ => format!("edge-health of node n1 may change only {allowed} on Node {node}, not {key}"),
     };
+    let verdict_refused = (!edge).then(|| not("n2", unhealth, unhealth));
     // (what, token, node, write, None = allowed / Some(message) = refused with 403)
     let rows: Vec<(&str, &str, &str, Write, Option<String>)> = vec![
         (
@@ -175,8 +194,20 @@ async fn edge_health_writes_only_its_own_address_and_key_and_other_nodes_verdict
             Write::Patch(Patch::Merge(json!({"metadata": {"annotations": {address: "10.0.0.1:51005", key: "a2V5"}}}))),
             None,
         ),
-        ("vote a peer unhealthy (the daemon's JSON patch)", EDGE_HEALTH_N1, "n2", Write::Verdict(true), None),
-        ("clear the verdict again", EDGE_HEALTH_N1, "n2", Write::Verdict(false), None),
+        (
+            "publish its own view",
+            EDGE_HEALTH_N1,
+            "n1",
+            Write::Patch(Patch::Merge(json!({"metadata": {"annotations": {view: "n2"}}}))),
+            None,
+        ),
+        (
+            "vote a peer unhealthy (the daemon's JSON patch)",
+            EDGE_HEALTH_N1,
+            "n2",
+            Write::Verdict(true),
+            verdict_refused.clone(),
+        ),
         (
             "relabel its own node",
             EDGE_HEALTH_N1,
@@ -243,6 +274,11 @@ async fn edge_health_writes_only_its_own_address_and_key_and_other_nodes_verdict
         ),
     ];
 
+    let mut rows = rows;
+    if edge {
+        let at = rows.iter().position(|r| r.0.starts_with("vote a peer unhealthy")).unwrap() + 1;
+        rows.insert(at, ("clear the verdict again", EDGE_HEALTH_N1, "n2", Write::Verdict(false), None));
+    }
     let mut failures = Vec::new();
     for (what, token, name, write, refused) in rows {
         let before = nodes.get_opt(name).await.unwrap();
@@ -281,7 +317,7 @@ async fn edge_health_writes_only_its_own_address_and_key_and_other_nodes_verdict
             (Err(error), _) => Some(format!("failed: {error}")),
         };
         if let Some(problem) = outcome {
-            failures.push(format!("{what} ({token:?} on {name}): {problem}"));
+            failures.push(format!("{writer}: {what} ({token:?} on {name}): {problem}"));
         }
     }
     assert!(failures.is_empty(), "\n{}", failures.join("\n"));
@@ -293,7 +329,7 @@ async fn edge_health_writes_only_its_own_address_and_key_and_other_nodes_verdict
         async move { nodes.get(&name).await.unwrap().annotations().clone() }
     };
     let n1 = annotations("n1").await;
-    assert_eq!((n1[address].as_str(), n1[key].as_str()), ("10.0.0.1:51005", "a2V5"));
+    assert_eq!((n1[address].as_str(), n1[key].as_str(), n1[view].as_str()), ("10.0.0.1:51005", "a2V5", "n2"));
     let n2 = annotations("n2").await;
     assert_eq!(n2[address], "10.0.0.2:51005");
     assert!(!n2.contains_key(unhealth), "the verdict was cleared: {n2:?}");

@@ -152,7 +152,18 @@ pub struct EdgeHealth {
     /// The ValidatingAdmissionPolicy keeping the daemon to its own Node (Kubernetes >= 1.30;
     /// the token's node name needs >= 1.32).
     pub node_restriction_policy: bool,
+    /// Who writes the nodeunhealth verdicts (`--verdict-writer`).
+    pub verdict_writer: VerdictWriter,
     pub resources: serde_json::Value,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum VerdictWriter {
+    /// The admission webhook's deployment, from each daemon's published view.
+    Cloud,
+    /// The unit's members (SuperEdge's way).
+    Edge,
 }
 
 #[derive(Deserialize, JsonSchema)]

@@ -54,6 +54,8 @@ pub struct Rule {
 pub struct RuleSet {
     /// The template is `edgegrid.rules.<name>`.
     pub name: &'static str,
+    /// Whose calls these are: a binary's, or one ServiceAccount's that no binary runs as
+    /// (`edge-health-kubelet-check`, whose tokens edge-health sends to peer kubelets only).
     pub binary: &'static str,
     pub scope: Scope,
     /// When the chart includes it (documentation; the template holds the condition).
@@ -160,15 +162,28 @@ pub const TABLE: &[RuleSet] = &[
     },
     RuleSet {
         name: "edge-health-kubelet-check",
-        binary: "edge-health",
+        binary: "edge-health-kubelet-check",
         scope: Scope::Cluster,
         when: "a kind=kubelet check is configured",
         rules: &[Rule {
-            why: "kind=kubelet checks GET a peer kubelet's /healthz with this service account's token; the kubelet asks the apiserver (SubjectAccessReview) for get on nodes/healthz (KubeletFineGrainedAuthz, on by default since Kubernetes 1.33). An older kubelet asks for nodes/proxy instead, which this chart does not grant: it is far more than a health check (see README)",
+            why: "kind=kubelet checks GET a peer kubelet's /healthz with a token of this ServiceAccount (edge-health-kubelet-check, never edge-health's own: a peer's kubelet certificate can rarely be verified, so whoever answers at a peer's address gets the token); the kubelet asks the apiserver (SubjectAccessReview) for get on nodes/healthz (KubeletFineGrainedAuthz, on by default since Kubernetes 1.33). An older kubelet asks for nodes/proxy instead, which this chart does not grant: it is far more than a health check (see README)",
             group: "",
             resources: &["nodes/healthz"],
             names: &[],
             verbs: &["get"],
+        }],
+    },
+    RuleSet {
+        name: "edge-health-kubelet-check-token",
+        binary: "edge-health",
+        scope: Scope::Release,
+        when: "a kind=kubelet check is configured",
+        rules: &[Rule {
+            why: "short-lived tokens (TokenRequest, 10 minutes, unbound) of the edge-health-kubelet-check ServiceAccount for the kubelet checks, by name",
+            group: "",
+            resources: &["serviceaccounts/token"],
+            names: &[Name::Literal("edge-health-kubelet-check")],
+            verbs: &["create"],
         }],
     },
     RuleSet {
@@ -546,6 +561,15 @@ mod tests {
         let node_leases = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases";
         assert!(check(request("GET", node_leases, "watch=true", "edge-node-lifecycle/0")).is_empty());
         assert_eq!(check(request("GET", node_leases, "watch=true", "grid-wrapper/n1")).len(), 1);
+        // the kubelet-check token: created for its ServiceAccount only, in the release
+        // namespace; nodes/healthz is not edge-health's own
+        let tokens = "/api/v1/namespaces/kube-system/serviceaccounts";
+        let token = format!("{tokens}/edge-health-kubelet-check/token");
+        assert!(check(request("POST", &token, "", "edge-health/n1")).is_empty());
+        assert_eq!(check(request("POST", &format!("{tokens}/edge-health/token"), "", "edge-health/n1")).len(), 1);
+        let elsewhere = "/api/v1/namespaces/default/serviceaccounts/edge-health-kubelet-check/token";
+        assert_eq!(check(request("POST", elsewhere, "", "edge-health/n1")).len(), 1);
+        assert_eq!(check(request("GET", "/api/v1/nodes/n2/healthz", "", "edge-health/n1")).len(), 1);
         // one binary's rules are not another's; untagged requests are not checked
         assert_eq!(check(request("PATCH", "/api/v1/nodes/n1", "", "grid-wrapper/n1")).len(), 1);
         let mut anonymous = request("DELETE", "/api/v1/nodes/n1", "", "");

@@ -60,12 +60,20 @@
   resources: ["nodes"]
   verbs: ["list", "watch", "patch"]
 {{- end }}
-{{- /* edge-health (ClusterRole; a kind=kubelet check is configured) */}}
+{{- /* edge-health-kubelet-check (ClusterRole; a kind=kubelet check is configured) */}}
 {{- define "edgegrid.rules.edge-health-kubelet-check" -}}
-# kind=kubelet checks GET a peer kubelet's /healthz with this service account's token; the kubelet asks the apiserver (SubjectAccessReview) for get on nodes/healthz (KubeletFineGrainedAuthz, on by default since Kubernetes 1.33). An older kubelet asks for nodes/proxy instead, which this chart does not grant: it is far more than a health check (see README)
+# kind=kubelet checks GET a peer kubelet's /healthz with a token of this ServiceAccount (edge-health-kubelet-check, never edge-health's own: a peer's kubelet certificate can rarely be verified, so whoever answers at a peer's address gets the token); the kubelet asks the apiserver (SubjectAccessReview) for get on nodes/healthz (KubeletFineGrainedAuthz, on by default since Kubernetes 1.33). An older kubelet asks for nodes/proxy instead, which this chart does not grant: it is far more than a health check (see README)
 - apiGroups: [""]
   resources: ["nodes/healthz"]
   verbs: ["get"]
+{{- end }}
+{{- /* edge-health (Role in the release namespace; a kind=kubelet check is configured) */}}
+{{- define "edgegrid.rules.edge-health-kubelet-check-token" -}}
+# short-lived tokens (TokenRequest, 10 minutes, unbound) of the edge-health-kubelet-check ServiceAccount for the kubelet checks, by name
+- apiGroups: [""]
+  resources: ["serviceaccounts/token"]
+  resourceNames: ["edge-health-kubelet-check"]
+  verbs: ["create"]
 {{- end }}
 {{- /* edge-health (Role in kube-system; SuperEdge node units (no unitLabelKey)) */}}
 {{- define "edgegrid.rules.edge-health-config" -}}

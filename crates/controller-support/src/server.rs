@@ -42,6 +42,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use tower::ServiceExt;
 
 use crate::flags::parse_duration;
+use crate::node_local::ClientNotAllowed;
 
 /// The body limit of a binary that sets none, kube-apiserver's `--max-request-body-bytes`
 /// default.
@@ -116,11 +117,15 @@ enum Rejection {
     body_too_large,
     body_unreadable,
     inflight_wait_timeout,
+    /// A node-local endpoint asked by a client outside its allowed networks
+    /// ([`NodeLocal`](crate::node_local::NodeLocal)).
+    client_not_allowed,
 }
 
 /// `<prefix>_http_connections` (open now), `<prefix>_http_connections_refused_total`
 /// (closed at once: --max-connections) and `<prefix>_http_requests_rejected_total{reason}`
-/// (answered by the server itself), over every listener of the process.
+/// (answered by the server itself, or refused by a node-local route), over every listener
+/// of the process.
 #[derive(Clone, Debug, Default)]
 pub struct ServerMetrics {
     connections: Gauge,
@@ -138,8 +143,9 @@ impl crate::metrics::Register for ServerMetrics {
         );
         registry.register(
             "http_requests_rejected",
-            "Requests the HTTP server answered itself: a body too slow or too large, or a wait for \
-             --max-requests-inflight too long",
+            "Requests the HTTP server answered itself: a body too slow or too large, a wait for \
+             --max-requests-inflight too long, or a node-local endpoint asked from another host \
+             (client_not_allowed)",
             self.requests_rejected.clone(),
         );
     }
@@ -174,7 +180,9 @@ where
         max_body_bytes: limits.max_request_body_bytes,
         metrics: metrics.clone(),
     };
-    let app = app.layer(axum::middleware::from_fn_with_state(guard, read_body_first));
+    let app = app
+        .layer(axum::middleware::from_fn_with_state(guard, read_body_first))
+        .layer(axum::middleware::from_fn_with_state(metrics.clone(), count_refusals));
     let server = tokio::spawn(accept(listener, app, limits.flags, metrics, stop));
     (address, server)
 }
@@ -323,6 +331,15 @@ async fn read_body_first(State(guard): State<BodyGuard>, request: Request, next:
     response
 }
 
+/// Counts the refusals a route layer marked (see [`ClientNotAllowed`]).
+async fn count_refusals(State(metrics): State<ServerMetrics>, request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    if response.extensions().get::<ClientNotAllowed>().is_some() {
+        metrics.reject(Rejection::client_not_allowed);
+    }
+    response
+}
+
 /// Sends small writes at once (as Go servers do): a watch event is one small write, and
 /// Nagle's algorithm would hold it back until the previous one is acknowledged.
 pub fn no_delay(connection: &mut tokio::net::TcpStream) {
@@ -335,4 +352,36 @@ fn closing(status: StatusCode, message: impl Into<String>) -> Response {
     let mut response = (status, message.into()).into_response();
     response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::routing::get;
+
+    /// A route's refusal of a client (marked [`ClientNotAllowed`]) is counted once; other
+    /// answers, 403s included, are not.
+    #[tokio::test]
+    async fn refusals_of_clients_marked_by_a_route_are_counted() {
+        let refuse = || async {
+            let mut response = StatusCode::FORBIDDEN.into_response();
+            response.extensions_mut().insert(ClientNotAllowed);
+            response
+        };
+        let app = Router::new()
+            .route("/refused", get(refuse))
+            .route("/forbidden", get(|| async { StatusCode::FORBIDDEN }))
+            .route("/ok", get(|| async { "ok" }));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let metrics = ServerMetrics::default();
+        let (stop, stopped) = watch::channel(false);
+        let (address, server) = serve(listener, app, ServerLimits::default(), metrics.clone(), stopped);
+        for path in ["/refused", "/forbidden", "/ok"] {
+            edgegrid_testing::http_get(address, path).await.expect("answered");
+        }
+        let counted = |reason| metrics.requests_rejected.get_or_create(&RejectionLabels { reason }).get();
+        assert_eq!(counted(Rejection::client_not_allowed), 1);
+        stop.send_replace(true);
+        server.await.expect("stopped");
+    }
 }

@@ -77,6 +77,10 @@ pub const EDGE_HEALTH_ADDRESS_ANNOTATION: &str = "edgegrid.io/edge-health-addres
 /// (base64 of the 32 raw bytes). Peers verify the ballots that node signs against it, so
 /// only that node's own identity may write it (the chart's ValidatingAdmissionPolicy).
 pub const EDGE_HEALTH_PUBLIC_KEY_ANNOTATION: &str = "edgegrid.io/edge-health-public-key";
+/// Node annotation each edge-health daemon keeps on its own Node when the cloud writes the
+/// verdicts (`--verdict-writer=cloud`): the members it holds Unhealthy, sorted,
+/// comma-separated (see [`crate::unit_verdict`]).
+pub const EDGE_HEALTH_UNHEALTHY_VIEW_ANNOTATION: &str = "edgegrid.io/edge-health-unhealthy";
 /// Node role label of control-plane nodes (Kubernetes 1.20 and later).
 pub const CONTROL_PLANE_ROLE_LABEL: &str = "node-role.kubernetes.io/control-plane";
 /// Node role label of control-plane nodes before Kubernetes 1.24 (SuperEdge's `MasterLabel`).
@@ -141,6 +145,7 @@ mod tests {
             (super::EDGE_HEALTH_CHECK_UNITS_KEY, "check-units"),
             (super::EDGE_HEALTH_ADDRESS_ANNOTATION, "edgegrid.io/edge-health-address"),
             (super::EDGE_HEALTH_PUBLIC_KEY_ANNOTATION, "edgegrid.io/edge-health-public-key"),
+            (super::EDGE_HEALTH_UNHEALTHY_VIEW_ANNOTATION, "edgegrid.io/edge-health-unhealthy"),
             (super::CONTROL_PLANE_ROLE_LABEL, "node-role.kubernetes.io/control-plane"),
             (super::MASTER_ROLE_LABEL, "node-role.kubernetes.io/master"),
         ];

@@ -10,3 +10,4 @@ pub mod keys;
 pub mod membership;
 pub mod protection;
 pub mod topology;
+pub mod unit_verdict;

@@ -166,6 +166,12 @@ impl WatchedNodes {
         &self.watched
     }
 
+    /// The checked units a node with these labels is in, lowest first (under the current
+    /// ConfigMap, for node units).
+    pub fn units_of(&self, labels: &Labels) -> BTreeSet<UnitId> {
+        units_of(&self.source, &self.check, labels)
+    }
+
     /// Whether units are read from the ConfigMap (only [`UnitSource::NodeUnits`] does).
     pub fn reads_config_map(&self) -> bool {
         self.source == UnitSource::NodeUnits

@@ -32,6 +32,10 @@ pub struct Flags {
     /// got past the webhook (written while it was unavailable), to remove it; 0 turns that off.
     #[arg(long, default_value = "1s", value_parser = controller_support::parse_duration)]
     pub unreachable_taint_removal_period: Duration,
+    /// How often the `nodeunhealth` verdicts are written from the views the edge-health
+    /// daemons publish on their own Nodes (`--verdict-writer=cloud`); 0 turns that off.
+    #[arg(long, default_value = "1s", value_parser = controller_support::parse_duration)]
+    pub verdict_write_period: Duration,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -15,7 +15,7 @@ use edge_health_admission::cli::Flags;
 use edge_health_admission::metrics::Metrics;
 use edge_health_admission::self_managed::Manager;
 use edge_health_admission::server::{MAX_BODY_BYTES, router};
-use edge_health_admission::{nodes, taint_remover};
+use edge_health_admission::{nodes, taint_remover, verdict_writer};
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -47,6 +47,7 @@ async fn main() -> anyhow::Result<()> {
     };
     runtime.mark_ready();
     let remover = flags.remover();
+    let verdict_period = flags.verdict_write_period;
     let config_namespace = flags.edge_rule.edge_health_config_namespace.clone();
     runtime
         .run(async move {
@@ -62,8 +63,17 @@ async fn main() -> anyhow::Result<()> {
                     false => taint_remover::run(client.clone(), node_cache.clone(), metrics.clone(), remover).await,
                 }
             };
+            let verdicts = async {
+                match verdict_period.is_zero() {
+                    true => std::future::pending().await,
+                    false => {
+                        verdict_writer::run(client.clone(), node_cache.clone(), metrics.clone(), verdict_period).await
+                    }
+                }
+            };
             tokio::select! {
                 () = remover => {}
+                () = verdicts => {}
                 () = nodes::follow(client.clone(), node_cache.clone(), metrics.clone(), listed, config_namespace) => {}
                 () = certificates => {}
                 () = shutdown.signalled() => {}

@@ -39,7 +39,17 @@ pub struct RemovalLabel {
     pub outcome: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct VerdictWriteLabels {
+    /// unhealthy (nodeunhealth=yes added), healthy (removed)
+    pub verdict: &'static str,
+    /// written, conflict (the node changed, or another replica wrote it), error
+    pub outcome: &'static str,
+}
+
 pub struct Metrics {
+    /// `nodeunhealth` verdicts written from the unit members' published views.
+    pub verdict_writes: Family<VerdictWriteLabels, Counter>,
     /// Unreachable NoExecute taints removed from protected nodes by the cloud-side remover.
     pub unreachable_taint_removals: Family<RemovalLabel, Counter>,
     pub reviews: Family<ReviewLabels, Counter>,
@@ -61,6 +71,7 @@ pub struct Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Self {
+            verdict_writes: Family::default(),
             unreachable_taint_removals: Family::default(),
             reviews: Family::default(),
             patch_operations: Family::default(),
@@ -77,6 +88,11 @@ impl Default for Metrics {
 impl Register for Metrics {
     fn register(&self, registry: &mut Registry) {
         registry.register("reviews", "AdmissionReviews answered, by hook and outcome", self.reviews.clone());
+        registry.register(
+            "verdict_writes",
+            "nodeunhealth verdicts written from the unit members' published views, by verdict and outcome",
+            self.verdict_writes.clone(),
+        );
         registry.register(
             "unreachable_taint_removals",
             "Unreachable NoExecute taints the remover took off protected nodes, by outcome",

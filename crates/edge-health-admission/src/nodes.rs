@@ -17,6 +17,7 @@ use controller_support::watch::{Index, Key, Watch};
 use edgegrid_core::keys;
 use edgegrid_core::membership::{NodeUnitCheck, UnitSource, WatchedNodes};
 use edgegrid_core::protection::{NodeFacts, NodeReading};
+use edgegrid_core::unit_verdict::{self, AnnotationPatch, ObservedNode, annotation_patch};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use serde_json::json;
@@ -49,6 +50,17 @@ struct Known {
     /// The nodes that carry an unreachable NoExecute taint (few: the ones a controller
     /// tainted while this webhook could not strip it), as far as the remover reads them.
     tainted: BTreeMap<String, Tainted>,
+    /// What the verdict writer reads of each node in a unit (see [`crate::verdict_writer`]).
+    voters: BTreeMap<String, VoterRecord>,
+}
+
+/// A unit member as the verdict writer reads it: its labels (its units), the view its
+/// daemon publishes and its verdict annotation.
+#[derive(Clone, Debug)]
+struct VoterRecord {
+    labels: BTreeMap<String, String>,
+    view: Option<std::collections::BTreeSet<String>>,
+    observed: ObservedNode,
 }
 
 /// A node carrying the unreachable NoExecute taint: its resourceVersion (the removal is
@@ -94,6 +106,7 @@ impl Known {
         self.names.remove(name);
         self.facts.remove(name);
         self.tainted.remove(name);
+        self.voters.remove(name);
     }
 }
 
@@ -106,6 +119,7 @@ impl NodeCache {
                 names: HashSet::new(),
                 facts: BTreeMap::new(),
                 tainted: BTreeMap::new(),
+                voters: BTreeMap::new(),
             }),
         }
     }
@@ -134,6 +148,20 @@ impl NodeCache {
             Some(tainted) => known.tainted.insert(name.clone(), tainted),
             None => known.tainted.remove(&name),
         };
+        // every node of a unit may vote or be voted on (a ConfigMap change can put a node
+        // with unit labels into a checked unit, so labels decide, not today's units)
+        if edgegrid_core::membership::is_control_plane(labels) {
+            known.voters.remove(&name);
+        } else {
+            let view =
+                node.metadata.annotations.as_ref().and_then(|a| a.get(keys::EDGE_HEALTH_UNHEALTHY_VIEW_ANNOTATION));
+            let record = VoterRecord {
+                labels: labels.clone(),
+                view: view.map(|v| unit_verdict::parse_view(v)),
+                observed: ObservedNode::from_meta(&node.metadata),
+            };
+            known.voters.insert(name.clone(), record);
+        }
         known.insert(name, facts);
         known.rewatch(changed);
     }
@@ -174,6 +202,27 @@ impl NodeCache {
                 patch.0.insert(0, test);
                 Some((name.clone(), patch))
             })
+            .collect()
+    }
+
+    /// The verdict patches the unit members' published views call for (see
+    /// [`crate::verdict_writer`]): each conditional on the resourceVersion it was computed
+    /// from.
+    pub fn verdict_patches(&self) -> Vec<AnnotationPatch> {
+        let known = self.nodes.read().unwrap_or_else(|p| p.into_inner());
+        let voters: Vec<unit_verdict::Voter> = known
+            .voters
+            .iter()
+            .map(|(name, record)| unit_verdict::Voter {
+                name: name.clone(),
+                units: known.watched.units_of(&record.labels),
+                view: record.view.clone(),
+                annotated_unhealthy: record.observed.annotated_unhealthy(),
+            })
+            .collect();
+        unit_verdict::verdicts(&voters)
+            .into_iter()
+            .filter_map(|(name, verdict)| annotation_patch(&known.voters.get(&name)?.observed, verdict))
             .collect()
     }
 
@@ -382,5 +431,65 @@ mod tests {
         assert!(cache.watched("a") && cache.watched("b"), "no ConfigMap: the whole cluster is one unit");
         cache.set_node_unit_check(NodeUnitCheck::Units(["u1".to_string()].into()));
         assert_eq!(watched(&cache, "a"), (false, Some(false)), "u1 checked, but a is alone in it");
+    }
+
+    /// A unit member publishing `view` (the names it holds unhealthy), at resourceVersion 7.
+    fn voter(name: &str, unit: &str, view: Option<&str>, unhealth: Option<&str>) -> serde_json::Value {
+        let mut annotations = json!({keys::EDGE_HEALTH_ADDRESS_ANNOTATION: "10.0.0.1:51005"});
+        if let Some(view) = view {
+            annotations[keys::EDGE_HEALTH_UNHEALTHY_VIEW_ANNOTATION] = json!(view);
+        }
+        if let Some(value) = unhealth {
+            annotations[keys::NODE_UNHEALTH_ANNOTATION] = json!(value);
+        }
+        json!({"metadata": {"name": name, "resourceVersion": "7", "labels": {"zone": unit}, "annotations": annotations}})
+    }
+
+    fn apply_all(cache: &NodeCache, nodes: &[serde_json::Value]) {
+        for node in nodes {
+            cache.apply(&serde_json::from_value(node.clone()).unwrap());
+        }
+    }
+
+    /// The writer marks a node a majority of its unit's members hold unhealthy, and clears
+    /// it once a majority publish views without it; each patch applies to the node it was
+    /// computed from (and, by its resourceVersion test, to no later one). A node in another
+    /// unit, and one whose members publish nothing, is left alone.
+    #[test]
+    fn verdict_patches_follow_the_majority_of_published_views() {
+        let cache = NodeCache::new(UnitSource::LabelKey("zone".into()));
+        let nodes = [
+            voter("a1", "u1", Some("a4"), None),
+            voter("a2", "u1", Some("a4"), None),
+            // a3's daemon publishes nothing yet: it counts, and holds nobody
+            voter("a3", "u1", None, None),
+            voter("a4", "u1", Some(""), None),
+            // u2's members publish nothing (edge writers): b2's annotation stays
+            voter("b1", "u2", None, None),
+            voter("b2", "u2", None, Some("yes")),
+        ];
+        apply_all(&cache, &nodes);
+        let mut lone = voter("lone", "", Some("a1,a2,a3"), None);
+        lone["metadata"]["labels"] = json!({});
+        apply_all(&cache, &[lone]);
+        let patches = cache.verdict_patches();
+        assert_eq!(patches.iter().map(|p| (p.node.as_str(), p.unhealthy)).collect::<Vec<_>>(), [("a4", true)]);
+        let mut a4 = nodes[3].clone();
+        json_patch::patch(&mut a4, &patches[0].patch).expect("applies to the node it was computed from");
+        assert_eq!(a4["metadata"]["annotations"][keys::NODE_UNHEALTH_ANNOTATION], "yes");
+        let mut newer = nodes[3].clone();
+        newer["metadata"]["resourceVersion"] = json!("8");
+        assert!(json_patch::patch(&mut newer, &patches[0].patch).is_err(), "not to a newer node");
+
+        // written; then a1 and a2 see it back: a majority publish views without it
+        a4["metadata"]["resourceVersion"] = json!("9");
+        apply_all(&cache, &[a4.clone(), voter("a1", "u1", Some(""), None)]);
+        assert!(cache.verdict_patches().is_empty(), "a2 still holds it, a3 says nothing: 1 clearing view of 3");
+        apply_all(&cache, &[voter("a2", "u1", Some(""), None)]);
+        let patches = cache.verdict_patches();
+        assert_eq!(patches.iter().map(|p| (p.node.as_str(), p.unhealthy)).collect::<Vec<_>>(), [("a4", false)]);
+        json_patch::patch(&mut a4, &patches[0].patch).expect("applies");
+        assert_eq!(a4["metadata"]["annotations"].get(keys::NODE_UNHEALTH_ANNOTATION), None);
+        assert_eq!(a4["metadata"]["annotations"][keys::EDGE_HEALTH_UNHEALTHY_VIEW_ANNOTATION], "", "the rest stays");
     }
 }

@@ -8,7 +8,8 @@
 //! holds at its end; CPU per period (wall time of one simulated period on one thread,
 //! every member's work included, and divided by the members); periods until every live
 //! member holds a killed member unhealthy; false accusations of live members without loss
-//! and with 30% loss. Every member is simulated in full (it must be: each relays), so
+//! and with 30% loss; the cost of one ballot signature and verification (Ed25519) and the
+//! verifications per member per period. Every member is simulated in full (it must be: each relays), so
 //! 2,000 members need about 8 GB and minutes per period, and run fewer periods.
 //! `EDGE_HEALTH_BENCH_QUICK=1` runs small units as a smoke test.
 
@@ -56,6 +57,8 @@ struct Row {
     accused_lossy: usize,
     /// Under 30% loss with every member alive: ballots saying unhealthy, of all ballots.
     false_ballots: (u64, u64),
+    /// Signature verifications per member per period.
+    verifications: f64,
 }
 
 /// Periods until every live member holds `node` unhealthy (None: not within `limit`).
@@ -85,6 +88,7 @@ fn measure(plan: &Plan) -> Row {
     let mut sim = Sim::new(config(nodes, 0.0, 1)).expect("valid simulation");
     sim.run_period();
     let (mut probes, mut indirect, mut frames, mut bytes, mut cpu) = (0u64, 0u64, 0u64, 0u64, Vec::new());
+    let mut verified = 0u64;
     let (mut coverage_sum, mut coverage_worst, mut samples) = (0.0, 1.0f64, 0usize);
     for _ in 0..plan.periods {
         let started = Instant::now();
@@ -94,6 +98,7 @@ fn measure(plan: &Plan) -> Row {
         indirect += stats.indirect_requests;
         frames += stats.frames_sent;
         bytes += stats.bytes_sent;
+        verified += stats.signatures_verified;
         for member in sim.members() {
             let share = sim.known_ballots(member, stats.period) as f64 / stats.ballots.max(1) as f64;
             coverage_sum += share;
@@ -129,7 +134,31 @@ fn measure(plan: &Plan) -> Row {
         accused_clean,
         accused_lossy,
         false_ballots,
+        verifications: per(verified),
     }
+}
+
+/// Median time of one Ed25519 ballot signature and one verification (batches of 1,000).
+fn signature_costs() -> (Vec<Duration>, Vec<Duration>) {
+    use edge_health::ballot::SigningKey;
+    use edge_health::message::Ballot;
+    use edge_health::time::Period;
+    let key = SigningKey::from_seed(&[3; 32]);
+    let public = key.public_key();
+    let (mut sign, mut verify) = (Vec::new(), Vec::new());
+    for batch in 0..20u64 {
+        let started = Instant::now();
+        let signed: Vec<_> = (0..1_000u64)
+            .map(|i| key.sign("edge-00001", "edge-00002", Ballot { period: Period(batch * 1_000 + i), healthy: true }))
+            .collect();
+        sign.push(started.elapsed() / 1_000);
+        let started = Instant::now();
+        assert!(signed.iter().all(|b| public.verifies("edge-00001", "edge-00002", b)));
+        verify.push(started.elapsed() / 1_000);
+    }
+    sign.sort();
+    verify.sort();
+    (sign, verify)
 }
 
 const DETECTION_LIMIT: usize = 5;
@@ -178,6 +207,18 @@ fn main() {
         })
         .collect();
     let mut table = Table::new(["median / p50", "p99 / max", "ratio", "target", "result"]);
+    let (sign, verify) = signature_costs();
+    table.row(
+        "all",
+        "one ballot signature (Ed25519, ring), batches of 1,000",
+        [&duration(percentile(&sign, 0.5)), &duration(*sign.last().unwrap()), "-", "", "-"],
+    );
+    table.row(
+        "all",
+        "one ballot verification",
+        [&duration(percentile(&verify, 0.5)), &duration(*verify.last().unwrap()), "-", "", "-"],
+    );
+    let verify_cost = percentile(&verify, 0.5);
     let base = &rows[0];
     for (i, row) in rows.iter().enumerate() {
         let n = row.nodes;
@@ -232,6 +273,12 @@ fn main() {
             &n.to_string(),
             "  CPU per member per period",
             [&duration(p50 / u32::try_from(n).unwrap_or(1)), "-", "-", "", "-"],
+        );
+        let share = verify_cost.as_secs_f64() * row.verifications / ProtocolConfig::default().period.as_secs_f64();
+        table.row(
+            &n.to_string(),
+            "  signature verifications per member per period (ballots new to it); their CPU share of a 10 s period",
+            [&format!("{:.0}", row.verifications), "-", &format!("{:.3}% CPU", share * 100.0), "", "-"],
         );
         let median = row.detection[row.detection.len() / 2];
         let worst = row.detection.last().copied().unwrap_or_default();

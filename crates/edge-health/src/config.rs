@@ -25,14 +25,25 @@ use edgegrid_prober::{HttpProbe, Outcome, ProbeTarget, TlsVerification};
 pub const KUBELET_PORT: u16 = 10250;
 /// The path every check of kind "kubelet" or SuperEdge's kubelet plugins probes.
 pub const KUBELET_HEALTHZ_PATH: &str = "/healthz";
+/// What a kubelet answers a request it cannot authenticate (401: no token, or one it
+/// cannot review, as when its API server is out of reach) or authorize (403). Either
+/// comes from a kubelet serving on its port, which is what a kind=kubelet check asks:
+/// they count as a pass. Not a 500 (`/healthz` failing, or the kubelet's authorizer
+/// erring), which stays a failure.
+pub const KUBELET_ALIVE_REFUSALS: [u16; 2] = [401, 403];
 /// SuperEdge scored a passing check as 100 points times its weight.
 pub const SUPEREDGE_POINTS_PER_WEIGHT: f64 = 100.0;
 
 /// Which probe a check runs against a peer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CheckKind {
-    /// `GET https://<peer>:<port>/healthz` with the pod's service-account token.
-    KubeletHealthz { port: u16, tls: TlsVerification },
+    /// `GET https://<peer>:<port>/healthz` with the kubelet-check token, if there is one
+    /// (never the daemon's own identity: see `daemon::kubelet_credential`). With a CA
+    /// bundle the peer's serving certificate must chain to it and name the peer's node
+    /// and address ([`TlsVerification::KubeletServing`]); without one it is not verified
+    /// (kubeadm's kubelets serve self-signed certificates). A kubelet's 401 or 403 passes
+    /// ([`KUBELET_ALIVE_REFUSALS`]).
+    KubeletHealthz { port: u16, ca_bundle: Option<Vec<u8>> },
     /// `GET` of a path over HTTP or HTTPS, without credentials.
     Http { https: bool, port: u16, path: String, tls: TlsVerification },
     /// A TCP connect.
@@ -85,18 +96,26 @@ impl CheckSpec {
         self.timeout.saturating_mul(self.attempts())
     }
 
-    /// The probe to run against a peer at `host`. `token` is the service-account token as
-    /// read now (it rotates), sent only to the kubelet.
-    pub fn target(&self, host: &str, token: Option<&str>) -> ProbeTarget {
+    /// The probe to run against a peer at `host`, published by the Node(s) `node_names`
+    /// (whose name a verified kubelet certificate must carry). `token` is the kubelet-check
+    /// token as read now (it rotates), sent only to the kubelet.
+    pub fn target(&self, host: &str, node_names: &[String], token: Option<&str>) -> ProbeTarget {
         match &self.kind {
-            CheckKind::KubeletHealthz { port, tls } => ProbeTarget::Http(HttpProbe {
+            CheckKind::KubeletHealthz { port, ca_bundle } => ProbeTarget::Http(HttpProbe {
                 https: true,
                 host: host.to_string(),
                 port: *port,
                 path: KUBELET_HEALTHZ_PATH.to_string(),
                 headers: Vec::new(),
                 bearer_token: token.map(str::to_string),
-                tls: tls.clone(),
+                tls: match ca_bundle {
+                    Some(ca_bundle) => TlsVerification::KubeletServing {
+                        ca_bundle: ca_bundle.clone(),
+                        node_names: node_names.to_vec(),
+                    },
+                    None => TlsVerification::InsecureSkipVerify,
+                },
+                extra_success_statuses: KUBELET_ALIVE_REFUSALS.to_vec(),
             }),
             CheckKind::Http { https, port, path, tls } => ProbeTarget::Http(HttpProbe {
                 https: *https,
@@ -106,6 +125,7 @@ impl CheckSpec {
                 headers: Vec::new(),
                 bearer_token: None,
                 tls: tls.clone(),
+                extra_success_statuses: Vec::new(),
             }),
             CheckKind::Tcp { port } => ProbeTarget::Tcp { host: host.to_string(), port: *port },
             CheckKind::Grpc { port, service } => {
@@ -149,7 +169,7 @@ impl CheckSpec {
             return Err(bad("retrytime 0 would never probe".into()));
         }
         let kind = match plugin {
-            "kubeletauthplugin" => CheckKind::KubeletHealthz { port, tls: TlsVerification::InsecureSkipVerify },
+            "kubeletauthplugin" => CheckKind::KubeletHealthz { port, ca_bundle: None },
             "kubeletplugin" => CheckKind::Http {
                 https: false,
                 port,
@@ -434,9 +454,13 @@ mod tests {
     #[test]
     fn targets_carry_every_setting() {
         let tls = TlsVerification::CaBundle(b"pem".to_vec());
-        let kubelet = CheckSpec { kind: CheckKind::KubeletHealthz { port: 10251, tls: tls.clone() }, ..tcp(1, 1.0) };
+        let names = ["edge-7".to_string()];
+        let kubelet = CheckSpec {
+            kind: CheckKind::KubeletHealthz { port: 10251, ca_bundle: Some(b"pem".to_vec()) },
+            ..tcp(1, 1.0)
+        };
         assert_eq!(
-            kubelet.target("10.0.0.7", Some("tok")),
+            kubelet.target("10.0.0.7", &names, Some("tok")),
             ProbeTarget::Http(HttpProbe {
                 https: true,
                 host: "10.0.0.7".into(),
@@ -444,24 +468,33 @@ mod tests {
                 path: "/healthz".into(),
                 headers: vec![],
                 bearer_token: Some("tok".into()),
-                tls: tls.clone(),
+                tls: TlsVerification::KubeletServing { ca_bundle: b"pem".to_vec(), node_names: vec!["edge-7".into()] },
+                extra_success_statuses: vec![401, 403],
             })
         );
+        let unverified = CheckSpec { kind: CheckKind::KubeletHealthz { port: 10250, ca_bundle: None }, ..tcp(1, 1.0) };
+        match unverified.target("10.0.0.7", &names, None) {
+            ProbeTarget::Http(probe) => {
+                assert_eq!((probe.tls, probe.bearer_token), (TlsVerification::InsecureSkipVerify, None));
+            }
+            other => panic!("{other:?}"),
+        }
         let http = CheckSpec {
             kind: CheckKind::Http { https: false, port: 8080, path: "/ready".into(), tls: tls.clone() },
             ..tcp(1, 1.0)
         };
-        match http.target("h", Some("tok")) {
+        match http.target("h", &names, Some("tok")) {
             ProbeTarget::Http(probe) => {
                 assert_eq!((probe.port, probe.path.as_str(), probe.https), (8080, "/ready", false));
                 assert_eq!(probe.bearer_token, None, "the token goes to the kubelet only");
+                assert_eq!((probe.tls, probe.extra_success_statuses), (tls.clone(), vec![]), "a 401 fails");
             }
             other => panic!("{other:?}"),
         }
-        assert_eq!(tcp(2222, 1.0).target("h", None), ProbeTarget::Tcp { host: "h".into(), port: 2222 });
+        assert_eq!(tcp(2222, 1.0).target("h", &names, None), ProbeTarget::Tcp { host: "h".into(), port: 2222 });
         let grpc = CheckSpec { kind: CheckKind::Grpc { port: 9090, service: Some("s".into()) }, ..tcp(1, 1.0) };
         assert_eq!(
-            grpc.target("h", None),
+            grpc.target("h", &names, None),
             ProbeTarget::Grpc { host: "h".into(), port: 9090, service: Some("s".into()) }
         );
         let retried = CheckSpec { retries: 4, timeout: Duration::from_millis(1500), ..tcp(1, 1.0) };
@@ -477,7 +510,7 @@ mod tests {
         assert_eq!(
             check,
             CheckSpec {
-                kind: CheckKind::KubeletHealthz { port: 10250, tls: TlsVerification::InsecureSkipVerify },
+                kind: CheckKind::KubeletHealthz { port: 10250, ca_bundle: None },
                 timeout: Duration::from_secs(5),
                 retries: 2,
                 weight: 50.0,

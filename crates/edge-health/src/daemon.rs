@@ -2,7 +2,8 @@
 //! state and decisions between I/O ([`state`]), one period's probes and messages
 //! ([`round`]), the exchange and verdicts routes ([`server`]), the API server's Nodes and
 //! ConfigMap ([`api`]), the on-disk peer cache ([`peer_cache`]), this node's own signing
-//! key ([`signing_key`]) and the metrics ([`metrics`]).
+//! key ([`signing_key`]), the token kubelet checks send ([`kubelet_credential`]) and the
+//! metrics ([`metrics`]).
 //!
 //! The period loop, on the wall clock through the core's [`PeriodClock`](crate::time::PeriodClock):
 //! at each period boundary it evaluates the period that ended (verdicts, the served view,
@@ -17,6 +18,7 @@
 
 pub mod api;
 pub mod cli;
+pub mod kubelet_credential;
 pub mod metrics;
 pub mod peer_cache;
 pub mod round;
@@ -33,11 +35,14 @@ use std::time::Duration;
 
 use anyhow::Context;
 use controller_support::Runtime;
-use k8s_openapi::api::core::v1::Node;
+use controller_support::state_file::ClusterIdentity;
+use k8s_openapi::api::core::v1::{Node, ServiceAccount};
 use kube::Api;
 
 use self::cli::Flags;
+use self::kubelet_credential::KubeletCredential;
 use self::metrics::{Metrics, ResultLabel};
+use self::peer_cache::PeerCacheMetrics;
 use self::round::Transport;
 use self::state::{Daemon, wall_clock};
 use crate::membership::UnitSource;
@@ -57,24 +62,22 @@ pub async fn run(flags: Flags) -> anyhow::Result<()> {
     let daemon = Daemon::new(settings, metrics.clone(), &key, signing, wall_clock())
         .with_context(|| format!("--hmac-key-file {}", key_file.display()))?;
     let daemon = Arc::new(daemon);
-    if let Some(path) = &daemon.settings().peer_cache_file {
-        match peer_cache::load(path) {
-            Ok(Some(cache)) => {
-                daemon.restore(&cache);
-                tracing::info!(path = %path.display(), nodes = cache.nodes.len(), "peers restored from the peer cache");
-            }
-            Ok(None) => {}
-            Err(error) => tracing::warn!(%error, "peer cache ignored"),
-        }
-    }
+    let verdicts_readers = server::verdicts_readers(flags.verdicts_allowed_from.clone());
+    let peer_cache_metrics = PeerCacheMetrics::default();
     let runtime = Runtime::builder("edge-health", &flags.runtime)
         .metrics(&*metrics)
-        .routes(server::router(daemon.clone()))
+        .metrics(&peer_cache_metrics)
+        .routes(server::router_with_verdicts_readers(daemon.clone(), &verdicts_readers))
         // larger frames than a peer may send reach the verifier, which refuses them as
         // malformed (counted); beyond twice that the listener answers 413
         .max_request_body_bytes(MAX_FRAME_BYTES * 2)
         .build()
         .await?;
+    // the cache is the cluster's the client configuration names (see `peer_cache`)
+    let cluster = ClusterIdentity::of(runtime.config());
+    if let Some(path) = &daemon.settings().peer_cache_file {
+        peer_cache::restore(&daemon, path, &cluster, &peer_cache_metrics);
+    }
     let bound = *runtime.admin_addresses().first().context("--bind-address is not served")?;
     let advertised = daemon.settings().advertised(bound).to_string();
     let settings = daemon.settings();
@@ -104,12 +107,23 @@ pub async fn run(flags: Flags) -> anyhow::Result<()> {
                     None => std::future::pending::<()>().await,
                 }
             };
+            // the token kubelet checks send, when it is asked for (never this pod's own)
+            let kubelet_check_token = async {
+                match &daemon.settings().kubelet_credential {
+                    KubeletCredential::Requested(token) => {
+                        let api = Api::<ServiceAccount>::namespaced(client.clone(), token.namespace());
+                        kubelet_credential::keep_requested(api, token.clone(), daemon.metrics()).await;
+                    }
+                    _ => std::future::pending::<()>().await,
+                }
+            };
             tokio::select! {
                 () = nodes => tracing::error!("node watch ended"),
                 () = config => tracing::error!("edge-health-config watch ended"),
-                () = periods(daemon.clone(), Api::all(writer), advertised) => {}
+                () = periods(daemon.clone(), Api::all(writer), advertised, cluster) => {}
                 () = relays(daemon.clone()) => {}
                 () = reload_key(daemon.clone()) => {}
+                () = kubelet_check_token => {}
                 () = shutdown.signalled() => {}
             }
         })
@@ -122,7 +136,7 @@ fn read_key(path: &Path) -> anyhow::Result<Vec<u8>> {
 }
 
 /// The period loop (see the module comment).
-async fn periods(daemon: Arc<Daemon>, nodes: Api<Node>, advertised: String) {
+async fn periods(daemon: Arc<Daemon>, nodes: Api<Node>, advertised: String, cluster: ClusterIdentity) {
     let clock = daemon.clock();
     let transport = Transport::new(daemon.settings().message_timeout);
     // the API's share of a period; the round runs alongside
@@ -141,7 +155,7 @@ async fn periods(daemon: Arc<Daemon>, nodes: Api<Node>, advertised: String) {
         if let Some(path) = &daemon.settings().peer_cache_file {
             let (generation, cache) = daemon.peer_cache();
             if generation != cached {
-                match peer_cache::store(path, &cache) {
+                match peer_cache::store(path, &cluster, &cache) {
                     Ok(()) => cached = generation,
                     Err(error) => tracing::warn!(%error, "peer cache not written"),
                 }
@@ -149,7 +163,11 @@ async fn periods(daemon: Arc<Daemon>, nodes: Api<Node>, advertised: String) {
         }
         round = Some(AbortOnDrop(tokio::spawn(round::run(daemon.clone(), transport.clone(), period))));
         let writes = writes.into_iter().map(|patch| api::write_verdict(&nodes, &daemon, patch, api_limit));
-        tokio::join!(api::publish_address(&nodes, &daemon, &advertised, api_limit), futures::future::join_all(writes));
+        tokio::join!(
+            api::publish_address(&nodes, &daemon, &advertised, api_limit),
+            api::publish_view(&nodes, &daemon, api_limit),
+            futures::future::join_all(writes)
+        );
         let next = clock.start_of(period.next()).as_unix_millis();
         let wait = next.saturating_sub(wall_clock().as_unix_millis());
         tokio::time::sleep(Duration::from_millis(wait)).await;

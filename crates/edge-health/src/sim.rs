@@ -106,6 +106,9 @@ pub struct PeriodStats {
     pub frames_rejected: BTreeMap<&'static str, u64>,
     /// Received ballots a vote table refused, by reason.
     pub ballots_refused: BTreeMap<&'static str, u64>,
+    /// Signature verifications made: every received ballot new to its receiver, and every
+    /// bad one (copies of a held ballot and cheap refusals need none).
+    pub signatures_verified: u64,
     /// Ballots cast (conclusions reached), and how many of them said unhealthy.
     pub ballots: u64,
     pub unhealthy_ballots: u64,
@@ -567,6 +570,9 @@ impl Sim {
             'frame: for (checker, by_target) in ballots {
                 for (target, signed) in by_target {
                     let result = member.receive(&checker, &target, &signed, period, relays, published.get(&checker));
+                    if matches!(result, Ok(Recorded::New) | Err(BallotIgnored::BadSignature)) {
+                        stats.signatures_verified += 1;
+                    }
                     if let Err(refused) = result {
                         *stats.ballots_refused.entry(refused.metric_label()).or_default() += 1;
                     }

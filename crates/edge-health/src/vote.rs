@@ -53,10 +53,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use edgegrid_core::keys::{NODE_UNHEALTH_ANNOTATION, NODE_UNHEALTH_YES};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
-use serde_json::json;
 
 use crate::ballot::{PublicKey, SignedBallot};
 use crate::message::Ballot;
@@ -65,6 +62,8 @@ use crate::time::Period;
 
 /// What a unit concluded about a node: the type `GET /verdicts` serves.
 pub use edgegrid_core::health::Verdict;
+/// The verdict annotation's patch: the same for the edge writer and the cloud's.
+pub use edgegrid_core::unit_verdict::{AnnotationPatch, ObservedNode, annotation_patch};
 
 /// The counted ballots about one node at one evaluation.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -362,76 +361,6 @@ impl VoteTable {
 /// `target`'s home unit. `members` must be sorted (unit member lists are).
 pub fn writer_of<'a>(members: &'a [String], target: &str, table: &VoteTable) -> Option<&'a str> {
     members.iter().map(String::as_str).find(|m| *m != target && table.verdict(m) != Verdict::Unhealthy)
-}
-
-/// What the writer needs to know of a Node to patch it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ObservedNode {
-    pub name: String,
-    pub resource_version: String,
-    /// Whether `metadata.annotations` exists at all (a JSON patch cannot add a key to a
-    /// map that is not there).
-    pub has_annotations: bool,
-    /// The current value of the `nodeunhealth` annotation.
-    pub unhealth: Option<String>,
-}
-
-impl ObservedNode {
-    pub fn from_meta(meta: &ObjectMeta) -> Self {
-        Self {
-            name: meta.name.clone().unwrap_or_default(),
-            resource_version: meta.resource_version.clone().unwrap_or_default(),
-            has_annotations: meta.annotations.is_some(),
-            unhealth: meta.annotations.as_ref().and_then(|a| a.get(NODE_UNHEALTH_ANNOTATION)).cloned(),
-        }
-    }
-
-    /// What the annotation says: only `"yes"` means unhealthy, as the readers (the
-    /// admission webhook, the node lifecycle controller) read it.
-    pub fn annotated_unhealthy(&self) -> bool {
-        self.unhealth.as_deref() == Some(NODE_UNHEALTH_YES)
-    }
-}
-
-/// A JSON patch (RFC 6902) for one Node.
-#[derive(Clone, Debug, PartialEq)]
-pub struct AnnotationPatch {
-    pub node: String,
-    /// What the patch makes the annotation say.
-    pub unhealthy: bool,
-    pub patch: json_patch::Patch,
-}
-
-/// The smallest patch making `observed` say `verdict`, or `None` when it already does or
-/// the verdict is Undecided (nothing is known, so nothing is written).
-///
-/// Marking adds `nodeunhealth: "yes"` (creating the annotation map if there is none);
-/// clearing removes the key. A value other than `"yes"` already reads as healthy and is
-/// left alone. Every patch first tests `metadata.resourceVersion`.
-pub fn annotation_patch(observed: &ObservedNode, verdict: Verdict) -> Option<AnnotationPatch> {
-    let unhealthy = match verdict {
-        Verdict::Undecided => return None,
-        Verdict::Unhealthy if observed.annotated_unhealthy() => return None,
-        Verdict::Healthy if !observed.annotated_unhealthy() => return None,
-        Verdict::Unhealthy => true,
-        Verdict::Healthy => false,
-    };
-    let key = format!("/metadata/annotations/{}", escape_pointer(NODE_UNHEALTH_ANNOTATION));
-    let precondition = json!({"op": "test", "path": "/metadata/resourceVersion", "value": observed.resource_version});
-    let change = match (unhealthy, observed.has_annotations) {
-        (true, true) => json!({"op": "add", "path": key, "value": NODE_UNHEALTH_YES}),
-        (true, false) => {
-            json!({"op": "add", "path": "/metadata/annotations", "value": {NODE_UNHEALTH_ANNOTATION: NODE_UNHEALTH_YES}})
-        }
-        (false, _) => json!({"op": "remove", "path": key}),
-    };
-    let patch = serde_json::from_value(json!([precondition, change])).expect("well-formed JSON patch");
-    Some(AnnotationPatch { node: observed.name.clone(), unhealthy, patch })
-}
-
-/// RFC 6901 escaping of one reference token.
-fn escape_pointer(token: &str) -> String {
-    token.replace('~', "~0").replace('/', "~1")
 }
 
 #[cfg(test)]

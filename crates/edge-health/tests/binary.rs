@@ -22,7 +22,8 @@ use edge_health::message::{HmacKey, Message, Payload, seal_message};
 use edge_health::time::Timestamp;
 use edgegrid_core::health::Verdict;
 use edgegrid_core::keys::{
-    EDGE_HEALTH_ADDRESS_ANNOTATION, EDGE_HEALTH_CONFIGMAP, NODE_UNHEALTH_ANNOTATION, NODE_UNIT_LABEL_VALUE,
+    EDGE_HEALTH_ADDRESS_ANNOTATION, EDGE_HEALTH_CONFIGMAP, EDGE_HEALTH_UNHEALTHY_VIEW_ANNOTATION,
+    NODE_UNHEALTH_ANNOTATION, NODE_UNIT_LABEL_VALUE,
 };
 use edgegrid_testing::{RunningBinary, TempDir};
 use fake_apiserver::Fault;
@@ -407,5 +408,113 @@ async fn a_daemon_restarted_while_the_api_server_is_away_resumes_from_its_peer_c
         (cluster.unhealth("site-d-3").await.as_deref() == Some("yes")).then_some(())
     })
     .await;
+    cluster.stop_all(&mut members).await;
+}
+
+/// A peer cache saved for cluster A found by a daemon of cluster B (a node re-joined
+/// elsewhere, a disk image copied from another cluster's node) while B's API server
+/// refuses Node requests: A's members are not restored, the refusal is counted and logged
+/// once naming both clusters, and the file stays until B's Nodes list and the next save
+/// replaces it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_cache_saved_for_another_cluster_is_not_restored_and_the_next_save_replaces_it() {
+    let ips: Vec<IpAddr> = (71..=73).map(loopback).collect();
+    let a = Cluster::on_loopback("e", &ips, LOOPBACK).await;
+    let mut members: Vec<Member> =
+        ips.iter().enumerate().map(|(i, ip)| Member::new(format!("site-e-{}", i + 1), *ip)).collect();
+    let names = a.start_all(&mut members).await;
+    a.until_healthy(&members, &names).await;
+    let a_cache = a.peer_cache(&members[0]);
+    until("site-e-1's peer cache lists the unit with addresses", Duration::from_secs(5), || async {
+        let cache: serde_json::Value = serde_json::from_slice(&std::fs::read(&a_cache).ok()?).ok()?;
+        let nodes = cache["nodes"].as_array()?;
+        let addressed = nodes.iter().filter(|n| n["annotations"][EDGE_HEALTH_ADDRESS_ANNOTATION].is_string()).count();
+        (nodes.len() == 3 && addressed == 3).then_some(())
+    })
+    .await;
+    a.stop_all(&mut members).await;
+    let saved_by_a = std::fs::read(&a_cache).expect("the peer cache");
+
+    let b = Cluster::on_loopback("e", &ips[..1], LOOPBACK).await;
+    b.create_node(&members[0].name).await;
+    b.server.set_fault("nodes", Fault::Error(503));
+    let b_cache = b.peer_cache(&members[0]);
+    std::fs::copy(&a_cache, &b_cache).expect("the node's disk");
+    b.start(&mut members[0]).await;
+    let address = b.address(&members[0]);
+    let refused = r#"edge_health_peer_cache_refused_total{reason="other_cluster"}"#;
+    until("the peer cache refused", Duration::from_secs(10), || async {
+        let (_, exposition) = edgegrid_testing::http_get(address, "/metrics").await?;
+        (edgegrid_testing::sample(&exposition, refused) == Some("1")).then_some(())
+    })
+    .await;
+    // periods pass: none of cluster A's members is known
+    tokio::time::sleep(PERIOD * 4).await;
+    let view = verdicts(address).await.expect("the view");
+    assert!(view.nodes.keys().all(|node| node == "site-e-1"), "{view:?}");
+    assert_eq!(metric(address, "edge_health_peers").await, 0.0);
+    assert_eq!(std::fs::read(&b_cache).expect("still there"), saved_by_a, "kept, not rewritten");
+
+    // B's Nodes list: the next save records cluster B
+    b.server.clear_faults();
+    let b_server = format!("{}/", b.server.url());
+    until("cluster B's peer cache saved", Duration::from_secs(10), || async {
+        let cache: serde_json::Value = serde_json::from_slice(&std::fs::read(&b_cache).ok()?).ok()?;
+        (cache["cluster"]["server"] == b_server.as_str() && cache["nodes"].as_array()?.len() == 1).then_some(())
+    })
+    .await;
+    let exit = members[0].stop().await;
+    let refusals: Vec<&str> = exit.logs.lines().filter(|line| line.contains("was saved for another cluster")).collect();
+    assert_eq!(refusals.len(), 1, "logged once:\n{}", exit.logs);
+    let a_server = format!("{}/", a.server.url());
+    assert!(refusals[0].contains(&a_server) && refusals[0].contains(&b_server), "{}", refusals[0]);
+}
+
+/// `--verdict-writer=cloud` (the chart's choice): each daemon writes only its own Node,
+/// publishing the members it holds unhealthy once per change of its view, and nobody
+/// writes the dead node (the admission webhook's deployment does, from the views).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_cloud_writing_verdicts_each_daemon_publishes_only_its_own_view() {
+    let ips: Vec<IpAddr> = (61..=64).map(loopback).collect();
+    let mut cluster = Cluster::on_loopback("v", &ips, LOOPBACK).await;
+    cluster.extra_args = vec!["--verdict-writer".into(), "cloud".into()];
+    let mut members: Vec<Member> =
+        ips.iter().enumerate().map(|(i, ip)| Member::new(format!("v-{}", i + 1), *ip)).collect();
+    let names = cluster.start_all(&mut members).await;
+    cluster.ready(&mut members).await;
+    cluster.until_healthy(&members, &names).await;
+    let view = |name: String| {
+        let cluster = &cluster;
+        async move { cluster.annotations(&name).await.get(EDGE_HEALTH_UNHEALTHY_VIEW_ANNOTATION).cloned() }
+    };
+    until("every daemon publishes an empty view", Duration::from_secs(5), || async {
+        for name in &names {
+            if view(name.clone()).await.as_deref() != Some("") {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await;
+    let mark = cluster.server.requests().mark();
+    members[2].stop().await;
+    let survivors: Vec<String> = names.iter().filter(|n| *n != "v-3").cloned().collect();
+    until("every survivor's view holds v-3", DETECTION, || async {
+        for name in &survivors {
+            if view(name.clone()).await.as_deref() != Some("v-3") {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await;
+    tokio::time::sleep(PERIOD * 4).await;
+    for name in &survivors {
+        assert_eq!(cluster.patches(name, mark), (1, 0), "{name}: one write, of its own view, for one change");
+    }
+    assert_eq!(cluster.patches("v-3", mark), (0, 0), "no daemon writes another Node");
+    assert_eq!(cluster.unhealth("v-3").await, None, "the verdict is the cloud's to write");
+    let views = cluster.total(&members, r#"edge_health_writes_total{target="view",outcome="written"}"#).await;
+    assert_eq!(views, 3.0 * 2.0, "each survivor: the empty view at start, then v-3");
     cluster.stop_all(&mut members).await;
 }

@@ -7,6 +7,10 @@
 //! stops the node's probe target too (a separate stand-in process would need a program to
 //! serve HTTP inside the namespace, which a CI machine need not have).
 //!
+//! The test reads each daemon's `/verdicts` from the host, over the bridge: a non-loopback
+//! client, so each daemon runs with `--verdicts-allowed-from=<gateway>/32` (the host's
+//! address on the bridge; its peers' addresses are not allowed).
+//!
 //! In order, on one network: all healthy, nobody annotated. 30% of the packets between
 //! peers dropped for several vote windows: no view ever holds anyone unhealthy and nobody
 //! is annotated. Every daemon's link to the apiserver cut (and only that): nobody is
@@ -107,7 +111,9 @@ async fn a_unit_on_a_real_network_rides_out_loss_and_a_cut_apiserver_link_and_vo
     let gateway = SocketAddr::new(IpAddr::V4(network.gateway()), 0);
     let server = FakeApiServer::start_at(gateway, ServerConfig::default()).await.expect("fake apiserver");
     let api_port = server.addr().port();
-    let cluster = Cluster::new("site-n", server, EXCHANGE_PORT, CheckTarget::DaemonHealthz, LOSSY);
+    let mut cluster = Cluster::new("site-n", server, EXCHANGE_PORT, CheckTarget::DaemonHealthz, LOSSY);
+    // the host reads the views: its address on the bridge may, the peers' may not
+    cluster.extra_args = vec![format!("--verdicts-allowed-from={}/32", network.gateway())];
     let mut members: Vec<Member> = (0..HOSTS)
         .map(|i| Member::in_namespace(format!("edge-{}", i + 1), network.address(i).into(), network.namespace(i)))
         .collect();

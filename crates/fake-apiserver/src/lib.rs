@@ -15,7 +15,8 @@
 //! applied object without field ownership; strategic merge patch knows the merge keys
 //! of the commonly patched built-in lists by field name (custom resources get 415, as
 //! from the real server);
-//! field selectors accept any dotted path; `generation` is tracked for every resource.
+//! field selectors accept any dotted path; `generation` is tracked for every resource;
+//! TokenRequest issues unsigned tokens that only this server recognises.
 
 mod admission;
 mod builtin_types;
@@ -33,6 +34,7 @@ mod server;
 mod store;
 mod strategic;
 mod table;
+mod token_request;
 mod users;
 
 use std::net::SocketAddr;
@@ -118,6 +120,13 @@ impl FakeApiServer {
     /// tokens, and requests without one, are `system:admin`.
     pub fn add_user(&self, token: &str, user: UserInfo) {
         self.app.users.add(token, user);
+    }
+
+    /// Who a request with `Authorization: Bearer <token>` is made by: a user registered
+    /// with [`Self::add_user`], the ServiceAccount a TokenRequest issued `token` for, else
+    /// `system:admin`.
+    pub fn user_of(&self, token: &str) -> UserInfo {
+        self.app.users.authenticate(Some(token))
     }
 
     /// The server's router and store without a socket, e.g. for

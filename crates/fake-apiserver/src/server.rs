@@ -142,6 +142,17 @@ async fn handle(
         let pods = resolve(&app.store, &["api", "v1", "pods"])?;
         return pod_proxy::proxy(&app.store, &pods.rt, method, proxied, uri.query()).await;
     }
+    if let Some((namespace, name)) = crate::token_request::target(&segments) {
+        if method != Method::POST {
+            return Err(ApiError::MethodNotAllowed);
+        }
+        app.faults.apply("serviceaccounts").await?;
+        let body = axum::body::to_bytes(body, app.config.max_body_bytes)
+            .await
+            .map_err(|_| ApiError::TooLarge { limit: app.config.max_body_bytes })?;
+        let issued = crate::token_request::create(&app.store, &app.users, namespace, name, &body)?;
+        return Ok(json_response(StatusCode::CREATED, &issued));
+    }
     let target = resolve(&app.store, &segments)?;
     app.faults.apply(&target.rt.plural).await?;
     let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();

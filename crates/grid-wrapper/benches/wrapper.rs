@@ -762,7 +762,7 @@ async fn lists(scale: &Scale) -> Lists {
     populate(&server, scale);
     let upstream = kube::Config::new(server.url().parse().expect("url"));
     let wrapper = Wrapper::new(&wrapper_config(), &upstream, Arc::new(Metrics::default())).expect("wrapper");
-    let addr = serve(wrapper.router(), false).await;
+    let addr = serve(wrapper.router(&grid_wrapper::server::debug_readers(Vec::new())), false).await;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let client = kube::Client::try_from(upstream).expect("upstream client");
     let started = Instant::now();
@@ -1056,8 +1056,8 @@ async fn bench() {
         let pod = (3_000_000 + c, endpoint_node(c, 0, &scale));
         wrapper.apply(Input::Upsert(Object::Slice(slice_object(c, &scale, Some(pod), 1))));
     }
-    let as_served = serve(wrapper.router(), false).await;
-    let nodelay = serve(wrapper.router(), true).await;
+    let as_served = serve(wrapper.router(&grid_wrapper::server::debug_readers(Vec::new())), false).await;
+    let nodelay = serve(wrapper.router(&grid_wrapper::server::debug_readers(Vec::new())), true).await;
     let mut next_change = 0;
     let phases = [
         ("in-process", Via::InProcess, 1, Some(Duration::from_millis(1))),

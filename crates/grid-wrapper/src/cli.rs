@@ -4,8 +4,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use controller_support::state_file::ClusterIdentity;
 use controller_support::tls::TlsFlags;
-use controller_support::{BindAddress, RuntimeFlags, parse_duration};
+use controller_support::{BindAddress, Cidr, NodeLocal, RuntimeFlags, parse_duration};
 use listwatch::{LogConfig, WatchConfig};
 
 use crate::WrapperConfig;
@@ -56,6 +57,13 @@ pub struct Flags {
     /// Verdicts not refreshed for this long are forgotten (every node served again).
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     edge_health_stale_after: Duration,
+    /// Networks (CIDRs, comma-separated) whose clients may read `/debug/topology`, on
+    /// either listener, besides this node's own processes over loopback (`kubectl
+    /// port-forward` connects from the node itself). Others get 403. The metrics listener
+    /// is on every address for Prometheus; list the control plane's addresses here to read
+    /// the view through the API server's pod proxy. Default: none.
+    #[arg(long, value_name = "CIDR", value_delimiter = ',')]
+    debug_allowed_from: Vec<Cidr>,
 }
 
 /// Flags that would expose the wrapper's identity.
@@ -93,8 +101,14 @@ impl Flags {
         }
     }
 
-    pub fn saver(&self) -> Saver {
-        Saver { dir: self.cache_dir.clone(), limit: self.cache_max_bytes, period: self.cache_sync_period }
+    /// The saved view's settings, for the cluster `cluster` (the upstream's).
+    pub fn saver(&self, cluster: ClusterIdentity) -> Saver {
+        Saver { dir: self.cache_dir.clone(), limit: self.cache_max_bytes, period: self.cache_sync_period, cluster }
+    }
+
+    /// Who may read `/debug/topology` (see [`crate::server::debug_readers`]).
+    pub fn debug_readers(&self) -> NodeLocal {
+        crate::server::debug_readers(self.debug_allowed_from.clone())
     }
 
     /// Service autonomy's configuration, when `--edge-health-url` is given.

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use clap::Parser;
+use controller_support::state_file::ClusterIdentity;
 use controller_support::{Runtime, runtime};
 use grid_wrapper::cli::Flags;
 use grid_wrapper::metrics::Metrics;
@@ -21,15 +22,18 @@ async fn main() -> anyhow::Result<()> {
     // an upstream outage must reach the watchers (their backoff, metrics and relist decide)
     let upstream = runtime::without_retries(runtime::config(flags.runtime.kubeconfig.clone()).await?);
     let wrapper = Wrapper::new(&config, &upstream, metrics.clone())?;
-    let saver = flags.saver();
-    let restored_note = saver.restore(&wrapper);
+    // the saved view is the cluster's the client configuration names (see `persist`)
+    let saver = flags.saver(ClusterIdentity::of(&upstream));
+    let debug_readers = flags.debug_readers();
     let runtime = Runtime::builder("grid-wrapper", &flags.runtime)
         .metrics(&*metrics)
-        .routes(wrapper.router())
-        .metrics_routes(wrapper.debug_router())
+        .routes(wrapper.router(&debug_readers))
+        .metrics_routes(wrapper.debug_router(&debug_readers))
         .tls(flags.tls.config()?)
         .build()
         .await?;
+    // once logging is set up (by the runtime), before the upstream is watched
+    let restored_note = saver.restore(&wrapper);
     let synced = runtime.readiness().gate(NOT_SYNCED);
     tokio::spawn(follow_readiness(wrapper.clone(), synced, restored_note));
     runtime.mark_ready();

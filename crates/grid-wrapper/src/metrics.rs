@@ -32,6 +32,12 @@ pub struct ResultLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabel {
+    /// [`PersistError::metric_label`](crate::persist::PersistError::metric_label)
+    pub reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CodeLabel {
     pub code: u16,
 }
@@ -66,6 +72,8 @@ pub struct Metrics {
     pub verdict_polls: Family<ResultLabel, Counter>,
     /// Nodes the local unit votes down, whose endpoints are not served.
     pub nodes_down: Gauge,
+    /// Saved views not restored at start, by reason.
+    pub saved_view_refused: Family<ReasonLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -85,6 +93,7 @@ impl Default for Metrics {
             refused_requests: Counter::default(),
             verdict_polls: Family::default(),
             nodes_down: Gauge::default(),
+            saved_view_refused: Family::default(),
         }
     }
 }
@@ -136,6 +145,13 @@ impl Register for Metrics {
             "nodes_down",
             "Nodes the local unit votes down; their endpoints are not served",
             self.nodes_down.clone(),
+        );
+        registry.register(
+            "saved_view_refused",
+            "Views saved in --cache-dir not restored at start, by reason: other_cluster (saved for another \
+             cluster: its --kubeconfig or in-cluster API server URL and CA bundle differ), other_node, \
+             unreadable (including over --cache-max-bytes), malformed",
+            self.saved_view_refused.clone(),
         );
     }
 }

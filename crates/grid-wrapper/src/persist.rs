@@ -6,18 +6,29 @@
 //! (`controller_support::state_file`), and never larger than a bound: a view over the
 //! bound is not written (the previous file stays) nor read back. Only a view synced from
 //! the upstream is saved; a restored one never overwrites its own source. Read back only
-//! for the same node.
+//! for the same node and the same cluster.
+//!
+//! The file records the cluster it was saved for (`controller_support::state_file::ClusterIdentity`:
+//! the API server URL and CA bundle of the client configuration, the only identity known
+//! while the upstream is away; the module comment there says why both). A view saved for
+//! another cluster (a node re-joined elsewhere, a disk image copied from another cluster's
+//! node) is not served: it would route this node's Services to another cluster's
+//! endpoints. It is reported once with both identities, counted in
+//! `grid_wrapper_saved_view_refused_total{reason="other_cluster"}`, left in place, and
+//! replaced by the first save of a synced view. A file without an identity was written by
+//! this node's previous version: served once, with a warning.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use controller_support::state_file;
+use controller_support::state_file::{self, ClusterIdentity, OtherCluster};
 use serde::Deserialize;
 use serde_json::Value;
 
 use crate::Wrapper;
 use crate::cache::{Cache, Kind, ViewSource};
+use crate::metrics::ReasonLabel;
 
 pub const FILE_NAME: &str = "served-view.json";
 
@@ -31,19 +42,35 @@ pub enum PersistError {
     Malformed { path: PathBuf, source: serde_json::Error },
     #[error("{path} was saved by node {saved_by:?}, not {node:?}")]
     OtherNode { path: PathBuf, saved_by: String, node: String },
+    #[error(transparent)]
+    OtherCluster(#[from] OtherCluster),
+}
+
+impl PersistError {
+    /// The `reason` a saved view not restored is counted under.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Self::TooLarge { .. } => "too_large",
+            Self::Io { .. } => "unreadable",
+            Self::Malformed { .. } => "malformed",
+            Self::OtherNode { .. } => "other_node",
+            Self::OtherCluster(_) => "other_cluster",
+        }
+    }
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> PersistError + '_ {
     move |source| PersistError::Io { path: path.to_path_buf(), source }
 }
 
-/// The file's contents for the cache's current view, or `None` when there is nothing
-/// worth saving (the view is not an upstream one).
-pub fn encode(cache: &Cache, saved_at: &str) -> Option<Vec<u8>> {
+/// The file's contents for the cache's current view, saved for `cluster`, or `None` when
+/// there is nothing worth saving (the view is not an upstream one).
+pub fn encode(cache: &Cache, cluster: &ClusterIdentity, saved_at: &str) -> Option<Vec<u8>> {
     if cache.serving() != ViewSource::Upstream {
         return None;
     }
-    let head = serde_json::json!({"node": cache.local_node(), "savedAt": saved_at, "resourceVersion": cache.log().current_rv()});
+    let head = serde_json::json!({"node": cache.local_node(), "cluster": cluster, "savedAt": saved_at,
+        "resourceVersion": cache.log().current_rv()});
     let head = head.to_string();
     let mut out = Vec::with_capacity(head.len() + 64);
     out.extend_from_slice(&head.as_bytes()[..head.len() - 1]);
@@ -78,6 +105,9 @@ pub fn write(dir: &Path, contents: &[u8], limit: usize) -> Result<(), PersistErr
 #[derive(Deserialize)]
 struct Saved {
     node: String,
+    /// None: saved by an earlier version.
+    #[serde(default)]
+    cluster: Option<ClusterIdentity>,
     #[serde(rename = "savedAt")]
     saved_at: String,
     objects: std::collections::BTreeMap<String, Vec<Value>>,
@@ -90,9 +120,9 @@ pub struct Restored {
     pub objects: Vec<(Kind, Value)>,
 }
 
-/// Reads the saved view in `dir` for `node`, of at most `limit` bytes; `Ok(None)` when
-/// there is none.
-pub fn read(dir: &Path, node: &str, limit: usize) -> Result<Option<Restored>, PersistError> {
+/// Reads the saved view in `dir` for `node` of `cluster`, of at most `limit` bytes;
+/// `Ok(None)` when there is none.
+pub fn read(dir: &Path, node: &str, cluster: &ClusterIdentity, limit: usize) -> Result<Option<Restored>, PersistError> {
     let path = dir.join(FILE_NAME);
     let bytes = match state_file::read_bounded(&path, limit as u64) {
         Ok(Some(bytes)) => bytes,
@@ -101,6 +131,7 @@ pub fn read(dir: &Path, node: &str, limit: usize) -> Result<Option<Restored>, Pe
     };
     let saved: Saved =
         serde_json::from_slice(&bytes).map_err(|source| PersistError::Malformed { path: path.clone(), source })?;
+    cluster.admit(&path, saved.cluster.as_ref())?;
     if saved.node != node {
         return Err(PersistError::OtherNode { path, saved_by: saved.node, node: node.into() });
     }
@@ -118,6 +149,8 @@ pub struct Saver {
     pub dir: Option<PathBuf>,
     pub limit: usize,
     pub period: Duration,
+    /// The cluster the upstream belongs to: recorded in the file, required of a file read.
+    pub cluster: ClusterIdentity,
 }
 
 impl Saver {
@@ -125,7 +158,7 @@ impl Saver {
     /// that says so.
     pub fn restore(&self, wrapper: &Wrapper) -> Option<String> {
         let dir = self.dir.as_deref()?;
-        match read(dir, wrapper.local_node(), self.limit) {
+        match read(dir, wrapper.local_node(), &self.cluster, self.limit) {
             Ok(Some(saved)) => {
                 let count = wrapper.restore(saved.objects);
                 tracing::info!(objects = count, saved_at = %saved.saved_at, dir = %dir.display(),
@@ -138,6 +171,7 @@ impl Saver {
             }
             Ok(None) => None,
             Err(error) => {
+                wrapper.metrics().saved_view_refused.get_or_create(&ReasonLabel { reason: error.metric_label() }).inc();
                 tracing::warn!(%error, "saved view not used");
                 None
             }
@@ -162,7 +196,7 @@ impl Saver {
     pub fn save(&self, wrapper: &Wrapper) -> bool {
         let Some(dir) = &self.dir else { return false };
         let saved_at = jiff::Timestamp::now().to_string();
-        let Some(contents) = encode(&wrapper.lock(), &saved_at) else { return false };
+        let Some(contents) = encode(&wrapper.lock(), &self.cluster, &saved_at) else { return false };
         match write(dir, &contents, self.limit) {
             Ok(()) => true,
             Err(error) => {
@@ -201,6 +235,13 @@ mod tests {
         cache
     }
 
+    /// Cluster `name`: its own in-cluster URL and CA.
+    fn cluster(name: &str) -> ClusterIdentity {
+        let mut config = kube::Config::new(format!("https://{name}.example:6443").parse().expect("url"));
+        config.root_cert = Some(vec![format!("the CA of {name}").into_bytes()]);
+        ClusterIdentity::of(&config)
+    }
+
     fn temp_dir(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("grid-wrapper-persist-{name}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
@@ -211,9 +252,9 @@ mod tests {
     fn a_saved_view_reads_back_as_the_same_served_objects() {
         let dir = temp_dir("roundtrip");
         let cache = synced();
-        let contents = encode(&cache, "2026-11-22T00:00:00Z").expect("an upstream view");
+        let contents = encode(&cache, &cluster("a"), "2026-11-22T00:00:00Z").expect("an upstream view");
         write(&dir, &contents, 1 << 20).expect("written");
-        let restored = read(&dir, "n1", 1 << 20).expect("readable").expect("present");
+        let restored = read(&dir, "n1", &cluster("a"), 1 << 20).expect("readable").expect("present");
         assert_eq!(restored.saved_at, "2026-11-22T00:00:00Z");
         let want: Vec<(Kind, Value)> = cache.served_objects().map(|(k, o)| (k, o.value())).collect();
         let mut got = restored.objects;
@@ -236,20 +277,58 @@ mod tests {
     fn bounds_other_nodes_missing_and_malformed_files_are_errors_not_views() {
         let dir = temp_dir("errors");
         let cache = synced();
-        let contents = encode(&cache, "t").expect("an upstream view");
+        let a = cluster("a");
+        let contents = encode(&cache, &a, "t").expect("an upstream view");
         assert!(matches!(write(&dir, &contents, 10), Err(PersistError::TooLarge { limit: 10, .. })));
-        assert!(read(&dir, "n1", 1 << 20).expect("no file is not an error").is_none());
+        assert!(read(&dir, "n1", &a, 1 << 20).expect("no file is not an error").is_none());
         write(&dir, &contents, 1 << 20).expect("written");
-        assert!(matches!(read(&dir, "n2", 1 << 20), Err(PersistError::OtherNode { .. })));
+        assert!(matches!(read(&dir, "n2", &a, 1 << 20), Err(PersistError::OtherNode { .. })));
         // a file grown past the bound (by whoever else writes there) is not read whole
-        let over = read(&dir, "n1", contents.len() - 1);
+        let over = read(&dir, "n1", &a, contents.len() - 1);
         assert!(
             matches!(&over, Err(PersistError::Io { source, .. }) if source.kind() == std::io::ErrorKind::InvalidData),
             "{over:?}"
         );
         fs::write(dir.join(FILE_NAME), b"{\"node\":").expect("truncated file");
-        assert!(matches!(read(&dir, "n1", 1 << 20), Err(PersistError::Malformed { .. })));
-        assert!(encode(&Cache::new("n1", false, LOG, 0), "t").is_none(), "an unsynced view is never saved");
+        assert!(matches!(read(&dir, "n1", &a, 1 << 20), Err(PersistError::Malformed { .. })));
+        assert!(encode(&Cache::new("n1", false, LOG, 0), &a, "t").is_none(), "an unsynced view is never saved");
+        fs::remove_dir_all(&dir).ok();
+    }
+
+    /// A view saved for cluster A is not read back for cluster B: an error naming both
+    /// clusters, the file left as it was.
+    #[test]
+    fn a_view_saved_for_another_cluster_is_an_error_and_stays() {
+        let dir = temp_dir("other-cluster");
+        let (a, b) = (cluster("a"), cluster("b"));
+        let contents = encode(&synced(), &a, "t").expect("an upstream view");
+        write(&dir, &contents, 1 << 20).expect("written");
+        let saved: Value = serde_json::from_slice(&contents).expect("json");
+        assert_eq!(saved["cluster"], serde_json::to_value(&a).expect("json"), "the file records its cluster");
+        assert!(read(&dir, "n1", &a, 1 << 20).expect("its own cluster's").is_some());
+        let refused = read(&dir, "n1", &b, 1 << 20).expect_err("another cluster's");
+        assert!(matches!(&refused, PersistError::OtherCluster(o) if o.saved == a && o.current == b), "{refused}");
+        assert_eq!(refused.metric_label(), "other_cluster");
+        let message = refused.to_string();
+        assert!(
+            message.contains("https://a.example:6443/") && message.contains("https://b.example:6443/"),
+            "{message}"
+        );
+        assert_eq!(fs::read(dir.join(FILE_NAME)).expect("still there"), contents, "not deleted");
+        fs::remove_dir_all(&dir).ok();
+    }
+
+    /// A file saved before identities were recorded (no `cluster`) is this node's
+    /// previous version's: read back.
+    #[test]
+    fn a_view_saved_without_a_cluster_is_read_back() {
+        let dir = temp_dir("unrecorded");
+        let mut saved: Value =
+            serde_json::from_slice(&encode(&synced(), &cluster("a"), "t").expect("a view")).expect("json");
+        saved.as_object_mut().expect("an object").remove("cluster");
+        write(&dir, &serde_json::to_vec(&saved).expect("json"), 1 << 20).expect("written");
+        let restored = read(&dir, "n1", &cluster("b"), 1 << 20).expect("readable").expect("present");
+        assert_eq!(restored.objects.len(), synced().served_objects().count());
         fs::remove_dir_all(&dir).ok();
     }
 }

@@ -18,6 +18,7 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderMap, Method, Request, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use controller_support::{Cidr, NodeLocal};
 use edgegrid_core::topology::NamespacedName;
 use futures::StreamExt;
 use listwatch::{FieldSelector, ListOptions, Shape, WatchOptions};
@@ -27,17 +28,33 @@ use crate::Wrapper;
 use crate::cache::{Kind, ViewSource};
 use crate::metrics::{CodeLabel, KindLabel, WatcherGuard};
 
-/// The served API, `/debug/topology`, and pass-through for the rest.
-pub fn router(wrapper: Arc<Wrapper>) -> Router {
-    Router::new().route("/debug/topology", get(debug_topology)).fallback(dispatch).with_state(wrapper)
+/// The served API, `/debug/topology` (for `debug_readers`), and pass-through for the rest.
+pub fn router(wrapper: Arc<Wrapper>, debug_readers: &NodeLocal) -> Router {
+    Router::new().merge(debug_readers.guard(debug_routes())).fallback(dispatch).with_state(wrapper)
 }
 
 /// `/debug/topology` alone, for the metrics listener: the API port binds the node's
-/// loopback (only its own kube-proxy reads it), while the metrics port is where the
-/// API server's pod proxy reaches a hostNetwork pod (`cargo xtask run --kubeconfig`).
-/// It shows what the node's own credentials read anyway.
-pub fn debug_router(wrapper: Arc<Wrapper>) -> Router {
-    Router::new().route("/debug/topology", get(debug_topology)).with_state(wrapper)
+/// loopback (only its own kube-proxy reads it), while the metrics port is where
+/// Prometheus, `kubectl port-forward` (from the node itself) and the API server's pod
+/// proxy reach a hostNetwork pod (`cargo xtask run --kubeconfig`).
+pub fn debug_router(wrapper: Arc<Wrapper>, debug_readers: &NodeLocal) -> Router {
+    debug_readers.guard(debug_routes()).with_state(wrapper)
+}
+
+fn debug_routes() -> Router<Arc<Wrapper>> {
+    Router::new().route(DEBUG_TOPOLOGY_PATH, get(debug_topology))
+}
+
+pub const DEBUG_TOPOLOGY_PATH: &str = "/debug/topology";
+
+/// Who may read `/debug/topology`, on either listener: the node's own processes
+/// (loopback) and the networks of `--debug-allowed-from`. It tells which endpoints of
+/// every Service this node keeps, and the labels that decided: the node's own business,
+/// not another node's. Refusals are a `Status` (403 Forbidden), as the API's own.
+pub fn debug_readers(allowed_from: Vec<Cidr>) -> NodeLocal {
+    NodeLocal::new("--debug-allowed-from", allowed_from).responding_with(|code, message| {
+        status_response(code.as_u16(), &listwatch::status(code.as_u16(), "Forbidden", message, None))
+    })
 }
 
 /// A request the cache answers.
@@ -192,6 +209,77 @@ async fn debug_topology(State(wrapper): State<Arc<Wrapper>>, Query(query): Query
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::SocketAddr;
+
+    use axum::extract::ConnectInfo;
+    use tower::ServiceExt;
+
+    fn wrapper() -> Arc<Wrapper> {
+        let config = crate::WrapperConfig {
+            node_name: "n1".into(),
+            rewrite_local_apiserver: false,
+            log: listwatch::LogConfig { history_limit: 10, watch_buffer: 10 },
+            watch: listwatch::WatchConfig {
+                bookmark_interval: std::time::Duration::from_secs(60),
+                default_timeout: std::time::Duration::from_secs(60),
+            },
+            cache_dir: None,
+        };
+        // never contacted: nothing here passes through
+        let upstream = kube::Config::new("http://127.0.0.1:9".parse().expect("url"));
+        Wrapper::new(&config, &upstream, Arc::default()).expect("wrapper")
+    }
+
+    /// The status of `GET path` from a client at `peer`, and the body's `reason` if a Status.
+    async fn get_from(app: &Router, peer: &str, path: &str) -> (u16, Option<String>) {
+        let mut request = Request::get(path).body(Body::empty()).expect("request");
+        request.extensions_mut().insert(ConnectInfo(peer.parse::<SocketAddr>().expect("peer")));
+        let response = app.clone().oneshot(request).await.expect("answered");
+        let status = response.status().as_u16();
+        let body = axum::body::to_bytes(response.into_body(), 1 << 20).await.expect("body");
+        let reason = serde_json::from_slice::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|status| status["reason"].as_str().map(str::to_string));
+        (status, reason)
+    }
+
+    const TOPOLOGY: &str = "/debug/topology?service=ns/web";
+
+    /// On both listeners `/debug/topology` answers the node's own processes only; other
+    /// hosts get a 403 Status. The served API behind it is not judged by this rule.
+    #[tokio::test]
+    async fn the_debug_view_is_served_to_loopback_only_by_default() {
+        let wrapper = wrapper();
+        let readers = debug_readers(Vec::new());
+        for app in [router(wrapper.clone(), &readers), debug_router(wrapper.clone(), &readers)] {
+            assert_eq!(get_from(&app, "10.0.0.5:40000", TOPOLOGY).await, (403, Some("Forbidden".into())));
+            assert_eq!(get_from(&app, "[fd00::5]:40000", TOPOLOGY).await.0, 403);
+            assert_eq!(get_from(&app, "127.0.0.1:40000", TOPOLOGY).await.0, 200);
+            assert_eq!(get_from(&app, "[::1]:40000", TOPOLOGY).await.0, 200);
+        }
+        // the API (here unsynced: 503) is for whoever the listener admits
+        let api = router(wrapper, &readers);
+        assert_eq!(get_from(&api, "10.0.0.5:40000", "/api/v1/services").await.0, 503);
+    }
+
+    /// `--debug-allowed-from` opens the debug view to the networks it lists, and only those.
+    #[tokio::test]
+    async fn debug_allowed_from_opens_the_debug_view_to_the_networks_it_lists() {
+        use clap::Parser;
+        let flags = crate::cli::Flags::try_parse_from(["grid-wrapper", "--debug-allowed-from", "10.0.0.0/24,fd00::/8"])
+            .expect("flags");
+        let wrapper = wrapper();
+        let readers = flags.debug_readers();
+        for app in [router(wrapper.clone(), &readers), debug_router(wrapper.clone(), &readers)] {
+            for (peer, status) in
+                [("10.0.0.5:40000", 200), ("[fd00::5]:40000", 200), ("127.0.0.1:40000", 200), ("10.0.1.5:40000", 403)]
+            {
+                assert_eq!(get_from(&app, peer, TOPOLOGY).await.0, status, "{peer}");
+            }
+        }
+        let not_a_cidr = crate::cli::Flags::try_parse_from(["grid-wrapper", "--debug-allowed-from", "10.0.0.5"]);
+        assert!(not_a_cidr.expect_err("refused").to_string().contains("is not a CIDR"));
+    }
 
     /// (kind, namespace, name) of a request the cache answers.
     type Routed = Option<(Kind, Option<&'static str>, Option<String>)>;

@@ -1,7 +1,9 @@
 //! The shipped `grid-wrapper` binary over HTTP: it serves the pruned view once synced,
 //! exposes its metrics, saves the view and exits 0 on SIGTERM with a watch open; started
-//! again without its API server it serves the saved view (not ready, and saying so); with
-//! nothing saved it refuses list and watch with 503 rather than answering empty.
+//! again while its API server is down it serves the saved view (not ready, and saying
+//! so); a view saved for another cluster is not served, and is replaced once the new
+//! cluster's view is synced; with nothing saved it refuses list and watch with 503 rather
+//! than answering empty.
 
 mod common;
 
@@ -174,9 +176,10 @@ async fn the_binary_serves_saves_its_view_on_sigterm_and_serves_it_again_without
     assert!(response.ends_with("\r\n0\r\n\r\n"), "the watch was cut, not ended: {response:?}");
     let saved = std::fs::read(cache.0.join(grid_wrapper::persist::FILE_NAME)).expect("the view is saved");
 
-    // again, with its API server out of reach: the saved view, exactly, and not ready
-    let gone = KubeconfigFile::new(&edgegrid_testing::unreachable_url()).expect("kubeconfig");
-    let mut second = start(&gone, Some(&cache.0));
+    // again, with its API server down (the same cluster, its URL not answering): the
+    // saved view, exactly, and not ready
+    server.stop().await;
+    let mut second = start(&kubeconfig, Some(&cache.0));
     // (waiting for the upstream until the restored view is served, at start)
     let (_, readyz) = second
         .until_readyz("the restored view", |code, body| {
@@ -195,6 +198,58 @@ async fn the_binary_serves_saves_its_view_on_sigterm_and_serves_it_again_without
         saved,
         "a restored view never overwrites the saved one"
     );
+}
+
+/// A node whose saved view came from cluster A, now started against cluster B while B's
+/// API server does not answer yet (a node re-joined elsewhere, a disk image copied from
+/// another cluster's node): A's view is not served (503 as with nothing saved), the
+/// refusal is logged once naming both clusters and counted, the file stays until B's
+/// synced view replaces it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_view_saved_for_another_cluster_is_not_served_and_the_next_save_replaces_it() {
+    let cache = TempDir::new("other-cluster");
+    let saved_view = cache.0.join(grid_wrapper::persist::FILE_NAME);
+    let (a, _) = two_unit_cluster().await;
+    let a_url = a.url();
+    let a_kubeconfig = KubeconfigFile::new(&a_url).expect("kubeconfig");
+    let mut first = start(&a_kubeconfig, Some(&cache.0));
+    first.until_readyz("ok", |code, body| (code, body) == (200, "ok")).await;
+    let exit = first.binary.terminate(PROMPT_EXIT).await.expect("exits after SIGTERM");
+    assert_eq!(exit.status.code(), Some(0), "{}", exit.logs);
+    let saved_by_a = std::fs::read(&saved_view).expect("the view is saved");
+    a.stop().await;
+
+    let (b, _) = two_unit_cluster().await;
+    b.set_fault("*", fake_apiserver::Fault::Error(503));
+    let b_kubeconfig = KubeconfigFile::new(&b.url()).expect("kubeconfig");
+    let mut second = start(&b_kubeconfig, Some(&cache.0));
+    let unsynced = "not ready: the upstream API server has not synced yet";
+    second.until_readyz(unsynced, |code, body| (code, body) == (503, unsynced)).await;
+    let exposition = second.metrics().await;
+    for (name, value) in [
+        (r#"grid_wrapper_saved_view_refused_total{reason="other_cluster"}"#, "1"),
+        ("grid_wrapper_serving_restored", "0"),
+    ] {
+        assert_eq!(sample(&exposition, name), Some(value), "{name} in\n{exposition}");
+    }
+    let slices = raw_get(second.api, "/apis/discovery.k8s.io/v1/endpointslices").await.expect("answers");
+    assert_eq!(slices.status, 503, "cluster A's view is not served: {slices:?}");
+    assert_eq!(std::fs::read(&saved_view).expect("still there"), saved_by_a, "kept, not deleted");
+
+    // B answers: its view is served, and saved over A's
+    b.clear_faults();
+    second.until_readyz("ok", |code, body| (code, body) == (200, "ok")).await;
+    let b_server = format!("{}/", b.url());
+    eventually("cluster B's view saved", || async {
+        let saved: Value = serde_json::from_slice(&std::fs::read(&saved_view).ok()?).ok()?;
+        (saved["cluster"]["server"] == b_server.as_str()).then_some(())
+    })
+    .await;
+    let exit = second.binary.terminate(PROMPT_EXIT).await.expect("exits after SIGTERM");
+    assert_eq!(exit.status.code(), Some(0), "{}", exit.logs);
+    let refusals: Vec<&str> = exit.logs.lines().filter(|line| line.contains("was saved for another cluster")).collect();
+    assert_eq!(refusals.len(), 1, "logged once:\n{}", exit.logs);
+    assert!(refusals[0].contains(&format!("{a_url}/")) && refusals[0].contains(&b_server), "{}", refusals[0]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

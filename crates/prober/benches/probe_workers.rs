@@ -134,6 +134,7 @@ fn main() {
                 headers: vec![],
                 bearer_token: None,
                 tls: TlsVerification::InsecureSkipVerify,
+                extra_success_statuses: vec![],
             })
         })
         .await;

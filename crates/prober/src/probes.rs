@@ -51,16 +51,28 @@ pub struct HttpProbe {
     pub headers: Vec<(String, String)>,
     pub bearer_token: Option<String>,
     pub tls: TlsVerification,
+    /// Statuses outside 200-399 that count as a success too (kubelet's own probes have
+    /// none): for a probe asking whether the server answers at all, such as edge-health's
+    /// kubelet check, where a 401 comes from a live kubelet refusing the credential.
+    pub extra_success_statuses: Vec<u16>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TlsVerification {
-    /// Trust only these PEM certificates.
+    /// Trust only these PEM certificates (and a SAN matching the host dialled).
     CaBundle(Vec<u8>),
+    /// A kubelet's serving certificate (signer `kubernetes.io/kubelet-serving`): a chain to
+    /// these PEM certificates, a SAN matching the host dialled (an IP SAN for an IP), and
+    /// the subject `CN=system:node:<name>` for one of `node_names` (none: every
+    /// certificate is refused).
+    KubeletServing { ca_bundle: Vec<u8>, node_names: Vec<String> },
     /// Accept any certificate, as kubelet does for HTTPS probes (a kubelet's own serving
     /// certificate is usually self-signed).
     InsecureSkipVerify,
 }
+
+/// The prefix of a kubelet serving certificate's common name, before the node's name.
+pub const KUBELET_SERVING_CN_PREFIX: &str = "system:node:";
 
 /// What a probe found, with kubelet-style detail for logs and Events.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -185,18 +197,30 @@ async fn connect(probe: &HttpProbe, host: &str, port: u16) -> Result<Box<dyn Io>
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(provider)))
             .with_no_client_auth(),
-        TlsVerification::CaBundle(pem) => {
-            let mut roots = rustls::RootCertStore::empty();
-            for cert in CertificateDer::pem_slice_iter(pem) {
-                roots.add(cert.map_err(|e| format!("CA bundle: {e}"))?).map_err(|e| format!("CA bundle: {e}"))?;
-            }
-            builder.with_root_certificates(roots).with_no_client_auth()
+        TlsVerification::CaBundle(pem) => builder.with_root_certificates(roots(pem)?).with_no_client_auth(),
+        TlsVerification::KubeletServing { ca_bundle, node_names } => {
+            let webpki = rustls::client::WebPkiServerVerifier::builder_with_provider(
+                Arc::new(roots(ca_bundle)?),
+                provider.clone(),
+            )
+            .build()
+            .map_err(|e| format!("CA bundle: {e}"))?;
+            let verifier = KubeletServingVerifier { webpki, node_names: node_names.clone() };
+            builder.dangerous().with_custom_certificate_verifier(Arc::new(verifier)).with_no_client_auth()
         }
     };
     let name = ServerName::try_from(host.to_string()).map_err(|e| format!("server name {host}: {e}"))?;
     let tls =
         tokio_rustls::TlsConnector::from(Arc::new(config)).connect(name, tcp).await.map_err(|e| format!("tls: {e}"))?;
     Ok(Box::new(tls))
+}
+
+fn roots(pem: &[u8]) -> Result<rustls::RootCertStore, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(pem) {
+        roots.add(cert.map_err(|e| format!("CA bundle: {e}"))?).map_err(|e| format!("CA bundle: {e}"))?;
+    }
+    Ok(roots)
 }
 
 async fn http(probe: &HttpProbe) -> Result<ProbeReport, ProberError> {
@@ -250,6 +274,8 @@ async fn http(probe: &HttpProbe) -> Result<ProbeReport, ProberError> {
         let body = String::from_utf8_lossy(&body).into_owned();
         return Ok(if (200..400).contains(&status.as_u16()) {
             ProbeReport::success(body)
+        } else if probe.extra_success_statuses.contains(&status.as_u16()) {
+            ProbeReport::success(format!("HTTP probe answered {}, counted as a success", status.as_u16()))
         } else {
             ProbeReport::failure(format!("HTTP probe failed with statuscode: {}", status.as_u16()))
         });
@@ -392,6 +418,71 @@ fn health_status(frame: &[u8]) -> Option<u64> {
         }
     }
     Some(status)
+}
+
+/// A kubelet's serving certificate for one of `node_names`: webpki's checks (the chain to
+/// the CA bundle, validity, the serverAuth usage, a SAN matching the host dialled), then
+/// exactly one subject common name, `system:node:<name>`. Without the name check any
+/// certificate the kubelet-serving signer issued (every node's) would pass for every
+/// node whose address it names, and a node can ask for its own addresses only.
+#[derive(Debug)]
+struct KubeletServingVerifier {
+    webpki: Arc<rustls::client::WebPkiServerVerifier>,
+    node_names: Vec<String>,
+}
+
+impl rustls::client::danger::ServerCertVerifier for KubeletServingVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        let verified = self.webpki.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)?;
+        let refused = |why: String| {
+            rustls::Error::InvalidCertificate(rustls::CertificateError::Other(rustls::OtherError(Arc::new(
+                std::io::Error::other(why),
+            ))))
+        };
+        let (_, cert) = x509_parser::parse_x509_certificate(end_entity)
+            .map_err(|e| refused(format!("unreadable certificate: {e}")))?;
+        let names: Vec<&str> = cert.subject().iter_common_name().filter_map(|cn| cn.as_str().ok()).collect();
+        let node = match names.as_slice() {
+            [name] => name.strip_prefix(KUBELET_SERVING_CN_PREFIX),
+            _ => None,
+        };
+        match node {
+            Some(node) if self.node_names.iter().any(|n| n == node) => Ok(verified),
+            _ => Err(refused(format!(
+                "the certificate's subject common name is {names:?}, not {KUBELET_SERVING_CN_PREFIX}<one of {:?}>",
+                self.node_names
+            ))),
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.webpki.supported_verify_schemes()
+    }
 }
 
 /// Accepts any server certificate but still checks handshake signatures.

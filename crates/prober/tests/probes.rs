@@ -59,6 +59,7 @@ fn http(addr: SocketAddr, path: &str) -> ProbeTarget {
         headers: vec![],
         bearer_token: None,
         tls: TlsVerification::InsecureSkipVerify,
+        extra_success_statuses: vec![],
     })
 }
 
@@ -146,6 +147,7 @@ async fn https_with_and_without_verification() {
             headers: vec![],
             bearer_token: None,
             tls,
+            extra_success_statuses: vec![],
         })
     };
     assert_eq!(outcome(&target(TlsVerification::InsecureSkipVerify), TIMEOUT).await, (Outcome::Success, "ok".into()));
@@ -153,6 +155,80 @@ async fn https_with_and_without_verification() {
     let (untrusted, detail) = outcome(&target(TlsVerification::CaBundle(other_ca.into_bytes())), TIMEOUT).await;
     assert_eq!(untrusted, Outcome::Failure);
     assert!(detail.contains("tls"), "{detail}");
+}
+
+/// A kubelet's serving certificate is verified for the node probed: a CA-signed certificate
+/// with its `CN=system:node:<node>` and an IP SAN of the address dialled passes; another
+/// node's name, another address, a self-signed certificate (whatever its names) or
+/// another CA's are refused during the handshake, before the request (and its token) is
+/// sent.
+#[tokio::test]
+async fn kubelet_serving_certificates_are_verified_for_the_node_and_its_address() {
+    use edgegrid_testing::tls::{RecordingHttpsServer, TestCa, self_signed_kubelet_cert};
+    let (ca, other_ca) = (TestCa::new("kubelet-serving"), TestCa::new("other"));
+    let here: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+    let elsewhere: std::net::IpAddr = "127.0.0.2".parse().unwrap();
+    let probe = |server: &RecordingHttpsServer, node_names: &[&str]| {
+        ProbeTarget::Http(HttpProbe {
+            https: true,
+            host: "127.0.0.1".into(),
+            port: server.addr().port(),
+            path: "/healthz".into(),
+            headers: vec![],
+            bearer_token: Some("check-token".into()),
+            tls: TlsVerification::KubeletServing {
+                ca_bundle: ca.cert_pem().into_bytes(),
+                node_names: node_names.iter().map(|n| n.to_string()).collect(),
+            },
+            extra_success_statuses: vec![],
+        })
+    };
+    let start = |cert| async move { RecordingHttpsServer::start("127.0.0.1:0".parse().unwrap(), &cert, 200).await };
+
+    let kubelet = start(ca.kubelet_serving_cert(2, "edge-1", &[here])).await.unwrap();
+    assert_eq!(outcome(&probe(&kubelet, &["edge-1"]), TIMEOUT).await, (Outcome::Success, "ok".into()));
+    assert_eq!(
+        outcome(&probe(&kubelet, &["edge-0", "edge-1"]), TIMEOUT).await.0,
+        Outcome::Success,
+        "one of the names publishing the address"
+    );
+    assert_eq!(kubelet.authorizations(), [Some("Bearer check-token".to_string()), Some("Bearer check-token".into())]);
+
+    let refused = [
+        ("another node's name", start(ca.kubelet_serving_cert(3, "edge-2", &[here])).await.unwrap(), "edge-1"),
+        ("another address", start(ca.kubelet_serving_cert(4, "edge-1", &[elsewhere])).await.unwrap(), "edge-1"),
+        ("self-signed", start(self_signed_kubelet_cert("edge-1", &[here])).await.unwrap(), "edge-1"),
+        ("another CA", start(other_ca.kubelet_serving_cert(5, "edge-1", &[here])).await.unwrap(), "edge-1"),
+        ("a server certificate", start(ca.server_cert(6)).await.unwrap(), "edge-1"),
+    ];
+    for (case, server, node) in &refused {
+        let (result, detail) = outcome(&probe(server, &[node]), TIMEOUT).await;
+        assert_eq!(result, Outcome::Failure, "{case}: {detail}");
+        assert!(detail.contains("tls: invalid peer certificate"), "{case}: {detail}");
+        assert_eq!((server.handshakes(), server.authorizations()), (0, vec![]), "{case}: nothing sent");
+    }
+    let (no_name, detail) = outcome(&probe(&kubelet, &[]), TIMEOUT).await;
+    assert_eq!(no_name, Outcome::Failure, "no node name, no certificate passes: {detail}");
+    assert_eq!(kubelet.authorizations().len(), 2, "nothing more sent");
+}
+
+#[tokio::test]
+async fn extra_success_statuses_count_as_success() {
+    let addr = http_server().await;
+    let mut unauthorized = http(addr, "/auth");
+    assert_eq!(outcome(&unauthorized, TIMEOUT).await.0, Outcome::Failure, "401 fails a plain probe");
+    if let ProbeTarget::Http(probe) = &mut unauthorized {
+        probe.extra_success_statuses = vec![401, 403];
+    }
+    assert_eq!(
+        outcome(&unauthorized, TIMEOUT).await,
+        (Outcome::Success, "HTTP probe answered 401, counted as a success".into())
+    );
+    let mut failing = http(addr, "/fail");
+    if let ProbeTarget::Http(probe) = &mut failing {
+        probe.extra_success_statuses = vec![401, 403];
+    }
+    assert_eq!(outcome(&failing, TIMEOUT).await.0, Outcome::Failure, "only the statuses named");
 }
 
 #[tokio::test]

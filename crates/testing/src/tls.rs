@@ -1,24 +1,26 @@
 //! What tests of HTTPS servers share: a throwaway CA issuing server and client
 //! certificates (rcgen), rustls client configurations trusting it, and one HTTPS request
-//! that reports the certificate the server presented. The keys are generated per test,
+//! that reports the certificate the server presented. For tests of HTTPS clients: kubelet
+//! serving certificates (CA-signed or self-signed) and an HTTPS server that records the
+//! `Authorization` header of every request it gets. The keys are generated per test,
 //! except the one RSA key (ring cannot generate RSA keys), which is a fixture of this
 //! crate and protects nothing.
 
 use std::io;
-use std::net::SocketAddr;
-use std::sync::Arc;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use base64::Engine;
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
-    KeyUsagePurpose, SerialNumber,
+    KeyUsagePurpose, SanType, SerialNumber,
 };
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::{ClientConfig, HandshakeKind, ProtocolVersion, RootCertStore, SupportedProtocolVersion};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio_rustls::TlsConnector;
+use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 /// A 2048-bit RSA key (PKCS#8) for tests of RSA certificates only.
 const TEST_RSA_KEY: &str = include_str!("test-rsa-2048.pkcs8.pem");
@@ -84,10 +86,37 @@ impl TestCa {
         TestCert { cert_pem: cert.pem(), cert_der: cert.der().clone(), key_pem: key.serialize_pem() }
     }
 
+    /// A kubelet serving certificate as the `kubernetes.io/kubelet-serving` signer issues
+    /// it: `O=system:nodes, CN=system:node:<node>`, `ips` as IP SANs.
+    pub fn kubelet_serving_cert(&self, serial: u64, node: &str, ips: &[IpAddr]) -> TestCert {
+        let key = KeyPair::generate().expect("an ECDSA key");
+        let cert = kubelet_serving_params(serial, node, ips).signed_by(&key, &self.issuer).expect("a certificate");
+        TestCert { cert_pem: cert.pem(), cert_der: cert.der().clone(), key_pem: key.serialize_pem() }
+    }
+
     /// A client trusting this CA only, presenting `identity` when given.
     pub fn client_config(&self, identity: Option<&TestCert>) -> Arc<ClientConfig> {
         client_config(&[self.cert_der()], identity, rustls::DEFAULT_VERSIONS)
     }
+}
+
+/// [`TestCa::kubelet_serving_cert`]'s subject and names, self-signed: what kubeadm's
+/// kubelet serves by default, and what anyone can make for any name.
+pub fn self_signed_kubelet_cert(node: &str, ips: &[IpAddr]) -> TestCert {
+    let key = KeyPair::generate().expect("an ECDSA key");
+    let cert = kubelet_serving_params(1, node, ips).self_signed(&key).expect("a certificate");
+    TestCert { cert_pem: cert.pem(), cert_der: cert.der().clone(), key_pem: key.serialize_pem() }
+}
+
+fn kubelet_serving_params(serial: u64, node: &str, ips: &[IpAddr]) -> CertificateParams {
+    let mut params = CertificateParams::default();
+    params.distinguished_name.push(DnType::OrganizationName, "system:nodes");
+    params.distinguished_name.push(DnType::CommonName, format!("system:node:{node}"));
+    params.subject_alt_names = ips.iter().map(|ip| SanType::IpAddress(*ip)).collect();
+    params.serial_number = Some(SerialNumber::from(serial));
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+    params
 }
 
 impl TestCert {
@@ -232,4 +261,99 @@ pub async fn https_get(address: SocketAddr, path: &str, client: Arc<ClientConfig
     tokio::time::timeout(Duration::from_secs(5), exchange)
         .await
         .unwrap_or_else(|_| Err(io::Error::new(io::ErrorKind::TimedOut, "no answer within 5 s")))
+}
+
+/// An HTTPS server presenting one certificate that answers every request with one status
+/// and records each request's `Authorization` header: what a client sent to whoever holds
+/// a peer's address. Stops when dropped.
+pub struct RecordingHttpsServer {
+    addr: SocketAddr,
+    seen: Arc<Mutex<Seen>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+#[derive(Default)]
+struct Seen {
+    handshakes: usize,
+    authorizations: Vec<Option<String>>,
+}
+
+impl RecordingHttpsServer {
+    /// Listens on `address` (port 0: any), presenting `cert`, answering `status`.
+    pub async fn start(address: SocketAddr, cert: &TestCert, status: u16) -> io::Result<Self> {
+        let key = PrivateKeyDer::from_pem_slice(cert.key_pem.as_bytes()).map_err(io::Error::other)?;
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .map_err(io::Error::other)?
+            .with_no_client_auth()
+            .with_single_cert(vec![cert.cert_der.clone()], key)
+            .map_err(io::Error::other)?;
+        let acceptor = TlsAcceptor::from(Arc::new(config));
+        let listener = tokio::net::TcpListener::bind(address).await?;
+        let addr = listener.local_addr()?;
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let recorder = seen.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((connection, _)) = listener.accept().await {
+                let (acceptor, seen) = (acceptor.clone(), recorder.clone());
+                tokio::spawn(async move {
+                    let exchange = async {
+                        // a client refusing the certificate ends here: nothing was sent
+                        let mut stream = acceptor.accept(connection).await.ok()?;
+                        seen.lock().unwrap_or_else(|e| e.into_inner()).handshakes += 1;
+                        let head = read_head(&mut stream).await?;
+                        let authorization = head.lines().find_map(|line| {
+                            let (name, value) = line.split_once(':')?;
+                            name.trim().eq_ignore_ascii_case("authorization").then(|| value.trim().to_string())
+                        });
+                        seen.lock().unwrap_or_else(|e| e.into_inner()).authorizations.push(authorization);
+                        let response = format!(
+                            "HTTP/1.1 {status} Recorded\r\nContent-Type: text/plain\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+                        );
+                        stream.write_all(response.as_bytes()).await.ok()?;
+                        stream.shutdown().await.ok()
+                    };
+                    let _ = tokio::time::timeout(Duration::from_secs(5), exchange).await;
+                });
+            }
+        });
+        Ok(Self { addr, seen, task })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// TLS handshakes completed (a client that refused the certificate completed none).
+    pub fn handshakes(&self) -> usize {
+        self.seen.lock().unwrap_or_else(|e| e.into_inner()).handshakes
+    }
+
+    /// The `Authorization` header of each request received, in order (`None`: none sent).
+    pub fn authorizations(&self) -> Vec<Option<String>> {
+        self.seen.lock().unwrap_or_else(|e| e.into_inner()).authorizations.clone()
+    }
+}
+
+impl Drop for RecordingHttpsServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A request's head (up to the blank line, at most 16 KiB).
+async fn read_head(stream: &mut (impl tokio::io::AsyncRead + Unpin)) -> Option<String> {
+    let mut head = Vec::new();
+    let mut buffer = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        if head.len() > 16 * 1024 {
+            return None;
+        }
+        let read = stream.read(&mut buffer).await.ok()?;
+        if read == 0 {
+            return None;
+        }
+        head.extend_from_slice(&buffer[..read]);
+    }
+    Some(String::from_utf8_lossy(&head).into_owned())
 }

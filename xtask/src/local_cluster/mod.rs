@@ -582,7 +582,7 @@ const RELEASE_NAMESPACE: &str = "kube-system";
 /// annotations and its peers' verdicts, and its binding.
 async fn install_node_restriction(client: &Client) -> Result<()> {
     use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
-    let [policy, binding] = edgegrid_testing::chart::edge_health_node_policy(RELEASE_NAMESPACE);
+    let [policy, binding] = edgegrid_testing::chart::edge_health_node_policy(RELEASE_NAMESPACE, "cloud");
     let policy: ValidatingAdmissionPolicy = serde_json::from_value(policy).context("the chart's policy")?;
     let binding: ValidatingAdmissionPolicyBinding = serde_json::from_value(binding).context("its binding")?;
     Api::all(client.clone()).create(&PostParams::default(), &policy).await.context("installing the node policy")?;
@@ -689,6 +689,9 @@ async fn start_components(
             &path(&key_file),
             "--signing-key-file",
             &path(&signing_key),
+            // as the chart: the webhook's deployment writes the verdicts from the views
+            "--verdict-writer",
+            "cloud",
             "--check",
             &check,
             "--period",

@@ -14,7 +14,9 @@ use std::time::Duration;
 
 use controller_support::unit_config::follow_edge_health_config_data;
 use controller_support::watch::{Index, Key, Watch};
-use edgegrid_core::keys::{EDGE_HEALTH_ADDRESS_ANNOTATION, EDGE_HEALTH_PUBLIC_KEY_ANNOTATION};
+use edgegrid_core::keys::{
+    EDGE_HEALTH_ADDRESS_ANNOTATION, EDGE_HEALTH_PUBLIC_KEY_ANNOTATION, EDGE_HEALTH_UNHEALTHY_VIEW_ANNOTATION,
+};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, PartialObjectMeta, Patch, PatchParams};
@@ -124,4 +126,29 @@ pub async fn publish_address(nodes: &Api<Node>, daemon: &Daemon, address: &str, 
         }
     };
     daemon.metrics().write("address", outcome);
+}
+
+/// With `--verdict-writer=cloud`: puts this node's view (the members it holds Unhealthy) on
+/// its own Node when it changed; the cloud writes the verdicts from the unit's views. One
+/// write per change of the view, not per period.
+pub async fn publish_view(nodes: &Api<Node>, daemon: &Daemon, limit: Duration) {
+    let Some(view) = daemon.view_to_publish() else { return };
+    let node = daemon.settings().node_name.clone();
+    let patch = json!({"metadata": {"annotations": {EDGE_HEALTH_UNHEALTHY_VIEW_ANNOTATION: view}}});
+    let (params, merge) = (params(), Patch::Merge(&patch));
+    let outcome = match tokio::time::timeout(limit, nodes.patch_metadata(&node, &params, &merge)).await {
+        Ok(Ok(_)) => {
+            tracing::info!(%node, unhealthy = %view, "view published");
+            "written"
+        }
+        Ok(Err(error)) => {
+            tracing::warn!(%node, %error, "view not published; retrying next period");
+            "failed"
+        }
+        Err(_) => {
+            tracing::warn!(%node, ?limit, "view not published in time; retrying next period");
+            "failed"
+        }
+    };
+    daemon.metrics().write("view", outcome);
 }

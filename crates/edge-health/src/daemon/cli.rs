@@ -6,16 +6,20 @@
 //! error naming the flag, not a daemon that votes everyone unhealthy.
 
 use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use controller_support::{BindAddress, RuntimeFlags, parse_duration};
 use edgegrid_prober::TlsVerification;
 
+use super::kubelet_credential::{KubeletCredential, RequestedToken};
 use crate::config::{CheckConfig, CheckKind, CheckSpec, ConfigError, KUBELET_HEALTHZ_PATH, ProtocolConfig};
 use crate::membership::UnitSource;
 
-/// Where a pod finds its service-account token (sent to the kubelet by `kind=kubelet`).
+/// Where a pod finds its own service-account token: the daemon's identity, which
+/// `--token-file` may not name (a kubelet check sends its token to whoever answers at a
+/// peer's address).
 pub const SERVICE_ACCOUNT_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
 
 /// Every evaluation walks the assignments of the whole window; 1,000 periods of 10 s are
@@ -59,8 +63,11 @@ pub struct Flags {
     /// A check run on each assigned peer, repeatable:
     /// `kind=<kubelet|http|https|tcp|grpc>,port=N,timeout=300ms[,retries=N][,weight=W]`
     /// `[,path=/healthz]` (http, https) `[,service=NAME]` (grpc) `[,ca-file=PEM]` (https,
-    /// kubelet; otherwise the certificate is not verified, as kubelet's probes do).
-    /// `retries` defaults to 0 and `weight` to 1.
+    /// kubelet; otherwise the certificate is not verified, as kubelet's probes do; for
+    /// kubelet the peer's certificate must also carry `CN=system:node:<peer node>` and a
+    /// SAN of its address). `retries` defaults to 0 and `weight` to 1. A kubelet check
+    /// passes on 2xx/3xx and on the kubelet's 401/403 (it is serving), and sends the token
+    /// of --kubelet-check-service-account or --token-file, or none.
     #[arg(long = "check", value_name = "CHECK", value_parser = parse_check)]
     pub checks: Vec<CheckSpec>,
     /// SuperEdge's kubelet check flag, e.g. `timeout=5,retrytime=3,weight=1,port=10250`.
@@ -113,10 +120,18 @@ pub struct Flags {
     /// Per attempt of sending one message to a peer.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub message_timeout: Duration,
-    /// Service-account token sent to the kubelet by `kind=kubelet` checks (re-read each
-    /// period: it rotates).
-    #[arg(long, default_value = SERVICE_ACCOUNT_TOKEN)]
-    pub token_file: PathBuf,
+    /// `kind=kubelet` checks send the short-lived tokens of this ServiceAccount
+    /// (`<namespace>/<name>`), asked for with the TokenRequest API (`create` on its
+    /// `serviceaccounts/token`) and renewed in memory. It should be allowed nothing but
+    /// `get nodes/healthz` (the chart's `edge-health-kubelet-check`): a peer's kubelet
+    /// certificate can rarely be verified, so whoever answers at a peer's address gets it.
+    #[arg(long, value_name = "NAMESPACE/NAME", conflicts_with = "token_file")]
+    pub kubelet_check_service_account: Option<String>,
+    /// Instead: a token file of your choice that `kind=kubelet` checks send (re-read each
+    /// period: it may rotate); the same caution applies. Not this pod's own
+    /// service-account token. Neither given: the checks send no token.
+    #[arg(long)]
+    pub token_file: Option<PathBuf>,
     /// How often --hmac-key-file is looked at for a new key.
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub key_reload_interval: Duration,
@@ -136,6 +151,27 @@ pub struct Flags {
     /// bound.
     #[arg(long, default_value_t = 16)]
     pub max_concurrent_probe_requests: usize,
+    /// Who writes the `nodeunhealth` verdicts. `edge`: the unit's members, one writer per
+    /// verdict (SuperEdge's way; the daemon's identity must be allowed to annotate other
+    /// Nodes). `cloud`: each daemon publishes only its own view on its own Node
+    /// (`edgegrid.io/edge-health-unhealthy`) and the admission webhook's deployment writes
+    /// the verdicts from the views (the chart's choice: then the daemon's identity writes
+    /// nothing but its own Node).
+    #[arg(long, value_enum, default_value_t = VerdictWriter::Edge)]
+    pub verdict_writer: VerdictWriter,
+    /// Networks (CIDRs, comma-separated) whose clients may read `GET /verdicts` besides
+    /// this node's own processes over loopback (its grid wrapper). Others get 403: the
+    /// listener is on the node's address for the peers' `/exchange`, and no other host
+    /// needs this node's view. Default: none.
+    #[arg(long, value_name = "CIDR", value_delimiter = ',')]
+    pub verdicts_allowed_from: Vec<controller_support::Cidr>,
+}
+
+/// See [`Flags::verdict_writer`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum VerdictWriter {
+    Edge,
+    Cloud,
 }
 
 /// The validated configuration the daemon runs with.
@@ -151,12 +187,13 @@ pub struct Settings {
     pub checks: CheckConfig,
     pub protocol: ProtocolConfig,
     pub message_timeout: Duration,
-    /// Only when a kubelet check is configured.
-    pub token_file: Option<PathBuf>,
+    /// What kubelet checks send (always [`KubeletCredential::None`] without one).
+    pub kubelet_credential: KubeletCredential,
     pub key_reload_interval: Duration,
     pub key_rotation_overlap: Duration,
     pub peer_cache_file: Option<PathBuf>,
     pub max_concurrent_probe_requests: usize,
+    pub verdict_writer: VerdictWriter,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -181,6 +218,12 @@ pub enum SettingsError {
     EmptyUnitLabelKey,
     #[error("--node-name (or NODE_NAME) must name this node")]
     NoNodeName,
+    #[error(
+        "--token-file {0} is this pod's own service-account token, which kubelet checks would send to whoever answers at a peer's address: use --kubelet-check-service-account"
+    )]
+    OwnTokenForKubeletChecks(PathBuf),
+    #[error("--kubelet-check-service-account must be <namespace>/<name>, got {0:?}")]
+    KubeletCheckServiceAccount(String),
 }
 
 impl Flags {
@@ -235,6 +278,17 @@ impl Flags {
         if advertise_ip.is_unspecified() || advertise_ip.is_multicast() {
             return Err(SettingsError::UnroutableAdvertiseAddress(advertise_ip));
         }
+        let kubelet_credential = match (&self.kubelet_check_service_account, &self.token_file) {
+            (_, Some(path)) if path == Path::new(SERVICE_ACCOUNT_TOKEN) => {
+                return Err(SettingsError::OwnTokenForKubeletChecks(path.clone()));
+            }
+            (Some(account), _) => KubeletCredential::Requested(Arc::new(
+                RequestedToken::parse(account)
+                    .ok_or_else(|| SettingsError::KubeletCheckServiceAccount(account.clone()))?,
+            )),
+            (None, Some(path)) => KubeletCredential::File(path.clone()),
+            (None, None) => KubeletCredential::None,
+        };
         let unit_source = match &self.unit_label_key {
             Some(key) if key.is_empty() => return Err(SettingsError::EmptyUnitLabelKey),
             Some(key) => UnitSource::LabelKey(key.clone()),
@@ -250,11 +304,12 @@ impl Flags {
             checks,
             protocol,
             message_timeout: self.message_timeout,
-            token_file: uses_kubelet.then(|| self.token_file.clone()),
+            kubelet_credential: if uses_kubelet { kubelet_credential } else { KubeletCredential::None },
             key_reload_interval: self.key_reload_interval,
             key_rotation_overlap: self.key_rotation_overlap,
             peer_cache_file: self.peer_cache_file.clone(),
             max_concurrent_probe_requests: self.max_concurrent_probe_requests,
+            verdict_writer: self.verdict_writer,
         })
     }
 }
@@ -303,13 +358,14 @@ pub fn parse_check(text: &str) -> Result<CheckSpec, String> {
         Some(w) => w.parse().map_err(|_| format!("weight {w:?} is not a number"))?,
         None => 1.0,
     };
-    let tls = match take("ca-file") {
-        Some(path) => TlsVerification::CaBundle(std::fs::read(path).map_err(|e| format!("ca-file {path}: {e}"))?),
-        None => TlsVerification::InsecureSkipVerify,
+    let ca_bundle = match take("ca-file") {
+        Some(path) => Some(std::fs::read(path).map_err(|e| format!("ca-file {path}: {e}"))?),
+        None => None,
     };
+    let tls = ca_bundle.clone().map_or(TlsVerification::InsecureSkipVerify, TlsVerification::CaBundle);
     let path = take("path").unwrap_or(KUBELET_HEALTHZ_PATH).to_string();
     let kind = match kind {
-        "kubelet" => CheckKind::KubeletHealthz { port, tls },
+        "kubelet" => CheckKind::KubeletHealthz { port, ca_bundle },
         "http" => CheckKind::Http { https: false, port, path, tls },
         "https" => CheckKind::Http { https: true, port, path, tls },
         "tcp" => CheckKind::Tcp { port },
@@ -429,7 +485,7 @@ mod tests {
         );
         assert_eq!(s.peer_cache_file, Some(PathBuf::from("/var/lib/edge-health/peers.json")));
         assert_eq!(s.max_concurrent_probe_requests, 4);
-        assert_eq!(s.token_file, None, "no kubelet check, no token");
+        assert!(matches!(s.kubelet_credential, KubeletCredential::None), "no kubelet check, no token");
         assert_eq!(s.unit_source, UnitSource::NodeUnits);
         assert_eq!(s.namespace, "kube-system");
     }
@@ -514,7 +570,48 @@ mod tests {
         let s = settings(&["--kubeletauthplugin", "timeout=1,retrytime=2,weight=1,port=10250"]).unwrap();
         assert_eq!(s.checks.checks().len(), 1);
         assert_eq!(s.checks.healthy_score(), 100.0, "SuperEdge's weights are scaled to its score line");
-        assert_eq!(s.token_file.as_deref(), Some(std::path::Path::new(SERVICE_ACCOUNT_TOKEN)));
+        assert!(matches!(s.kubelet_credential, KubeletCredential::None), "not the pod's own token by default");
+    }
+
+    /// The daemon's own identity is never what a kubelet check sends: by default nothing,
+    /// a requested token of the ServiceAccount named, or a file of the operator's choice
+    /// but not the pod's own token.
+    #[test]
+    fn kubelet_checks_never_send_the_daemons_own_token() {
+        const KUBELET: &str = "kind=kubelet,port=10250,timeout=2s";
+        let default = settings(&["--check", KUBELET]).unwrap();
+        assert!(matches!(default.kubelet_credential, KubeletCredential::None), "{:?}", default.kubelet_credential);
+        let requested =
+            settings(&["--check", KUBELET, "--kubelet-check-service-account", "edgegrid/edge-health-kubelet-check"])
+                .unwrap();
+        match &requested.kubelet_credential {
+            KubeletCredential::Requested(token) => {
+                assert_eq!((token.namespace(), token.name()), ("edgegrid", "edge-health-kubelet-check"));
+            }
+            other => panic!("{other:?}"),
+        }
+        let own = settings(&["--check", KUBELET, "--token-file", SERVICE_ACCOUNT_TOKEN]).unwrap_err();
+        assert!(matches!(own, SettingsError::OwnTokenForKubeletChecks(_)), "{own}");
+        let chosen = settings(&["--check", KUBELET, "--token-file", "/etc/kubelet-check/token"]).unwrap();
+        assert!(
+            matches!(&chosen.kubelet_credential, KubeletCredential::File(p) if p == Path::new("/etc/kubelet-check/token"))
+        );
+        let bad = settings(&["--check", KUBELET, "--kubelet-check-service-account", "no-namespace"]).unwrap_err();
+        assert!(matches!(bad, SettingsError::KubeletCheckServiceAccount(_)), "{bad}");
+        let both = Flags::try_parse_from([
+            "edge-health",
+            "--hmac-key-file",
+            "/k",
+            "--signing-key-file",
+            "/s",
+            "--kubelet-check-service-account",
+            "a/b",
+            "--token-file",
+            "/t",
+        ]);
+        assert!(both.is_err(), "one credential or the other");
+        let no_kubelet_check = settings(&["--check", HTTP, "--kubelet-check-service-account", "a/b"]).unwrap();
+        assert!(matches!(no_kubelet_check.kubelet_credential, KubeletCredential::None), "nothing to send it to");
     }
 
     #[test]
@@ -524,7 +621,7 @@ mod tests {
             CheckKind::Grpc { port: 9090, service: Some("health".into()) }
         );
         let kubelet = parse_check("kind=kubelet,port=10250,timeout=2s,retries=1").unwrap();
-        assert_eq!(kubelet.kind, CheckKind::KubeletHealthz { port: 10250, tls: TlsVerification::InsecureSkipVerify });
+        assert_eq!(kubelet.kind, CheckKind::KubeletHealthz { port: 10250, ca_bundle: None });
         assert_eq!((kubelet.retries, kubelet.weight), (1, 1.0));
         for (text, why) in [
             ("port=1,timeout=1s", "kind is required"),

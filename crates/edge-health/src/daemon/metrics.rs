@@ -1,7 +1,7 @@
 //! The daemon's metrics, prefixed `edge_health_`: probe attempts by check and result,
 //! ballots cast, verdict changes and the current verdicts, messages accepted and
 //! rejected (one label value per [`Rejection`]), messages sent, the vote latency, Node
-//! writes by outcome and key reloads.
+//! writes by outcome, key reloads and kubelet-check TokenRequests.
 
 use controller_support::metrics::Register;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -57,7 +57,8 @@ pub struct SentLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WriteLabels {
-    /// verdict (the `nodeunhealth` annotation), address (this node's own address annotation)
+    /// verdict (the `nodeunhealth` annotation), address (this node's own address and key
+    /// annotations), view (its own view annotation, `--verdict-writer=cloud`)
     pub target: &'static str,
     /// written, conflict (the precondition failed: recomputed next period), failed
     pub outcome: &'static str,
@@ -65,7 +66,7 @@ pub struct WriteLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabel {
-    /// loaded, unreadable, invalid
+    /// key reloads: loaded, unreadable, invalid; kubelet-check tokens: issued, failed
     pub result: &'static str,
 }
 
@@ -91,6 +92,8 @@ pub struct Metrics {
     pub ballots_refused: Family<ReasonLabel, Counter>,
     /// Frames whose rest was dropped after too many bad signatures.
     pub frames_dropped_for_forgeries: Counter,
+    /// TokenRequests for the kubelet-check ServiceAccount, by result.
+    pub kubelet_check_tokens: Family<ResultLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -111,6 +114,7 @@ impl Default for Metrics {
             probe_requests_declined: Family::default(),
             ballots_refused: Family::default(),
             frames_dropped_for_forgeries: Counter::default(),
+            kubelet_check_tokens: Family::default(),
         };
         for refused in BallotIgnored::ALL {
             let _ = metrics.ballots_refused.get_or_create(&ReasonLabel { reason: refused.metric_label() });
@@ -167,6 +171,12 @@ impl Register for Metrics {
             "frames_dropped_for_forgeries",
             "Results frames whose remaining ballots were dropped after too many bad signatures",
             self.frames_dropped_for_forgeries.clone(),
+        );
+        registry.register(
+            "kubelet_check_tokens",
+            "TokenRequests for the kubelet-check ServiceAccount's token (--kubelet-check-service-account), by \
+             result: issued, failed",
+            self.kubelet_check_tokens.clone(),
         );
     }
 }

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use edgegrid_core::keys::EDGE_HEALTH_ADDRESS_ANNOTATION;
 use edgegrid_prober::{Outcome, run_probe};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
@@ -23,7 +24,7 @@ use hyper_util::rt::TokioExecutor;
 
 use super::metrics::ProbeLabels;
 use super::state::{AfterDirect, Daemon, OutgoingRequest, RelayFrame, wall_clock};
-use crate::config::CheckConfig;
+use crate::config::{CheckConfig, CheckKind};
 use crate::message::MAX_FRAME_BYTES;
 use crate::time::Period;
 
@@ -87,17 +88,37 @@ impl Transport {
 }
 
 /// Runs every check on the peer at `host` (concurrently, each with its retries); whether
-/// its score reaches the line. `token`: read now (it rotates), sent to the kubelet only.
+/// its score reaches the line. `token`: the kubelet-check token as read now
+/// ([`read_token`]), sent to the kubelet only. For a peer's probe request, which names the
+/// address: a verified kubelet certificate may name any Node that publishes `host` (its
+/// SAN must still be `host`, which the CA signs for that node's own addresses only).
 pub async fn check_peer(checks: &CheckConfig, host: IpAddr, token: Option<&str>, daemon: &Daemon) -> bool {
-    let host = host.to_string();
+    let verifies_names =
+        checks.checks().iter().any(|c| matches!(c.kind, CheckKind::KubeletHealthz { ca_bundle: Some(_), .. }));
+    let names = if verifies_names { nodes_publishing(daemon, host) } else { Vec::new() };
+    check_node(checks, &names, host, token, daemon).await
+}
+
+/// [`check_peer`] for the Node(s) `node_names` at `host`.
+pub async fn check_node(
+    checks: &CheckConfig,
+    node_names: &[String],
+    host: IpAddr,
+    token: Option<&str>,
+    daemon: &Daemon,
+) -> bool {
+    let host = &host.to_string();
     let outcomes = futures::future::join_all(checks.checks().iter().map(|spec| {
-        let target = spec.target(&host, token);
+        let target = spec.target(host, node_names, token);
         async move {
             let check = spec.kind.name();
             for _ in 0..spec.attempts() {
                 let result = match run_probe(&target, spec.timeout).await {
                     Ok(report) if report.outcome == Outcome::Success => "success",
-                    Ok(_) => "failure",
+                    Ok(report) => {
+                        tracing::debug!(check, host = %host, detail = %report.detail, "check failed");
+                        "failure"
+                    }
                     Err(error) => {
                         tracing::warn!(%error, check, "the check cannot run");
                         "error"
@@ -115,16 +136,24 @@ pub async fn check_peer(checks: &CheckConfig, host: IpAddr, token: Option<&str>,
     checks.passes(&outcomes)
 }
 
-/// The service-account token, when a kubelet check needs one.
+/// The Nodes whose published address is at `host`.
+fn nodes_publishing(daemon: &Daemon, host: IpAddr) -> Vec<String> {
+    let (_, cache) = daemon.peer_cache();
+    cache
+        .nodes
+        .iter()
+        .filter(|meta| {
+            let address = meta.annotations.as_ref().and_then(|a| a.get(EDGE_HEALTH_ADDRESS_ANNOTATION));
+            address.and_then(|a| a.parse::<SocketAddr>().ok()).is_some_and(|a| a.ip() == host)
+        })
+        .filter_map(|meta| meta.name.clone())
+        .collect()
+}
+
+/// The token kubelet checks send now, if any: never the daemon's own (see
+/// [`super::kubelet_credential`]).
 pub fn read_token(daemon: &Daemon) -> Option<String> {
-    let path = daemon.settings().token_file.as_ref()?;
-    match std::fs::read_to_string(path) {
-        Ok(token) => Some(token.trim().to_string()),
-        Err(error) => {
-            tracing::warn!(path = %path.display(), %error, "service-account token unreadable: kubelet checks go without");
-            None
-        }
-    }
+    daemon.settings().kubelet_credential.current(wall_clock())
 }
 
 /// One period's probes (their ballots go out with the next relay rounds).
@@ -140,7 +169,7 @@ pub async fn run(daemon: Arc<Daemon>, transport: Transport, period: Period) {
                 tracing::debug!(target_node = %probe.target, "not probed: no address published");
                 return;
             };
-            let reachable = check_peer(checks, host, token, daemon).await;
+            let reachable = check_node(checks, std::slice::from_ref(&probe.target), host, token, daemon).await;
             if let AfterDirect::Ask(requests) = daemon.direct_result(&probe.target, period, reachable, wall_clock()) {
                 ask_helpers(daemon, transport, requests).await;
             }
@@ -249,6 +278,71 @@ mod tests {
     use crate::daemon::metrics::{BallotLabels, ReasonLabel, SentLabels};
     use crate::daemon::server::router;
     use crate::daemon::test_support::{daemon, holding_port, member};
+
+    /// With a `ca-file`, a kubelet check passes only on a peer presenting a certificate of
+    /// that CA for its node (`CN=system:node:<name>`) and its address (an IP SAN): another
+    /// node's certificate, one for another address, or a self-signed one for the right
+    /// names are refused in the handshake, so the token goes to the verified peer only. A
+    /// peer's probe request names an address: the names are those of the Nodes publishing it.
+    #[tokio::test]
+    async fn a_verified_kubelet_check_sends_its_token_to_the_named_peer_only() {
+        use edgegrid_testing::TempDir;
+        use edgegrid_testing::tls::{RecordingHttpsServer, TestCa, self_signed_kubelet_cert};
+        let ca = TestCa::new("kubelet-serving");
+        let dir = TempDir::new("kubelet-check").unwrap();
+        std::fs::write(dir.join("ca.pem"), ca.cert_pem()).unwrap();
+        std::fs::write(dir.join("token"), "check-token\n").unwrap();
+        let host: IpAddr = "127.0.0.1".parse().unwrap();
+        let cases = [
+            ("its own certificate", ca.kubelet_serving_cert(2, "target", &[host]), true),
+            ("another node's", ca.kubelet_serving_cert(3, "other", &[host]), false),
+            ("for another address", ca.kubelet_serving_cert(4, "target", &["127.0.0.9".parse().unwrap()]), false),
+            ("self-signed", self_signed_kubelet_cert("target", &[host]), false),
+        ];
+        for (case, cert, passes) in cases {
+            let server = RecordingHttpsServer::start("127.0.0.1:0".parse().unwrap(), &cert, 200).await.unwrap();
+            let port = server.addr().port();
+            let check = format!("kind=kubelet,port={port},timeout=1s,ca-file={}", dir.join("ca.pem").display());
+            let token_file = dir.join("token").display().to_string();
+            let nodes = [member("checker", Some("127.0.0.2:51005")), member("target", Some("127.0.0.1:51005"))];
+            let checker = daemon("checker", &check, &["--token-file", &token_file], &nodes);
+            let (checks, token) = (&checker.settings().checks, read_token(&checker));
+            assert_eq!(token.as_deref(), Some("check-token"));
+            let direct = check_node(checks, &["target".into()], host, token.as_deref(), &checker).await;
+            let asked = check_peer(checks, host, token.as_deref(), &checker).await;
+            assert_eq!((direct, asked), (passes, passes), "{case}");
+            let sent = if passes { vec![Some("Bearer check-token".to_string()); 2] } else { vec![] };
+            assert_eq!(server.authorizations(), sent, "{case}");
+            // nobody publishes the address: no name, no certificate passes
+            let elsewhere = [member("checker", Some("127.0.0.2:51005")), member("target", Some("127.0.0.3:51005"))];
+            checker.replace_nodes(&elsewhere);
+            assert!(!check_peer(checks, host, token.as_deref(), &checker).await, "{case}");
+            assert_eq!(server.authorizations().len(), if passes { 2 } else { 0 }, "{case}");
+        }
+    }
+
+    /// A kubelet that answers at all is serving: its 401 (a token it cannot review, or
+    /// none) and 403 pass a kind=kubelet check; its 500 (`/healthz` failing) does not; an
+    /// HTTPS check counts 401 as the failure kubelet's probes make it.
+    #[tokio::test]
+    async fn a_kubelet_refusing_the_request_is_alive() {
+        use edgegrid_testing::tls::{RecordingHttpsServer, TestCa};
+        let cert = TestCa::new("kubelet-serving").kubelet_serving_cert(2, "target", &["127.0.0.1".parse().unwrap()]);
+        let host: IpAddr = "127.0.0.1".parse().unwrap();
+        for (status, kubelet_passes, https_passes) in
+            [(200, true, true), (401, true, false), (403, true, false), (404, false, false), (500, false, false)]
+        {
+            let server = RecordingHttpsServer::start("127.0.0.1:0".parse().unwrap(), &cert, status).await.unwrap();
+            let port = server.addr().port();
+            let nodes = [member("checker", Some("127.0.0.2:51005")), member("target", Some("127.0.0.1:51005"))];
+            for (kind, passes) in [("kubelet", kubelet_passes), ("https", https_passes)] {
+                let checker = daemon("checker", &format!("kind={kind},port={port},timeout=1s"), &[], &nodes);
+                let reachable = check_node(&checker.settings().checks, &["target".into()], host, None, &checker).await;
+                assert_eq!(reachable, passes, "{kind} answered {status}");
+            }
+            assert_eq!(server.authorizations(), [None, None], "no token configured, none sent");
+        }
+    }
 
     /// The only helper's first answer is lost (its server fails the exchange): the asker
     /// asks again with a fresh frame (the first was accepted, so a resent copy would be

@@ -2,6 +2,11 @@
 //! `/readyz` and `/metrics`): `POST /exchange` takes peers' sealed frames, `GET /verdicts`
 //! serves the local view as core's [`LocalVerdicts`](edgegrid_core::health::LocalVerdicts).
 //!
+//! The listener is the node's address, since peers must reach `/exchange`; `/verdicts` is
+//! for the node's own grid wrapper (over loopback) and is refused (403) to other hosts
+//! unless `--verdicts-allowed-from` lists their network: a member reads the unit's view
+//! through the vote it takes part in, never another node's conclusions.
+//!
 //! Exchange answers: `204` for accepted results (and answers, and requests this node
 //! declines: not a node it checks, or already `--max-concurrent-probe-requests` probes
 //! running for peers), `200` with a sealed answer frame for a probe request it ran, `400`
@@ -17,6 +22,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use controller_support::{Cidr, NodeLocal};
 use edgegrid_core::health::VERDICTS_PATH;
 
 use tokio::sync::Semaphore;
@@ -33,11 +39,23 @@ struct Shared {
     helping: Arc<Semaphore>,
 }
 
+/// Who may read `GET /verdicts`: loopback, and the networks of `--verdicts-allowed-from`.
+pub fn verdicts_readers(allowed_from: Vec<Cidr>) -> NodeLocal {
+    NodeLocal::new("--verdicts-allowed-from", allowed_from)
+}
+
+/// `/exchange` for anyone (frames are authenticated), `/verdicts` for loopback clients
+/// only (no `--verdicts-allowed-from`).
 pub fn router(daemon: Arc<Daemon>) -> Router {
+    router_with_verdicts_readers(daemon, &verdicts_readers(Vec::new()))
+}
+
+/// `/exchange` for anyone (frames are authenticated), `/verdicts` for `verdicts_readers`.
+pub fn router_with_verdicts_readers(daemon: Arc<Daemon>, verdicts_readers: &NodeLocal) -> Router {
     let helping = Arc::new(Semaphore::new(daemon.settings().max_concurrent_probe_requests));
     Router::new()
         .route(EXCHANGE_PATH, post(exchange))
-        .route(VERDICTS_PATH, get(verdicts))
+        .merge(verdicts_readers.guard(Router::new().route(VERDICTS_PATH, get(verdicts))))
         .with_state(Shared { daemon, helping })
 }
 
@@ -79,13 +97,91 @@ async fn exchange(State(Shared { daemon, helping }): State<Shared>, frame: Bytes
 mod tests {
     use std::time::Duration;
 
+    use std::net::SocketAddr;
+
     use axum::body::Body;
+    use axum::extract::ConnectInfo;
     use axum::http::Request;
+    use clap::Parser;
+    use edgegrid_core::health::LocalVerdicts;
     use tower::ServiceExt;
 
     use super::*;
+    use crate::daemon::cli::Flags;
     use crate::daemon::test_support::{KEY, daemon, holding_port, member};
     use crate::message::{HmacKey, Payload, Signer};
+
+    /// `request` as the runtime's server hands it over: from a client at `peer`.
+    fn from(peer: &str, mut request: Request<Body>) -> Request<Body> {
+        request.extensions_mut().insert(ConnectInfo(peer.parse::<SocketAddr>().expect("a socket address")));
+        request
+    }
+
+    async fn read_verdicts(app: &Router, peer: &str) -> (StatusCode, String) {
+        let request = from(peer, Request::get(VERDICTS_PATH).body(Body::empty()).expect("request"));
+        let response = app.clone().oneshot(request).await.expect("answered");
+        let status = response.status();
+        let body = axum::body::to_bytes(response.into_body(), 1 << 20).await.expect("body");
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    fn unit() -> Arc<Daemon> {
+        let nodes = [member("edge-1", Some("127.0.0.1:51005")), member("edge-2", Some("10.0.0.2:51005"))];
+        daemon("edge-1", "kind=tcp,port=1,timeout=100ms", &[], &nodes)
+    }
+
+    /// By default only the node itself reads its view: a peer's address gets 403, while
+    /// `/exchange` still takes its frames (a garbage frame is judged, 400, not refused).
+    #[tokio::test]
+    async fn the_view_is_served_to_loopback_only_and_the_exchange_to_anyone() {
+        let app = router(unit());
+        let (status, body) = read_verdicts(&app, "10.0.0.2:40000").await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+        assert!(body.contains("--verdicts-allowed-from"), "{body}");
+        for local in ["127.0.0.1:40000", "[::1]:40000", "[::ffff:127.0.0.1]:40000"] {
+            let (status, body) = read_verdicts(&app, local).await;
+            assert_eq!(status, StatusCode::OK, "{local}: {body}");
+            let view: LocalVerdicts = serde_json::from_str(&body).expect("the view");
+            assert_eq!(view.node, "edge-1");
+        }
+        let frame = from("10.0.0.2:40000", Request::post(EXCHANGE_PATH).body(Body::from("garbage")).expect("request"));
+        assert_eq!(app.oneshot(frame).await.expect("answered").status(), StatusCode::BAD_REQUEST);
+    }
+
+    /// `--verdicts-allowed-from` opens the view to the networks it lists, and only those.
+    #[tokio::test]
+    async fn verdicts_allowed_from_opens_the_view_to_the_networks_it_lists() {
+        let flags = Flags::try_parse_from([
+            "edge-health",
+            "--hmac-key-file",
+            "/k",
+            "--signing-key-file",
+            "/s",
+            "--verdicts-allowed-from",
+            "10.0.0.0/24,fd00::/8",
+        ])
+        .expect("flags");
+        let app = router_with_verdicts_readers(unit(), &verdicts_readers(flags.verdicts_allowed_from));
+        for (peer, status) in [
+            ("10.0.0.2:40000", StatusCode::OK),
+            ("[fd00::7]:40000", StatusCode::OK),
+            ("127.0.0.1:40000", StatusCode::OK),
+            ("10.0.1.2:40000", StatusCode::FORBIDDEN),
+            ("[fe80::1]:40000", StatusCode::FORBIDDEN),
+        ] {
+            assert_eq!(read_verdicts(&app, peer).await.0, status, "{peer}");
+        }
+        let wrong = Flags::try_parse_from([
+            "edge-health",
+            "--hmac-key-file",
+            "/k",
+            "--signing-key-file",
+            "/s",
+            "--verdicts-allowed-from",
+            "10.0.0.1",
+        ]);
+        assert!(wrong.expect_err("not a CIDR").to_string().contains("is not a CIDR"));
+    }
 
     /// A peer asks twice at once while this node may run one probe for peers: one request
     /// is run (its check hangs until its timeout), the other declined at once as busy.

@@ -12,10 +12,12 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use edgegrid_core::health::{LocalVerdicts, NodeVerdict};
-use edgegrid_core::keys::{EDGE_HEALTH_ADDRESS_ANNOTATION, EDGE_HEALTH_PUBLIC_KEY_ANNOTATION};
+use edgegrid_core::keys::{
+    EDGE_HEALTH_ADDRESS_ANNOTATION, EDGE_HEALTH_PUBLIC_KEY_ANNOTATION, EDGE_HEALTH_UNHEALTHY_VIEW_ANNOTATION,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::cli::Settings;
+use super::cli::{Settings, VerdictWriter};
 use super::metrics::{BallotLabels, KindLabel, Metrics, VerdictLabel};
 use super::peer_cache::{self, PeerCache};
 use crate::ballot::{ForgeryBudget, PublicKey, SignedBallot, SigningKey};
@@ -123,6 +125,8 @@ struct NodeRecord {
     key_annotation: Option<String>,
     /// The key the node's ballots are verified against (when the annotation is valid).
     public_key: Option<PublicKey>,
+    /// The view annotation's raw value (`--verdict-writer=cloud`).
+    view_annotation: Option<String>,
 }
 
 impl NodeRecord {
@@ -132,6 +136,7 @@ impl NodeRecord {
         let address = address_annotation.as_deref().and_then(|a| a.parse().ok());
         let key_annotation = annotation(EDGE_HEALTH_PUBLIC_KEY_ANNOTATION);
         let public_key = key_annotation.as_deref().and_then(PublicKey::from_annotation);
+        let view_annotation = annotation(EDGE_HEALTH_UNHEALTHY_VIEW_ANNOTATION);
         Self {
             cached: peer_cache::trimmed(meta),
             observed: ObservedNode::from_meta(meta),
@@ -139,6 +144,7 @@ impl NodeRecord {
             address,
             key_annotation,
             public_key,
+            view_annotation,
         }
     }
 }
@@ -643,7 +649,8 @@ impl Daemon {
                         },
                     );
                 }
-                if membership.home_unit(member).as_ref() != Some(&unit.id)
+                if self.settings.verdict_writer == VerdictWriter::Cloud
+                    || membership.home_unit(member).as_ref() != Some(&unit.id)
                     || writer_of(&unit.members, member, &vote.table) != Some(local)
                 {
                     continue;
@@ -686,6 +693,19 @@ impl Daemon {
             }
             Some(_) => AddressState::Stale,
         }
+    }
+
+    /// With `--verdict-writer=cloud`: the view annotation this node's Node should carry
+    /// (the members it holds Unhealthy), when it does not carry it yet.
+    pub fn view_to_publish(&self) -> Option<String> {
+        if self.settings.verdict_writer != VerdictWriter::Cloud {
+            return None;
+        }
+        let st = self.lock();
+        let held = st.view.nodes.iter().filter(|(_, v)| v.verdict == Verdict::Unhealthy).map(|(n, _)| n.as_str());
+        let wanted = edgegrid_core::unit_verdict::format_view(held);
+        let node = st.nodes.get(self.local())?;
+        (node.view_annotation.as_deref() != Some(wanted.as_str())).then_some(wanted)
     }
 
     /// This node's public key as its annotation carries it.

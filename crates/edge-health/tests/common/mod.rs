@@ -132,6 +132,8 @@ pub struct Cluster {
     pub check: CheckTarget,
     pub protocol: Protocol,
     pub unit: String,
+    /// Flags every daemon gets besides the cluster's own.
+    pub extra_args: Vec<String>,
 }
 
 impl Cluster {
@@ -148,7 +150,7 @@ impl Cluster {
         let kubeconfig = KubeconfigFile::new(&server.url()).expect("kubeconfig");
         let dir = TempDir::new("edge-health-test").expect("temp dir");
         std::fs::write(dir.join("key"), KEY).expect("key");
-        Self { server, kubeconfig, dir, exchange_port, check, protocol, unit: unit.into() }
+        Self { server, kubeconfig, dir, exchange_port, check, protocol, unit: unit.into(), extra_args: Vec::new() }
     }
 
     /// A Node in the unit (label `site`; with node units, labels `unit` alone).
@@ -223,6 +225,7 @@ impl Cluster {
         .chain(
             (!self.unit.is_empty()).then(|| ["--unit-label-key".to_string(), "site".to_string()]).into_iter().flatten(),
         )
+        .chain(self.extra_args.iter().cloned())
         .collect()
     }
 

@@ -61,9 +61,11 @@ impl RunningWrapper {
         let addr = listener.local_addr().expect("bound");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let server = tokio::spawn({
-            let router = wrapper.router();
+            // the address of each client, as the runtime's server gives it: the debug view
+            // answers loopback clients only
+            let router = wrapper.router(&grid_wrapper::server::debug_readers(Vec::new()));
             async move {
-                axum::serve(listener, router).await.expect("serve");
+                axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>()).await.expect("serve");
             }
         });
         let upstream_task = tokio::spawn(grid_wrapper::upstream::run(
