@@ -127,7 +127,7 @@ impl std::fmt::Debug for PublicKey {
 }
 
 /// An Ed25519 signature, base64 on the wire.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Signature(pub [u8; 64]);
 
 impl std::fmt::Debug for Signature {
@@ -152,7 +152,7 @@ impl<'de> Deserialize<'de> for Signature {
 }
 
 /// A ballot with its checker's signature, as it travels (`{"period":..,"healthy":..,"sig":".."}`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SignedBallot {
     pub period: Period,

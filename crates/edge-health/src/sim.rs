@@ -106,8 +106,9 @@ pub struct PeriodStats {
     pub frames_rejected: BTreeMap<&'static str, u64>,
     /// Received ballots a vote table refused, by reason.
     pub ballots_refused: BTreeMap<&'static str, u64>,
-    /// Signature verifications made: every received ballot new to its receiver, and every
-    /// bad one (copies of a held ballot and cheap refusals need none).
+    /// Signature verifications the members made: every received ballot new to its
+    /// receiver, and every bad one (copies of a held ballot and cheap refusals need none).
+    /// The simulation itself verifies each distinct signature once for all members.
     pub signatures_verified: u64,
     /// Ballots cast (conclusions reached), and how many of them said unhealthy.
     pub ballots: u64,
@@ -169,6 +170,9 @@ pub struct Sim {
     annotations: BTreeMap<String, (bool, u64)>,
     /// The public keys the members publish on their Nodes, as every member sees them.
     published: BTreeMap<String, PublicKey>,
+    /// Signatures verified this period: each distinct one is verified once for every
+    /// member (each would get the same answer; the count per member is kept in the stats).
+    verified: std::collections::HashMap<(String, String, SignedBallot, PublicKey), bool>,
     rng: u64,
 }
 
@@ -228,6 +232,7 @@ impl Sim {
             schedule,
             annotations,
             published,
+            verified: std::collections::HashMap::new(),
         })
     }
 
@@ -306,6 +311,7 @@ impl Sim {
         let period = self.clock.period_at(self.now);
         let start = self.clock.start_of(period);
         let mut stats = PeriodStats { period, ..PeriodStats::default() };
+        self.verified.clear();
         let assignment = self.schedule.assignment(period);
 
         // 1. direct probes at the start of the period, indirect ones right after
@@ -565,12 +571,23 @@ impl Sim {
             let Some(message) = self.open(r, &frame, sent_at, stats) else { continue };
             let Payload::Results { ballots } = message.payload else { continue };
             let published = &self.published;
+            let verified = &mut self.verified;
             let member = &mut self.nodes[r];
             let mut budget = ForgeryBudget::per_frame();
             'frame: for (checker, by_target) in ballots {
                 for (target, signed) in by_target {
-                    let result = member.receive(&checker, &target, &signed, period, relays, published.get(&checker));
-                    if matches!(result, Ok(Recorded::New) | Err(BallotIgnored::BadSignature)) {
+                    let key = published.get(&checker);
+                    let mut checked = false;
+                    let verify = || {
+                        checked = true;
+                        let key = key.ok_or(BallotIgnored::NoPublicKey)?;
+                        let good = *verified
+                            .entry((checker.clone(), target.clone(), signed, *key))
+                            .or_insert_with(|| key.verifies(&checker, &target, &signed));
+                        good.then_some(()).ok_or(BallotIgnored::BadSignature)
+                    };
+                    let result = member.receive(&checker, &target, &signed, period, relays, verify);
+                    if checked {
                         stats.signatures_verified += 1;
                     }
                     if let Err(refused) = result {
@@ -683,9 +700,10 @@ impl Member {
         signed: &SignedBallot,
         now: Period,
         relays: bool,
-        key: Option<&PublicKey>,
+        verify: impl FnOnce() -> Result<(), BallotIgnored>,
     ) -> Result<Recorded, BallotIgnored> {
-        let result = self.table.record_received(&self.name, checker, target, signed, now, &mut self.schedule, key);
+        let schedule = &mut self.schedule;
+        let result = self.table.record_received_with(&self.name, checker, target, signed, now, schedule, verify);
         if self.attacks.is_some() {
             self.captured.insert((checker.to_string(), target.to_string(), signed.period), *signed);
         }

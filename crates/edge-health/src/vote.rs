@@ -216,6 +216,27 @@ impl VoteTable {
         schedule: &mut Schedule,
         key: Option<&PublicKey>,
     ) -> Result<Recorded, BallotIgnored> {
+        self.record_received_with(local, checker, target, signed, now, schedule, || {
+            let key = key.ok_or(BallotIgnored::NoPublicKey)?;
+            key.verifies(checker, target, signed).then_some(()).ok_or(BallotIgnored::BadSignature)
+        })
+    }
+
+    /// [`VoteTable::record_received`] with the signature check given: `verify` runs only
+    /// for a ballot that would change the table. The simulation uses it to verify each
+    /// distinct signature once for all its members (each would get the same answer) and
+    /// count the verifications each member makes.
+    #[allow(clippy::too_many_arguments)]
+    pub fn record_received_with(
+        &mut self,
+        local: &str,
+        checker: &str,
+        target: &str,
+        signed: &SignedBallot,
+        now: Period,
+        schedule: &mut Schedule,
+        verify: impl FnOnce() -> Result<(), BallotIgnored>,
+    ) -> Result<Recorded, BallotIgnored> {
         if checker == local {
             return Err(BallotIgnored::OwnBallot);
         }
@@ -223,10 +244,7 @@ impl VoteTable {
         if self.admit(checker, target, ballot, now, schedule)? == Recorded::Known {
             return Ok(Recorded::Known);
         }
-        let key = key.ok_or(BallotIgnored::NoPublicKey)?;
-        if !key.verifies(checker, target, signed) {
-            return Err(BallotIgnored::BadSignature);
-        }
+        verify()?;
         Ok(self.store(checker, target, ballot))
     }
 
