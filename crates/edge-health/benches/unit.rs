@@ -14,7 +14,9 @@
 //! measured verification cost). Every member is simulated in full (it must be: each relays), so
 //! 2,000 members need about 8 GB and minutes per period, and run fewer periods.
 //! `EDGE_HEALTH_BENCH_QUICK=1` runs small units as a smoke test;
-//! `EDGE_HEALTH_BENCH_NODES=50,500` only the units of those sizes.
+//! `EDGE_HEALTH_BENCH_NODES=50,500` only the units of those sizes;
+//! `EDGE_HEALTH_BENCH_COSTS_ONLY=1` the per-period costs alone (no detection or accusation
+//! runs).
 
 #[path = "../../../tests/src/bench_table.rs"]
 mod bench_table;
@@ -79,6 +81,9 @@ fn detection(sim: &mut Sim, node: &str, limit: usize) -> Option<usize> {
 /// Live members accused in `periods` periods, and the ballots wrongly saying unhealthy
 /// of all ballots (every member is alive).
 fn accusations(nodes: usize, loss: f64, seed: u64, periods: usize) -> (usize, (u64, u64)) {
+    if periods == 0 {
+        return (0, (0, 0));
+    }
     let mut sim = Sim::new(config(nodes, loss, seed)).expect("valid simulation");
     let history: Vec<PeriodStats> = (0..periods).map(|_| sim.run_period()).collect();
     let everyone: BTreeSet<String> = sim.members().iter().cloned().collect();
@@ -191,7 +196,14 @@ fn main() {
     let only: Option<Vec<usize>> = std::env::var("EDGE_HEALTH_BENCH_NODES")
         .ok()
         .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect());
-    let plans: Vec<Plan> = plans.into_iter().filter(|p| only.as_ref().is_none_or(|o| o.contains(&p.nodes))).collect();
+    // EDGE_HEALTH_BENCH_COSTS_ONLY=1: the period costs alone (no kills, no accusation runs),
+    // for the largest unit, whose simulated periods take minutes each
+    let costs_only = std::env::var("EDGE_HEALTH_BENCH_COSTS_ONLY").is_ok_and(|v| !v.is_empty() && v != "0");
+    let plans: Vec<Plan> = plans
+        .into_iter()
+        .filter(|p| only.as_ref().is_none_or(|o| o.contains(&p.nodes)))
+        .map(|p| if costs_only { Plan { kills: 0, accusation_periods: 0, ..p } } else { p })
+        .collect();
     let started = Instant::now();
     let rows: Vec<Row> = plans
         .iter()
@@ -288,6 +300,9 @@ fn main() {
             "  signature verifications per member per period (ballots new to it); their CPU share of a 10 s period",
             [&format!("{:.0}", row.verifications), "-", &format!("{:.3}% CPU", share * 100.0), "", "-"],
         );
+        if row.detection.is_empty() {
+            continue;
+        }
         let median = row.detection[row.detection.len() / 2];
         let worst = row.detection.last().copied().unwrap_or_default();
         table.row(
