@@ -142,7 +142,10 @@ impl Cluster {
     pub async fn on_loopback(unit: &str, ips: &[IpAddr], protocol: Protocol) -> Self {
         let server = FakeApiServer::start().await.expect("fake apiserver");
         let exchange_port = common_port(ips);
-        let check = CheckTarget::Own { port: common_port(ips) };
+        // two asks can return the same free port: the check target would then take the
+        // daemon's exchange port and the daemon could not start
+        let check_port = std::iter::repeat_with(|| common_port(ips)).find(|p| *p != exchange_port).expect("a port");
+        let check = CheckTarget::Own { port: check_port };
         Self::new(unit, server, exchange_port, check, protocol)
     }
 
