@@ -167,6 +167,19 @@ impl SignedBallot {
     }
 }
 
+/// Whether `signed` is `checker`'s ballot about `target` under `key`, the key `checker`
+/// publishes (`None`: it publishes none yet), as [`crate::vote::VoteTable::record_received`]
+/// wants the answer.
+pub fn check_signature(
+    key: Option<&PublicKey>,
+    checker: &str,
+    target: &str,
+    signed: &SignedBallot,
+) -> Result<(), BallotIgnored> {
+    let key = key.ok_or(BallotIgnored::NoPublicKey)?;
+    key.verifies(checker, target, signed).then_some(()).ok_or(BallotIgnored::BadSignature)
+}
+
 /// How many ballots with a bad signature one frame may carry before the rest of it is
 /// dropped unread. An honest relay passes on only ballots it verified, so a bad one is
 /// either a forgery or a key that changed while the frame travelled (a re-imaged node,

@@ -28,7 +28,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use edgegrid_prober::Outcome;
 
-use crate::ballot::ForgeryBudget;
+use crate::ballot::{ForgeryBudget, check_signature};
 use crate::ballot::{PublicKey, SignedBallot, SigningKey};
 use crate::config::{CheckConfig, CheckKind, CheckSpec, ProtocolConfig};
 use crate::indirect::{Conclusion, DirectStep, IndirectProbes, should_help};
@@ -172,7 +172,7 @@ pub struct Sim {
     published: BTreeMap<String, PublicKey>,
     /// Signatures verified this period: each distinct one is verified once for every
     /// member (each would get the same answer; the count per member is kept in the stats).
-    verified: std::collections::HashMap<(String, String, SignedBallot, PublicKey), bool>,
+    verified: std::collections::HashMap<(String, String, SignedBallot, PublicKey), Result<(), BallotIgnored>>,
     rng: u64,
 }
 
@@ -581,10 +581,9 @@ impl Sim {
                     let verify = || {
                         checked = true;
                         let key = key.ok_or(BallotIgnored::NoPublicKey)?;
-                        let good = *verified
+                        *verified
                             .entry((checker.clone(), target.clone(), signed, *key))
-                            .or_insert_with(|| key.verifies(&checker, &target, &signed));
-                        good.then_some(()).ok_or(BallotIgnored::BadSignature)
+                            .or_insert_with(|| check_signature(Some(key), &checker, &target, &signed))
                     };
                     let result = member.receive(&checker, &target, &signed, period, relays, verify);
                     if checked {
@@ -703,7 +702,7 @@ impl Member {
         verify: impl FnOnce() -> Result<(), BallotIgnored>,
     ) -> Result<Recorded, BallotIgnored> {
         let schedule = &mut self.schedule;
-        let result = self.table.record_received_with(&self.name, checker, target, signed, now, schedule, verify);
+        let result = self.table.record_received(&self.name, checker, target, signed, now, schedule, verify);
         if self.attacks.is_some() {
             self.captured.insert((checker.to_string(), target.to_string(), signed.period), *signed);
         }

@@ -55,7 +55,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::ballot::{PublicKey, SignedBallot};
+use crate::ballot::SignedBallot;
 use crate::message::Ballot;
 use crate::selection::{Assignment, Schedule};
 use crate::time::Period;
@@ -201,33 +201,14 @@ impl VoteTable {
     }
 
     /// Stores a ballot another member sent, when it is true: `local` is this member (a
-    /// ballot claiming to be its own is refused: it knows its own), `key` the public key
-    /// `checker` publishes. Every check that costs nothing comes first; the signature is
-    /// verified only for a ballot that would change the table, so copies of a ballot
-    /// already held (most of what gossip delivers) and refused ones cost no verification.
+    /// ballot claiming to be its own is refused: it knows its own), `verify` checks the
+    /// signature against the key `checker` publishes (the daemon:
+    /// [`crate::ballot::check_signature`]; the simulation verifies each distinct signature
+    /// once for all its members). Every check that costs nothing comes first; `verify` runs
+    /// only for a ballot that would change the table, so copies of a ballot already held
+    /// (most of what gossip delivers) and refused ones cost no verification.
     #[allow(clippy::too_many_arguments)]
     pub fn record_received(
-        &mut self,
-        local: &str,
-        checker: &str,
-        target: &str,
-        signed: &SignedBallot,
-        now: Period,
-        schedule: &mut Schedule,
-        key: Option<&PublicKey>,
-    ) -> Result<Recorded, BallotIgnored> {
-        self.record_received_with(local, checker, target, signed, now, schedule, || {
-            let key = key.ok_or(BallotIgnored::NoPublicKey)?;
-            key.verifies(checker, target, signed).then_some(()).ok_or(BallotIgnored::BadSignature)
-        })
-    }
-
-    /// [`VoteTable::record_received`] with the signature check given: `verify` runs only
-    /// for a ballot that would change the table. The simulation uses it to verify each
-    /// distinct signature once for all its members (each would get the same answer) and
-    /// count the verifications each member makes.
-    #[allow(clippy::too_many_arguments)]
-    pub fn record_received_with(
         &mut self,
         local: &str,
         checker: &str,

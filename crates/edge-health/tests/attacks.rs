@@ -9,12 +9,12 @@
 
 mod common;
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::routing::{get, post};
-use common::{Cluster, KEY, Member, Protocol, Target, client, expect, until, views, views_agree};
+use common::{Cluster, KEY, Member, Protocol, Target, client, expect, loopback, until, views, views_agree};
 use edge_health::ballot::{SignedBallot, SigningKey};
 use edge_health::message::{Ballot, HmacKey, Message, Payload, seal_message};
 use edge_health::relay::BallotsByChecker;
@@ -42,10 +42,6 @@ const LOOPBACK: Protocol = Protocol {
     check_timeout: Duration::from_millis(100),
     check_retries: 0,
 };
-
-fn loopback(last: u8) -> IpAddr {
-    IpAddr::V4(Ipv4Addr::new(127, 0, 0, last))
-}
 
 fn now() -> Timestamp {
     let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("after 1970");
@@ -173,23 +169,8 @@ impl Attacker {
 }
 
 async fn post_frame(address: SocketAddr, frame: Vec<u8>) -> Option<u16> {
-    let request = reqwest_like(address, frame);
-    tokio::time::timeout(Duration::from_millis(500), request).await.ok().flatten()
-}
-
-/// `POST /exchange` over HTTP/1.0: the status.
-async fn reqwest_like(address: SocketAddr, body: Vec<u8>) -> Option<u16> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
-    let head = format!(
-        "POST /exchange HTTP/1.0\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).await.ok()?;
-    stream.write_all(&body).await.ok()?;
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response).await.ok()?;
-    String::from_utf8_lossy(&response).split_whitespace().nth(1)?.parse().ok()
+    let post = common::http_post(address, "/exchange", &frame);
+    tokio::time::timeout(Duration::from_millis(500), post).await.ok().flatten().map(|(status, _)| status)
 }
 
 /// CPU seconds (user + system) process `pid` used so far.

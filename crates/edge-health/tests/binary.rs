@@ -14,10 +14,10 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use common::{Cluster, KEY, Member, Protocol, client, expect, metric, until, verdicts, views_agree};
+use common::{Cluster, KEY, Member, Protocol, client, expect, loopback, metric, until, verdicts, views_agree};
 use edge_health::message::{HmacKey, Message, Payload, seal_message};
 use edge_health::time::Timestamp;
 use edgegrid_core::health::Verdict;
@@ -30,7 +30,6 @@ use fake_apiserver::Fault;
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 
 const PERIOD: Duration = Duration::from_millis(400);
@@ -52,24 +51,9 @@ const LOOPBACK: Protocol = Protocol {
     check_retries: 0,
 };
 
-/// `POST path` with `body` over HTTP/1.0: the status and body.
+/// `POST path` with `body`: the status and body (the daemon must answer).
 async fn http_post(address: SocketAddr, path: &str, body: &[u8]) -> (u16, String) {
-    let mut stream = tokio::net::TcpStream::connect(address).await.expect("connect");
-    let head = format!(
-        "POST {path} HTTP/1.0\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).await.expect("write");
-    stream.write_all(body).await.expect("write");
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response).await.expect("read");
-    let response = String::from_utf8_lossy(&response).into_owned();
-    let (head, body) = response.split_once("\r\n\r\n").expect("a response");
-    (head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).expect("a status"), body.to_string())
-}
-
-fn loopback(last: u8) -> IpAddr {
-    IpAddr::V4(Ipv4Addr::new(127, 0, 0, last))
+    common::http_post(address, path, body).await.expect("an answer")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,7 +8,7 @@
 
 mod common;
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use common::{BINARY, CheckTarget, Cluster, Member, Protocol, common_port, metric, until};
@@ -49,7 +49,7 @@ fn with(args: Vec<String>, kubeconfig: &str, check: &str, extra: &[String]) -> V
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_self_signed_server_at_a_peer_address_never_gets_the_daemons_own_token() {
-    let ips: Vec<IpAddr> = (81..=83).map(|last| IpAddr::V4(Ipv4Addr::new(127, 0, 0, last))).collect();
+    let ips: Vec<IpAddr> = (81..=83).map(common::loopback).collect();
     let server = FakeApiServer::start().await.expect("fake apiserver");
     server.add_user(OWN_TOKEN, UserInfo::service_account(NAMESPACE, "edge-health"));
     let admin = common::client(&server);

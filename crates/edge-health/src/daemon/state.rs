@@ -20,7 +20,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use super::cli::{Settings, VerdictWriter};
 use super::metrics::{BallotLabels, KindLabel, Metrics, VerdictLabel};
 use super::peer_cache::{self, PeerCache};
-use crate::ballot::{ForgeryBudget, PublicKey, SignedBallot, SigningKey};
+use crate::ballot::{ForgeryBudget, PublicKey, SignedBallot, SigningKey, check_signature};
 use crate::indirect::{Basis, Conclusion, DirectStep, IndirectProbes, should_help};
 use crate::membership::{Labels, MembershipChange, NodeUnitCheck, UnitId, UnitMembership};
 use crate::message::{Ballot, HmacKey, KeyError, Payload, Rejection, Signer, Verifier};
@@ -538,7 +538,8 @@ impl Daemon {
             let recorded = match &cast {
                 Cast::Own(ballot) => vote.table.record(checker, target, *ballot, period, &mut vote.schedule),
                 Cast::Received(signed) => {
-                    vote.table.record_received(local, checker, target, signed, period, &mut vote.schedule, key.as_ref())
+                    let verify = || check_signature(key.as_ref(), checker, target, signed);
+                    vote.table.record_received(local, checker, target, signed, period, &mut vote.schedule, verify)
                 }
             };
             if recorded == Ok(Recorded::New) && relays {

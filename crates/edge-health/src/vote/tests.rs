@@ -6,7 +6,7 @@ use proptest::prelude::*;
 use serde_json::Value;
 
 use super::*;
-use crate::ballot::{PublicKey, SignedBallot, SigningKey};
+use crate::ballot::{PublicKey, SignedBallot, SigningKey, check_signature};
 use crate::message::{HmacKey, Message, Payload, Rejection, Verifier, seal_message};
 use crate::time::Timestamp;
 
@@ -270,7 +270,8 @@ fn one_forged_message_has_no_effect() {
             for (checker, by_target) in ballots {
                 for (target, b) in by_target {
                     let key = member_key(&checker).public_key();
-                    let _ = table.record_received(local, &checker, &target, &b, Period(20), s, Some(&key));
+                    let verify = || check_signature(Some(&key), &checker, &target, &b);
+                    let _ = table.record_received(local, &checker, &target, &b, Period(20), s, verify);
                 }
             }
         }
@@ -585,7 +586,7 @@ fn a_received_ballot_is_taken_only_with_its_checkers_signature() {
     let genuine = member_key(checker).sign(checker, "n04", ballot(20, false));
     let forged = member_key(other).sign(checker, "n04", ballot(20, false));
     let mut receive = |table: &mut VoteTable, checker: &str, b: &SignedBallot, key: Option<&PublicKey>| {
-        table.record_received(local, checker, "n04", b, Period(20), &mut s, key)
+        table.record_received(local, checker, "n04", b, Period(20), &mut s, || check_signature(key, checker, "n04", b))
     };
     assert_eq!(receive(&mut table, checker, &forged, Some(&key)), Err(BallotIgnored::BadSignature));
     assert_eq!(receive(&mut table, checker, &genuine, None), Err(BallotIgnored::NoPublicKey));
@@ -605,7 +606,8 @@ fn a_received_ballot_is_taken_only_with_its_checkers_signature() {
     let unassigned = members.iter().find(|m| *m != "n04" && !assigned.contains(m)).unwrap();
     let by_unassigned = member_key(unassigned).sign(unassigned, "n04", ballot(20, false));
     let unassigned_key = member_key(unassigned).public_key();
-    let refused =
-        table.record_received(other, unassigned, "n04", &by_unassigned, Period(20), &mut s, Some(&unassigned_key));
+    let refused = table.record_received(other, unassigned, "n04", &by_unassigned, Period(20), &mut s, || {
+        check_signature(Some(&unassigned_key), unassigned, "n04", &by_unassigned)
+    });
     assert_eq!(refused, Err(BallotIgnored::NotAssigned));
 }

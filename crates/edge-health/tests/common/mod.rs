@@ -33,6 +33,29 @@ pub fn client(server: &FakeApiServer) -> kube::Client {
     kube::Client::try_from(kube::Config::new(server.url().parse().expect("url"))).expect("client")
 }
 
+/// `127.0.0.<last>`: each test's members have addresses of their own.
+pub fn loopback(last: u8) -> IpAddr {
+    IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, last))
+}
+
+/// `POST path` with `body` over HTTP/1.0: the status and body, `None` when the exchange
+/// fails (nothing listens, the connection is cut).
+pub async fn http_post(address: SocketAddr, path: &str, body: &[u8]) -> Option<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
+    let head = format!(
+        "POST {path} HTTP/1.0\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.ok()?;
+    stream.write_all(body).await.ok()?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.ok()?;
+    let response = String::from_utf8_lossy(&response).into_owned();
+    let (head, body) = response.split_once("\r\n\r\n")?;
+    Some((head.split_whitespace().nth(1)?.parse().ok()?, body.to_string()))
+}
+
 /// A port free on every address given (tried on each, as nothing else binds 127.0.0.1x).
 pub fn common_port(ips: &[IpAddr]) -> u16 {
     for _ in 0..20 {
