@@ -171,6 +171,7 @@ async fn chart_lints_renders_and_applies() {
     }
     per_node_components(&helm, &all);
     cloud_components_stay_off_edge_nodes(&helm, &all);
+    superedge_migration_values(&helm);
     images_are_built_here(&all);
     admission_webhook(&helm, &all);
     hmac_key(&helm, &all);
@@ -674,6 +675,45 @@ fn cloud_components_stay_off_edge_nodes(helm: &std::path::Path, all: &[Value]) {
         assert!(pod.get("affinity").is_none(), "{name}: {pod}");
         assert_eq!(pod["securityContext"]["runAsNonRoot"], true, "{name}");
     }
+}
+
+/// The values README "Migrating from SuperEdge" moves components with: each per-node
+/// component's own labels on top of `edgeNodeSelector` (its own winning a shared key), and
+/// the webhook configuration's name, which the self-managed certificate follows.
+fn superedge_migration_values(helm: &std::path::Path) {
+    let moved = render(
+        helm,
+        &[
+            "--set-json",
+            r#"edgeNodeSelector={"edge":"true","site":"a"}"#,
+            "--set-json",
+            r#"edgeHealth.nodeSelector={"edgegrid.io/edge-health":"edgegrid","site":"b"}"#,
+            "--set",
+            "admission.webhookConfigurationName=edgegrid-edge-health-admission",
+        ],
+    );
+    let selector = |name: &str| find(&moved, "DaemonSet", name)["spec"]["template"]["spec"]["nodeSelector"].clone();
+    assert_eq!(selector("edge-health"), json!({"edge": "true", "edgegrid.io/edge-health": "edgegrid", "site": "b"}));
+    assert_eq!(selector("grid-wrapper"), json!({"edge": "true", "site": "a"}));
+    let hooks: Vec<&Value> = moved.iter().filter(|o| o["kind"] == "MutatingWebhookConfiguration").collect();
+    assert_eq!(hooks.len(), 1);
+    assert_eq!(hooks[0]["metadata"]["name"], "edgegrid-edge-health-admission");
+    let admission = args(find(&moved, "Deployment", "edge-health-admission"));
+    assert!(
+        admission.contains(&"--webhook-configuration-name=edgegrid-edge-health-admission".to_string()),
+        "{admission:?}"
+    );
+    let bad = Command::new(helm)
+        .args(["template", "edgegrid", "charts/edgegrid", "--set", "admission.webhookConfigurationName=Not_A_Name"])
+        .current_dir(workspace_root())
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("/admission/webhookConfigurationName"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
 }
 
 /// The chart's MutatingWebhookConfiguration is the one the binary's code defines, in each

@@ -124,6 +124,8 @@ pub struct GridWrapper {
     #[schemars(range(min = 1))]
     pub metrics_port: u16,
     pub service_autonomy: bool,
+    /// Labels a node needs besides `edgeNodeSelector` (moving from SuperEdge node by node).
+    pub node_selector: BTreeMap<String, String>,
     /// A node directory for `--cache-dir`; empty: none.
     #[schemars(regex(pattern = r"^(/.*)?$"))]
     pub cache_dir: String,
@@ -146,6 +148,8 @@ pub struct EdgeHealth {
     pub port: u16,
     #[schemars(range(min = 1))]
     pub metrics_port: u16,
+    /// Labels a node needs besides `edgeNodeSelector` (moving from SuperEdge unit by unit).
+    pub node_selector: BTreeMap<String, String>,
     /// Empty: generated once and kept; else at least 32 characters.
     #[schemars(regex(pattern = r"^(|.{32,})$"))]
     pub hmac_key: String,
@@ -177,6 +181,12 @@ pub struct Admission {
     pub always_reachable: bool,
     #[schemars(regex(pattern = DURATION))]
     pub max_unreachable_protection: String,
+    /// The MutatingWebhookConfiguration's name (SuperEdge's by default), a DNS subdomain.
+    #[schemars(
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"),
+        length(max = 253)
+    )]
+    pub webhook_configuration_name: String,
     pub certificate: Certificate,
     pub resources: serde_json::Value,
 }

@@ -44,6 +44,18 @@ priorityClassName: {{ . }}
 {{- end }}
 {{- end -}}
 
+{{- /* The nodeSelector of a per-node component: edgeNodeSelector's labels and the
+component's own (its values' nodeSelector, which wins on a shared key). A component's own
+labels move nodes over one at a time, e.g. from SuperEdge's daemon of the same job (README
+"Migrating from SuperEdge"). Called with dict "root" $ "values" <component values>. */ -}}
+{{- define "edgegrid.nodeNodeSelector" -}}
+{{- $labels := merge (dict) (.values.nodeSelector | default dict) .root.Values.edgeNodeSelector }}
+{{- with $labels }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
 {{- /* At least one replica through voluntary disruptions (node drains), when there are two. */ -}}
 {{- define "edgegrid.pdb" -}}
 {{- if gt (int .replicas) 1 }}

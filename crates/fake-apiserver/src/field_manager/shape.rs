@@ -50,6 +50,10 @@ pub fn declared(kind: &str, builtin: bool, path: &str) -> Option<Shape> {
         ("Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet" | "Job", "spec.selector") => Some(Shape::Atomic),
         ("Service", "spec.ports") => Some(Shape::ListMap(&["port", "protocol"])),
         ("Service", "spec.selector") => Some(Shape::Atomic),
+        // keyed by name: an apply of some webhooks leaves those another manager set
+        ("MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration", "webhooks") => {
+            Some(Shape::ListMap(&["name"]))
+        }
         _ => None,
     }
 }
@@ -95,6 +99,9 @@ mod tests {
             ("DeploymentGrid", false, "metadata.finalizers", Some(Shape::ListSet)),
             ("DeploymentGrid", false, "status.conditions", None),
             ("Service", true, "spec.template.spec.containers", None),
+            ("MutatingWebhookConfiguration", true, "webhooks", Some(Shape::ListMap(&["name"]))),
+            ("ValidatingWebhookConfiguration", true, "webhooks", Some(Shape::ListMap(&["name"]))),
+            ("MutatingWebhookConfiguration", true, "webhooks.rules", None),
         ];
         for (kind, builtin, path, shape) in cases {
             assert_eq!(declared(kind, builtin, path), shape, "{kind} {path}");
