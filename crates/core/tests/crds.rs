@@ -141,12 +141,47 @@ fn superedge_deploymentgrid_manifest_deserialises() {
     let dg: DeploymentGrid =
         serde_saphyr::from_str(&read("examples/deploymentgrid.yaml")).expect("valid DeploymentGrid");
     assert_eq!(dg.spec.grid_uniq_key, "zone1");
-    assert_eq!(dg.spec.template.replicas, Some(2));
-    let pod = dg.spec.template.template.spec.as_ref().expect("pod spec");
+    let template = dg.spec.template.as_ref().expect("template");
+    assert_eq!(template.replicas, Some(2));
+    let pod = template.template.spec.as_ref().expect("pod spec");
     assert_eq!(pod.containers[0].image.as_deref(), Some("superedge/echoserver:2.2"));
     assert!(dg.spec.template_pool.is_empty() && dg.spec.templates.is_empty());
     assert_eq!(dg.spec.default_template_name, None);
     assert!(!dg.spec.auto_delete_unused_template);
+}
+
+/// SuperEdge's `Template ... json:"template,omitempty"`: a grid whose units all take a
+/// `templatePool` entry may omit `template`, so neither kind's schema requires it.
+#[test]
+fn template_is_optional_in_the_workload_grid_schemas() {
+    for crd in &crd::all_crds()[1..] {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        let root = crd.spec.versions[0].schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref()).expect("schema");
+        let spec = &root.properties.as_ref().expect("properties")["spec"];
+        assert_eq!(spec.required, Some(vec!["gridUniqKey".to_string()]), "{name}");
+        let template = &spec.properties.as_ref().expect("spec properties")["template"];
+        assert_eq!((template.type_.as_deref(), template.nullable), (Some("object"), Some(true)), "{name}");
+        assert!(template.required.as_ref().is_some_and(|r| r.contains(&"selector".to_string())), "{name}");
+    }
+}
+
+/// The canary example of SuperEdge's docs (docs/components/serviceGroup.md), without the
+/// docs' `template` placeholder: only `templatePool` + `defaultTemplateName` + `templates`.
+#[test]
+fn superedge_docs_template_pool_only_deploymentgrid_deserialises() {
+    let dg: DeploymentGrid =
+        serde_saphyr::from_str(&read("tests/superedge/docs/deploymentgrid-templatepool.yaml"))
+            .expect("valid DeploymentGrid");
+    assert_eq!(dg.spec.template, None);
+    assert_eq!(dg.spec.default_template_name.as_deref(), Some("test1"));
+    assert_eq!(dg.spec.template_pool.keys().collect::<Vec<_>>(), ["test1", "test2"]);
+    assert_eq!((dg.spec.template_pool["test1"].replicas, dg.spec.template_pool["test2"].replicas), (Some(2), Some(3)));
+    assert_eq!(dg.spec.templates["zone2"], "test2");
+    let json = serde_json::to_value(&dg.spec).expect("serialise");
+    assert!(json.get("template").is_none(), "an absent template is not written back as null");
+    let nulled: crd::DeploymentGridSpec =
+        serde_json::from_value(serde_json::json!({"gridUniqKey": "zone", "template": null})).expect("null template");
+    assert_eq!(nulled.template, None);
 }
 
 #[test]

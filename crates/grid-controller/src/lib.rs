@@ -11,4 +11,5 @@ pub mod ownership;
 pub mod plan;
 pub mod reconcile;
 pub mod status;
+pub mod status_subresource;
 pub mod units;

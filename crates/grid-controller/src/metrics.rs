@@ -5,6 +5,7 @@ use controller_support::metrics::Register;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -25,6 +26,7 @@ pub struct Metrics {
     reconciles: Family<KindLabels, Counter>,
     failures: Family<FailureLabels, Counter>,
     durations: DurationHistograms,
+    status_subresource_missing: Family<KindLabels, Gauge>,
 }
 
 /// 5 ms .. ~20 s: an SSA round trip to a near API server up to a large grid over a slow link.
@@ -35,7 +37,12 @@ fn reconcile_duration_histogram() -> Histogram {
 impl Default for Metrics {
     fn default() -> Self {
         let durations: DurationHistograms = Family::new_with_constructor(reconcile_duration_histogram);
-        Self { reconciles: Family::default(), failures: Family::default(), durations }
+        Self {
+            reconciles: Family::default(),
+            failures: Family::default(),
+            durations,
+            status_subresource_missing: Family::default(),
+        }
     }
 }
 
@@ -48,6 +55,11 @@ impl Register for Metrics {
             "How long reconciles took, by grid kind",
             prometheus_client::registry::Unit::Seconds,
             self.durations.clone(),
+        );
+        registry.register(
+            "status_subresource_missing",
+            "1 while the grid kind's CRD serves no status subresource (SuperEdge's CRDs): its status is not written",
+            self.status_subresource_missing.clone(),
         );
     }
 }
@@ -63,6 +75,11 @@ impl Metrics {
 
     pub fn observe_reconcile(&self, kind: &str, seconds: f64) {
         self.durations.get_or_create(&KindLabels { kind: kind.into() }).observe(seconds);
+    }
+
+    /// Whether `kind`'s CRD is known to lack the status subresource.
+    pub fn status_subresource_missing(&self, kind: &str, missing: bool) {
+        self.status_subresource_missing.get_or_create(&KindLabels { kind: kind.into() }).set(i64::from(missing));
     }
 }
 

@@ -41,6 +41,7 @@ use crate::metrics::Metrics;
 use crate::ownership::{self, Ownership};
 use crate::plan::{self, WorkloadGrid};
 use crate::status::{self, Announcement, Findings, Outcome, Problem};
+use crate::status_subresource::{self, Gate, StatusSubresources, Transition};
 use crate::units::NodeUnits;
 
 /// Field manager of everything this controller writes.
@@ -89,6 +90,33 @@ pub struct Context {
     /// First retry delay after a failure; doubles up to [`Context::max_retry`].
     pub retry_base: Duration,
     pub max_retry: Duration,
+    /// Which grid kinds' CRDs serve the status subresource (SuperEdge's do not).
+    status_subresources: StatusSubresources,
+    /// The status each grid of a kind without the status subresource would have: what its
+    /// next reconcile compares with (transition times, which Events are due), since the
+    /// object cannot keep it. (kind, namespace, name) -> (uid, status): one entry per grid
+    /// name seen while the subresource is missing, dropped when it returns.
+    unstored: Mutex<HashMap<GridKey, (String, Value)>>,
+}
+
+/// What [`run_with`] can be told (the binary uses the defaults).
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// How often, at most, a grid kind whose CRD lacks the status subresource is checked
+    /// again (see [`crate::status_subresource`]).
+    pub status_reprobe: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self { status_reprobe: status_subresource::DEFAULT_REPROBE }
+    }
+}
+
+/// Where the message of a missing status subresource points the operator: the chart's
+/// CRD files, applied as the README says after `helm upgrade`.
+pub fn crd_fix_command(plural: &str) -> String {
+    format!("kubectl apply --server-side --force-conflicts -f charts/edgegrid/crds/{plural}.{}.yaml", keys::GRID_GROUP)
 }
 
 /// A generated kind, read from its label-selected cache.
@@ -162,6 +190,46 @@ impl Context {
     fn remember_normalised(&self, uid: String, generation: Option<i64>, hash: String) {
         let mut normalised = self.normalised.lock().unwrap_or_else(|e| e.into_inner());
         normalised.insert(uid, (generation.unwrap_or_default(), hash));
+    }
+
+    /// Reports what changed about a kind's status subresource: the first time it is
+    /// found missing, a Warning Event on this grid (the one whose status could not be
+    /// written), a log line and the gauge; later changes only move the gauge and log.
+    async fn status_gate_changed(&self, grid: &DynamicObject, resource: &ApiResource, change: Option<Transition>) {
+        let kind = &resource.kind;
+        match change {
+            None => {}
+            Some(Transition::Missing { first }) => {
+                self.metrics.status_subresource_missing(kind, true);
+                let crd = format!("{}.{}", resource.plural, resource.group);
+                let fix = crd_fix_command(&resource.plural);
+                let note = format!(
+                    "the {crd} CRD has no status subresource (SuperEdge's CRD; Helm does not upgrade CRDs), so no {kind} \
+                     status is written; generated objects are still reconciled. Fix: {fix}"
+                );
+                if first {
+                    tracing::warn!(%kind, crd = %crd, fix = %fix, "the CRD has no status subresource: status is not written");
+                    let reason = "StatusSubresourceMissing".to_string();
+                    self.announce(grid, resource, vec![Announcement { warning: true, reason, note }]).await;
+                } else {
+                    tracing::info!(%kind, "the status subresource is missing again: status is not written");
+                }
+            }
+            Some(Transition::Resumed) => {
+                self.metrics.status_subresource_missing(kind, false);
+                tracing::info!(%kind, "the CRD serves the status subresource now: status writes resume");
+                let mut unstored = self.unstored.lock().unwrap_or_else(|e| e.into_inner());
+                unstored.retain(|(k, _, _), _| k != kind);
+            }
+        }
+    }
+
+    fn remember_unstored(&self, grid: &DynamicObject, resource: &ApiResource, status: &impl Serialize) {
+        let Ok(status) = serde_json::to_value(status) else {
+            return;
+        };
+        let mut unstored = self.unstored.lock().unwrap_or_else(|e| e.into_inner());
+        unstored.insert(unstored_key(resource, grid), (grid.uid().unwrap_or_default(), status));
     }
 
     fn retry_after(&self, grid: GridKey) -> Duration {
@@ -338,12 +406,23 @@ fn status_differs<S: Serialize + DeserializeOwned + PartialEq>(grid: &DynamicObj
     grid.data.get("status").and_then(|s| serde_json::from_value::<S>(s.clone()).ok()).as_ref() != Some(status)
 }
 
-fn previous_status<S: DeserializeOwned>(grid: &DynamicObject) -> Option<S> {
+/// The status the grid had: the object's, or, for a kind without the status subresource,
+/// the one this process last computed for it.
+fn previous_status<S: DeserializeOwned>(ctx: &Context, resource: &ApiResource, grid: &DynamicObject) -> Option<S> {
+    if ctx.status_subresources.is_missing(&resource.kind) {
+        let unstored = ctx.unstored.lock().unwrap_or_else(|e| e.into_inner());
+        let (uid, status) = unstored.get(&unstored_key(resource, grid))?;
+        return (Some(uid.as_str()) == grid.uid().as_deref()).then(|| serde_json::from_value(status.clone()).ok())?;
+    }
     grid.data.get("status").and_then(|s| serde_json::from_value(s.clone()).ok())
 }
 
-fn conditions_of(status: &Option<impl HasConditions>) -> &[edgegrid_core::crd::GridCondition] {
-    status.as_ref().map(|s| s.conditions()).unwrap_or_default()
+fn unstored_key(resource: &ApiResource, grid: &DynamicObject) -> GridKey {
+    (resource.kind.clone(), grid.namespace().unwrap_or_default(), grid.name_any())
+}
+
+fn conditions_of(status: Option<&impl HasConditions>) -> &[edgegrid_core::crd::GridCondition] {
+    status.map(|s| s.conditions()).unwrap_or_default()
 }
 
 /// The grid statuses share their condition list.
@@ -363,17 +442,46 @@ impl HasConditions for ServiceGridStatus {
     }
 }
 
-/// Publishes the Events of a status change, then writes the status if it changed.
-async fn conclude<S>(ctx: &Context, grid: &DynamicObject, resource: &ApiResource, next: &S) -> Result<(), Error>
+/// Publishes the Events of a status change, then writes the status if it changed and the
+/// kind's CRD can hold it.
+async fn conclude<S>(
+    ctx: &Context,
+    grid: &DynamicObject,
+    resource: &ApiResource,
+    previous: Option<&S>,
+    next: &S,
+) -> Result<(), Error>
 where
     S: HasConditions + Serialize + DeserializeOwned + PartialEq,
 {
-    let previous: Option<S> = previous_status(grid);
-    ctx.announce(grid, resource, status::announcements(conditions_of(&previous), next.conditions())).await;
-    if status_differs(grid, next) {
-        write_status(ctx, grid, resource, next).await?;
+    ctx.announce(grid, resource, status::announcements(conditions_of(previous), next.conditions())).await;
+    if !status_differs(grid, next) {
+        return Ok(());
     }
-    Ok(())
+    let gate = ctx.status_subresources.gate(&ctx.client, resource).await;
+    ctx.status_gate_changed(grid, resource, gate.transition).await;
+    if !gate.write {
+        ctx.remember_unstored(grid, resource, next);
+        return Ok(());
+    }
+    match write_status(ctx, grid, resource, next).await {
+        Err(Error::Api(kube::Error::Api(status))) if status.code == 404 => {
+            match ctx.status_subresources.after_not_found(&ctx.client, resource).await {
+                // discovery cannot tell why: the 404 stands (and is retried with backoff)
+                None => Err(Error::Api(kube::Error::Api(status))),
+                Some(Gate { write: true, .. }) => {
+                    tracing::debug!(grid = %grid.name_any(), "status write 404: the grid is gone");
+                    Ok(())
+                }
+                Some(Gate { write: false, transition }) => {
+                    ctx.status_gate_changed(grid, resource, transition).await;
+                    ctx.remember_unstored(grid, resource, next);
+                    Ok(())
+                }
+            }
+        }
+        other => other,
+    }
 }
 
 /// The result of a reconcile from its outcome: failures back off, conflicts re-check soon.
@@ -432,7 +540,7 @@ where
 pub async fn reconcile_service_grid(grid: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Error> {
     timed::<ServiceGrid, _>(&grid, &ctx, async {
         let resource = resource_of::<ServiceGrid>();
-        let previous: Option<ServiceGridStatus> = previous_status(&grid);
+        let previous: Option<ServiceGridStatus> = previous_status(&ctx, &resource, &grid);
         let mut service_name = None;
         let outcome = match decode::<ServiceGrid>(&grid) {
             Err(blocked) => blocked,
@@ -453,7 +561,7 @@ pub async fn reconcile_service_grid(grid: Arc<DynamicObject>, ctx: Arc<Context>)
         }
         let status =
             status::service_grid_status(previous.as_ref(), &outcome, service_name, grid.metadata.generation, &now());
-        conclude(&ctx, &grid, &resource, &status).await?;
+        conclude(&ctx, &grid, &resource, previous.as_ref(), &status).await?;
         finish(&outcome)
     })
     .await
@@ -513,14 +621,14 @@ where
     let kind = G::kind(&()).to_string();
     timed::<G, _>(&grid, &ctx, async {
         let resource = resource_of::<G>();
-        let previous: Option<WorkloadGridStatus> = previous_status(&grid);
+        let previous: Option<WorkloadGridStatus> = previous_status(&ctx, &resource, &grid);
         let typed = match decode::<G>(&grid) {
             Ok(typed) => typed,
             Err(blocked) => {
                 ctx.metrics.failed(&kind, "invalid_spec");
                 let status =
                     status::workload_grid_status(previous.as_ref(), &blocked, grid.metadata.generation, &now());
-                conclude(&ctx, &grid, &resource, &status).await?;
+                conclude(&ctx, &grid, &resource, previous.as_ref(), &status).await?;
                 return finish(&blocked);
             }
         };
@@ -548,7 +656,8 @@ where
                         Err(problem) => findings.problems.push(problem),
                     }
                 }
-                let wanted = plan.desired.values().map(|w| w.name_any()).collect();
+                // a unit without a template keeps the workload it has (see plan::WorkloadPlan::kept)
+                let wanted = plan.desired.values().map(|w| w.name_any()).chain(plan.kept.iter().cloned()).collect();
                 findings.problems.extend(prune::<G::Workload>(&ctx, &who, &wanted).await);
                 if typed.auto_delete_unused_template() {
                     let unused = typed.templates().unused();
@@ -558,7 +667,7 @@ where
             }
         };
         let status = status::workload_grid_status(previous.as_ref(), &outcome, grid.metadata.generation, &now());
-        conclude(&ctx, &grid, &resource, &status).await?;
+        conclude(&ctx, &grid, &resource, previous.as_ref(), &status).await?;
         finish(&outcome)
     })
     .await
@@ -646,6 +755,16 @@ pub async fn run(
     metrics: Arc<Metrics>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
+    run_with(client, metrics, Settings::default(), shutdown).await
+}
+
+/// [`run`] with explicit [`Settings`].
+pub async fn run_with(
+    client: Client,
+    metrics: Arc<Metrics>,
+    settings: Settings,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
     let (services, service_events) = generated::<Service>(&client);
     let (deployments, deployment_events) = generated::<Deployment>(&client);
     let (statefulsets, statefulset_events) = generated::<StatefulSet>(&client);
@@ -663,6 +782,8 @@ pub async fn run(
         failures: Mutex::default(),
         retry_base: Duration::from_secs(1),
         max_retry: Duration::from_secs(300),
+        status_subresources: StatusSubresources::new(settings.status_reprobe),
+        unstored: Mutex::default(),
     });
     let config = watcher::Config::default();
     let shutdown = Box::pin(shutdown).shared();

@@ -15,7 +15,7 @@ use edgegrid_core::crd::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use crate::plan::SkippedUnit;
+use crate::plan::{SkipCause, SkippedUnit};
 
 /// Something that kept a generated object from matching the grid.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -64,6 +64,9 @@ fn condition(
     }
 }
 
+/// The reason of `TemplatesResolved=False` (and of `Ready=False` for it), and of its Event.
+pub const TEMPLATE_NOT_FOUND: &str = "TemplateNotFound";
+
 /// A unit's workload is available when every desired replica is updated, ready and available.
 pub fn is_available(state: &UnitWorkloadState) -> bool {
     state.updated_replicas >= state.replicas
@@ -108,16 +111,36 @@ pub fn workload_grid_status(
     status.workloads = findings.states.values().map(|s| s.workload.clone()).collect();
     status.workloads.sort();
 
-    let names_ok = findings.skipped.is_empty();
-    let skipped = findings.skipped.iter().map(|s| format!("{}: {}", s.unit, s.reason)).collect::<Vec<_>>().join("; ");
+    let skipped = |cause: SkipCause| {
+        let units: Vec<String> =
+            findings.skipped.iter().filter(|s| s.cause == cause).map(|s| format!("{}: {}", s.unit, s.reason)).collect();
+        (units.is_empty(), units.join("; "))
+    };
+    let (names_ok, bad_names) = skipped(SkipCause::InvalidName);
     let names_reason = if names_ok { "AllUnitsValid" } else { "UnitsSkipped" };
     set_condition(
         &mut status.conditions,
-        condition(GridConditionType::UnitNamesValid, names_ok, names_reason, skipped, generation, now),
+        condition(GridConditionType::UnitNamesValid, names_ok, names_reason, bad_names, generation, now),
+    );
+    let (templates_ok, without_template) = skipped(SkipCause::NoTemplate);
+    let templates_reason = if templates_ok { "AllTemplatesResolved" } else { TEMPLATE_NOT_FOUND };
+    set_condition(
+        &mut status.conditions,
+        condition(
+            GridConditionType::TemplatesResolved,
+            templates_ok,
+            templates_reason,
+            without_template.clone(),
+            generation,
+            now,
+        ),
     );
     let applied = applied(&findings.problems, generation, now);
     let ready = if applied.status != ConditionStatus::True {
         condition(GridConditionType::Ready, false, "NotApplied", applied.message.clone(), generation, now)
+    } else if !templates_ok {
+        // a unit with nodes and no template has no workload to be ready
+        condition(GridConditionType::Ready, false, TEMPLATE_NOT_FOUND, without_template, generation, now)
     } else if findings.states.is_empty() {
         condition(
             GridConditionType::Ready,
@@ -182,8 +205,9 @@ pub struct Announcement {
 
 /// The Events a status change deserves: a Warning when `Applied` turns False or its
 /// reason/message changes while False (e.g. a new `NameConflict`), a Normal `Applied`
-/// when it recovers, and a Warning `UnitSkipped` when the set of skipped units changes.
-/// Nothing when the conditions are unchanged, so resyncs stay silent.
+/// when it recovers, a Warning `UnitSkipped` when the set of units with invalid names
+/// changes, and a Warning `TemplateNotFound` when the set of units without a template (or
+/// why) changes. Nothing when the conditions are unchanged, so resyncs stay silent.
 pub fn announcements(previous: &[GridCondition], next: &[GridCondition]) -> Vec<Announcement> {
     let find = |conditions: &[GridCondition], type_| conditions.iter().find(|c| c.type_ == type_).cloned();
     let mut out = Vec::new();
@@ -216,6 +240,16 @@ pub fn announcements(previous: &[GridCondition], next: &[GridCondition]) -> Vec<
             note: format!("units skipped: {}", now.message),
         });
     }
+    if let Some(now) = find(next, GridConditionType::TemplatesResolved)
+        && now.status == ConditionStatus::False
+        && find(previous, GridConditionType::TemplatesResolved).is_none_or(|b| b.message != now.message)
+    {
+        out.push(Announcement {
+            warning: true,
+            reason: TEMPLATE_NOT_FOUND.into(),
+            note: format!("units without a template get no workload: {}", now.message),
+        });
+    }
     out
 }
 
@@ -246,7 +280,7 @@ mod tests {
     }
 
     use ConditionStatus::{False, True};
-    use GridConditionType::{Applied, Ready, UnitNamesValid};
+    use GridConditionType::{Applied, Ready, TemplatesResolved, UnitNamesValid};
 
     #[test]
     fn ready_only_when_every_unit_is_available() {
@@ -262,6 +296,7 @@ mod tests {
             summary(&first.conditions),
             vec![
                 (UnitNamesValid, True, "AllUnitsValid".into(), String::new(), 10),
+                (TemplatesResolved, True, "AllTemplatesResolved".into(), String::new(), 10),
                 (Applied, True, "AllApplied".into(), String::new(), 10),
                 (Ready, False, "UnitsUnavailable".into(), "b: 1/2 available".into(), 10),
             ]
@@ -274,6 +309,7 @@ mod tests {
             summary(&second.conditions),
             vec![
                 (UnitNamesValid, True, "AllUnitsValid".into(), String::new(), 10),
+                (TemplatesResolved, True, "AllTemplatesResolved".into(), String::new(), 10),
                 (Applied, True, "AllApplied".into(), String::new(), 10),
                 (Ready, True, "AllUnitsAvailable".into(), String::new(), 20),
             ]
@@ -293,7 +329,11 @@ mod tests {
     fn problems_and_skips_make_applied_false_and_announce_once() {
         let findings = Findings {
             states: BTreeMap::from([("a".to_string(), state("web-a", 1, 1))]),
-            skipped: vec![SkippedUnit { unit: "Bad_Unit".into(), reason: "invalid name".into() }],
+            skipped: vec![SkippedUnit {
+                unit: "Bad_Unit".into(),
+                cause: SkipCause::InvalidName,
+                reason: "invalid name".into(),
+            }],
             problems: vec![
                 Problem {
                     reason: "NameConflict",
@@ -308,6 +348,7 @@ mod tests {
             summary(&status.conditions),
             vec![
                 (UnitNamesValid, False, "UnitsSkipped".into(), "Bad_Unit: invalid name".into(), 5),
+                (TemplatesResolved, True, "AllTemplatesResolved".into(), String::new(), 5),
                 (Applied, False, "NameConflict".into(), both.into(), 5),
                 (Ready, False, "NotApplied".into(), both.into(), 5),
             ]
@@ -341,7 +382,7 @@ mod tests {
                 note: "every generated object is applied".into()
             }]
         );
-        assert_eq!(summary(&fixed.conditions)[2], (Ready, True, "AllUnitsAvailable".into(), String::new(), 12));
+        assert_eq!(summary(&fixed.conditions)[3], (Ready, True, "AllUnitsAvailable".into(), String::new(), 12));
     }
 
     #[test]
@@ -363,10 +404,89 @@ mod tests {
     }
 
     #[test]
+    fn units_without_a_template_make_templates_resolved_and_ready_false_and_announce_once() {
+        let no_template =
+            |unit: &str, why: &str| SkippedUnit { unit: unit.into(), cause: SkipCause::NoTemplate, reason: why.into() };
+        let findings = Findings {
+            states: BTreeMap::from([("a".to_string(), state("web-a", 1, 1))]),
+            skipped: vec![
+                no_template("b", "its templates entry \"x\" is not in templatePool"),
+                SkippedUnit { unit: "B_".into(), cause: SkipCause::InvalidName, reason: "invalid name".into() },
+            ],
+            problems: vec![],
+        };
+        let status = workload_grid_status(None, &Outcome::Reconciled(findings.clone()), Some(2), &at(5));
+        let why = "b: its templates entry \"x\" is not in templatePool";
+        assert_eq!(
+            summary(&status.conditions),
+            vec![
+                (UnitNamesValid, False, "UnitsSkipped".into(), "B_: invalid name".into(), 5),
+                (TemplatesResolved, False, "TemplateNotFound".into(), why.into(), 5),
+                (Applied, True, "AllApplied".into(), String::new(), 5),
+                (Ready, False, "TemplateNotFound".into(), why.into(), 5),
+            ]
+        );
+        assert_eq!((status.units, status.workloads.clone()), (1, vec!["web-a".to_string()]));
+        assert_eq!(
+            announcements(&[], &status.conditions),
+            vec![
+                Announcement {
+                    warning: true,
+                    reason: "UnitSkipped".into(),
+                    note: "units skipped: B_: invalid name".into()
+                },
+                Announcement {
+                    warning: true,
+                    reason: "TemplateNotFound".into(),
+                    note: format!("units without a template get no workload: {why}"),
+                },
+            ]
+        );
+        let again = workload_grid_status(Some(&status), &Outcome::Reconciled(findings), Some(2), &at(9));
+        assert_eq!(again, status);
+        assert_eq!(announcements(&status.conditions, &again.conditions), vec![], "a resync is silent");
+        // another unit loses its template: announced again, with both
+        let more = Findings {
+            states: BTreeMap::from([("a".to_string(), state("web-a", 1, 1))]),
+            skipped: vec![
+                no_template("b", "its templates entry \"x\" is not in templatePool"),
+                no_template("c", "defaultTemplateName \"y\" is not in templatePool"),
+            ],
+            problems: vec![],
+        };
+        let worse = workload_grid_status(Some(&again), &Outcome::Reconciled(more), Some(3), &at(12));
+        let both = format!("{why}; c: defaultTemplateName \"y\" is not in templatePool");
+        assert_eq!(
+            summary(&worse.conditions)[1],
+            (TemplatesResolved, False, "TemplateNotFound".into(), both.clone(), 5)
+        );
+        assert_eq!(
+            announcements(&again.conditions, &worse.conditions),
+            vec![Announcement {
+                warning: true,
+                reason: "TemplateNotFound".into(),
+                note: format!("units without a template get no workload: {both}"),
+            }]
+        );
+        // resolved: True, and Ready follows availability
+        let fixed = workload_grid_status(
+            Some(&worse),
+            &Outcome::Reconciled(Findings { states: worse.states.clone(), ..Default::default() }),
+            Some(4),
+            &at(20),
+        );
+        assert_eq!(
+            summary(&fixed.conditions)[1],
+            (TemplatesResolved, True, "AllTemplatesResolved".into(), String::new(), 20)
+        );
+        assert_eq!(summary(&fixed.conditions)[3], (Ready, True, "AllUnitsAvailable".into(), String::new(), 20));
+    }
+
+    #[test]
     fn no_units_is_ready() {
         let status = workload_grid_status(None, &Outcome::Reconciled(Findings::default()), None, &at(1));
         assert_eq!(
-            summary(&status.conditions)[2],
+            summary(&status.conditions)[3],
             (Ready, True, "NoUnits".into(), "no node carries the gridUniqKey label".into(), 1)
         );
     }

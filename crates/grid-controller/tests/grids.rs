@@ -318,8 +318,9 @@ async fn a_labelled_orphan_is_adopted() {
     c.stop().await;
 }
 
-/// Reproduction: a DeploymentGrid with `replicas: "two"`, or without `template`, got no
+/// Reproduction: a DeploymentGrid with `replicas: "two"`, or without `gridUniqKey`, got no
 /// status, Event or log, and after a relist stopped all DeploymentGrid reconciling.
+/// (Without `template` it decodes: see tests/templates.rs.)
 /// Our CRD's schema makes the apiserver refuse such objects, but a cluster can hold them
 /// anyway: SuperEdge's own CRD (which users migrating keep) has no schema, and objects
 /// stored under an older CRD are not re-validated. So the CRD here is loosened first.
@@ -341,9 +342,9 @@ async fn an_object_that_does_not_decode_is_reported_and_the_others_reconcile() {
     let untyped: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &resource);
     let mut two = raw(&deployment_grid("two", "zone1"));
     two["spec"]["template"]["replicas"] = json!("two");
-    let mut no_template = raw(&deployment_grid("no-template", "zone1"));
-    no_template["spec"].as_object_mut().unwrap().remove("template");
-    for bad in [two, no_template] {
+    let mut no_key = raw(&deployment_grid("no-key", "zone1"));
+    no_key["spec"].as_object_mut().unwrap().remove("gridUniqKey");
+    for bad in [two, no_key] {
         let bad: DynamicObject = serde_json::from_value(bad).unwrap();
         untyped.create(&PostParams::default(), &bad).await.unwrap();
     }
@@ -353,7 +354,7 @@ async fn an_object_that_does_not_decode_is_reported_and_the_others_reconcile() {
     eventually("the valid grid reconciles", || async { deployments_api.get("good-unit-a").await.ok() }).await;
 
     for (name, detail) in
-        [("two", "invalid type: string \"two\", expected i32"), ("no-template", "missing field `template`")]
+        [("two", "invalid type: string \"two\", expected i32"), ("no-key", "missing field `gridUniqKey`")]
     {
         let status = eventually("InvalidSpec status", || async {
             let grid = untyped.get(name).await.ok()?;
@@ -528,7 +529,7 @@ async fn auto_delete_unused_template_prunes_the_pool() {
     let c = cluster(&[("n1", &[("zone1", "unit-a")])]).await;
     let client = c.client.clone();
     let mut grid = deployment_grid("echo", "zone1");
-    let mut large = grid.spec.template.clone();
+    let mut large = grid.spec.template.clone().expect("the example has a template");
     large.replicas = Some(5);
     grid.spec.template_pool = BTreeMap::from([("large".to_string(), large.clone()), ("spare".to_string(), large)]);
     grid.spec.templates = BTreeMap::from([("unit-a".to_string(), "large".to_string())]);

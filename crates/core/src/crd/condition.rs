@@ -17,6 +17,10 @@ pub enum GridConditionType {
     /// Every unit value yields a valid DNS-1123 object name; when False, the message
     /// lists the unit values that were skipped (SuperEdge produced invalid names silently).
     UnitNamesValid,
+    /// Workload grids: every unit's template name resolves, to `template` (name `default`
+    /// or empty) or to a `templatePool` entry. When False, the message lists the units
+    /// left without a workload and why (an absent `template`, a name the pool lacks).
+    TemplatesResolved,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]

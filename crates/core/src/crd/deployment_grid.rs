@@ -51,15 +51,22 @@ use super::WorkloadGridStatus;
 pub struct DeploymentGridSpec {
     /// Node label key whose value names a unit, e.g. `zone1`.
     pub grid_uniq_key: String,
-    /// Spec used for every unit without an entry in `templates`.
-    pub template: DeploymentSpec,
+    /// Spec of the units whose template name (their `templates` entry, else
+    /// `defaultTemplateName`) is `default` or empty. Optional, as in SuperEdge: a grid whose
+    /// units all take a `templatePool` entry needs none, and a unit that would use it while
+    /// it is absent gets no workload (condition `TemplatesResolved=False`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<DeploymentSpec>,
     /// Named alternative specs that `templates` can point units at.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub template_pool: BTreeMap<String, DeploymentSpec>,
-    /// Unit value -> name of a `templatePool` entry.
+    /// Unit value -> template name: a `templatePool` entry, or `default` (or empty) for
+    /// `template`. A name the pool lacks leaves the unit without a workload; there is no
+    /// fallback to `defaultTemplateName` (SuperEdge's rule).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub templates: BTreeMap<String, String>,
-    /// Pool entry for units not listed in `templates`; `default` (or unset) means `template`.
+    /// Template name of the units not listed in `templates`: a `templatePool` entry, or
+    /// `default` (also when unset or empty) for `template`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_template_name: Option<String>,
     /// Remove pool entries no unit uses.

@@ -9,6 +9,7 @@ use std::time::Duration;
 use edgegrid_core::crd::{GridCondition, GridConditionType, all_crds};
 use fake_apiserver::FakeApiServer;
 use grid_controller::metrics::Metrics;
+use grid_controller::reconcile::Settings;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -25,23 +26,109 @@ pub struct Cluster {
     controller: Option<tokio::task::JoinHandle<()>>,
 }
 
+/// The bearer token the controllers' client sends, so the request log tells their
+/// requests from the test's (the fake apiserver records the token as the user).
+pub const CONTROLLER_TOKEN: &str = "grid-controller";
+
 /// A server with the CRDs and these nodes (name, labels), and the controllers running.
 pub async fn cluster(nodes: &[(&str, &[(&str, &str)])]) -> Cluster {
+    cluster_with(all_crds(), nodes, Settings::default()).await
+}
+
+/// [`cluster`] with these CRDs installed and these controller settings.
+pub async fn cluster_with(
+    crds: Vec<CustomResourceDefinition>,
+    nodes: &[(&str, &[(&str, &str)])],
+    settings: Settings,
+) -> Cluster {
     let server = FakeApiServer::start().await.expect("bind 127.0.0.1");
     let client = Client::try_from(kube::Config::new(server.url().parse().expect("url"))).expect("client");
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in all_crds() {
-        crds.create(&PostParams::default(), &crd).await.expect("create CRD");
+    let crd_api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in crds {
+        crd_api.create(&PostParams::default(), &crd).await.expect("create CRD");
     }
     for (name, labels) in nodes {
         node(&client, name, labels).await;
     }
+    let mut config = kube::Config::new(server.url().parse().expect("url"));
+    let bearer = format!("Bearer {CONTROLLER_TOKEN}").parse().expect("header value");
+    config.headers.push((http::header::AUTHORIZATION, bearer));
+    let controller_client = Client::try_from(config).expect("client");
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let metrics = Arc::new(Metrics::default());
-    let controller = tokio::spawn(grid_controller::reconcile::run(client.clone(), metrics.clone(), async move {
-        let _ = stopped.await;
-    }));
+    let controller =
+        tokio::spawn(grid_controller::reconcile::run_with(controller_client, metrics.clone(), settings, async move {
+            let _ = stopped.await;
+        }));
     Cluster { server, client, metrics, stop: Some(stop), controller: Some(controller) }
+}
+
+/// SuperEdge's own CRDs (tests/superedge/crds at the workspace root, copied unchanged from its
+/// repository): no status subresource, no printer columns, its own schemas.
+pub fn superedge_crds() -> Vec<CustomResourceDefinition> {
+    ["servicegrids", "deploymentgrids", "statefulsetgrids"]
+        .iter()
+        .map(|plural| {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join(format!("../../tests/superedge/crds/superedge.io_{plural}.yaml"));
+            let yaml = std::fs::read_to_string(&path).expect("SuperEdge CRD");
+            serde_saphyr::from_str(&indent_quoted_continuations(&yaml)).expect("SuperEdge CRD parses")
+        })
+        .collect()
+}
+
+/// SuperEdge's CRD files continue multi-line quoted descriptions at the indentation of
+/// their key (`description: 'APIVersion defines ...` then `of an object. ...` in the
+/// same column). Go's YAML (kubectl) and PyYAML take that; YAML 1.2 does not
+/// (s-flow-line-prefix: continuation lines are indented past the enclosing block), and
+/// neither does serde-saphyr. Indenting such lines two more spaces changes no value (a
+/// quoted scalar's line breaks fold and the continuation's leading spaces are dropped;
+/// PyYAML 6 parses the original and the re-indented files into equal documents).
+pub fn indent_quoted_continuations(yaml: &str) -> String {
+    /// Whether a quoted scalar opened by `quote` ends in `rest`.
+    fn closes(rest: &str, quote: char) -> bool {
+        let mut chars = rest.chars().peekable();
+        while let Some(c) = chars.next() {
+            match (quote, c) {
+                ('\'', '\'') if chars.peek() == Some(&'\'') => {
+                    chars.next();
+                }
+                ('"', '\\') => {
+                    chars.next();
+                }
+                (q, c) if q == c => return true,
+                _ => {}
+            }
+        }
+        false
+    }
+    let mut open: Option<(char, usize)> = None;
+    let mut out = Vec::new();
+    for line in yaml.lines() {
+        let trimmed = line.trim_start_matches(' ');
+        let lead = line.len() - trimmed.len();
+        if let Some((quote, column)) = open {
+            let pad = if !trimmed.is_empty() && lead <= column { column + 2 - lead } else { 0 };
+            out.push(format!("{}{line}", " ".repeat(pad)));
+            if closes(trimmed, quote) {
+                open = None;
+            }
+            continue;
+        }
+        out.push(line.to_string());
+        // `key: 'text` or `- key: "text` without its closing quote
+        let entry = trimmed.strip_prefix("- ").unwrap_or(trimmed);
+        let column = line.len() - entry.len();
+        if let Some((key, value)) = entry.split_once(": ")
+            && !key.is_empty()
+            && !key.contains(['\'', '"', '#'])
+            && let Some(quote) = value.chars().next().filter(|c| matches!(c, '\'' | '"'))
+            && !closes(&value[1..], quote)
+        {
+            open = Some((quote, column));
+        }
+    }
+    out.join("\n")
 }
 
 impl Cluster {
@@ -66,6 +153,18 @@ impl Cluster {
             .since(mark)
             .into_iter()
             .filter(|r| r.is_write() && !ours(&r.path))
+            .map(|r| format!("{} {}?{}", r.method, r.path, r.query))
+            .collect()
+    }
+
+    /// Requests the controllers made since `mark` (by their bearer token), as
+    /// `METHOD path?query`.
+    pub fn controller_requests_since(&self, mark: u64) -> Vec<String> {
+        self.server
+            .requests()
+            .since(mark)
+            .into_iter()
+            .filter(|r| r.user.as_deref() == Some(CONTROLLER_TOKEN))
             .map(|r| format!("{} {}?{}", r.method, r.path, r.query))
             .collect()
     }
