@@ -21,6 +21,7 @@
 pub mod admin;
 pub mod flags;
 pub mod leader;
+pub mod legacy_flags;
 pub mod logging;
 pub mod metrics;
 pub mod node_local;
@@ -34,6 +35,7 @@ pub mod watch;
 pub use admin::{Gate, Readiness};
 pub use flags::{BindAddress, parse_duration};
 pub use leader::LeaderFlags;
+pub use legacy_flags::LegacyFlags;
 pub use logging::LogFormat;
 pub use node_local::{Cidr, NodeLocal};
 pub use runtime::{Runtime, RuntimeFlags, ShutdownSignal};

@@ -27,6 +27,7 @@ use crate::Error;
 use crate::admin::{self, Admin, Gate, Readiness};
 use crate::flags::{BindAddress, parse_duration};
 use crate::leader::{self, LeaderFlags};
+use crate::legacy_flags::LegacyFlags;
 use crate::logging::{self, LogFormat};
 use crate::metrics::{self, Register};
 use crate::server::{self, ServerFlags, ServerLimits, ServerMetrics};
@@ -189,9 +190,17 @@ pub struct Builder {
     metrics_routes: Option<Router>,
     tls: Option<TlsConfig>,
     server_limits: ServerLimits,
+    legacy: Option<LegacyFlags>,
 }
 
 impl Builder {
+    /// The SuperEdge flags the command line held ([`crate::legacy_flags`]): logged once as
+    /// deprecated as soon as logging is set up, and `--v`'s level is the default log filter.
+    pub fn legacy_flags(mut self, legacy: LegacyFlags) -> Self {
+        self.legacy = Some(legacy);
+        self
+    }
+
     /// The largest request body the binary's routes accept (413 above; default
     /// [`server::DEFAULT_MAX_REQUEST_BODY_BYTES`]). With `--max-requests-inflight` it bounds
     /// the memory request bodies take.
@@ -259,8 +268,12 @@ impl Builder {
     /// Starts logging, builds the client, binds and serves the admin server (and the
     /// binary's routes) and starts the election. Nothing the binary does runs yet.
     pub async fn build(self) -> Result<Runtime, Error> {
-        if let Err(error) = logging::init(self.log_format) {
+        let default_filter = self.legacy.as_ref().and_then(LegacyFlags::default_log_filter).unwrap_or("info");
+        if let Err(error) = logging::init_with_default(self.log_format, default_filter) {
             tracing::debug!(%error, "logging was set up before this runtime");
+        }
+        if let Some(legacy) = &self.legacy {
+            legacy.log();
         }
         // early, so a SIGTERM during start-up is not fatal before the handler is in place
         let signals = Signals::install()?;
@@ -449,6 +462,7 @@ impl Runtime {
             metrics_routes: None,
             tls: None,
             server_limits: ServerLimits { flags: flags.server.clone(), ..ServerLimits::default() },
+            legacy: None,
         }
     }
 

@@ -1,5 +1,6 @@
-//! The webhook's command line (SuperEdge's `--always-reachable` among ours), and what each
-//! part takes from it.
+//! The webhook's command line (SuperEdge's `--always-reachable` among ours; its other flags
+//! are translated by `controller_support::legacy_flags::EDGE_HEALTH_ADMISSION`), and what
+//! each part takes from it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +16,11 @@ use crate::server::Webhook;
 use crate::taint_remover::RemoverConfig;
 
 #[derive(clap::Parser, Debug)]
-#[command(version, about = "Keeps an unreachable-but-alive edge node's pods and endpoints")]
+#[command(
+    version,
+    about = "Keeps an unreachable-but-alive edge node's pods and endpoints",
+    after_help = controller_support::legacy_flags::HELP_NOTE
+)]
 pub struct Flags {
     #[command(flatten)]
     pub runtime: RuntimeFlags<8443, 8080>,
@@ -24,7 +29,9 @@ pub struct Flags {
     #[command(flatten)]
     pub self_managed: SelfManagedFlags,
     /// Protect an Unknown node even when its unit voted it unhealthy (SuperEdge's flag).
-    #[arg(long)]
+    // Go's boolean syntax: `--always-reachable`, `=true`, `=false`, never a separate value
+    #[arg(long, default_value_t = false, num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_parser = controller_support::legacy_flags::parse_go_bool, action = clap::ArgAction::Set)]
     pub always_reachable: bool,
     #[command(flatten)]
     pub edge_rule: EdgeRuleFlags,
@@ -84,5 +91,55 @@ impl Flags {
             default: self.edge_rule.max_unreachable_protection,
             always_reachable: self.always_reachable,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+    use controller_support::legacy_flags::{EDGE_HEALTH_ADMISSION, try_parse_from};
+
+    use super::*;
+
+    fn always_reachable(args: &[&str]) -> Result<bool, String> {
+        let args = [&["edge-health-admission", "--tls-cert-file=/c", "--tls-private-key-file=/k"], args].concat();
+        try_parse_from::<Flags, _, _>(&EDGE_HEALTH_ADMISSION, args)
+            .map(|(flags, _)| flags.always_reachable)
+            .map_err(|error| error.to_string())
+    }
+
+    /// SuperEdge's flag, in every spelling Go's `flag` package took.
+    #[test]
+    fn always_reachable_takes_go_booleans() {
+        assert_eq!(always_reachable(&[]), Ok(false));
+        for on in ["--always-reachable", "-always-reachable", "--always-reachable=true", "-always-reachable=1"] {
+            assert_eq!(always_reachable(&[on]), Ok(true), "{on}");
+        }
+        for off in ["--always-reachable=false", "-always-reachable=false", "--always-reachable=F"] {
+            assert_eq!(always_reachable(&[off]), Ok(false), "{off}");
+        }
+        assert!(always_reachable(&["--always-reachable", "false"]).is_err(), "never a separate value");
+        assert!(always_reachable(&["--always-reachable=maybe"]).is_err());
+    }
+
+    #[test]
+    fn superedge_flags_reach_our_configuration() {
+        let args = [
+            "edge-health-admission",
+            "-alsologtostderr",
+            "-v=4",
+            "-admission-control-server-cert=/c",
+            "--admission-control-server-key",
+            "/k",
+            "-adminssion-control-listen-addr=127.0.0.1:9443",
+            "-kubeconfigpath=/kc",
+        ];
+        let (flags, legacy) = try_parse_from::<Flags, _, _>(&EDGE_HEALTH_ADMISSION, args).unwrap();
+        assert_eq!(flags.tls.tls_cert_file.as_deref(), Some(std::path::Path::new("/c")));
+        assert_eq!(flags.tls.tls_private_key_file.as_deref(), Some(std::path::Path::new("/k")));
+        assert_eq!(flags.runtime.bind_address.to_string(), "127.0.0.1:9443");
+        assert_eq!(flags.runtime.kubeconfig.as_deref(), Some(std::path::Path::new("/kc")));
+        assert_eq!(legacy.default_log_filter(), Some("debug"));
+        assert!(Flags::try_parse_from(["edge-health-admission", "--admission-control-server-cert=/c"]).is_err());
     }
 }

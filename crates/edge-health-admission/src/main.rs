@@ -9,8 +9,7 @@
 
 use std::sync::Arc;
 
-use clap::Parser;
-use controller_support::Runtime;
+use controller_support::{Runtime, legacy_flags};
 use edge_health_admission::cli::Flags;
 use edge_health_admission::metrics::Metrics;
 use edge_health_admission::self_managed::Manager;
@@ -22,11 +21,13 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let flags = Flags::parse();
+    // SuperEdge's Deployment arguments work too (translated, logged once built)
+    let (flags, legacy) = legacy_flags::parse::<Flags>(&legacy_flags::EDGE_HEALTH_ADMISSION);
     let (tls, resolver) = flags.serving_tls()?;
     let metrics = Arc::new(Metrics::default());
     let node_cache = Arc::new(flags.node_cache());
     let runtime = Runtime::builder("edge-health-admission", &flags.runtime)
+        .legacy_flags(legacy)
         .metrics(&*metrics)
         .routes(router(Arc::new(flags.webhook(node_cache.clone(), metrics.clone()))))
         .max_request_body_bytes(MAX_BODY_BYTES)

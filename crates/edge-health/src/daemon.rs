@@ -34,8 +34,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use controller_support::Runtime;
 use controller_support::state_file::ClusterIdentity;
+use controller_support::{LegacyFlags, Runtime};
 use k8s_openapi::api::core::v1::{Node, ServiceAccount};
 use kube::Api;
 
@@ -51,8 +51,9 @@ use crate::relay;
 use crate::time::Period;
 
 /// Runs the daemon until SIGTERM. Every configuration error (flags, the key file) is
-/// reported before anything starts.
-pub async fn run(flags: Flags) -> anyhow::Result<()> {
+/// reported before anything starts; `legacy` (SuperEdge's flags given) is logged once
+/// logging is set up.
+pub async fn run(flags: Flags, legacy: LegacyFlags) -> anyhow::Result<()> {
     let node_name = controller_support::runtime::node_name(flags.runtime.node_name.as_deref());
     let settings = flags.settings(node_name).context("invalid configuration")?;
     let key_file = settings.key_file.clone();
@@ -65,6 +66,7 @@ pub async fn run(flags: Flags) -> anyhow::Result<()> {
     let verdicts_readers = server::verdicts_readers(flags.verdicts_allowed_from.clone());
     let peer_cache_metrics = PeerCacheMetrics::default();
     let runtime = Runtime::builder("edge-health", &flags.runtime)
+        .legacy_flags(legacy)
         .metrics(&*metrics)
         .metrics(&peer_cache_metrics)
         .routes(server::router_with_verdicts_readers(daemon.clone(), &verdicts_readers))

@@ -2,10 +2,12 @@
 //! their other members and writes the unit's verdict as the Node annotation
 //! `nodeunhealth: "yes"`. Everything is in [`edge_health::daemon`]; see `--help`.
 
-use clap::Parser;
+use controller_support::legacy_flags;
 use edge_health::daemon::{self, cli::Flags};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    daemon::run(Flags::parse()).await
+    // SuperEdge's DaemonSet arguments work too (translated, logged once running)
+    let (flags, legacy) = legacy_flags::parse::<Flags>(&legacy_flags::EDGE_HEALTH);
+    daemon::run(flags, legacy).await
 }

@@ -1,5 +1,5 @@
-//! The shipped binary against an API server over HTTP: it leads (or, with
-//! `--leader-elect=false`, just runs), reconciles a ServiceGrid, serves /healthz /readyz
+//! The shipped binary against an API server over HTTP: with `--leader-elect` it leads
+//! (by default, as SuperEdge's controller, it just runs), reconciles a ServiceGrid, serves /healthz /readyz
 //! /metrics, elects exactly one leader among instances on one node, logs without colours
 //! (or as JSON), and exits 0 on SIGTERM promptly in every state.
 
@@ -99,7 +99,7 @@ async fn lease_holder(client: &Client) -> Option<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn binary_leads_reconciles_and_stops_cleanly() {
     let (_server, client, kubeconfig) = cluster().await;
-    let mut instance = start(&kubeconfig, &["--node-name", "instance-a"]);
+    let mut instance = start(&kubeconfig, &["--node-name", "instance-a", "--leader-elect=true"]);
     instance.until_ready_with_leader_gauge("1").await;
     reconciles_a_service_grid(&client, &mut instance).await;
     assert_eq!(http_get(instance.admin, "/healthz").await, Some((200, "ok".into())));
@@ -117,9 +117,10 @@ async fn binary_leads_reconciles_and_stops_cleanly() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_leader_election_it_reconciles_and_stops_on_sigterm() {
+async fn by_default_it_elects_no_leader_reconciles_and_stops_on_sigterm() {
     let (_server, client, kubeconfig) = cluster().await;
-    let mut instance = start(&kubeconfig, &["--leader-elect=false"]);
+    // SuperEdge's default: its manifest neither asks for an election nor grants Leases
+    let mut instance = start(&kubeconfig, &[]);
     instance.until_ready_with_leader_gauge("1").await;
     reconciles_a_service_grid(&client, &mut instance).await;
     // the controllers keep running: a second grid is reconciled too
@@ -194,7 +195,7 @@ async fn sigterm_exits_in_bounded_time_while_the_api_server_hangs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_logs_with_structured_errors_when_the_api_server_is_gone() {
     let kubeconfig = KubeconfigFile::new(&edgegrid_testing::unreachable_url()).unwrap();
-    let mut instance = start(&kubeconfig, &["--log-format", "json"]);
+    let mut instance = start(&kubeconfig, &["--log-format", "json", "--leader-elect"]);
     tokio::time::sleep(Duration::from_millis(1500)).await;
     instance.binary.assert_running();
     assert_eq!(instance.leader_gauge().await.as_deref(), Some("0"));
@@ -217,7 +218,7 @@ async fn json_logs_with_structured_errors_when_the_api_server_is_gone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn losing_the_lease_stops_the_controllers_and_exits_1_after_the_renew_deadline() {
     let (server, _client, kubeconfig) = cluster().await;
-    let timings = ["--leader-elect-lease-duration", "3s", "--leader-elect-renew-deadline", "2s"];
+    let timings = ["--leader-elect", "--leader-elect-lease-duration", "3s", "--leader-elect-renew-deadline", "2s"];
     let mut instance = start(&kubeconfig, &timings);
     instance.until_ready_with_leader_gauge("1").await;
     server.set_fault("leases", Fault::Error(500));
@@ -242,7 +243,8 @@ fn bad_flags_are_refused_with_a_message() {
     let (code, stderr) = refused(&["--log-format", "yaml"]);
     assert_eq!(code, Some(2), "{stderr}");
     let kubeconfig = KubeconfigFile::new(&edgegrid_testing::unreachable_url()).unwrap();
-    let (code, stderr) = refused(&["--kubeconfig", &kubeconfig.arg(), "--leader-elect-renew-deadline", "20s"]);
+    let (code, stderr) =
+        refused(&["--kubeconfig", &kubeconfig.arg(), "--leader-elect", "--leader-elect-renew-deadline", "20s"]);
     assert_eq!(code, Some(1));
     assert!(stderr.contains("--leader-elect-renew-deadline must be shorter"), "{stderr}");
 }

@@ -1,4 +1,5 @@
-//! The grid wrapper's command line (SuperEdge's `--wrapper-in-cluster` among ours), and
+//! The grid wrapper's command line (SuperEdge's `--wrapper-in-cluster` among ours; its
+//! other flags are translated by `controller_support::legacy_flags::GRID_WRAPPER`), and
 //! the configuration each part takes from it.
 
 use std::path::PathBuf;
@@ -14,7 +15,11 @@ use crate::persist::Saver;
 use crate::verdicts::VerdictsConfig;
 
 #[derive(clap::Parser, Debug)]
-#[command(version, about = "Serves kube-proxy the Services and endpoints of its node unit")]
+#[command(
+    version,
+    about = "Serves kube-proxy the Services and endpoints of its node unit",
+    after_help = controller_support::legacy_flags::HELP_NOTE
+)]
 pub struct Flags {
     #[command(flatten)]
     pub runtime: RuntimeFlags<51006, 51007, true>,
@@ -24,8 +29,11 @@ pub struct Flags {
     pub tls: TlsFlags,
     /// Rewrite `default/kubernetes` Endpoints and EndpointSlices to the address in their
     /// `superedge.io/local-endpoint` and `superedge.io/local-port` annotations (SuperEdge's
-    /// flag of the same name: an edge-local API server cache serves the node's pods).
-    #[arg(long)]
+    /// flag of the same name and default: an edge-local API server cache serves the node's
+    /// pods). Only an annotated `default/kubernetes` is rewritten; `=false` turns it off.
+    // Go's boolean syntax: `--wrapper-in-cluster`, `=true`, `=false`, never a separate value
+    #[arg(long, default_value_t = true, num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_parser = controller_support::legacy_flags::parse_go_bool, action = clap::ArgAction::Set)]
     wrapper_in_cluster: bool,
     /// Changes kept so watchers can resume; older versions get 410 and relist.
     #[arg(long, default_value_t = crate::DEFAULT_HISTORY)]
@@ -129,6 +137,46 @@ mod tests {
     fn check(args: &[&str]) -> Result<(), String> {
         let flags = Flags::try_parse_from([&["grid-wrapper"], args].concat()).expect("flags parse");
         flags.check().map_err(|error| error.to_string())
+    }
+
+    fn rewrites(args: &[&str]) -> Result<bool, String> {
+        Flags::try_parse_from([&["grid-wrapper"], args].concat())
+            .map(|flags| flags.wrapper_config().rewrite_local_apiserver)
+            .map_err(|error| error.to_string())
+    }
+
+    /// SuperEdge's default: the local API server rewrite is on unless turned off.
+    #[test]
+    fn wrapper_in_cluster_is_on_by_default_and_takes_go_booleans() {
+        assert_eq!(rewrites(&[]), Ok(true));
+        assert_eq!(rewrites(&["--wrapper-in-cluster"]), Ok(true));
+        assert_eq!(rewrites(&["--wrapper-in-cluster=true"]), Ok(true));
+        assert_eq!(rewrites(&["--wrapper-in-cluster=false"]), Ok(false));
+        assert_eq!(rewrites(&["--wrapper-in-cluster=0"]), Ok(false));
+        assert_eq!(rewrites(&["--wrapper-in-cluster=T"]), Ok(true));
+        assert!(rewrites(&["--wrapper-in-cluster=maybe"]).is_err());
+        // a Go boolean flag never takes a separate value
+        assert!(rewrites(&["--wrapper-in-cluster", "false"]).is_err());
+    }
+
+    #[test]
+    fn superedge_flags_reach_our_configuration() {
+        use controller_support::legacy_flags::{GRID_WRAPPER, try_parse_from};
+        let args = [
+            "grid-wrapper",
+            "--hostname=edge-1",
+            "--notify-channel-size=77",
+            "--wrapper-in-cluster=false",
+            "--service-autonomy-enhancement=enabled=true,interval=7",
+        ];
+        let (flags, legacy) = try_parse_from::<Flags, _, _>(&GRID_WRAPPER, args).unwrap();
+        let config = flags.wrapper_config();
+        assert_eq!((config.node_name.as_str(), config.log.watch_buffer), ("edge-1", 77));
+        assert!(!config.rewrite_local_apiserver);
+        let verdicts = flags.verdicts().expect("service autonomy on");
+        assert_eq!(verdicts.url.to_string(), "http://localhost:51005/verdicts");
+        assert_eq!(verdicts.interval, Duration::from_secs(7));
+        assert_eq!(legacy.deprecations().len(), 3);
     }
 
     #[test]

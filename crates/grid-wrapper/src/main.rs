@@ -6,16 +6,16 @@
 
 use std::sync::Arc;
 
-use clap::Parser;
 use controller_support::state_file::ClusterIdentity;
-use controller_support::{Runtime, runtime};
+use controller_support::{Runtime, legacy_flags, runtime};
 use grid_wrapper::cli::Flags;
 use grid_wrapper::metrics::Metrics;
 use grid_wrapper::{NOT_SYNCED, Wrapper, follow_readiness};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let flags = Flags::parse();
+    // SuperEdge's DaemonSet arguments work too (translated, logged once built)
+    let (flags, legacy) = legacy_flags::parse::<Flags>(&legacy_flags::GRID_WRAPPER);
     flags.check()?;
     let config = flags.wrapper_config();
     let metrics = Arc::new(Metrics::default());
@@ -26,6 +26,7 @@ async fn main() -> anyhow::Result<()> {
     let saver = flags.saver(ClusterIdentity::of(&upstream));
     let debug_readers = flags.debug_readers();
     let runtime = Runtime::builder("grid-wrapper", &flags.runtime)
+        .legacy_flags(legacy)
         .metrics(&*metrics)
         .routes(wrapper.router(&debug_readers))
         .metrics_routes(wrapper.debug_router(&debug_readers))

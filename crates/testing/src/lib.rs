@@ -124,6 +124,33 @@ pub fn sample<'a>(exposition: &'a str, name: &str) -> Option<&'a str> {
     exposition.lines().find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
 }
 
+/// The values of `field` on the log lines that carry `message`, in order (tracing's text
+/// format, as the binaries log to a pipe: `message field="value"`): e.g. the `flag` of each
+/// deprecation line. A line without the field gives nothing.
+pub fn logged_values(logs: &str, message: &str, field: &str) -> Vec<String> {
+    let key = format!(" {field}=\"");
+    logs.lines()
+        .filter(|line| line.contains(message))
+        .filter_map(|line| {
+            let value = &line[line.find(&key)? + key.len()..];
+            // the value ends at the first quote not escaped by a backslash
+            let mut escaped = false;
+            let end = value.char_indices().find_map(|(at, c)| match (c, escaped) {
+                ('"', false) => Some(at),
+                ('\\', false) => {
+                    escaped = true;
+                    None
+                }
+                _ => {
+                    escaped = false;
+                    None
+                }
+            })?;
+            Some(value[..end].to_string())
+        })
+        .collect()
+}
+
 /// A listener that accepts connections and never answers: an API server that hangs.
 /// Connections are held until it is dropped.
 pub struct HangingServer {
@@ -257,6 +284,16 @@ impl Drop for RunningBinary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn logged_values_read_one_field_of_the_lines_with_a_message() {
+        let logs = "2026-01-01T00:00:00Z  WARN x: deprecated flag=\"--v\" replacement=\"RUST_LOG=info\"\n\
+                    2026-01-01T00:00:00Z  INFO x: started flag=\"--no\"\n\
+                    2026-01-01T00:00:00Z  WARN x: deprecated ignored=\"a \\\"quoted\\\" word\" flag=\"--debug\"\n\
+                    2026-01-01T00:00:00Z  WARN x: deprecated\n";
+        assert_eq!(logged_values(logs, "deprecated", "flag"), ["--v", "--debug"]);
+        assert_eq!(logged_values(logs, "deprecated", "ignored"), [r#"a \"quoted\" word"#]);
+    }
 
     #[test]
     fn samples_match_whole_lines_only() {

@@ -30,7 +30,8 @@ pub const MAX_VOTE_WINDOW: u64 = 1000;
 #[command(
     name = "edge-health",
     version,
-    about = "Checks the nodes of this node's unit with its peers and votes on which are down"
+    about = "Checks the nodes of this node's unit with its peers and votes on which are down",
+    after_help = controller_support::legacy_flags::HELP_NOTE
 )]
 pub struct Flags {
     /// `--bind-address` serves the peer exchange (`POST /exchange`), `GET /verdicts`,
@@ -68,17 +69,10 @@ pub struct Flags {
     /// SAN of its address). `retries` defaults to 0 and `weight` to 1. A kubelet check
     /// passes on 2xx/3xx and on the kubelet's 401/403 (it is serving), and sends the token
     /// of --kubelet-check-service-account or --token-file, or none.
+    /// (SuperEdge's `--kubeletauthplugin`, `--kubeletplugin` and `--pingplugin` are read as
+    /// checks: see `controller_support::legacy_flags::EDGE_HEALTH`.)
     #[arg(long = "check", value_name = "CHECK", value_parser = parse_check)]
     pub checks: Vec<CheckSpec>,
-    /// SuperEdge's kubelet check flag, e.g. `timeout=5,retrytime=3,weight=1,port=10250`.
-    #[arg(long)]
-    pub kubeletauthplugin: Option<String>,
-    /// SuperEdge's plain-HTTP kubelet check flag.
-    #[arg(long)]
-    pub kubeletplugin: Option<String>,
-    /// SuperEdge's TCP check flag.
-    #[arg(long)]
-    pub pingplugin: Option<String>,
     /// A peer passes when the weights of its passing checks reach this. Default: the sum
     /// of all weights (every check must pass).
     #[arg(long)]
@@ -232,16 +226,7 @@ impl Flags {
         if node_name.is_empty() || node_name == "unknown" {
             return Err(SettingsError::NoNodeName);
         }
-        let mut checks = self.checks.clone();
-        for (plugin, value) in [
-            ("kubeletauthplugin", &self.kubeletauthplugin),
-            ("kubeletplugin", &self.kubeletplugin),
-            ("pingplugin", &self.pingplugin),
-        ] {
-            if let Some(value) = value {
-                checks.push(CheckSpec::from_superedge_plugin(plugin, value)?);
-            }
-        }
+        let checks = self.checks.clone();
         let total: f64 = checks.iter().map(|c| c.weight).sum();
         let uses_kubelet = checks.iter().any(|c| matches!(c.kind, CheckKind::KubeletHealthz { .. }));
         let checks = CheckConfig::new(checks, self.healthy_score.unwrap_or(total))?;
@@ -565,12 +550,73 @@ mod tests {
         assert_eq!(s.advertised("127.0.0.11:4000".parse().unwrap()), "127.0.0.11:4000".parse().unwrap());
     }
 
+    /// SuperEdge's flags, through the translation the binary applies.
+    fn legacy_settings(args: &[&str]) -> Result<Settings, SettingsError> {
+        use controller_support::legacy_flags::{EDGE_HEALTH, try_parse_from};
+        let all = [
+            &["edge-health", "--hmac-key-file", "/k", "--signing-key-file", "/s", "--advertise-address", "10.244.0.5"],
+            args,
+        ]
+        .concat();
+        let (flags, _) = try_parse_from::<Flags, _, _>(&EDGE_HEALTH, all).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        flags.settings("edge-1".into())
+    }
+
     #[test]
     fn superedge_plugin_flags_are_checks() {
-        let s = settings(&["--kubeletauthplugin", "timeout=1,retrytime=2,weight=1,port=10250"]).unwrap();
+        let s = legacy_settings(&["--kubeletauthplugin", "timeout=1,retrytime=2,weight=1,port=10250"]).unwrap();
         assert_eq!(s.checks.checks().len(), 1);
         assert_eq!(s.checks.healthy_score(), 100.0, "SuperEdge's weights are scaled to its score line");
         assert!(matches!(s.kubelet_credential, KubeletCredential::None), "not the pod's own token by default");
+        // the translation reads the plugin flags as the core's SuperEdge reader does
+        for (plugin, value) in [
+            ("kubeletauthplugin", "timeout=5,retrytime=3,weight=1,port=10250"),
+            ("kubeletplugin", "timeout=2,retrytime=1,weight=0.5,port=10255"),
+            ("pingplugin", "timeout=1,retrytime=2,weight=0.3,port=22"),
+        ] {
+            let s = legacy_settings(&[&format!("--{plugin}={value}")]).unwrap();
+            let want = CheckSpec::from_superedge_plugin(plugin, value).unwrap();
+            assert_eq!(s.checks.checks(), [want], "{plugin}");
+        }
+    }
+
+    /// SuperEdge's manifest (`deployment/edge-health.yaml`) gives a check that can take 15 s
+    /// against a 10 s check period; the period here holds it.
+    #[test]
+    fn superedge_numbers_are_the_numbers_used() {
+        let s = legacy_settings(&["--kubeletauthplugin=timeout=5,retrytime=3,weight=1,port=10250", "--v=2"]).unwrap();
+        assert_eq!(s.protocol.period, Duration::from_secs(25));
+        let s = legacy_settings(&[
+            "--pingplugin=timeout=1,retrytime=1,weight=1,port=22",
+            "--healthcheckperiod=4",
+            "--healthcheckscoreline=100",
+            "--votetimeout=12",
+            "--voteperiod=3",
+            "--communicateperiod=30",
+            "--communicatetimetout=2",
+            "--communicateretrytime=3",
+            "--communicateserverport=51015",
+            "--hostname=edge-9",
+        ])
+        .unwrap();
+        assert_eq!(s.protocol.period, Duration::from_secs(5), "4 s plus the check's 1 s");
+        assert_eq!(s.protocol.vote_window, 3, "12 s in periods of 5 s, rounded up");
+        assert_eq!(s.protocol.send_retries, 2);
+        assert_eq!(s.message_timeout, Duration::from_secs(2));
+        assert_eq!(s.checks.healthy_score(), 100.0);
+        let (flags, _) = controller_support::legacy_flags::try_parse_from::<Flags, _, _>(
+            &controller_support::legacy_flags::EDGE_HEALTH,
+            [
+                "edge-health",
+                "--hmac-key-file=/k",
+                "--signing-key-file=/s",
+                "--communicateserverport=51015",
+                "--hostname=edge-9",
+            ],
+        )
+        .unwrap();
+        assert_eq!(flags.runtime.bind_address.to_string(), ":51015");
+        assert_eq!(flags.runtime.node_name.as_deref(), Some("edge-9"));
     }
 
     /// The daemon's own identity is never what a kubelet check sends: by default nothing,
