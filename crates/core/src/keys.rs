@@ -49,10 +49,12 @@ pub const GRID_UNIQ_KEY_LABEL: &str = "superedge.io/grid-uniq-key";
 /// unchanged objects on every resync.
 pub const APPLIED_HASH_ANNOTATION: &str = "superedge.io/applied-hash";
 
-/// Node annotation written by edge-health: `"yes"` means the node's unit voted it
-/// unhealthy; absent means healthy.
+/// Node annotation written by edge-health: present (any value) means the node's unit
+/// voted it unhealthy, absent means healthy, as SuperEdge v0.9's readers read it (see
+/// `crate::protection::voted_unhealthy`).
 pub const NODE_UNHEALTH_ANNOTATION: &str = "nodeunhealth";
-/// The only value of [`NODE_UNHEALTH_ANNOTATION`] that means "voted unhealthy".
+/// The value the writers set [`NODE_UNHEALTH_ANNOTATION`] to (SuperEdge's edge-health
+/// writes the same); readers do not look at the value.
 pub const NODE_UNHEALTH_YES: &str = "yes";
 /// Node annotation: the longest this node may stay Ready=Unknown and still be protected
 /// by the edge rule (see `crate::protection`), counted from the Ready condition's

@@ -4,7 +4,7 @@
 //!
 //! A node is protected when its Ready condition is Unknown, edge-health watches it (it is
 //! a member of a unit whose peers probe it and vote on it: [`crate::membership`]), it is
-//! not annotated `nodeunhealth: "yes"`, and it has not been Unknown for longer than its
+//! not annotated `nodeunhealth` (any value), and it has not been Unknown for longer than its
 //! protection limit. The limit is the cluster-wide one (`--max-unreachable-protection`),
 //! or the node's [`MAX_UNREACHABLE_PROTECTION_ANNOTATION`] when that is valid and shorter:
 //! a node may ask to be protected for less, never for more (the annotation is on the
@@ -132,9 +132,13 @@ impl LimitAnnotation {
 }
 
 /// Whether a node's `nodeunhealth` annotation value (`None`: absent) says its unit voted
-/// it unhealthy. Only `"yes"` does, exactly as SuperEdge's edge-health writes it.
+/// it unhealthy. Its presence does, whatever the value, as every SuperEdge v0.9 reader
+/// reads it (the webhook's `endpoint.go` and `nodetaint.go`, edge-health's `vote.go`):
+/// in a cluster where both run, a node one of them holds voted down is voted down for the
+/// other too. The conservative reading: a present annotation only ever removes the edge
+/// protection, leaving the node to stock Kubernetes.
 pub fn voted_unhealthy(nodeunhealth: Option<&str>) -> bool {
-    nodeunhealth == Some(keys::NODE_UNHEALTH_YES)
+    nodeunhealth.is_some()
 }
 
 /// What the rule needs to know about a node; each enforcer fills it from what it has.
@@ -149,7 +153,7 @@ pub struct NodeFacts {
     /// Edge-health watches the node ([`crate::membership::WatchedNodes`]): only then can its
     /// not being voted unhealthy mean its peers see it alive.
     pub watched: bool,
-    /// `nodeunhealth: "yes"`: the node's unit voted it unhealthy (see [`voted_unhealthy`]).
+    /// `nodeunhealth` present: the node's unit voted it unhealthy (see [`voted_unhealthy`]).
     pub voted_unhealthy: bool,
     /// The node's own limit, if annotated.
     pub limit: LimitAnnotation,
@@ -163,7 +167,8 @@ pub struct NodeFacts {
 pub struct NodeReading<'a> {
     /// The Ready condition (`None`: there is none, nothing to judge by).
     pub ready: Option<ReadyCondition<'a>>,
-    /// The `nodeunhealth` annotation.
+    /// The `nodeunhealth` annotation (a value that is not a string, which no API server
+    /// stores, reads as `""`: present).
     pub unhealth: Option<&'a str>,
     /// The `superedge.io/max-unreachable-protection` annotation.
     pub max_unreachable_protection: Option<&'a str>,
@@ -210,9 +215,10 @@ impl<'a> NodeReading<'a> {
                 .map(|ready| ReadyCondition::from_text(ready["status"].as_str(), ready["lastTransitionTime"].as_str()))
         });
         let annotation = |key: &str| node["metadata"]["annotations"][key].as_str();
+        let present = |key: &str| node["metadata"]["annotations"].get(key).map(|v| v.as_str().unwrap_or_default());
         Self {
             ready,
-            unhealth: annotation(keys::NODE_UNHEALTH_ANNOTATION),
+            unhealth: present(keys::NODE_UNHEALTH_ANNOTATION),
             max_unreachable_protection: annotation(keys::MAX_UNREACHABLE_PROTECTION_ANNOTATION),
         }
     }
@@ -404,6 +410,7 @@ fn go_duration(text: &str) -> Result<Duration, &'static str> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use serde_json::json;
 
     const MINUTE: Duration = Duration::from_secs(60);
 
@@ -498,13 +505,32 @@ mod tests {
         assert_eq!(LimitAnnotation::read(Some("0s")), LimitAnnotation::Valid(ProtectionLimit::Unlimited));
     }
 
+    /// SuperEdge's readers: the annotation's presence is the vote, whatever its value.
     #[test]
-    fn only_yes_is_a_vote() {
-        for (value, voted) in
-            [(Some("yes"), true), (None, false), (Some("no"), false), (Some("YES"), false), (Some(""), false)]
-        {
+    fn presence_is_a_vote() {
+        let cases = [
+            (None, false),
+            (Some("yes"), true),
+            (Some(""), true),
+            (Some("no"), true),
+            (Some("true"), true),
+            (Some("YES"), true),
+        ];
+        for (value, voted) in cases {
             assert_eq!(voted_unhealthy(value), voted, "{value:?}");
+            // the same through each way a Node is read
+            let annotations = value.map_or(json!({"other": "x"}), |v| json!({"other": "x", "nodeunhealth": v}));
+            let json = json!({"metadata": {"name": "n", "annotations": annotations}, "status": {"conditions": [
+                {"type": "Ready", "status": "Unknown", "lastTransitionTime": "2026-11-21T10:00:00Z"}]}});
+            let typed: Node = serde_json::from_value(json.clone()).unwrap();
+            assert_eq!(NodeReading::of(&json).voted_unhealthy(), voted, "JSON {value:?}");
+            assert_eq!(NodeReading::of_node(&typed).voted_unhealthy(), voted, "typed {value:?}");
+            assert_eq!(NodeReading::of(&json).facts(true).map(|f| f.voted_unhealthy), Some(voted), "{value:?}");
         }
+        // no API server stores a non-string annotation; if one came, it is present
+        let odd = json!({"metadata": {"annotations": {"nodeunhealth": true}}});
+        assert!(NodeReading::of(&odd).voted_unhealthy());
+        assert!(!NodeReading::of(&json!({"metadata": {"annotations": {"other": true}}})).voted_unhealthy());
     }
 
     /// The rule over every kind of input: readiness, vote, default, annotation, how long

@@ -12,6 +12,11 @@
 //! writes the verdict: the split node-feature-discovery and OVN-Kubernetes make between
 //! node agents and the one writer.
 //!
+//! The voters are the nodes running edge-health (publishing its address,
+//! [`crate::membership::runs_edge_health`]; the caller passes no other): a node of a unit
+//! running SuperEdge's edge-health instead, mid-migration, neither votes nor is voted on,
+//! as edge-health's daemons keep it out of their units.
+//!
 //! The rule, for a node `t` of home unit `U` (the lowest of its units, as edge-health's
 //! writer rule): the **eligible** voters are `U`'s members other than `t` not currently
 //! annotated unhealthy (a dead voter cannot update its view: once voted down it no
@@ -24,6 +29,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation, TestOperation};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::json;
 
@@ -50,7 +57,7 @@ pub struct Voter {
     pub units: BTreeSet<UnitId>,
     /// What its daemon publishes (`None`: nothing yet).
     pub view: Option<BTreeSet<String>>,
-    /// Its Node carries `nodeunhealth: "yes"`.
+    /// Its Node carries `nodeunhealth` (any value: [`ObservedNode::annotated_unhealthy`]).
     pub annotated_unhealthy: bool,
 }
 
@@ -110,10 +117,10 @@ impl ObservedNode {
         }
     }
 
-    /// What the annotation says: only `"yes"` means unhealthy, as the readers (the
-    /// admission webhook, the node lifecycle controller) read it.
+    /// What the annotation says: present, whatever its value, means unhealthy, as every
+    /// reader reads it ([`crate::protection::voted_unhealthy`], SuperEdge's included).
     pub fn annotated_unhealthy(&self) -> bool {
-        self.unhealth.as_deref() == Some(NODE_UNHEALTH_YES)
+        crate::protection::voted_unhealthy(self.unhealth.as_deref())
     }
 }
 
@@ -130,8 +137,9 @@ pub struct AnnotationPatch {
 /// the verdict is Undecided (nothing is known, so nothing is written).
 ///
 /// Marking adds `nodeunhealth: "yes"` (creating the annotation map if there is none);
-/// clearing removes the key. A value other than `"yes"` already reads as healthy and is
-/// left alone. Every patch first tests `metadata.resourceVersion`.
+/// clearing removes the key whatever its value. A present value other than `"yes"`
+/// already reads as unhealthy to every reader, so marking leaves it alone, as SuperEdge's
+/// writer does. Every patch first tests `metadata.resourceVersion`.
 pub fn annotation_patch(observed: &ObservedNode, verdict: Verdict) -> Option<AnnotationPatch> {
     let unhealthy = match verdict {
         Verdict::Undecided => return None,
@@ -140,22 +148,21 @@ pub fn annotation_patch(observed: &ObservedNode, verdict: Verdict) -> Option<Ann
         Verdict::Unhealthy => true,
         Verdict::Healthy => false,
     };
-    let key = format!("/metadata/annotations/{}", escape_pointer(NODE_UNHEALTH_ANNOTATION));
-    let precondition = json!({"op": "test", "path": "/metadata/resourceVersion", "value": observed.resource_version});
+    let pointer = |tokens: &[&str]| PointerBuf::from_tokens(tokens.iter().copied());
+    let key = || pointer(&["metadata", "annotations", NODE_UNHEALTH_ANNOTATION]);
+    let precondition = PatchOperation::Test(TestOperation {
+        path: pointer(&["metadata", "resourceVersion"]),
+        value: json!(observed.resource_version),
+    });
     let change = match (unhealthy, observed.has_annotations) {
-        (true, true) => json!({"op": "add", "path": key, "value": NODE_UNHEALTH_YES}),
-        (true, false) => {
-            json!({"op": "add", "path": "/metadata/annotations", "value": {NODE_UNHEALTH_ANNOTATION: NODE_UNHEALTH_YES}})
-        }
-        (false, _) => json!({"op": "remove", "path": key}),
+        (true, true) => PatchOperation::Add(AddOperation { path: key(), value: json!(NODE_UNHEALTH_YES) }),
+        (true, false) => PatchOperation::Add(AddOperation {
+            path: pointer(&["metadata", "annotations"]),
+            value: json!({NODE_UNHEALTH_ANNOTATION: NODE_UNHEALTH_YES}),
+        }),
+        (false, _) => PatchOperation::Remove(RemoveOperation { path: key() }),
     };
-    let patch = serde_json::from_value(json!([precondition, change])).expect("well-formed JSON patch");
-    Some(AnnotationPatch { node: observed.name.clone(), unhealthy, patch })
-}
-
-/// RFC 6901 escaping of one reference token.
-fn escape_pointer(token: &str) -> String {
-    token.replace('~', "~0").replace('/', "~1")
+    Some(AnnotationPatch { node: observed.name.clone(), unhealthy, patch: Patch(vec![precondition, change]) })
 }
 
 #[cfg(test)]

@@ -169,9 +169,8 @@ fn template_is_optional_in_the_workload_grid_schemas() {
 /// docs' `template` placeholder: only `templatePool` + `defaultTemplateName` + `templates`.
 #[test]
 fn superedge_docs_template_pool_only_deploymentgrid_deserialises() {
-    let dg: DeploymentGrid =
-        serde_saphyr::from_str(&read("tests/superedge/docs/deploymentgrid-templatepool.yaml"))
-            .expect("valid DeploymentGrid");
+    let dg: DeploymentGrid = serde_saphyr::from_str(&read("tests/superedge/docs/deploymentgrid-templatepool.yaml"))
+        .expect("valid DeploymentGrid");
     assert_eq!(dg.spec.template, None);
     assert_eq!(dg.spec.default_template_name.as_deref(), Some("test1"));
     assert_eq!(dg.spec.template_pool.keys().collect::<Vec<_>>(), ["test1", "test2"]);

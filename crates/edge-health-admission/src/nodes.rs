@@ -148,9 +148,14 @@ impl NodeCache {
             Some(tainted) => known.tainted.insert(name.clone(), tainted),
             None => known.tainted.remove(&name),
         };
-        // every node of a unit may vote or be voted on (a ConfigMap change can put a node
-        // with unit labels into a checked unit, so labels decide, not today's units)
-        if edgegrid_core::membership::is_control_plane(labels) {
+        // every node of a unit running edge-health may vote or be voted on (a ConfigMap
+        // change can put a node with unit labels into a checked unit, so labels decide, not
+        // today's units). A node without it (SuperEdge's edge-health, mid-migration) does
+        // neither, as the daemons keep it out of their units: its silence must not dilute
+        // the majority that votes a dead node down, and a verdict on it from views that
+        // never held it would remove what SuperEdge's daemons write (a write fight).
+        let runs = edgegrid_core::membership::runs_edge_health(node.metadata.annotations.as_ref());
+        if edgegrid_core::membership::is_control_plane(labels) || !runs {
             known.voters.remove(&name);
         } else {
             let view =
@@ -491,5 +496,75 @@ mod tests {
         json_patch::patch(&mut a4, &patches[0].patch).expect("applies");
         assert_eq!(a4["metadata"]["annotations"].get(keys::NODE_UNHEALTH_ANNOTATION), None);
         assert_eq!(a4["metadata"]["annotations"][keys::EDGE_HEALTH_UNHEALTHY_VIEW_ANNOTATION], "", "the rest stays");
+    }
+
+    /// A unit mid-migration: s1..s3 run SuperEdge's edge-health (no address, no view), a1
+    /// and a2 ours. a3 of ours is dead and both of ours hold it unhealthy: voted down (the
+    /// SuperEdge nodes neither vote nor dilute the majority). s1, dead and annotated by
+    /// SuperEdge's daemons, is left alone although every view of ours omits it: ours never
+    /// watched it, and clearing it would fight SuperEdge's writes.
+    #[test]
+    fn nodes_not_running_edge_health_neither_vote_nor_are_voted_on() {
+        let cache = NodeCache::new(UnitSource::LabelKey("zone".into()));
+        let superedge = |name: &str, unhealth: Option<&str>| {
+            let mut node = json!({"metadata": {"name": name, "resourceVersion": "7", "labels": {"zone": "u1"}}});
+            if let Some(value) = unhealth {
+                node["metadata"]["annotations"] = json!({keys::NODE_UNHEALTH_ANNOTATION: value});
+            }
+            node
+        };
+        let nodes = [
+            superedge("s1", Some("yes")),
+            superedge("s2", None),
+            superedge("s3", None),
+            voter("a1", "u1", Some("a3"), None),
+            voter("a2", "u1", Some("a3"), None),
+            voter("a3", "u1", Some(""), None),
+        ];
+        apply_all(&cache, &nodes);
+        let patches = cache.verdict_patches();
+        assert_eq!(patches.iter().map(|p| (p.node.as_str(), p.unhealthy)).collect::<Vec<_>>(), [("a3", true)]);
+        let mut a3 = nodes[5].clone();
+        json_patch::patch(&mut a3, &patches[0].patch).expect("applies to the node it was computed from");
+        assert_eq!(a3["metadata"]["annotations"][keys::NODE_UNHEALTH_ANNOTATION], "yes");
+        // s2 starts our daemon (publishes its address) without a view yet: it counts, and
+        // 2 accusing views of 3 eligible still decide
+        apply_all(&cache, &[voter("s2", "u1", None, None)]);
+        let patches = cache.verdict_patches();
+        assert_eq!(patches.iter().map(|p| (p.node.as_str(), p.unhealthy)).collect::<Vec<_>>(), [("a3", true)]);
+    }
+
+    /// SuperEdge's readers: a present `nodeunhealth` is the vote whatever its value. A
+    /// member so annotated no longer votes (a1's accusation of a4 becomes a majority), and
+    /// its majority of clearing views removes the annotation, whatever its value; the
+    /// patches applied to the nodes they were computed from.
+    #[test]
+    fn the_writer_reads_the_annotation_by_its_presence() {
+        for value in [None, Some("yes"), Some(""), Some("no"), Some("true")] {
+            let cache = NodeCache::new(UnitSource::LabelKey("zone".into()));
+            let nodes = [
+                voter("a1", "u1", Some("a4"), None),
+                voter("a2", "u1", None, value),
+                voter("a4", "u1", Some(""), None),
+            ];
+            apply_all(&cache, &nodes);
+            let patches = cache.verdict_patches();
+            let got: Vec<(&str, bool)> = patches.iter().map(|p| (p.node.as_str(), p.unhealthy)).collect();
+            if value.is_none() {
+                assert_eq!(got, [], "a2 votes: 1 accusing view of 2 decides nothing");
+                continue;
+            }
+            assert_eq!(got, [("a2", false), ("a4", true)], "nodeunhealth {value:?}");
+            let mut a2 = nodes[1].clone();
+            json_patch::patch(&mut a2, &patches[0].patch).expect("applies to the node it was computed from");
+            assert_eq!(
+                a2["metadata"]["annotations"],
+                json!({keys::EDGE_HEALTH_ADDRESS_ANNOTATION: "10.0.0.1:51005"}),
+                "nodeunhealth {value:?} removed, the rest kept"
+            );
+            let mut a4 = nodes[2].clone();
+            json_patch::patch(&mut a4, &patches[1].patch).expect("applies to the node it was computed from");
+            assert_eq!(a4["metadata"]["annotations"][keys::NODE_UNHEALTH_ANNOTATION], "yes");
+        }
     }
 }

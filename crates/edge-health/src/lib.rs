@@ -1,6 +1,7 @@
 //! edge-health's domain core: the decisions of the per-node daemon that lets the nodes of
 //! a unit judge, among themselves and independently of the cloud link, which of them are
-//! alive, and writes the verdict as the Node annotation `nodeunhealth: "yes"`.
+//! alive, and writes the verdict as the Node annotation `nodeunhealth: "yes"` (read, as
+//! SuperEdge reads it, by its presence: a clearing verdict removes any value).
 //!
 //! Everything here is pure: no async runtime, no sockets, no clock. Time is passed in as
 //! values ([`time`]), inputs are fed as data, decisions come back as data (probe

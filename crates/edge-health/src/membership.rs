@@ -1,6 +1,17 @@
 //! Which nodes are the local node's peers: the members of the units it belongs to,
-//! derived from node metadata alone (name and labels) and kept current as nodes are
-//! added, relabelled and deleted.
+//! derived from node metadata alone (name, labels, and whether the node runs this
+//! daemon) and kept current as nodes are added, relabelled and deleted.
+//!
+//! Only nodes running this daemon (publishing its address,
+//! [`edgegrid_core::membership::runs_edge_health`], the cloud components' own test for
+//! "runs edge-health") are members. A node of the unit without it, such as one still
+//! running SuperEdge's edge-health while its unit migrates, cannot be probed (no address),
+//! casts no ballot and writes nothing: counted as a checker it would only dilute every
+//! majority (its silence could keep a dead node from ever being voted down, which the
+//! cloud would then keep protecting although no peer watching it says it is alive), and
+//! named the writer it would leave every verdict unwritten. So it is left out whole: a
+//! member's fate is decided by the peers that really watch it, and nothing this daemon
+//! concludes or writes is ever about a node it does not watch.
 //!
 //! Two ways to say what a unit is:
 //! - [`UnitSource::LabelKey`] (`--unit-label-key`): nodes sharing the local node's value
@@ -30,7 +41,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 // The unit definitions are core's, shared with the cloud components that decide whom the
 // edge rule may protect: a daemon's peers are exactly the members core says it has.
-pub use edgegrid_core::membership::{Labels, NodeUnitCheck, UnitId, UnitSource, is_control_plane};
+pub use edgegrid_core::membership::{Labels, NodeUnitCheck, UnitId, UnitSource, is_control_plane, runs_edge_health};
 
 /// One unit the local node belongs to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,13 +68,21 @@ impl MembershipChange {
     }
 }
 
+/// What membership reads of a node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct KnownNode {
+    labels: Labels,
+    /// It publishes this daemon's address (see the module comment).
+    runs_edge_health: bool,
+}
+
 /// The local node's units and peers, fed node metadata.
 #[derive(Clone, Debug)]
 pub struct UnitMembership {
     local: String,
     source: UnitSource,
     check: NodeUnitCheck,
-    nodes: BTreeMap<String, Labels>,
+    nodes: BTreeMap<String, KnownNode>,
     units: Vec<Unit>,
     peers: BTreeSet<String>,
 }
@@ -104,18 +123,26 @@ impl UnitMembership {
 
     /// The lowest of the units `node` belongs to: the unit whose members write its
     /// annotation, so a node in several units still has exactly one writer. `None` for an
-    /// unknown or control-plane node, or one in no checked unit.
+    /// unknown or control-plane node, one in no checked unit, or one not running this
+    /// daemon.
     pub fn home_unit(&self, node: &str) -> Option<UnitId> {
-        self.nodes.get(node).and_then(|labels| self.units_of(labels).into_iter().next())
+        self.nodes.get(node).and_then(|known| self.units_of(known).into_iter().next())
     }
 
-    /// A node was added or its metadata changed.
+    /// A node running this daemon was added or its labels changed (the simulation's and
+    /// the tests' shorthand for [`UnitMembership::apply_node`]).
     pub fn apply(&mut self, name: &str, labels: &Labels) -> MembershipChange {
-        // node heartbeats arrive as metadata updates that change no label: nothing to do
-        if self.nodes.get(name) == Some(labels) {
+        self.apply_node(name, labels, true)
+    }
+
+    /// A node was added or its metadata changed. `runs_edge_health`: whether it publishes
+    /// this daemon's address ([`runs_edge_health`] of its annotations).
+    pub fn apply_node(&mut self, name: &str, labels: &Labels, runs_edge_health: bool) -> MembershipChange {
+        // node heartbeats arrive as metadata updates that change neither: nothing to do
+        if self.nodes.get(name).is_some_and(|k| k.runs_edge_health == runs_edge_health && k.labels == *labels) {
             return MembershipChange::default();
         }
-        self.nodes.insert(name.to_string(), labels.clone());
+        self.nodes.insert(name.to_string(), KnownNode { labels: labels.clone(), runs_edge_health });
         self.recompute()
     }
 
@@ -127,9 +154,18 @@ impl UnitMembership {
         self.recompute()
     }
 
-    /// A relist: these are all the nodes there are.
+    /// A relist of nodes that all run this daemon (shorthand for
+    /// [`UnitMembership::replace_all_nodes`]).
     pub fn replace_all(&mut self, nodes: impl IntoIterator<Item = (String, Labels)>) -> MembershipChange {
-        self.nodes = nodes.into_iter().collect();
+        self.replace_all_nodes(nodes.into_iter().map(|(name, labels)| (name, labels, true)))
+    }
+
+    /// A relist: these are all the nodes there are, with whether each runs this daemon.
+    pub fn replace_all_nodes(&mut self, nodes: impl IntoIterator<Item = (String, Labels, bool)>) -> MembershipChange {
+        self.nodes = nodes
+            .into_iter()
+            .map(|(name, labels, runs_edge_health)| (name, KnownNode { labels, runs_edge_health }))
+            .collect();
         self.recompute()
     }
 
@@ -142,19 +178,23 @@ impl UnitMembership {
         self.recompute()
     }
 
-    /// The ids of the units a node with these labels belongs to, lowest first.
-    fn units_of(&self, labels: &Labels) -> BTreeSet<UnitId> {
-        edgegrid_core::membership::units_of(&self.source, &self.check, labels)
+    /// The ids of the units a node belongs to, lowest first: none when it does not run
+    /// this daemon.
+    fn units_of(&self, node: &KnownNode) -> BTreeSet<UnitId> {
+        if !node.runs_edge_health {
+            return BTreeSet::new();
+        }
+        edgegrid_core::membership::units_of(&self.source, &self.check, &node.labels)
     }
 
     fn recompute(&mut self) -> MembershipChange {
-        let local_units = self.nodes.get(&self.local).map(|labels| self.units_of(labels)).unwrap_or_default();
+        let local_units = self.nodes.get(&self.local).map(|known| self.units_of(known)).unwrap_or_default();
         let mut members: BTreeMap<UnitId, Vec<String>> =
             local_units.iter().map(|id| (id.clone(), Vec::new())).collect();
         if !members.is_empty() {
             // nodes iterate in name order, so member lists come out sorted
-            for (name, labels) in &self.nodes {
-                for id in self.units_of(labels) {
+            for (name, known) in &self.nodes {
+                for id in self.units_of(known) {
                     if let Some(list) = members.get_mut(&id) {
                         list.push(name.clone());
                     }
@@ -271,6 +311,36 @@ mod tests {
         cp.apply("cp1", &labels(&[(CONTROL_PLANE_ROLE_LABEL, "")]));
         cp.apply("b", &labels(&[]));
         assert!(cp.peers().is_empty());
+    }
+
+    /// A node of the unit not running this daemon (SuperEdge's edge-health mid-migration,
+    /// or ours not started yet) is no member: not a peer, never anyone's writer; it joins
+    /// once it publishes the address, and leaves again if it stops publishing it. The local
+    /// node is held to the same rule, so every member computes the same member list.
+    #[test]
+    fn nodes_not_running_this_daemon_are_not_members() {
+        let mut m = UnitMembership::new("b", UnitSource::LabelKey("zone".into()));
+        m.replace_all_nodes([
+            ("a".into(), zone("z1"), false),
+            ("b".into(), zone("z1"), true),
+            ("c".into(), zone("z1"), true),
+            ("d".into(), zone("z1"), false),
+        ]);
+        assert_eq!(members(&m), vec![(UnitId::LabelValue("z1".into()), vec!["b", "c"])]);
+        assert_eq!(m.peers(), &names(&["c"]));
+        assert_eq!((m.home_unit("a"), m.home_unit("c")), (None, Some(UnitId::LabelValue("z1".into()))));
+        // "a" starts our daemon: it publishes its address and joins
+        let change = m.apply_node("a", &zone("z1"), true);
+        assert_eq!(change, MembershipChange { joined: names(&["a"]), left: names(&[]), units_changed: true });
+        assert!(m.apply_node("a", &zone("z1"), true).is_empty(), "the same again");
+        // and leaves once it no longer does
+        let change = m.apply_node("a", &zone("z1"), false);
+        assert_eq!(change, MembershipChange { joined: names(&[]), left: names(&["a"]), units_changed: true });
+        // a local node not publishing its own address is in no unit either
+        let mut local = UnitMembership::new("a", UnitSource::LabelKey("zone".into()));
+        local.replace_all_nodes([("a".into(), zone("z1"), false), ("b".into(), zone("z1"), true)]);
+        assert!(local.units().is_empty() && local.peers().is_empty());
+        assert_eq!(local.apply_node("a", &zone("z1"), true).joined, names(&["b"]));
     }
 
     #[test]

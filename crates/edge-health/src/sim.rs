@@ -46,7 +46,13 @@ const UNIT_KEY: &str = "sim.edgegrid.io/unit";
 
 #[derive(Clone, Debug)]
 pub struct SimConfig {
+    /// Nodes running this daemon, named `edge-00000`, `edge-00001`, ...
     pub nodes: usize,
+    /// Nodes of the same unit running SuperEdge's edge-health instead (a unit mid-migration),
+    /// named `edge-0-superedge-000`, ... (before every other name, so the lowest-named
+    /// node, the first writer candidate, is one of them). They publish no address and no
+    /// key, never send or answer this daemon's messages, and are alive.
+    pub superedge_nodes: usize,
     pub protocol: ProtocolConfig,
     pub checks: CheckConfig,
     /// Probability that one network traversal (a probe request or response, a message) is lost.
@@ -68,6 +74,7 @@ impl SimConfig {
         };
         Ok(Self {
             nodes,
+            superedge_nodes: 0,
             protocol: ProtocolConfig::default(),
             checks: CheckConfig::new(vec![check], 1.0)?,
             loss,
@@ -142,6 +149,11 @@ impl Attack {
 struct Member {
     name: String,
     alive: bool,
+    /// Runs this daemon. A member that does not (SuperEdge's daemon instead) never probes,
+    /// relays, answers or evaluates, and is never probed or asked for help (it publishes no
+    /// address): the daemon keeps such nodes out of its units, so this is only reached
+    /// when membership would let them in.
+    runs: bool,
     key: SigningKey,
     /// Set: an attacker holds this member.
     attacks: Option<BTreeSet<Attack>>,
@@ -162,6 +174,8 @@ pub struct Sim {
     clock: PeriodClock,
     now: Timestamp,
     members: Vec<String>,
+    /// The unit's nodes running SuperEdge's edge-health (see [`SimConfig::superedge_nodes`]).
+    superedge: Vec<String>,
     nodes: Vec<Member>,
     index: BTreeMap<String, usize>,
     /// The shared schedule every member probes by (each computes the same one).
@@ -190,11 +204,18 @@ impl Sim {
         config.protocol.validate(&config.checks)?;
         let clock = PeriodClock::new(config.protocol.period)?;
         let names: Vec<String> = (0..config.nodes).map(|i| format!("edge-{i:05}")).collect();
-        // every member derives the unit from node labels, as the daemon does
+        let superedge: Vec<String> = (0..config.superedge_nodes).map(|i| format!("edge-0-superedge-{i:03}")).collect();
+        // every member derives the unit from node labels and published addresses, as the
+        // daemon does
         let labels: Labels = [(UNIT_KEY.to_string(), "site-1".to_string())].into();
         let mut membership =
             UnitMembership::new(names.first().cloned().unwrap_or_default(), UnitSource::LabelKey(UNIT_KEY.into()));
-        membership.replace_all(names.iter().map(|n| (n.clone(), labels.clone())));
+        membership.replace_all_nodes(
+            names
+                .iter()
+                .map(|n| (n.clone(), labels.clone(), true))
+                .chain(superedge.iter().map(|n| (n.clone(), labels.clone(), false))),
+        );
         let members = membership.units().first().map(|u| u.members.clone()).unwrap_or_default();
         let key = HmacKey::new(&splitmix64(config.seed).to_le_bytes().repeat(4)).expect("32-byte key");
         let keep = config.protocol.vote_window as usize + 2;
@@ -204,6 +225,7 @@ impl Sim {
             .map(|(i, name)| Member {
                 name: name.clone(),
                 alive: true,
+                runs: !superedge.contains(name),
                 key: member_key(config.seed, i as u64),
                 attacks: None,
                 captured: BTreeMap::new(),
@@ -217,8 +239,8 @@ impl Sim {
             .collect();
         let index = members.iter().enumerate().map(|(i, n)| (n.clone(), i)).collect();
         let schedule = Schedule::new(&members, config.protocol.probes_per_period, keep);
-        let annotations = members.iter().map(|n| (n.clone(), (false, 1))).collect();
-        let published = nodes.iter().map(|m| (m.name.clone(), m.key.public_key())).collect();
+        let annotations = members.iter().chain(&superedge).map(|n| (n.clone(), (false, 1))).collect();
+        let published = nodes.iter().filter(|m| m.runs).map(|m| (m.name.clone(), m.key.public_key())).collect();
         // start at the beginning of the period after `start`
         let now = clock.start_of(clock.period_at(config.start).next());
         Ok(Self {
@@ -227,6 +249,7 @@ impl Sim {
             clock,
             now,
             members,
+            superedge,
             nodes,
             index,
             schedule,
@@ -261,6 +284,16 @@ impl Sim {
 
     pub fn members(&self) -> &[String] {
         &self.members
+    }
+
+    /// The unit's nodes running SuperEdge's edge-health (members or not).
+    pub fn superedge(&self) -> &[String] {
+        &self.superedge
+    }
+
+    /// Whether `name` runs this daemon (unknown names do not).
+    fn runs(&self, name: &str) -> bool {
+        self.index.get(name).is_some_and(|&i| self.nodes[i].runs)
     }
 
     /// The period the next [`Sim::run_period`] runs.
@@ -301,7 +334,7 @@ impl Sim {
         self.nodes.iter().filter(|m| m.alive).map(|m| m.name.as_str())
     }
 
-    /// Whether the apiserver's Node carries `nodeunhealth: "yes"`.
+    /// Whether the apiserver's Node carries `nodeunhealth` (the simulation writes only `"yes"`).
     pub fn annotated(&self, node: &str) -> bool {
         self.annotations.get(node).is_some_and(|(yes, _)| *yes)
     }
@@ -318,14 +351,17 @@ impl Sim {
         let probed_at = start;
         let mut conclusions: Vec<(usize, Conclusion)> = Vec::new();
         for c in 0..self.nodes.len() {
-            if !self.nodes[c].alive {
+            if !self.nodes[c].alive || !self.nodes[c].runs {
                 continue;
             }
             let checker = self.nodes[c].name.clone();
             for target in assignment.targets_of(&checker) {
+                if !self.runs(target) {
+                    continue; // no address published: not probed, as the daemon skips it
+                }
                 let reachable = self.check(self.index[target], &mut stats);
                 let helpers = {
-                    let held = |h: &str| self.held_unhealthy(c, h);
+                    let held = |h: &str| self.held_unhealthy(c, h) || !self.runs(h);
                     assignment.helpers(&checker, target, self.config.protocol.indirect_helpers, held)
                 };
                 match self.nodes[c].indirect.direct_result(target, period, reachable, &helpers, probed_at) {
@@ -370,7 +406,7 @@ impl Sim {
         // 3. evaluation at the end of the period, then writes
         for o in 0..self.nodes.len() {
             let member = &mut self.nodes[o];
-            if !member.alive {
+            if !member.alive || !member.runs {
                 continue;
             }
             let (table, schedule) = (&mut member.table, &mut member.schedule);
@@ -442,7 +478,7 @@ impl Sim {
             );
             stats.frames_sent += 1;
             stats.bytes_sent += frame.len() as u64;
-            if self.lost() || !self.nodes[h].alive {
+            if self.lost() || !self.nodes[h].alive || !self.nodes[h].runs {
                 continue;
             }
             let opened = self.open(h, &frame, now, stats)?;
@@ -524,7 +560,7 @@ impl Sim {
         let relays = relays_received(self.members.len(), fanout);
         let mut deliveries: Vec<(usize, std::rc::Rc<Vec<u8>>)> = Vec::new();
         for s in 0..self.nodes.len() {
-            if !self.nodes[s].alive {
+            if !self.nodes[s].alive || !self.nodes[s].runs {
                 continue;
             }
             if self.nodes[s].attacks.is_some() {
@@ -541,7 +577,7 @@ impl Sim {
                     let frame = self.nodes[s].signer.seal(sent_at, None, Payload::Results { ballots });
                     stats.frames_sent += 1;
                     stats.bytes_sent += frame.len() as u64;
-                    if self.nodes[r].alive {
+                    if self.nodes[r].alive && self.nodes[r].runs {
                         deliveries.push((r, std::rc::Rc::new(frame)));
                     }
                 }
@@ -551,7 +587,7 @@ impl Sim {
             let carried: u64 = ballots.values().map(|b| b.len() as u64).sum();
             let frame = std::rc::Rc::new(self.nodes[s].signer.seal(sent_at, None, Payload::Results { ballots }));
             let peers: Vec<usize> = {
-                let held = |h: &str| self.held_unhealthy(s, h);
+                let held = |h: &str| self.held_unhealthy(s, h) || !self.runs(h);
                 assignment
                     .relay_peers(&self.nodes[s].name, round, fanout, held)
                     .iter()

@@ -7,8 +7,9 @@
 //! the unit still votes a dead node down locally and the verdict is written once the API
 //! is back. Frames a test forges (bad MAC, replay, unknown sender, skew, misdirected,
 //! garbage) are refused with their status and metric, a rotated key file is used without
-//! a restart, peers without an address are not probed and stay undecided; SuperEdge node
-//! units follow the `edge-health-config` ConfigMap; a configuration that cannot work is a
+//! a restart; a node of the unit running SuperEdge's edge-health (no address published) is
+//! no member, and SuperEdge's `PUT /result` gets 410 Gone, counted; SuperEdge node units
+//! follow the `edge-health-config` ConfigMap; a configuration that cannot work is a
 //! start-up error saying why.
 
 mod common;
@@ -17,7 +18,9 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use common::{Cluster, KEY, Member, Protocol, client, expect, loopback, metric, until, verdicts, views_agree};
+use common::{
+    Cluster, KEY, Member, Protocol, client, expect, http_send, loopback, metric, until, verdicts, views_agree,
+};
 use edge_health::message::{HmacKey, Message, Payload, seal_message};
 use edge_health::time::Timestamp;
 use edgegrid_core::health::Verdict;
@@ -167,26 +170,49 @@ async fn with_the_cloud_link_down_the_unit_votes_locally_and_writes_when_back() 
 async fn forged_replayed_and_stray_frames_are_refused() {
     let ip = loopback(21);
     let cluster = Cluster::on_loopback("b", &[ip], LOOPBACK).await;
-    // "ghost" is a member without a daemon, so without an address
-    cluster.create_node("ghost").await;
+    // "ghost" is a member whose daemon the test plays (it forges its frames): it publishes
+    // an address on solo's host, whose check target answers for it
+    let ghost_address = json!({EDGE_HEALTH_ADDRESS_ANNOTATION: format!("{ip}:1")});
+    cluster.create_node_annotated("ghost", json!({"site": "b"}), ghost_address).await;
+    // "legacy" runs SuperEdge's edge-health: same unit, no address published
+    cluster.create_node("legacy").await;
     cluster.create_node("solo").await;
     let mut solo = Member::new("solo", ip);
     cluster.start(&mut solo).await;
     let address = cluster.address(&solo);
-    // once its view lists both, the daemon knows ghost as a peer
-    let view = until("solo's view", Duration::from_secs(15), || async {
-        verdicts(address).await.filter(|v| v.nodes.len() == 2)
+    // once its view lists ghost, the daemon knows it as a peer; legacy is no member
+    until("ghost held healthy", Duration::from_secs(15), || async {
+        let view = verdicts(address).await?;
+        (view.node == "solo" && view.nodes.get("ghost").map(|v| v.verdict) == Some(Verdict::Healthy)).then_some(view)
     })
     .await;
-    assert_eq!(view.node, "solo");
-    // a peer without an address is not probed, for periods on end, and stays undecided
-    until("ghost skipped for 3 periods", Duration::from_secs(5), || async {
-        (metric(address, "edge_health_probes_skipped_total").await >= 3.0).then_some(())
+    // for periods on end: legacy is never in the view, never probed, nobody is accused
+    let since = metric(address, r#"edge_health_probes_total{check="http",result="success"}"#).await;
+    until("3 more periods of probes", Duration::from_secs(5), || async {
+        let now = metric(address, r#"edge_health_probes_total{check="http",result="success"}"#).await;
+        (now >= since + 3.0).then_some(())
     })
     .await;
-    assert_eq!(metric(address, r#"edge_health_probes_total{check="http",result="failure"}"#).await, 0.0);
     let view = verdicts(address).await.expect("view");
-    assert!(view.nodes.values().all(|v| v.verdict == Verdict::Undecided), "nobody probes ghost or hears from it");
+    assert_eq!(view.nodes.keys().map(String::as_str).collect::<Vec<_>>(), ["ghost", "solo"], "legacy is no member");
+    assert_eq!(metric(address, "edge_health_probes_skipped_total").await, 0.0);
+    assert_eq!(metric(address, r#"edge_health_probes_total{check="http",result="failure"}"#).await, 0.0);
+    assert_eq!(cluster.unhealth("legacy").await, None, "nothing written about legacy");
+    // legacy's SuperEdge daemon sends its results (`PUT /result`, SuperEdge's
+    // CommunicateData): 410 Gone saying why, counted, and nothing taken from it
+    let result = json!({"sourceIP": "127.0.0.22", "resultDetail": {ip.to_string(): {"normal": false, "time": 1}},
+        "hmac": "00"});
+    for attempt in 1..=3 {
+        let (status, body) = http_send(address, "PUT", "/result", result.to_string().as_bytes()).await.expect("answer");
+        assert_eq!(status, 410, "{body}");
+        assert!(body.contains("runs edgegrid's edge-health, not SuperEdge's"), "{body}");
+        let counted = metric(address, r#"edge_health_superedge_requests_total{path="/result"}"#).await;
+        assert_eq!(counted, f64::from(attempt));
+    }
+    let (status, _) = http_send(address, "GET", "/localinfo", b"").await.expect("answer");
+    assert_eq!(status, 410, "SuperEdge's grid wrapper reading the local view");
+    assert_eq!(metric(address, r#"edge_health_superedge_requests_total{path="/localinfo"}"#).await, 1.0);
+    assert_eq!(metric(address, r#"edge_health_messages_rejected_total{reason="malformed"}"#).await, 0.0);
 
     let key = HmacKey::new(KEY).expect("key");
     let now = || {
@@ -208,6 +234,8 @@ async fn forged_replayed_and_stray_frames_are_refused() {
         ("replay", valid.clone(), 401, "replay"),
         ("bad MAC", seal_message(&other_key, &message("ghost", now(), 2, None)), 401, "bad_mac"),
         ("unknown sender", seal_message(&key, &message("stranger", now(), 3, None)), 401, "unknown_sender"),
+        // a node of the unit not running this daemon is no member: its frames are a stranger's
+        ("no member", seal_message(&key, &message("legacy", now(), 3, None)), 401, "unknown_sender"),
         ("old timestamp", seal_message(&key, &message("ghost", now().saturating_sub(hour), 4, None)), 401, "skew"),
         ("for another node", seal_message(&key, &message("ghost", now(), 5, Some("edge-9"))), 401, "misdirected"),
         // a holder of the unit key silencing a member: refused, the member's frames still count
@@ -274,8 +302,11 @@ async fn node_units_follow_the_edge_health_config_config_map() {
     let cluster = Cluster::on_loopback("", &[ip], LOOPBACK).await;
     let unit = |name: &str| json!({name: NODE_UNIT_LABEL_VALUE});
     cluster.create_node_labelled("solo", unit("u1")).await;
-    cluster.create_node_labelled("ghost", unit("u1")).await;
-    cluster.create_node_labelled("other", unit("u2")).await;
+    // members whose daemons the test does not run: they publish an address (on solo's
+    // host, so they read as alive), else they would be no members at all
+    let address = json!({EDGE_HEALTH_ADDRESS_ANNOTATION: format!("{ip}:1")});
+    cluster.create_node_annotated("ghost", unit("u1"), address.clone()).await;
+    cluster.create_node_annotated("other", unit("u2"), address).await;
     // kube-system exists from the start, as in a real cluster
     let config_maps: Api<ConfigMap> = Api::namespaced(client(&cluster.server), "kube-system");
     let u1_only: ConfigMap = serde_json::from_value(json!({

@@ -109,12 +109,19 @@ mod tests {
             }
         );
         let bare: Node =
-            serde_json::from_value(json!({"metadata": {"name": "n", "annotations": {"nodeunhealth": "no"}}})).unwrap();
+            serde_json::from_value(json!({"metadata": {"name": "n", "annotations": {"other": "x"}}})).unwrap();
         let snapshot = node_snapshot(&bare, None, false);
         assert_eq!(
             (snapshot.report, snapshot.voted_unhealthy, snapshot.protection_limit, snapshot.unschedulable),
             (NodeReport::default(), false, LimitAnnotation::Absent, false)
         );
+        // SuperEdge's readers: the vote is the annotation's presence, whatever its value
+        for value in ["yes", "", "no", "true"] {
+            let voted: Node =
+                serde_json::from_value(json!({"metadata": {"name": "n", "annotations": {"nodeunhealth": value}}}))
+                    .unwrap();
+            assert!(node_snapshot(&voted, None, false).voted_unhealthy, "nodeunhealth {value:?}");
+        }
         assert!(snapshot.conditions.is_empty() && !snapshot.watched && !snapshot.excluded_from_disruption);
         let typo: Node = serde_json::from_value(
             json!({"metadata": {"name": "n", "annotations": {"superedge.io/max-unreachable-protection": "1 hour"}}}),

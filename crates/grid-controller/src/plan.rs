@@ -840,7 +840,8 @@ mod tests {
     #[test]
     fn superedge_docs_template_pool_only_grid() {
         let mut grid: DeploymentGrid =
-            serde_saphyr::from_str(include_str!("../../../tests/superedge/docs/deploymentgrid-templatepool.yaml")).unwrap();
+            serde_saphyr::from_str(include_str!("../../../tests/superedge/docs/deploymentgrid-templatepool.yaml"))
+                .unwrap();
         assert_eq!(grid.spec.template, None);
         grid.metadata.uid = Some("uid-demo".into());
         let plan = plan_workload_grid(&grid, &units(&["zone1", "zone2", "zone3"])).unwrap();

@@ -1,7 +1,7 @@
 //! The cache fed objects directly: staging until the first full sync, exact served change
 //! sets for each kind of input, relists and restores reduced to the real differences.
 
-use listwatch::{ChangeKind, ListOptions, LogConfig};
+use listwatch::{ChangeKind, ListOptions, LogConfig, WatchOptions};
 use serde_json::{Value, json};
 
 use super::cache::*;
@@ -241,4 +241,158 @@ fn same_form_ignores_only_volatile_metadata() {
     let mut extra = base.clone();
     extra["ports"] = json!([]);
     assert!(!same_form(&base, &extra));
+}
+
+// ---- the `default/kubernetes` rewrite ----------------------------------------------------
+
+/// The apiserver's slice `kubernetes` and Endpoints as its reconciler writes them: no
+/// annotation on the slice; `announce` puts `(ip, port)` on the Endpoints.
+fn apiserver_objects(announce: Option<(&str, &str)>) -> (Object, Object) {
+    let slice: k8s_openapi::api::discovery::v1::EndpointSlice = serde_json::from_value(json!({
+        "metadata": {"name": "kubernetes", "namespace": "default", "labels": {"kubernetes.io/service-name": "kubernetes"}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": ["10.0.0.100"], "conditions": {"ready": true}}],
+        "ports": [{"name": "https", "port": 6443, "protocol": "TCP"}],
+    }))
+    .expect("valid slice");
+    (slice.into(), apiserver_endpoints(announce))
+}
+
+fn apiserver_endpoints(announce: Option<(&str, &str)>) -> Object {
+    let annotations = announce
+        .map_or(json!({}), |(ip, port)| json!({"superedge.io/local-endpoint": ip, "superedge.io/local-port": port}));
+    let endpoints: k8s_openapi::api::core::v1::Endpoints = serde_json::from_value(json!({
+        "metadata": {"name": "kubernetes", "namespace": "default", "annotations": annotations},
+        "subsets": [{"addresses": [{"ip": "10.0.0.100"}], "ports": [{"name": "https", "port": 6443, "protocol": "TCP"}]}],
+    }))
+    .expect("valid endpoints");
+    endpoints.into()
+}
+
+/// A cache synced with `two_units` and the apiserver's objects.
+fn synced_with_apiserver(in_cluster: bool, announce: Option<(&str, &str)>) -> Cache {
+    let mut cache = Cache::new("n1", in_cluster, LOG, 100);
+    let (slice, endpoints) = apiserver_objects(announce);
+    let mut objects = two_units();
+    objects.extend([slice, endpoints]);
+    apply(&mut cache, full_sync(objects));
+    cache
+}
+
+/// The watch events (type, name, object) a watcher of `kind` started at `rv` receives.
+fn events_since(cache: &Cache, kind: Kind, rv: u64) -> Vec<(ChangeKind, String, Value)> {
+    let opts = WatchOptions { resource_version: Some(rv), ..Default::default() };
+    let start = cache.log().watch(&kind, &opts).expect("watch");
+    start.backlog.iter().map(|c| (c.kind, c.id.1.clone(), c.object.value())).collect()
+}
+
+fn apiserver_id() -> (String, String) {
+    ("default".into(), "kubernetes".into())
+}
+
+/// The slice `kubernetes` as served: upstream's, at `rv`.
+fn upstream_apiserver_slice(rv: u64) -> Value {
+    json!({
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {"name": "kubernetes", "namespace": "default", "labels": {"kubernetes.io/service-name": "kubernetes"},
+            "resourceVersion": rv.to_string()},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": ["10.0.0.100"], "conditions": {"ready": true}}],
+        "ports": [{"name": "https", "port": 6443, "protocol": "TCP"}],
+    })
+}
+
+/// The slice `kubernetes` rewritten to the local apiserver `ip:port` (SuperEdge's
+/// `genLocalEndpointSliceV1`: one address, port `https`/TCP), at `rv`.
+fn local_apiserver_slice(address_type: &str, ip: &str, port: u16, rv: u64) -> Value {
+    json!({
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {"name": "kubernetes", "namespace": "default", "labels": {"kubernetes.io/service-name": "kubernetes"},
+            "resourceVersion": rv.to_string()},
+        "addressType": address_type,
+        "endpoints": [{"addresses": [ip], "conditions": {"ready": true, "serving": true, "terminating": false}}],
+        "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
+    })
+}
+
+#[test]
+fn the_apiserver_slice_follows_the_endpoints_annotations_with_a_watch_event_each() {
+    use ChangeKind::*;
+    let mut cache = synced_with_apiserver(true, None);
+    let served_slice = |cache: &Cache| cache.log().get(&Kind::EndpointSlices, &apiserver_id()).map(|o| o.value());
+    let rv = cache.log().current_rv();
+    let slice_rv = served_slice(&cache).expect("served")["metadata"]["resourceVersion"].clone();
+    assert_eq!(
+        served_slice(&cache),
+        Some(upstream_apiserver_slice(slice_rv.as_str().expect("rv").parse().expect("rv"))),
+        "nothing announced: served as upstream"
+    );
+
+    // added: the slice did not change upstream, yet kube-proxy is told
+    let served = apply(&mut cache, [Input::Upsert(apiserver_endpoints(Some(("169.254.0.2", "51003"))))]);
+    assert_eq!(served, vec![(Kind::EndpointSlices, Modified), (Kind::Endpoints, Modified)]);
+    let added = local_apiserver_slice("IPv4", "169.254.0.2", 51003, rv + 1);
+    assert_eq!(events_since(&cache, Kind::EndpointSlices, rv), vec![(Modified, "kubernetes".into(), added.clone())]);
+    assert_eq!(served_slice(&cache), Some(added));
+    let endpoints = cache.log().get(&Kind::Endpoints, &apiserver_id()).expect("served").value();
+    assert_eq!(
+        endpoints["subsets"],
+        json!([{"addresses": [{"ip": "169.254.0.2"}], "ports": [{"name": "https", "port": 51003, "protocol": "TCP"}]}])
+    );
+
+    // changed
+    let rv = cache.log().current_rv();
+    let served = apply(&mut cache, [Input::Upsert(apiserver_endpoints(Some(("fd00::2", "6443"))))]);
+    assert_eq!(served, vec![(Kind::EndpointSlices, Modified), (Kind::Endpoints, Modified)]);
+    let changed = local_apiserver_slice("IPv6", "fd00::2", 6443, rv + 1);
+    assert_eq!(events_since(&cache, Kind::EndpointSlices, rv), vec![(Modified, "kubernetes".into(), changed)]);
+
+    // the same announcement again (a resync, or another field changed): no event
+    let rv = cache.log().current_rv();
+    assert_eq!(apply(&mut cache, [Input::Upsert(apiserver_endpoints(Some(("fd00::2", "6443"))))]), vec![]);
+    assert_eq!(cache.log().current_rv(), rv);
+
+    // removed: back to the upstream slice
+    let served = apply(&mut cache, [Input::Upsert(apiserver_endpoints(None))]);
+    assert_eq!(served, vec![(Kind::EndpointSlices, Modified), (Kind::Endpoints, Modified)]);
+    assert_eq!(
+        events_since(&cache, Kind::EndpointSlices, rv),
+        vec![(Modified, "kubernetes".into(), upstream_apiserver_slice(rv + 1))]
+    );
+
+    // announced, then the Endpoints deleted: the slice goes back too
+    apply(&mut cache, [Input::Upsert(apiserver_endpoints(Some(("169.254.0.2", "51003"))))]);
+    let rv = cache.log().current_rv();
+    let served = apply(&mut cache, [Input::Delete(Stream::Endpoints, apiserver_id())]);
+    assert_eq!(served, vec![(Kind::EndpointSlices, Modified), (Kind::Endpoints, Deleted)]);
+    assert_eq!(
+        events_since(&cache, Kind::EndpointSlices, rv),
+        vec![(Modified, "kubernetes".into(), upstream_apiserver_slice(rv + 1))]
+    );
+}
+
+#[test]
+fn the_apiserver_slice_is_rewritten_from_the_first_sync_when_the_endpoints_announce() {
+    let cache = synced_with_apiserver(true, Some(("169.254.0.2", "51003")));
+    let served = cache.log().get(&Kind::EndpointSlices, &apiserver_id()).expect("served");
+    let rv = served.resource_version();
+    assert_eq!(served.value(), local_apiserver_slice("IPv4", "169.254.0.2", 51003, rv));
+}
+
+#[test]
+fn out_of_cluster_the_endpoints_annotations_change_nothing_but_the_endpoints() {
+    use ChangeKind::*;
+    let mut cache = synced_with_apiserver(false, None);
+    let before = cache.log().get(&Kind::EndpointSlices, &apiserver_id()).expect("served").value();
+    let rv = cache.log().current_rv();
+    for announce in [Some(("169.254.0.2", "51003")), Some(("fd00::2", "6443")), None] {
+        let served = apply(&mut cache, [Input::Upsert(apiserver_endpoints(announce))]);
+        assert_eq!(served, vec![(Kind::Endpoints, Modified)], "{announce:?}");
+    }
+    assert_eq!(events_since(&cache, Kind::EndpointSlices, rv), vec![]);
+    assert_eq!(cache.log().get(&Kind::EndpointSlices, &apiserver_id()).expect("served").value(), before);
+    let endpoints = cache.log().get(&Kind::Endpoints, &apiserver_id()).expect("served").value();
+    assert_eq!(endpoints["subsets"][0]["addresses"], json!([{"ip": "10.0.0.100"}]), "never rewritten");
 }

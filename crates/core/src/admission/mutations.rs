@@ -250,14 +250,11 @@ mod tests {
                 node(Some("Unknown"), None, taints.clone()),
                 Some(json!([unreachable_ns, other])),
             ),
-            (
-                "vote is something else than yes",
-                node(Some("Unknown"), Some("no"), taints.clone()),
-                Some(
-                    json!([{"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"}, {"key": "dedicated", "value": "edge", "effect": "NoExecute"}]),
-                ),
-            ),
             ("voted unhealthy: untouched", node(Some("Unknown"), Some("yes"), taints.clone()), None),
+            // SuperEdge's readers: the annotation's presence is the vote, whatever its value
+            ("voted with an empty value: untouched", node(Some("Unknown"), Some(""), taints.clone()), None),
+            ("voted with \"no\": untouched", node(Some("Unknown"), Some("no"), taints.clone()), None),
+            ("voted with \"true\": untouched", node(Some("Unknown"), Some("true"), taints.clone()), None),
             ("Ready=False (the kubelet says so): untouched", node(Some("False"), None, taints.clone()), None),
             ("Ready=True: untouched", node(Some("True"), None, taints.clone()), None),
             ("no Ready condition: untouched, no panic", node(None, None, taints.clone()), None),
@@ -401,6 +398,32 @@ mod tests {
             ("bounded".to_string(), node("Unknown", json!({"superedge.io/max-unreachable-protection": "1h"}))),
             ("expired".to_string(), node("Unknown", json!({"superedge.io/max-unreachable-protection": "10m"}))),
         ])
+    }
+
+    /// SuperEdge's readers: a present `nodeunhealth` is the vote whatever its value, on
+    /// the endpoint paths as on the node path; each emitted patch applied to its object.
+    #[test]
+    fn endpoint_hooks_read_the_vote_by_its_presence() {
+        let values = [(None, false), (Some("yes"), true), (Some(""), true), (Some("no"), true), (Some("true"), true)];
+        for (value, voted) in values {
+            let annotations = value.map_or(json!({}), |v| json!({"nodeunhealth": v}));
+            let facts = node_facts(&node_since("Unknown", Some(SINCE), annotations, json!([])), true).unwrap();
+            let states = BTreeMap::from([("n".to_string(), facts)]);
+            let endpoints = json!({"subsets": [{"addresses": [{"ip": "10.244.0.9", "nodeName": "other"}],
+                "notReadyAddresses": [{"ip": "10.244.0.1", "nodeName": "n"}]}]});
+            let got = endpoints_patch(&endpoints, &states, now(), ProtectionPolicy::default())
+                .map(|p| apply(endpoints.clone(), &p));
+            let moved = json!({"subsets": [{"addresses": [{"ip": "10.244.0.9", "nodeName": "other"},
+                {"ip": "10.244.0.1", "nodeName": "n"}]}]});
+            assert_eq!(got, (!voted).then_some(moved), "Endpoints, nodeunhealth {value:?}");
+            let slice = json!({"addressType": "IPv4", "endpoints": [
+                {"addresses": ["10.244.0.1"], "nodeName": "n", "conditions": {"ready": false}}]});
+            let got = endpoint_slice_patch(&slice, &states, now(), ProtectionPolicy::default())
+                .map(|p| apply(slice.clone(), &p));
+            let ready = json!({"addressType": "IPv4", "endpoints": [
+                {"addresses": ["10.244.0.1"], "nodeName": "n", "conditions": {"ready": true, "serving": true}}]});
+            assert_eq!(got, (!voted).then_some(ready), "EndpointSlice, nodeunhealth {value:?}");
+        }
     }
 
     #[test]

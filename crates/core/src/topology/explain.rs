@@ -215,7 +215,8 @@ pub(super) fn explain_service<N: NodeLabels>(input: ExplainInput<'_, N>) -> Topo
 
     let mut objects = Vec::with_capacity(input.slices.len() + 1);
     for slice in &input.slices {
-        let rewrite = if input.rewrite_local_apiserver { LocalEndpoint::for_slice(slice) } else { None };
+        let rewrite =
+            if input.rewrite_local_apiserver { LocalEndpoint::for_slice(slice, input.endpoints) } else { None };
         let rows =
             slice.endpoints.iter().zip(prune::slice_candidates(slice)).map(|(e, c)| (e.addresses.clone(), None, c));
         objects.push(base.object(ExplainedKind::EndpointSlice, &slice.metadata.name, rows, &slice_decision, rewrite));

@@ -134,8 +134,9 @@ proptest! {
         let mut view = PrunedView::new(LOCAL, rewrite);
         for change in changes {
             view.apply(change).expect("generated input is valid");
-            for name in ["s0", "s1", "s2", "x0"] {
-                let service = NamespacedName::new("ns", name);
+            let apiserver = (keys::KUBERNETES_SERVICE_NAMESPACE, keys::KUBERNETES_SERVICE_NAME);
+            for (namespace, name) in [("ns", "s0"), ("ns", "s1"), ("ns", "s2"), ("ns", "x0"), apiserver] {
+                let service = NamespacedName::new(namespace, name);
                 let got = view.explain(&service);
                 prop_assert_eq!(check_agrees(&view, &service, &got), Ok(()), "{:#?}", got);
             }

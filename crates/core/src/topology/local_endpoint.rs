@@ -3,6 +3,14 @@
 //! A wrapper running in-cluster serves that object as the single local address instead,
 //! so pods on the node keep talking to "the apiserver" while the cloud link is down.
 //! Malformed annotations mean no rewrite: the object is served as the upstream sent it.
+//!
+//! Where a slice's announcement comes from ([`LocalEndpoint::for_slice`]): the slice's own
+//! annotations when they announce a valid endpoint, otherwise those of the Endpoints
+//! `default/kubernetes`. SuperEdge read only the slice's own annotations
+//! (`genLocalEndpointSliceV1`), so wherever SuperEdge rewrote a slice we serve the same;
+//! but its users annotate the Endpoints, since the apiserver's reconciler replaces the
+//! slice `kubernetes` whole on each change and keeps no annotation there, so a slice
+//! without one follows the Endpoints. Never anything but `default/kubernetes`.
 
 use std::net::IpAddr;
 
@@ -27,13 +35,27 @@ impl LocalEndpoint {
         if is_apiserver { Self::announced(meta) } else { None }
     }
 
-    /// The local endpoint announced on a slice of `default/kubernetes`, if any.
-    pub fn for_slice(slice: &EndpointSlice) -> Option<Self> {
-        let meta = &slice.metadata;
-        let is_apiserver = meta.namespace.as_deref() == Some(keys::KUBERNETES_SERVICE_NAMESPACE)
-            && meta.labels.as_ref().and_then(|l| l.get(keys::SERVICE_NAME_LABEL)).map(String::as_str)
-                == Some(keys::KUBERNETES_SERVICE_NAME);
-        if is_apiserver { Self::announced(meta) } else { None }
+    /// What a slice of `default/kubernetes` is served as: its own announcement when valid,
+    /// else the one on `endpoints` when that is the Endpoints `default/kubernetes` (see
+    /// the module comment). `None` for any other slice.
+    pub fn for_slice(slice: &EndpointSlice, endpoints: Option<&Endpoints>) -> Option<Self> {
+        if !is_apiserver_slice(slice) {
+            return None;
+        }
+        let own = Self::announced(&slice.metadata);
+        let of_endpoints = endpoints.and_then(Self::for_endpoints);
+        Self::slice_precedence(own.as_ref(), of_endpoints.as_ref()).cloned()
+    }
+
+    /// The local endpoint announced on a slice of `default/kubernetes` itself, if any.
+    pub fn on_slice(slice: &EndpointSlice) -> Option<Self> {
+        if is_apiserver_slice(slice) { Self::announced(&slice.metadata) } else { None }
+    }
+
+    /// The precedence rule alone, for callers that keep both announcements already
+    /// parsed: the slice's own, else the Endpoints'.
+    pub fn slice_precedence<'a>(own: Option<&'a Self>, of_endpoints: Option<&'a Self>) -> Option<&'a Self> {
+        own.or(of_endpoints)
     }
 
     fn announced(meta: &ObjectMeta) -> Option<Self> {
@@ -80,4 +102,13 @@ impl LocalEndpoint {
             }]),
         }
     }
+}
+
+/// A slice of the Service `default/kubernetes`, by its `kubernetes.io/service-name` label
+/// (never by the slice's name).
+pub fn is_apiserver_slice(slice: &EndpointSlice) -> bool {
+    let meta = &slice.metadata;
+    meta.namespace.as_deref() == Some(keys::KUBERNETES_SERVICE_NAMESPACE)
+        && meta.labels.as_ref().and_then(|l| l.get(keys::SERVICE_NAME_LABEL)).map(String::as_str)
+            == Some(keys::KUBERNETES_SERVICE_NAME)
 }

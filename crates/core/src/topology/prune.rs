@@ -245,17 +245,20 @@ impl<N: NodeLabels> Clone for PruneContext<'_, N> {
 impl<N: NodeLabels> Copy for PruneContext<'_, N> {}
 
 /// Prunes all slices of one Service (the ordered policy decides over all of them).
-/// Slices are returned in input order.
+/// Slices are returned in input order. `endpoints` is the Service's Endpoints object, if
+/// cached: the slices of `default/kubernetes` follow its local-apiserver announcement
+/// when they carry none themselves ([`LocalEndpoint::for_slice`]).
 pub fn prune_service_slices<N: NodeLabels>(
     policy: &TopologyPolicy,
     slices: &[&EndpointSlice],
+    endpoints: Option<&Endpoints>,
     ctx: PruneContext<'_, N>,
 ) -> Vec<EndpointSlice> {
     let filter = service_filter(policy, ctx.local, ctx.nodes, slices.iter().flat_map(|s| slice_candidates(s)));
     slices
         .iter()
         .map(|slice| {
-            let selection = slice_selection(slice, &filter, ctx);
+            let selection = slice_selection(slice, endpoints, &filter, ctx);
             materialize_slice(slice, &selection)
         })
         .collect()
@@ -288,13 +291,15 @@ pub fn selection<'a, N: NodeLabels>(
     select(candidates, filter, ctx.nodes)
 }
 
-/// The selection of one slice under its Service's filter.
+/// The selection of one slice under its Service's filter; `endpoints` as for
+/// [`prune_service_slices`].
 pub fn slice_selection<N: NodeLabels>(
     slice: &EndpointSlice,
+    endpoints: Option<&Endpoints>,
     filter: &EndpointFilter,
     ctx: PruneContext<'_, N>,
 ) -> Selection {
-    selection(LocalEndpoint::for_slice(slice).as_ref(), slice_candidates(slice), filter, ctx)
+    selection(LocalEndpoint::for_slice(slice, endpoints).as_ref(), slice_candidates(slice), filter, ctx)
 }
 
 /// The selection of one Endpoints object under its Service's filter.

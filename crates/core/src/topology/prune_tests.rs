@@ -2,7 +2,11 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::core::v1::Endpoints;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+
 use super::fixtures::*;
+use super::local_endpoint::LocalEndpoint;
 use super::policy::TopologyPolicy;
 use super::prune::*;
 use crate::keys;
@@ -44,7 +48,7 @@ fn run(case: Case) {
     let slices: Vec<_> =
         case.slices.iter().enumerate().map(|(i, eps)| slice("ns", &format!("svc-{i}"), Some("svc"), eps)).collect();
     let refs: Vec<_> = slices.iter().collect();
-    let pruned = prune_service_slices(&case.policy, &refs, ctx);
+    let pruned = prune_service_slices(&case.policy, &refs, None, ctx);
     let got: Vec<Vec<String>> = pruned.iter().map(slice_ips).collect();
     let want: Vec<Vec<String>> = case.want.iter().map(|w| w.iter().map(|s| s.to_string()).collect()).collect();
     assert_eq!(got, want, "case: {}", case.name);
@@ -327,7 +331,7 @@ fn kubernetes_slice_rewritten_by_label_not_name() {
         |s| &mut s.metadata,
         &announce,
     );
-    let rewritten = &prune_service_slices(&TopologyPolicy::PassThrough, &[&apiserver], on)[0];
+    let rewritten = &prune_service_slices(&TopologyPolicy::PassThrough, &[&apiserver], None, on)[0];
     assert_eq!(rewritten.metadata, apiserver.metadata);
     assert_eq!(rewritten.address_type, "IPv6");
     assert_eq!(slice_ips(rewritten), vec!["fd00::2".to_string()]);
@@ -356,7 +360,112 @@ fn kubernetes_slice_rewritten_by_label_not_name() {
         |s| &mut s.metadata,
         &announce,
     );
-    assert_eq!(prune_service_slices(&TopologyPolicy::PassThrough, &[&impostor], on)[0], impostor);
+    assert_eq!(prune_service_slices(&TopologyPolicy::PassThrough, &[&impostor], None, on)[0], impostor);
+}
+
+/// Where a slice of `default/kubernetes` takes its local-apiserver announcement from: its
+/// own valid one, else the Endpoints `default/kubernetes`'s; nothing for other slices.
+#[test]
+fn kubernetes_slice_announcement_precedence_table() {
+    let at = |ip: &str, port: i32| Some(LocalEndpoint { ip: ip.parse().unwrap(), port });
+    let announce = |ip: &'static str, port: &'static str| {
+        vec![(keys::LOCAL_ENDPOINT_ANNOTATION, ip), (keys::LOCAL_PORT_ANNOTATION, port)]
+    };
+    let apiserver_slice = |pairs: &[(&str, &str)]| {
+        let s = slice(
+            keys::KUBERNETES_SERVICE_NAMESPACE,
+            keys::KUBERNETES_SERVICE_NAME,
+            Some(keys::KUBERNETES_SERVICE_NAME),
+            &[no_node("10.0.0.1")],
+        );
+        if pairs.is_empty() { s } else { with_annotations(s, |s| &mut s.metadata, pairs) }
+    };
+    let apiserver_endpoints = |namespace: &str, pairs: &[(&str, &str)]| {
+        let e = endpoints(namespace, keys::KUBERNETES_SERVICE_NAME, &[(&[no_node("10.0.0.1")], &[])]);
+        if pairs.is_empty() { e } else { with_annotations(e, |e| &mut e.metadata, pairs) }
+    };
+    let own = announce("169.254.0.1", "443");
+    let theirs = announce("169.254.0.2", "51003");
+    let bad_port = announce("169.254.0.3", "https");
+    let only_ip = vec![(keys::LOCAL_ENDPOINT_ANNOTATION, "169.254.0.4")];
+    let default = keys::KUBERNETES_SERVICE_NAMESPACE;
+    #[rustfmt::skip]
+    let cases: Vec<(&str, EndpointSlice, Option<Endpoints>, Option<LocalEndpoint>)> = vec![
+        ("neither announces", apiserver_slice(&[]), Some(apiserver_endpoints(default, &[])), None),
+        ("no Endpoints cached", apiserver_slice(&[]), None, None),
+        ("only the slice", apiserver_slice(&own), Some(apiserver_endpoints(default, &[])), at("169.254.0.1", 443)),
+        ("only the Endpoints", apiserver_slice(&[]), Some(apiserver_endpoints(default, &theirs)), at("169.254.0.2", 51003)),
+        ("both: the slice's wins", apiserver_slice(&own), Some(apiserver_endpoints(default, &theirs)), at("169.254.0.1", 443)),
+        ("malformed on the slice: the Endpoints'", apiserver_slice(&bad_port), Some(apiserver_endpoints(default, &theirs)), at("169.254.0.2", 51003)),
+        ("half an announcement on the slice: the Endpoints'", apiserver_slice(&only_ip), Some(apiserver_endpoints(default, &theirs)), at("169.254.0.2", 51003)),
+        ("malformed on the Endpoints", apiserver_slice(&[]), Some(apiserver_endpoints(default, &bad_port)), None),
+        ("Endpoints of another namespace", apiserver_slice(&[]), Some(apiserver_endpoints("kube-system", &theirs)), None),
+    ];
+    for (name, s, e, want) in cases {
+        assert_eq!(LocalEndpoint::for_slice(&s, e.as_ref()), want, "{name}");
+    }
+    // a slice of another Service never follows the apiserver's Endpoints, whatever its name
+    let impostor = slice(keys::KUBERNETES_SERVICE_NAMESPACE, keys::KUBERNETES_SERVICE_NAME, Some("web"), &[]);
+    assert_eq!(LocalEndpoint::for_slice(&impostor, Some(&apiserver_endpoints(default, &theirs))), None);
+    let elsewhere = slice("kube-system", "kubernetes", Some(keys::KUBERNETES_SERVICE_NAME), &[]);
+    assert_eq!(LocalEndpoint::for_slice(&elsewhere, Some(&apiserver_endpoints(default, &theirs))), None);
+}
+
+/// The slice `kubernetes` as the apiserver's reconciler writes it (no annotations) is
+/// served as the local address the Endpoints announce: SuperEdge's `genLocalEndpointSliceV1`
+/// object (one address, port "https"/TCP), with explicit ready conditions and the address
+/// type of the announced IP.
+#[test]
+fn kubernetes_slice_rewritten_from_the_endpoints_announcement() {
+    let nodes = cluster();
+    let on = PruneContext { local: nodes.get("n1"), nodes: &nodes, rewrite_local_apiserver: true };
+    let off = PruneContext { rewrite_local_apiserver: false, ..on };
+    let announce = [(keys::LOCAL_ENDPOINT_ANNOTATION, "169.254.0.2"), (keys::LOCAL_PORT_ANNOTATION, "51003")];
+    let apiserver_slice = slice(
+        keys::KUBERNETES_SERVICE_NAMESPACE,
+        keys::KUBERNETES_SERVICE_NAME,
+        Some(keys::KUBERNETES_SERVICE_NAME),
+        &[no_node("10.0.0.1"), no_node("10.0.0.2")],
+    );
+    let announced = with_annotations(
+        endpoints(
+            keys::KUBERNETES_SERVICE_NAMESPACE,
+            keys::KUBERNETES_SERVICE_NAME,
+            &[(&[no_node("10.0.0.1"), no_node("10.0.0.2")], &[])],
+        ),
+        |e| &mut e.metadata,
+        &announce,
+    );
+    let want = EndpointSlice {
+        metadata: apiserver_slice.metadata.clone(),
+        address_type: "IPv4".into(),
+        endpoints: vec![k8s_openapi::api::discovery::v1::Endpoint {
+            addresses: vec!["169.254.0.2".into()],
+            conditions: Some(k8s_openapi::api::discovery::v1::EndpointConditions {
+                ready: Some(true),
+                serving: Some(true),
+                terminating: Some(false),
+            }),
+            ..Default::default()
+        }],
+        ports: Some(vec![k8s_openapi::api::discovery::v1::EndpointPort {
+            name: Some("https".into()),
+            port: Some(51003),
+            protocol: Some("TCP".into()),
+            app_protocol: None,
+        }]),
+    };
+    let pruned = |ctx, e: Option<&Endpoints>| {
+        prune_service_slices(&TopologyPolicy::PassThrough, &[&apiserver_slice], e, ctx).remove(0)
+    };
+    assert_eq!(pruned(on, Some(&announced)), want);
+    assert_eq!(pruned(off, Some(&announced)), apiserver_slice, "out of cluster: no rewrite");
+    assert_eq!(pruned(on, None), apiserver_slice, "no Endpoints: no rewrite");
+    let filter = EndpointFilter::All;
+    assert_eq!(
+        slice_selection(&apiserver_slice, Some(&announced), &filter, on),
+        Selection::LocalRewrite(LocalEndpoint { ip: "169.254.0.2".parse().unwrap(), port: 51003 })
+    );
 }
 
 mod never_adds {
@@ -427,7 +536,7 @@ mod never_adds {
                 slice("ns", &format!("s{i}"), Some("svc"), &eps)
             }).collect();
             let refs: Vec<_> = slices.iter().collect();
-            for (before, after) in slices.iter().zip(prune_service_slices(&policy, &refs, ctx)) {
+            for (before, after) in slices.iter().zip(prune_service_slices(&policy, &refs, None, ctx)) {
                 prop_assert!(is_subsequence(&after.endpoints, &before.endpoints));
                 prop_assert_eq!(&after.metadata, &before.metadata);
                 prop_assert_eq!(&after.ports, &before.ports);

@@ -5,7 +5,9 @@
 //! Here each change re-decides only what it can affect, through two indexes: objects by
 //! the nodes their endpoints run on, and slices by their Service (the
 //! `kubernetes.io/service-name` label, never the slice's name). [`PrunedView::apply`]
-//! returns exactly the objects whose pruned form changed; [`PrunedView::full_rebuild`]
+//! returns exactly the objects whose pruned form changed (a change of the Endpoints
+//! `default/kubernetes`'s local-apiserver announcement included: the apiserver's slices
+//! follow it); [`PrunedView::full_rebuild`]
 //! recomputes everything from the raw inputs and is the oracle the tests hold it to.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -202,8 +204,9 @@ struct Cached<T> {
     /// In endpoint order. The node names are shared with [`PrunedView::objects_on_node`]'s
     /// keys: a cluster has few nodes and many endpoints.
     candidates: Box<[OwnedCandidate]>,
-    /// What the `default/kubernetes` rewrite would serve, if this object announces it
-    /// (boxed: one object in a cluster does).
+    /// What the `default/kubernetes` rewrite would serve, if this object itself announces
+    /// it (boxed: one object in a cluster does). A slice without one follows its
+    /// Service's Endpoints, looked up when its selection is decided.
     local: Option<Box<LocalEndpoint>>,
     /// The Service this object's endpoints belong to, if it names one; a slice's is
     /// shared with [`PrunedView::slices_of_service`]'s key.
@@ -410,7 +413,9 @@ impl PrunedView {
         for (service, members) in by_service {
             let policy = service.as_ref().map_or(&PASS_THROUGH, |s| self.policy_of(s));
             let slices: Vec<&EndpointSlice> = members.iter().map(|(_, s)| s).collect();
-            for ((id, _), pruned) in members.iter().zip(prune::prune_service_slices(policy, &slices, ctx)) {
+            let endpoints = service.as_ref().and_then(|s| self.endpoints.get(s)).map(Cached::object);
+            let pruned = prune::prune_service_slices(policy, &slices, endpoints.as_ref(), ctx);
+            for ((id, _), pruned) in members.iter().zip(pruned) {
                 out.insert(
                     ObjectKey { kind: ObjectKind::EndpointSlice, id: (*id).clone() },
                     PrunedObject::Slice(pruned),
@@ -474,19 +479,28 @@ impl PrunedView {
             }
             shared
         });
-        let local = LocalEndpoint::for_slice(&slice);
+        let local = LocalEndpoint::on_slice(&slice);
         self.slices.insert(id, Cached::new(&slice, candidates, local, service));
     }
 
     fn replace_endpoints(&mut self, id: NamespacedName, new: Option<Endpoints>, work: &mut Work) {
         let key = ObjectKey { kind: ObjectKind::Endpoints, id: id.clone() };
         let old_pruned = self.pruned(&key);
-        match self.endpoints.remove(&id) {
-            Some(old) => unindex_nodes(&mut self.objects_on_node, &key, old.nodes()),
+        let old_local = match self.endpoints.remove(&id) {
+            Some(old) => {
+                unindex_nodes(&mut self.objects_on_node, &key, old.nodes());
+                old.local
+            }
             None if new.is_none() => return,
-            None => {}
-        }
+            None => None,
+        };
         work.refilter.insert(id.clone());
+        let new_local = new.as_ref().and_then(LocalEndpoint::for_endpoints);
+        if old_local.as_deref() != new_local.as_ref() {
+            // the slices of `default/kubernetes` without their own announcement follow
+            // this one: they change although no slice did upstream
+            self.reselect_slices(&id, work);
+        }
         let Some(endpoints) = new else {
             work.replaced.insert(key, old_pruned);
             return;
@@ -494,8 +508,7 @@ impl PrunedView {
         let key = Arc::new(key);
         let candidates = index_nodes(&mut self.objects_on_node, &key, prune::endpoints_candidates(&endpoints));
         work.replaced.insert(Arc::unwrap_or_clone(key), old_pruned);
-        let local = LocalEndpoint::for_endpoints(&endpoints);
-        let cached = Cached::new(&endpoints, candidates, local, Some(Arc::new(id.clone())));
+        let cached = Cached::new(&endpoints, candidates, new_local, Some(Arc::new(id.clone())));
         self.endpoints.insert(id, cached);
     }
 
@@ -525,14 +538,18 @@ impl PrunedView {
     }
 
     fn reselect_service(&self, service: &NamespacedName, work: &mut Work) {
+        self.reselect_slices(service, work);
+        if self.endpoints.contains_key(service) {
+            work.reselect.insert(ObjectKey { kind: ObjectKind::Endpoints, id: service.clone() });
+        }
+    }
+
+    fn reselect_slices(&self, service: &NamespacedName, work: &mut Work) {
         for name in self.slices_of_service.get(service).into_iter().flatten() {
             work.reselect.insert(ObjectKey {
                 kind: ObjectKind::EndpointSlice,
                 id: NamespacedName::new(&service.namespace, name),
             });
-        }
-        if self.endpoints.contains_key(service) {
-            work.reselect.insert(ObjectKey { kind: ObjectKind::Endpoints, id: service.clone() });
         }
     }
 
@@ -630,7 +647,10 @@ impl PrunedView {
         let selection = match key.kind {
             ObjectKind::EndpointSlice => {
                 let c = self.slices.get(&key.id)?;
-                prune::selection(c.local.as_deref(), c.candidates(), filter_of(&c.service, |e| &e.slice_filter), ctx)
+                // only `default/kubernetes`'s Endpoints ever announce one
+                let of_endpoints = c.service.as_deref().and_then(|s| self.endpoints.get(s)?.local.as_deref());
+                let local = LocalEndpoint::slice_precedence(c.local.as_deref(), of_endpoints);
+                prune::selection(local, c.candidates(), filter_of(&c.service, |e| &e.slice_filter), ctx)
             }
             ObjectKind::Endpoints => {
                 let c = self.endpoints.get(&key.id)?;

@@ -5,10 +5,15 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 
+use k8s_openapi::api::core::v1::Endpoints;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+
 use super::fixtures::*;
+use super::local_endpoint::LocalEndpoint;
 use super::prune::Labels;
 use super::view::*;
 use super::{PolicyError, ViewChangeKind::*};
+use crate::keys;
 
 fn node(name: &str, pairs: &[(&str, &str)]) -> InputChange {
     InputChange::NodeUpserted { name: name.into(), labels: labels(pairs) }
@@ -223,6 +228,114 @@ fn object_lifecycle_changes() {
     assert_eq!(changed(&mut view, node("n3", &[("unit", "b")])), vec![]);
 }
 
+/// The apiserver's slice carries no annotation (its reconciler keeps none there): it is
+/// rewritten from the Endpoints `default/kubernetes`'s announcement, and re-served each
+/// time that announcement is added, changed or removed, though the slice itself did not
+/// change upstream.
+#[test]
+fn apiserver_slices_follow_the_endpoints_announcement() {
+    let id = || NamespacedName::new(keys::KUBERNETES_SERVICE_NAMESPACE, keys::KUBERNETES_SERVICE_NAME);
+    let slice_key = ObjectKey::slice(keys::KUBERNETES_SERVICE_NAMESPACE, keys::KUBERNETES_SERVICE_NAME);
+    let endpoints_key = ObjectKey::endpoints(keys::KUBERNETES_SERVICE_NAMESPACE, keys::KUBERNETES_SERVICE_NAME);
+    let apiserver_slice = slice(
+        keys::KUBERNETES_SERVICE_NAMESPACE,
+        keys::KUBERNETES_SERVICE_NAME,
+        Some(keys::KUBERNETES_SERVICE_NAME),
+        &[Ep { ip: "10.0.0.1", node: None, ready: Some(true) }],
+    );
+    let apiserver_endpoints = |ip: &str, announce: Option<(&str, &str)>| {
+        let mut e = endpoints(
+            keys::KUBERNETES_SERVICE_NAMESPACE,
+            keys::KUBERNETES_SERVICE_NAME,
+            &[(&[Ep { ip, node: None, ready: Some(true) }], &[])],
+        );
+        e.metadata.annotations = announce
+            .map(|(ip, port)| labels(&[(keys::LOCAL_ENDPOINT_ANNOTATION, ip), (keys::LOCAL_PORT_ANNOTATION, port)]));
+        e
+    };
+    let local = |ip: &str, port| LocalEndpoint { ip: ip.parse().unwrap(), port };
+    let slice_change = |kind, object: EndpointSlice| ViewChange {
+        key: slice_key.clone(),
+        kind,
+        object: Some(PrunedObject::Slice(object)),
+    };
+    let endpoints_change = |kind, object: Endpoints| ViewChange {
+        key: endpoints_key.clone(),
+        kind,
+        object: Some(PrunedObject::Endpoints(object)),
+    };
+
+    let mut view = PrunedView::new("n1", true);
+    view.apply(node("n1", &[("unit", "a")])).unwrap();
+    assert_eq!(
+        view.apply(InputChange::SliceUpserted(apiserver_slice.clone())).unwrap(),
+        vec![slice_change(Added, apiserver_slice.clone())],
+        "nothing announced yet: served as upstream"
+    );
+
+    // added
+    let a = apiserver_endpoints("10.0.0.1", Some(("169.254.0.2", "51003")));
+    assert_eq!(
+        view.apply(InputChange::EndpointsUpserted(a.clone())).unwrap(),
+        vec![
+            slice_change(Modified, local("169.254.0.2", 51003).rewrite_slice(&apiserver_slice)),
+            endpoints_change(Added, local("169.254.0.2", 51003).rewrite_endpoints(&a)),
+        ]
+    );
+    // the apiserver's addresses change upstream, the announcement does not: nothing served changes
+    let moved = apiserver_endpoints("10.0.0.9", Some(("169.254.0.2", "51003")));
+    assert_eq!(view.apply(InputChange::EndpointsUpserted(moved)).unwrap(), vec![]);
+    // changed
+    let b = apiserver_endpoints("10.0.0.9", Some(("fd00::2", "6443")));
+    assert_eq!(
+        view.apply(InputChange::EndpointsUpserted(b.clone())).unwrap(),
+        vec![
+            slice_change(Modified, local("fd00::2", 6443).rewrite_slice(&apiserver_slice)),
+            endpoints_change(Modified, local("fd00::2", 6443).rewrite_endpoints(&b)),
+        ]
+    );
+    // removed
+    let plain = apiserver_endpoints("10.0.0.9", None);
+    assert_eq!(
+        view.apply(InputChange::EndpointsUpserted(plain.clone())).unwrap(),
+        vec![slice_change(Modified, apiserver_slice.clone()), endpoints_change(Modified, plain)]
+    );
+    // the Endpoints deleted while announcing: the slice goes back to its upstream form
+    view.apply(InputChange::EndpointsUpserted(a.clone())).unwrap();
+    assert_eq!(
+        view.apply(InputChange::EndpointsDeleted(id())).unwrap(),
+        vec![
+            slice_change(Modified, apiserver_slice.clone()),
+            ViewChange { key: endpoints_key.clone(), kind: Deleted, object: None },
+        ]
+    );
+    // a slice announcing its own endpoint keeps it whatever the Endpoints announce
+    let mut own = apiserver_slice.clone();
+    own.metadata.annotations =
+        Some(labels(&[(keys::LOCAL_ENDPOINT_ANNOTATION, "169.254.0.1"), (keys::LOCAL_PORT_ANNOTATION, "443")]));
+    assert_eq!(
+        view.apply(InputChange::SliceUpserted(own.clone())).unwrap(),
+        vec![slice_change(Modified, local("169.254.0.1", 443).rewrite_slice(&own))]
+    );
+    assert_eq!(
+        view.apply(InputChange::EndpointsUpserted(a.clone())).unwrap(),
+        vec![endpoints_change(Added, local("169.254.0.2", 51003).rewrite_endpoints(&a))]
+    );
+    assert_eq!(
+        view.full_rebuild().get(&slice_key),
+        Some(&PrunedObject::Slice(local("169.254.0.1", 443).rewrite_slice(&own)))
+    );
+
+    // out of cluster: the announcement changes nothing but the Endpoints object itself
+    let mut off = PrunedView::new("n1", false);
+    off.apply(node("n1", &[("unit", "a")])).unwrap();
+    off.apply(InputChange::SliceUpserted(apiserver_slice.clone())).unwrap();
+    assert_eq!(off.apply(InputChange::EndpointsUpserted(a.clone())).unwrap(), vec![endpoints_change(Added, a)]);
+    assert_eq!(off.apply(InputChange::EndpointsUpserted(b.clone())).unwrap(), vec![endpoints_change(Modified, b)]);
+    assert_eq!(off.apply(InputChange::EndpointsDeleted(id())).unwrap().len(), 1);
+    assert_eq!(off.pruned(&slice_key), Some(PrunedObject::Slice(apiserver_slice)));
+}
+
 #[test]
 fn ordered_policy_reacts_to_readiness_in_other_slices() {
     let mut view = PrunedView::new("n1", false);
@@ -407,6 +520,45 @@ pub(super) fn arb_change() -> impl Strategy<Value = InputChange> {
         1 => prop::sample::select(NODES.to_vec()).prop_map(|n| InputChange::NodeDeleted(n.to_string())),
         2 => prop::collection::btree_set(prop::sample::select(vec!["n0", "n1", "n2", "n3", "n4", "ghost"]), 0..3)
             .prop_map(|down| InputChange::NodesDown(down.into_iter().map(str::to_string).collect())),
+        3 => arb_apiserver_change(),
+    ]
+}
+
+/// Changes of `default/kubernetes`: its slices (by label; one named otherwise) and its
+/// Endpoints, each announcing a local apiserver or not (a malformed one included).
+fn arb_apiserver_change() -> impl Strategy<Value = InputChange> {
+    let announcement = || {
+        prop::sample::select(vec![
+            None,
+            Some(("169.254.0.1", "443")),
+            Some(("169.254.0.2", "6443")),
+            Some(("fd00::2", "6443")),
+            Some(("169.254.0.3", "https")),
+        ])
+    };
+    let namespace = keys::KUBERNETES_SERVICE_NAMESPACE;
+    let name = keys::KUBERNETES_SERVICE_NAME;
+    let announce = |meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, a: Option<(&str, &str)>| {
+        meta.annotations =
+            a.map(|(ip, port)| labels(&[(keys::LOCAL_ENDPOINT_ANNOTATION, ip), (keys::LOCAL_PORT_ANNOTATION, port)]));
+    };
+    let slice_name = || prop::sample::select(vec!["kubernetes", "kubernetes-x8k2p"]);
+    prop_oneof![
+        3 => (slice_name(), announcement(), prop::collection::vec(arb_endpoint(), 0..3)).prop_map(move |(n, a, eps)| {
+            let InputChange::SliceUpserted(mut s) = build_slice(n, Some(name), &eps) else { unreachable!() };
+            s.metadata.namespace = Some(namespace.into());
+            announce(&mut s.metadata, a);
+            InputChange::SliceUpserted(s)
+        }),
+        1 => slice_name().prop_map(move |n| InputChange::SliceDeleted(NamespacedName::new(namespace, n))),
+        3 => (announcement(), prop::collection::vec(arb_endpoint(), 0..3)).prop_map(move |(a, eps)| {
+            let InputChange::EndpointsUpserted(mut e) = build_endpoints(name, &eps) else { unreachable!() };
+            e.metadata.namespace = Some(namespace.into());
+            announce(&mut e.metadata, a);
+            InputChange::EndpointsUpserted(e)
+        }),
+        1 => Just(InputChange::EndpointsDeleted(NamespacedName::new(namespace, name))),
+        1 => arb_policy().prop_map(move |p| InputChange::ServiceUpserted(service(namespace, name, p))),
     ]
 }
 

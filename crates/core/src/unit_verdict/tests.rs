@@ -111,3 +111,27 @@ proptest! {
         prop_assert_eq!(verdicts(&voters)[target], expected);
     }
 }
+
+/// SuperEdge's readers: present, whatever the value, is unhealthy.
+#[test]
+fn the_annotation_reads_by_its_presence() {
+    for (value, want) in
+        [(None, false), (Some("yes"), true), (Some(""), true), (Some("no"), true), (Some("true"), true)]
+    {
+        let meta = ObjectMeta {
+            name: Some("n".into()),
+            annotations: Some(
+                [("other".to_string(), "x".to_string())]
+                    .into_iter()
+                    .chain(value.map(|v| (NODE_UNHEALTH_ANNOTATION.to_string(), v.to_string())))
+                    .collect(),
+            ),
+            ..Default::default()
+        };
+        let observed = ObservedNode::from_meta(&meta);
+        assert_eq!(observed.annotated_unhealthy(), want, "{value:?}");
+        let (mark, clear) =
+            (annotation_patch(&observed, Verdict::Unhealthy), annotation_patch(&observed, Verdict::Healthy));
+        assert_eq!((mark.is_some(), clear.is_some()), (!want, want), "{value:?}: write only what changes the reading");
+    }
+}

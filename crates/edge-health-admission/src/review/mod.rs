@@ -410,6 +410,54 @@ mod tests {
         }
     }
 
+    /// SuperEdge's readers: a present `nodeunhealth` is the vote whatever its value, for
+    /// the node hook (both readings of the review) and the endpoint hooks (the node cache).
+    #[test]
+    fn the_vote_is_the_annotations_presence() {
+        let at = policy(30, ProtectionLimit::Unlimited, false);
+        for (value, voted) in
+            [(None, false), (Some("yes"), true), (Some(""), true), (Some("no"), true), (Some("true"), true)]
+        {
+            let want = if voted { "unchanged" } else { "patched" };
+            let mut node = node_object();
+            if let Some(value) = value {
+                node["metadata"]["annotations"]["nodeunhealth"] = json!(value);
+            }
+            let body = review_body(Hook::NodeTaint, &node);
+            assert_eq!(agree(Hook::NodeTaint, body.as_bytes(), &cache(), &at), (Reading::Lean, want), "{value:?}");
+
+            // `alive` as the cache knows it, annotated so
+            let nodes = cache();
+            let mut cached = json!({"metadata": {"name": "alive", "annotations": {"edgegrid.io/edge-health-address": "10.0.0.1:51005"}},
+                "status": {"conditions": [{"type": "Ready", "status": "Unknown", "lastTransitionTime": "2026-11-22T10:00:00Z"}]}});
+            if let Some(value) = value {
+                cached["metadata"]["annotations"]["nodeunhealth"] = json!(value);
+            }
+            nodes.apply(&serde_json::from_value(cached).expect("a node"));
+            let slice = json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
+                "metadata": {"name": "web-1", "namespace": "ns"},
+                "endpoints": [{"addresses": ["10.0.0.1"], "nodeName": "alive", "conditions": {"ready": false}}]});
+            let endpoints = json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "web", "namespace": "ns"},
+                "subsets": [{"notReadyAddresses": [{"ip": "10.0.0.1", "nodeName": "alive"}]}]});
+            for (hook, object) in [(Hook::EndpointSlice, slice), (Hook::Endpoint, endpoints)] {
+                let body = review_body(hook, &object);
+                assert_eq!(agree(hook, body.as_bytes(), &nodes, &at), (Reading::Lean, want), "{hook:?} {value:?}");
+                let decision = decide(hook, &parse(hook, body.as_bytes()).expect("a review"), &nodes, &at);
+                if let Decision::Patch(patch) = decision {
+                    let mut patched = object.clone();
+                    json_patch::patch(&mut patched, &patch).expect("applies");
+                    let expected = match hook {
+                        Hook::EndpointSlice => json!([{"addresses": ["10.0.0.1"], "nodeName": "alive",
+                            "conditions": {"ready": true, "serving": true}}]),
+                        _ => json!([{"addresses": [{"ip": "10.0.0.1", "nodeName": "alive"}]}]),
+                    };
+                    let field = if hook == Hook::EndpointSlice { "endpoints" } else { "subsets" };
+                    assert_eq!(patched[field], expected, "{hook:?}");
+                }
+            }
+        }
+    }
+
     /// Odd bodies: each read lean or not as said, and answered as said (as the tree
     /// reading answers them wherever it reads them).
     #[test]

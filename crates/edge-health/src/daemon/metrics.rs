@@ -1,7 +1,8 @@
 //! The daemon's metrics, prefixed `edge_health_`: probe attempts by check and result,
 //! ballots cast, verdict changes and the current verdicts, messages accepted and
 //! rejected (one label value per [`Rejection`]), messages sent, the vote latency, Node
-//! writes by outcome, key reloads and kubelet-check TokenRequests.
+//! writes by outcome, key reloads, kubelet-check TokenRequests and the requests SuperEdge's
+//! edge-health components send a node running this daemon.
 
 use controller_support::metrics::Register;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -65,6 +66,12 @@ pub struct WriteLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PathLabel {
+    /// One of [`SUPEREDGE_PATHS`](super::server::SUPEREDGE_PATHS).
+    pub path: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabel {
     /// key reloads: loaded, unreadable, invalid; kubelet-check tokens: issued, failed
     pub result: &'static str,
@@ -72,7 +79,7 @@ pub struct ResultLabel {
 
 pub struct Metrics {
     pub probes: Family<ProbeLabels, Counter>,
-    /// Peers of the period's assignment not probed: they publish no address.
+    /// Peers of the period's assignment not probed: their published address does not parse.
     pub probes_skipped: Counter,
     pub ballots: Family<BallotLabels, Counter>,
     pub verdict_changes: Family<VerdictLabel, Counter>,
@@ -94,6 +101,9 @@ pub struct Metrics {
     pub frames_dropped_for_forgeries: Counter,
     /// TokenRequests for the kubelet-check ServiceAccount, by result.
     pub kubelet_check_tokens: Family<ResultLabel, Counter>,
+    /// Requests for SuperEdge's edge-health API (its daemons' `/result`, its grid
+    /// wrapper's `/localinfo`), answered 410: a unit running both daemons.
+    pub superedge_requests: Family<PathLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -115,7 +125,11 @@ impl Default for Metrics {
             ballots_refused: Family::default(),
             frames_dropped_for_forgeries: Counter::default(),
             kubelet_check_tokens: Family::default(),
+            superedge_requests: Family::default(),
         };
+        for path in super::server::SUPEREDGE_PATHS {
+            let _ = metrics.superedge_requests.get_or_create(&PathLabel { path });
+        }
         for refused in BallotIgnored::ALL {
             let _ = metrics.ballots_refused.get_or_create(&ReasonLabel { reason: refused.metric_label() });
         }
@@ -135,7 +149,7 @@ impl Register for Metrics {
         registry.register("probes", "Probe attempts on peers, by check and result", self.probes.clone());
         registry.register(
             "probes_skipped",
-            "Assigned peers not probed because they publish no address",
+            "Assigned peers not probed because their published address does not parse",
             self.probes_skipped.clone(),
         );
         registry.register("ballots", "Ballots this node cast, by verdict and basis", self.ballots.clone());
@@ -171,6 +185,13 @@ impl Register for Metrics {
             "frames_dropped_for_forgeries",
             "Results frames whose remaining ballots were dropped after too many bad signatures",
             self.frames_dropped_for_forgeries.clone(),
+        );
+        registry.register(
+            "superedge_requests",
+            "Requests for SuperEdge's edge-health API answered 410 Gone, by path: /result (a SuperEdge \
+             edge-health daemon of this node's unit sending its results: the unit runs both daemons), \
+             /localinfo (SuperEdge's grid wrapper on this node), /probe",
+            self.superedge_requests.clone(),
         );
         registry.register(
             "kubelet_check_tokens",

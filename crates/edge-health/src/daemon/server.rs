@@ -13,21 +13,29 @@
 //! for a malformed frame, `401` for every other refusal (bad MAC, unknown sender,
 //! misdirected, clock skew, replay), the reason in the body and in
 //! `edge_health_messages_rejected_total{reason}`.
+//!
+//! SuperEdge's edge-health API on the same port ([`SUPEREDGE_PATHS`]: its daemons `PUT
+//! /result` to the peers they check, its grid wrapper reads `/localinfo`) gets `410 Gone`
+//! with a body saying this node runs edgegrid's daemon, counted in
+//! `edge_health_superedge_requests_total{path}` and logged once, not per request: in a
+//! unit being migrated SuperEdge's daemons send it every few seconds. Nothing they send is
+//! read (see `docs/mixed-edge-health.md`).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use controller_support::{Cidr, NodeLocal};
 use edgegrid_core::health::VERDICTS_PATH;
 
 use tokio::sync::Semaphore;
 
-use super::metrics::ReasonLabel;
+use super::metrics::{PathLabel, ReasonLabel};
 use super::round::{EXCHANGE_PATH, check_peer, read_token};
 use super::state::{Daemon, Received, wall_clock};
 use crate::message::Rejection;
@@ -37,7 +45,19 @@ struct Shared {
     daemon: Arc<Daemon>,
     /// Permits for the indirect probes run for peers.
     helping: Arc<Semaphore>,
+    /// Whether a SuperEdge request was logged already (once per process, at info).
+    superedge_logged: Arc<AtomicBool>,
 }
+
+/// SuperEdge v0.9's edge-health API (`pkg/edge-health/communicate`): its daemons `PUT
+/// /result` to each peer they check, its grid wrapper `GET`s `/localinfo` from the node's
+/// own daemon, `/probe` runs probes for callers.
+pub const SUPEREDGE_PATHS: [&str; 3] = ["/result", "/localinfo", "/probe"];
+
+/// The body of the 410 SuperEdge's requests get.
+pub const SUPEREDGE_GONE: &str = "410 Gone: this node runs edgegrid's edge-health, not SuperEdge's: \
+     SuperEdge's edge-health API is not served here and nothing sent to it is read. Its node unit is \
+     being migrated: move all of the unit's nodes to one daemon (docs/mixed-edge-health.md)\n";
 
 /// Who may read `GET /verdicts`: loopback, and the networks of `--verdicts-allowed-from`.
 pub fn verdicts_readers(allowed_from: Vec<Cidr>) -> NodeLocal {
@@ -53,10 +73,30 @@ pub fn router(daemon: Arc<Daemon>) -> Router {
 /// `/exchange` for anyone (frames are authenticated), `/verdicts` for `verdicts_readers`.
 pub fn router_with_verdicts_readers(daemon: Arc<Daemon>, verdicts_readers: &NodeLocal) -> Router {
     let helping = Arc::new(Semaphore::new(daemon.settings().max_concurrent_probe_requests));
-    Router::new()
+    let superedge_logged = Arc::new(AtomicBool::new(false));
+    let mut router = Router::new()
         .route(EXCHANGE_PATH, post(exchange))
-        .merge(verdicts_readers.guard(Router::new().route(VERDICTS_PATH, get(verdicts))))
-        .with_state(Shared { daemon, helping })
+        .merge(verdicts_readers.guard(Router::new().route(VERDICTS_PATH, get(verdicts))));
+    for path in SUPEREDGE_PATHS {
+        router = router.route(path, any(move |state: State<Shared>| superedge(state, path)));
+    }
+    router.with_state(Shared { daemon, helping, superedge_logged })
+}
+
+/// A request for SuperEdge's edge-health API: `410 Gone`, counted; logged the first time.
+async fn superedge(State(shared): State<Shared>, path: &'static str) -> Response {
+    shared.daemon.metrics().superedge_requests.get_or_create(&PathLabel { path }).inc();
+    if !shared.superedge_logged.swap(true, Ordering::Relaxed) {
+        tracing::info!(
+            path,
+            "SuperEdge's edge-health calls this node (answered 410, counted in \
+            edge_health_superedge_requests_total): a unit runs both daemons, move all of its nodes to one"
+        );
+    } else {
+        tracing::debug!(path, "SuperEdge edge-health request answered 410");
+    }
+    (StatusCode::GONE, [(axum::http::header::CONTENT_TYPE, "text/plain; charset=utf-8")], SUPEREDGE_GONE)
+        .into_response()
 }
 
 async fn verdicts(State(Shared { daemon, .. }): State<Shared>) -> Response {
@@ -68,7 +108,7 @@ fn declined(daemon: &Daemon, reason: &'static str) -> Response {
     StatusCode::NO_CONTENT.into_response()
 }
 
-async fn exchange(State(Shared { daemon, helping }): State<Shared>, frame: Bytes) -> Response {
+async fn exchange(State(Shared { daemon, helping, .. }): State<Shared>, frame: Bytes) -> Response {
     match daemon.receive(&frame, wall_clock()) {
         Received::Rejected(rejection) => {
             let status =
@@ -146,6 +186,35 @@ mod tests {
         }
         let frame = from("10.0.0.2:40000", Request::post(EXCHANGE_PATH).body(Body::from("garbage")).expect("request"));
         assert_eq!(app.oneshot(frame).await.expect("answered").status(), StatusCode::BAD_REQUEST);
+    }
+
+    /// SuperEdge's edge-health API, as its daemons and grid wrapper call it, from anyone:
+    /// `410 Gone` saying why, counted by path; nothing it sends is read (the view is
+    /// unchanged).
+    #[tokio::test]
+    async fn superedge_requests_are_gone_and_counted() {
+        let daemon = unit();
+        let app = router(daemon.clone());
+        let view_before = serde_json::to_value(daemon.view()).unwrap();
+        // SuperEdge's `data.CommunicateData`, as `CommunicateEdge.Client` sends it
+        let result =
+            r#"{"sourceIP":"10.0.0.2","resultDetail":{"10.0.0.1":{"normal":false,"time":1700000000}},"hmac":"x"}"#;
+        let requests = [
+            (Request::put("/result").body(Body::from(result)).unwrap(), "/result"),
+            (Request::post("/result").body(Body::from(result)).unwrap(), "/result"),
+            (Request::get("/localinfo").body(Body::empty()).unwrap(), "/localinfo"),
+            (Request::post("/probe").body(Body::from(r#"{"targets":[]}"#)).unwrap(), "/probe"),
+        ];
+        for (request, path) in requests {
+            let response = app.clone().oneshot(from("10.0.0.2:40000", request)).await.unwrap();
+            assert_eq!(response.status(), StatusCode::GONE, "{path}");
+            let body = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+            assert_eq!(body, SUPEREDGE_GONE.as_bytes(), "{path}");
+        }
+        let count = |path| daemon.metrics().superedge_requests.get_or_create(&PathLabel { path }).get();
+        assert_eq!((count("/result"), count("/localinfo"), count("/probe")), (2, 1, 1));
+        assert_eq!(serde_json::to_value(daemon.view()).unwrap(), view_before, "nothing read");
+        assert_eq!(app.oneshot(Request::get("/other").body(Body::empty()).unwrap()).await.unwrap().status(), 404);
     }
 
     /// `--verdicts-allowed-from` opens the view to the networks it lists, and only those.

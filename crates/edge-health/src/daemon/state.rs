@@ -41,7 +41,8 @@ pub fn wall_clock() -> Timestamp {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlannedProbe {
     pub target: String,
-    /// `None`: the peer publishes no address, so it is not probed (no ballot: undecided).
+    /// `None`: the peer's address does not parse, so it is not probed (no ballot:
+    /// undecided). A node publishing none at all is no member (see [`crate::membership`]).
     pub host: Option<IpAddr>,
 }
 
@@ -243,7 +244,7 @@ impl Daemon {
         let mut st = self.lock();
         st.generation += 1;
         st.nodes.insert(name.to_string(), NodeRecord::from_meta(meta));
-        let change = st.membership.apply(name, &labels(meta));
+        let change = st.membership.apply_node(name, &labels(meta), runs_edge_health(meta));
         self.membership_changed(&mut st, change);
     }
 
@@ -260,8 +261,9 @@ impl Daemon {
         let mut st = self.lock();
         st.generation += 1;
         st.nodes = metas.iter().filter_map(|meta| Some((meta.name.clone()?, NodeRecord::from_meta(meta)))).collect();
-        let change =
-            st.membership.replace_all(metas.iter().filter_map(|meta| Some((meta.name.clone()?, labels(meta)))));
+        let change = st.membership.replace_all_nodes(
+            metas.iter().filter_map(|meta| Some((meta.name.clone()?, labels(meta), runs_edge_health(meta)))),
+        );
         self.membership_changed(&mut st, change);
     }
 
@@ -730,4 +732,10 @@ impl Crypto {
 
 fn labels(meta: &ObjectMeta) -> Labels {
     meta.labels.clone().unwrap_or_default()
+}
+
+/// Whether the Node publishes this daemon's address: only then is it a member (see
+/// [`crate::membership`]).
+fn runs_edge_health(meta: &ObjectMeta) -> bool {
+    crate::membership::runs_edge_health(meta.annotations.as_ref())
 }

@@ -372,3 +372,89 @@ proptest! {
         }
     }
 }
+
+// ---- a unit mid-migration: some nodes run SuperEdge's edge-health ----------------------
+
+/// `ours` nodes run this daemon; `superedge` nodes of the same unit run SuperEdge's (no
+/// address, no key, silent) and are alive throughout.
+fn mixed(ours: usize, superedge: usize, loss: f64, seed: u64) -> Sim {
+    let mut config = config(ours, loss, seed);
+    config.superedge_nodes = superedge;
+    Sim::new(config).unwrap()
+}
+
+/// The rule in a mixed unit: SuperEdge's nodes are no members (they cannot be probed,
+/// cast no ballot and write nothing), so a node of ours is voted unhealthy exactly as in a
+/// unit made of our nodes alone: when a strict majority of its eligible checkers (the
+/// members running this daemon the assignment had check it within the vote window, minus
+/// those held unhealthy) ballot it unhealthy. Kills node `victim` of ours after a warm-up
+/// and checks: no live node accused, the victim voted down by every live member of ours
+/// within 3 periods and written once, no SuperEdge node ever a member, judged or written.
+/// Returns how many periods detection took.
+fn mixed_unit_scenario(ours: usize, superedge: usize, loss: f64, seed: u64, victim: usize) -> usize {
+    let mut sim = mixed(ours, superedge, loss, seed);
+    let our_names: Vec<String> = (0..ours).map(|i| format!("edge-{i:05}")).collect();
+    assert_eq!(sim.members(), our_names.as_slice(), "seed {seed}: only the nodes running this daemon are members");
+    assert_eq!(sim.superedge().len(), superedge);
+    let warm_up = run(&mut sim, 6);
+    let mut innocent: BTreeSet<String> = alive(&sim);
+    innocent.extend(sim.superedge().iter().cloned());
+    assert_eq!(false_accusations(&warm_up, &innocent), vec![], "seed {seed}: accused while everyone is alive");
+    let victim = sim.members()[victim % ours].clone();
+    sim.kill(&victim);
+    let (periods, history) = agreed_at(&mut sim, &victim, Verdict::Unhealthy, 3)
+        .unwrap_or_else(|| panic!("seed {seed}: {victim} not voted unhealthy by every member within 3 periods"));
+    let history: Vec<PeriodStats> = warm_up.into_iter().chain(history).chain(run(&mut sim, 5)).collect();
+    assert!(sim.annotated(&victim), "seed {seed}: {victim} not annotated");
+    assert_eq!(writes_about(&history, &victim).len(), 1, "seed {seed}: one write for one verdict change");
+    innocent.remove(&victim);
+    assert_eq!(false_accusations(&history, &innocent), vec![], "seed {seed}: a live node was accused");
+    for node in sim.superedge() {
+        assert!(writes_about(&history, node).is_empty() && !sim.annotated(node), "seed {seed}: {node} written");
+        assert!(history.iter().flat_map(|s| &s.changes).all(|(_, c)| &c.node != node), "seed {seed}: {node} judged");
+    }
+    for node in alive(&sim) {
+        assert!(!sim.annotated(&node), "seed {seed}: live {node} annotated");
+    }
+    periods
+}
+
+#[test]
+fn a_half_migrated_unit_detects_a_dead_node_of_ours_and_leaves_superedge_nodes_alone() {
+    let periods = mixed_unit_scenario(25, 25, 0.3, 1, 17);
+    assert!(periods <= 3, "{periods}");
+}
+
+#[test]
+fn superedge_nodes_outnumbering_ours_neither_stall_nor_sway_the_vote() {
+    // with them counted as silent checkers, 3 of ours could never make a majority of 12
+    let periods = mixed_unit_scenario(3, 9, 0.0, 2, 1);
+    assert!(periods <= 3, "{periods}");
+    // the lowest-named node runs SuperEdge's daemon: it is not the writer, one of ours is
+    let mut sim = mixed(4, 2, 0.0, 3);
+    run(&mut sim, 4);
+    sim.kill("edge-00002");
+    let history = run(&mut sim, 4);
+    let writes: Vec<&Write> = writes_about(&history, "edge-00002");
+    assert_eq!(
+        writes,
+        [&Write { writer: "edge-00000".into(), node: "edge-00002".into(), unhealthy: true }],
+        "the lowest-named member running this daemon writes"
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Any mix, without loss: 2 to 10 nodes of ours, 0 to 12 of SuperEdge's.
+    #[test]
+    fn any_mix_detects_its_dead_and_accuses_no_live_node(
+        ours in 2usize..=10,
+        superedge in 0usize..=12,
+        seed in any::<u64>(),
+        victim in 0usize..10,
+    ) {
+        let periods = mixed_unit_scenario(ours, superedge, 0.0, seed, victim);
+        prop_assert!(periods <= 3, "{}", periods);
+    }
+}

@@ -342,13 +342,11 @@ fn patches_are_minimal_and_conditional() {
             Verdict::Unhealthy,
             Some(Some(vec![("a", "1"), ("nodeunhealth", "yes")])),
         ),
-        (
-            "mark over another value",
-            node("7", Some(&[("nodeunhealth", "no")])),
-            Verdict::Unhealthy,
-            Some(Some(vec![("nodeunhealth", "yes")])),
-        ),
         ("already marked", node("7", Some(&[("nodeunhealth", "yes")])), Verdict::Unhealthy, None),
+        // SuperEdge's readers: the annotation's presence is the vote, whatever its value
+        ("another value already reads unhealthy", node("7", Some(&[("nodeunhealth", "no")])), Verdict::Unhealthy, None),
+        ("an empty value already reads unhealthy", node("7", Some(&[("nodeunhealth", "")])), Verdict::Unhealthy, None),
+        ("\"true\" already reads unhealthy", node("7", Some(&[("nodeunhealth", "true")])), Verdict::Unhealthy, None),
         (
             "clear",
             node("7", Some(&[("a", "1"), ("nodeunhealth", "yes")])),
@@ -357,7 +355,15 @@ fn patches_are_minimal_and_conditional() {
         ),
         ("already clear", node("7", Some(&[("a", "1")])), Verdict::Healthy, None),
         ("no annotations, healthy", node("7", None), Verdict::Healthy, None),
-        ("another value already reads healthy", node("7", Some(&[("nodeunhealth", "no")])), Verdict::Healthy, None),
+        (
+            "clear another value",
+            node("7", Some(&[("a", "1"), ("nodeunhealth", "no")])),
+            Verdict::Healthy,
+            Some(Some(vec![("a", "1")])),
+        ),
+        ("clear an empty value", node("7", Some(&[("nodeunhealth", "")])), Verdict::Healthy, Some(Some(vec![]))),
+        ("clear \"true\"", node("7", Some(&[("nodeunhealth", "true")])), Verdict::Healthy, Some(Some(vec![]))),
+        ("undecided leaves another value", node("7", Some(&[("nodeunhealth", "no")])), Verdict::Undecided, None),
         ("undecided writes nothing", node("7", Some(&[("nodeunhealth", "yes")])), Verdict::Undecided, None),
         ("undecided writes nothing either way", node("7", None), Verdict::Undecided, None),
     ];
@@ -396,6 +402,22 @@ fn the_patch_is_plain_json_patch() {
         serde_json::json!([
             {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
             {"op": "add", "path": "/metadata/annotations/nodeunhealth", "value": "yes"},
+        ])
+    );
+    let bare = ObservedNode::from_meta(&node("7", None).metadata);
+    assert_eq!(
+        serde_json::to_value(&annotation_patch(&bare, Verdict::Unhealthy).unwrap().patch).unwrap(),
+        serde_json::json!([
+            {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
+            {"op": "add", "path": "/metadata/annotations", "value": {"nodeunhealth": "yes"}},
+        ])
+    );
+    let other_value = ObservedNode::from_meta(&node("7", Some(&[("nodeunhealth", "no")])).metadata);
+    assert_eq!(
+        serde_json::to_value(&annotation_patch(&other_value, Verdict::Healthy).unwrap().patch).unwrap(),
+        serde_json::json!([
+            {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
+            {"op": "remove", "path": "/metadata/annotations/nodeunhealth"},
         ])
     );
 }

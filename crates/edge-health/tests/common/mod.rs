@@ -41,10 +41,15 @@ pub fn loopback(last: u8) -> IpAddr {
 /// `POST path` with `body` over HTTP/1.0: the status and body, `None` when the exchange
 /// fails (nothing listens, the connection is cut).
 pub async fn http_post(address: SocketAddr, path: &str, body: &[u8]) -> Option<(u16, String)> {
+    http_send(address, "POST", path, body).await
+}
+
+/// `method path` with `body` over HTTP/1.0, as [`http_post`].
+pub async fn http_send(address: SocketAddr, method: &str, path: &str, body: &[u8]) -> Option<(u16, String)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
     let head = format!(
-        "POST {path} HTTP/1.0\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        "{method} {path} HTTP/1.0\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
         body.len()
     );
     stream.write_all(head.as_bytes()).await.ok()?;
@@ -185,7 +190,14 @@ impl Cluster {
     }
 
     pub async fn create_node_labelled(&self, name: &str, labels: serde_json::Value) {
-        let node: Node = serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}})).expect("node");
+        self.create_node_annotated(name, labels, json!({})).await;
+    }
+
+    /// A Node with these labels and annotations (e.g. the address a daemon the test does
+    /// not run would publish).
+    pub async fn create_node_annotated(&self, name: &str, labels: serde_json::Value, annotations: serde_json::Value) {
+        let metadata = json!({"name": name, "labels": labels, "annotations": annotations});
+        let node: Node = serde_json::from_value(json!({"metadata": metadata})).expect("node");
         Api::<Node>::all(client(&self.server)).create(&PostParams::default(), &node).await.expect("create node");
     }
 

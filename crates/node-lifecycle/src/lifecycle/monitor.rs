@@ -49,7 +49,8 @@ pub struct NodeSnapshot {
     /// Edge-health watches the node (`edgegrid_core::membership`): only then may the edge
     /// rule protect it.
     pub watched: bool,
-    /// The node carries `nodeunhealth: "yes"`: its unit's peers voted it unhealthy.
+    /// The node carries `nodeunhealth` (any value, as SuperEdge reads it): its unit's
+    /// peers voted it unhealthy.
     pub voted_unhealthy: bool,
     /// The node's `superedge.io/max-unreachable-protection` annotation, read.
     pub protection_limit: LimitAnnotation,
