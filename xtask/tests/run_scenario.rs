@@ -367,6 +367,169 @@ async fn shows_what_a_real_cluster_would(kubeconfig: &Path) {
     assert_eq!(started.source.as_ref().and_then(|s| s.host.as_deref()), Some("edge-a-0"));
 }
 
+/// SuperEdge's own grid samples (`tests/superedge/samples`) and its docs' canary
+/// DeploymentGrid (`templatePool` only, no `template`), applied to the running local
+/// cluster, give what SuperEdge's controller generates (its `CreateService`,
+/// `CreateDeployment`, `CreateStatefulSet`): `{grid}-svc` with the grid's selector labels
+/// and `topologyKeys`, and `{grid}-{unit}` per unit whose spec is the unit's template with
+/// the unit's nodeSelector added. Their `gridUniqKey: zone` (and the canary's per-unit
+/// `templates` keys) name the local cluster's `zone1` units instead: the one substitution.
+async fn superedge_s_grids_generate_what_superedge_generates(kubeconfig: &Path) {
+    use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+    use k8s_openapi::api::core::v1::Service;
+    use kube::api::{Api, DynamicObject, Patch, PatchParams};
+    use kube::discovery::ApiResource;
+    use serde_json::{Value, json};
+
+    let config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(kubeconfig).expect("the run's kubeconfig"),
+        &Default::default(),
+    )
+    .await
+    .expect("a client config");
+    let client = kube::Client::try_from(config).expect("a client");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace");
+    let read = |path: &str| {
+        let text = std::fs::read_to_string(root.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let text = text.replace("gridUniqKey: zone\n", "gridUniqKey: zone1\n");
+        let text =
+            text.replace("    zone1: test1", "    unit-a: test1").replace("    zone2: test2", "    unit-b: test2");
+        serde_saphyr::from_str::<Value>(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
+    };
+    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "superedge-canary"}});
+    let apply = PatchParams::apply("superedge-samples");
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .patch("superedge-canary", &apply, &Patch::Apply(&namespace))
+        .await
+        .expect("namespace");
+    let mut canary = read("tests/superedge/docs/deploymentgrid-templatepool.yaml");
+    canary["metadata"]["namespace"] = json!("superedge-canary");
+    let grids = [
+        ("servicegrids", "ServiceGrid", read("tests/superedge/samples/servicegrid.yaml")),
+        ("deploymentgrids", "DeploymentGrid", read("tests/superedge/samples/deploygrid.yaml")),
+        ("statefulsetgrids", "StatefulSetGrid", read("tests/superedge/samples/statefulsetgrid.yaml")),
+        ("deploymentgrids", "DeploymentGrid", canary),
+    ];
+    for (plural, kind, grid) in &grids {
+        let resource = ApiResource {
+            group: "superedge.io".into(),
+            version: "v1".into(),
+            api_version: "superedge.io/v1".into(),
+            kind: (*kind).into(),
+            plural: (*plural).into(),
+        };
+        let (namespace, name) = (
+            grid["metadata"]["namespace"].as_str().expect("namespaced"),
+            grid["metadata"]["name"].as_str().expect("named"),
+        );
+        Api::<DynamicObject>::namespaced_with(client.clone(), namespace, &resource)
+            .patch(name, &apply, &Patch::Apply(grid))
+            .await
+            .unwrap_or_else(|e| panic!("{kind} {name}: {e}"));
+    }
+
+    // what SuperEdge's controller makes of each grid, for a unit
+    let labels = |grid: &Value| json!({"superedge.io/grid-selector": grid["metadata"]["name"], "superedge.io/grid-uniq-key": "zone1"});
+    let per_unit = |template: &Value, unit: &str| {
+        let mut spec = template.clone();
+        spec["template"]["spec"]["nodeSelector"]["zone1"] = json!(unit);
+        spec
+    };
+    let mut expected: Vec<(&str, &str, String, Value, Value)> = vec![(
+        "Service",
+        "default",
+        "servicegrid-demo-svc".to_string(),
+        labels(&grids[0].2),
+        grids[0].2["spec"]["template"].clone(),
+    )];
+    for unit in ["unit-a", "unit-b"] {
+        let (dg, ssg, canary) = (&grids[1].2, &grids[2].2, &grids[3].2);
+        expected.push((
+            "Deployment",
+            "default",
+            format!("deploymentgrid-demo-{unit}"),
+            labels(dg),
+            per_unit(&dg["spec"]["template"], unit),
+        ));
+        expected.push((
+            "StatefulSet",
+            "default",
+            format!("statefulsetgrid-demo-{unit}"),
+            labels(ssg),
+            per_unit(&ssg["spec"]["template"], unit),
+        ));
+        let pool = if unit == "unit-a" { "test1" } else { "test2" };
+        expected.push((
+            "Deployment",
+            "superedge-canary",
+            format!("deploymentgrid-demo-{unit}"),
+            labels(canary),
+            per_unit(&canary["spec"]["templatePool"][pool], unit),
+        ));
+    }
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for (kind, namespace, name, labels, spec) in expected {
+        let live = loop {
+            let found = match kind {
+                "Service" => Api::<Service>::namespaced(client.clone(), namespace)
+                    .get_opt(&name)
+                    .await
+                    .map(|o| o.map(|o| serde_json::to_value(o).expect("json"))),
+                "Deployment" => Api::<Deployment>::namespaced(client.clone(), namespace)
+                    .get_opt(&name)
+                    .await
+                    .map(|o| o.map(|o| serde_json::to_value(o).expect("json"))),
+                _ => Api::<StatefulSet>::namespaced(client.clone(), namespace)
+                    .get_opt(&name)
+                    .await
+                    .map(|o| o.map(|o| serde_json::to_value(o).expect("json"))),
+            }
+            .expect("a read");
+            match found {
+                Some(live) => break live,
+                None => {
+                    assert!(Instant::now() < deadline, "{kind} {namespace}/{name} was not generated");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            }
+        };
+        assert_eq!(live["metadata"]["labels"], labels, "{kind} {namespace}/{name}");
+        if kind == "Service" {
+            assert_eq!(live["metadata"]["annotations"]["topologyKeys"], r#"["zone1"]"#, "{name}");
+        } else {
+            let owner = &live["metadata"]["ownerReferences"][0];
+            assert_eq!(
+                (owner["controller"].as_bool(), owner["kind"].as_str()),
+                (Some(true), Some(if kind == "Deployment" { "DeploymentGrid" } else { "StatefulSetGrid" })),
+                "{name}"
+            );
+        }
+        assert!(
+            contains(&spec, &live["spec"]),
+            "{kind} {namespace}/{name}: SuperEdge's spec {spec}\nnot in {}",
+            live["spec"]
+        );
+    }
+}
+
+/// `want` is in `have`: every field of `want` with a value contained in `have`'s (lists
+/// item by item, same length); fields only `have` has are the API server's defaults.
+fn contains(want: &serde_json::Value, have: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match (want, have) {
+        (Value::Object(want), Value::Object(have)) => want.iter().all(|(k, w)| {
+            // SuperEdge's samples write `creationTimestamp: null` and `resources: {}`, which
+            // the API server leaves out
+            w.is_null() || w.as_object().is_some_and(|o| o.is_empty()) || have.get(k).is_some_and(|h| contains(w, h))
+        }),
+        (Value::Array(want), Value::Array(have)) => {
+            want.len() == have.len() && want.iter().zip(have).all(|(w, h)| contains(w, h))
+        }
+        (want, have) => want == have,
+    }
+}
+
 /// A scratch directory, removed when dropped.
 struct Scratch(PathBuf);
 
@@ -421,7 +584,9 @@ fn a_cluster_mode_run_reads_each_wrapper_through_the_pod_proxy_and_sigterm_stops
         assert_eq!(nodes, [format!("edge-{letter}-0"), format!("edge-{letter}-1")], "{table}");
     }
 
-    tokio::runtime::Runtime::new().expect("a runtime").block_on(shows_what_a_real_cluster_would(&kubeconfig));
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    runtime.block_on(shows_what_a_real_cluster_would(&kubeconfig));
+    runtime.block_on(superedge_s_grids_generate_what_superedge_generates(&kubeconfig));
 
     let pid = cluster.0.id().to_string();
     assert!(Command::new("kill").args(["-TERM", &pid]).status().expect("kill").success());
