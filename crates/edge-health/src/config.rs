@@ -31,9 +31,6 @@ pub const KUBELET_HEALTHZ_PATH: &str = "/healthz";
 /// they count as a pass. Not a 500 (`/healthz` failing, or the kubelet's authorizer
 /// erring), which stays a failure.
 pub const KUBELET_ALIVE_REFUSALS: [u16; 2] = [401, 403];
-/// SuperEdge scored a passing check as 100 points times its weight.
-pub const SUPEREDGE_POINTS_PER_WEIGHT: f64 = 100.0;
-
 /// Which probe a check runs against a peer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CheckKind {
@@ -132,55 +129,6 @@ impl CheckSpec {
                 ProbeTarget::Grpc { host: host.to_string(), port: *port, service: service.clone() }
             }
         }
-    }
-
-    /// Reads a SuperEdge plugin flag value such as `timeout=5,retrytime=3,weight=1,port=10250`
-    /// (`--kubeletauthplugin`, `--kubeletplugin`, `--pingplugin`), so migrating users keep
-    /// their settings. Unlike SuperEdge, every key must be present and valid (SuperEdge
-    /// turned a typo into 0), and `retrytime` (SuperEdge's number of attempts, where 0
-    /// meant "never probe, count as passed") must be at least 1. The weight is scaled by
-    /// [`SUPEREDGE_POINTS_PER_WEIGHT`] so SuperEdge's score line (100) keeps its meaning.
-    pub fn from_superedge_plugin(plugin: &str, value: &str) -> Result<Self, ConfigError> {
-        let bad = |reason: String| ConfigError::SuperEdgePlugin { plugin: plugin.to_string(), reason };
-        let (mut timeout, mut attempts, mut weight, mut port) = (None, None, None, None);
-        for pair in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (key, raw) = pair.split_once('=').ok_or_else(|| bad(format!("{pair:?} is not key=value")))?;
-            let raw = raw.trim();
-            let number =
-                |what: &str| raw.parse::<u64>().map_err(|_| bad(format!("{what} {raw:?} is not a whole number")));
-            match key.trim() {
-                "timeout" => timeout = Some(Duration::from_secs(number("timeout")?)),
-                "retrytime" => attempts = Some(number("retrytime")?),
-                "weight" => {
-                    weight = Some(raw.parse::<f64>().map_err(|_| bad(format!("weight {raw:?} is not a number")))?)
-                }
-                "port" => {
-                    port = Some(u16::try_from(number("port")?).map_err(|_| bad(format!("port {raw} out of range")))?)
-                }
-                other => return Err(bad(format!("unknown key {other:?}"))),
-            }
-        }
-        let missing = |key: &str| bad(format!("{key} is required"));
-        let timeout = timeout.ok_or_else(|| missing("timeout"))?;
-        let attempts = attempts.ok_or_else(|| missing("retrytime"))?;
-        let weight = weight.ok_or_else(|| missing("weight"))?;
-        let port = port.ok_or_else(|| missing("port"))?;
-        if attempts == 0 {
-            return Err(bad("retrytime 0 would never probe".into()));
-        }
-        let kind = match plugin {
-            "kubeletauthplugin" => CheckKind::KubeletHealthz { port, ca_bundle: None },
-            "kubeletplugin" => CheckKind::Http {
-                https: false,
-                port,
-                path: KUBELET_HEALTHZ_PATH.to_string(),
-                tls: TlsVerification::InsecureSkipVerify,
-            },
-            "pingplugin" => CheckKind::Tcp { port },
-            other => return Err(bad(format!("unknown plugin {other:?}"))),
-        };
-        let retries = u32::try_from(attempts - 1).map_err(|_| bad(format!("retrytime {attempts} too large")))?;
-        Ok(Self { kind, timeout, retries, weight: weight * SUPEREDGE_POINTS_PER_WEIGHT })
     }
 }
 
@@ -365,8 +313,6 @@ pub enum ConfigError {
     BadHealthyScore(f64),
     #[error("the healthy score {score} exceeds the total weight of all checks ({total}): no peer could ever pass")]
     UnreachableHealthyScore { score: f64, total: f64 },
-    #[error("SuperEdge plugin --{plugin}: {reason}")]
-    SuperEdgePlugin { plugin: String, reason: String },
     #[error("the check period must be at least 1ms")]
     ZeroPeriod,
     #[error("probes per period must be at least 1")]
@@ -500,43 +446,6 @@ mod tests {
         let retried = CheckSpec { retries: 4, timeout: Duration::from_millis(1500), ..tcp(1, 1.0) };
         assert_eq!(retried.attempts(), 5);
         assert_eq!(retried.worst_case(), Duration::from_millis(7500));
-    }
-
-    #[test]
-    fn superedge_plugin_flags_keep_every_number() {
-        let check =
-            CheckSpec::from_superedge_plugin("kubeletauthplugin", "timeout=5,retrytime=3,weight=0.5,port=10250")
-                .unwrap();
-        assert_eq!(
-            check,
-            CheckSpec {
-                kind: CheckKind::KubeletHealthz { port: 10250, ca_bundle: None },
-                timeout: Duration::from_secs(5),
-                retries: 2,
-                weight: 50.0,
-            }
-        );
-        let ping =
-            CheckSpec::from_superedge_plugin("pingplugin", " port = 22 , timeout=1,retrytime=1,weight=1").unwrap();
-        assert_eq!((ping.kind, ping.retries, ping.weight), (CheckKind::Tcp { port: 22 }, 0, 100.0));
-        let plain =
-            CheckSpec::from_superedge_plugin("kubeletplugin", "timeout=2,retrytime=2,weight=1,port=10255").unwrap();
-        assert_eq!(plain.kind.name(), "http");
-
-        for (plugin, value) in [
-            ("pingplugin", "timeout=1,retrytime=1,weight=1"),
-            ("pingplugin", "timeout=x,retrytime=1,weight=1,port=1"),
-            ("pingplugin", "timeout=1,retrytime=0,weight=1,port=1"),
-            ("pingplugin", "timeout=1,retrytime=1,weight=1,port=70000"),
-            ("pingplugin", "timeout=1,retrytime=1,weight=1,port=1,colour=red"),
-            ("pingplugin", "timeout"),
-            ("icmpplugin", "timeout=1,retrytime=1,weight=1,port=1"),
-        ] {
-            assert!(
-                matches!(CheckSpec::from_superedge_plugin(plugin, value), Err(ConfigError::SuperEdgePlugin { .. })),
-                "{plugin} {value}"
-            );
-        }
     }
 
     #[test]

@@ -568,15 +568,44 @@ mod tests {
         assert_eq!(s.checks.checks().len(), 1);
         assert_eq!(s.checks.healthy_score(), 100.0, "SuperEdge's weights are scaled to its score line");
         assert!(matches!(s.kubelet_credential, KubeletCredential::None), "not the pod's own token by default");
-        // the translation reads the plugin flags as the core's SuperEdge reader does
-        for (plugin, value) in [
-            ("kubeletauthplugin", "timeout=5,retrytime=3,weight=1,port=10250"),
-            ("kubeletplugin", "timeout=2,retrytime=1,weight=0.5,port=10255"),
-            ("pingplugin", "timeout=1,retrytime=2,weight=0.3,port=22"),
+        // every number kept: retrytime counts attempts (retries + 1), weights scaled x100
+        // to SuperEdge's score line, the kubelet plugin's check unverified as SuperEdge's was
+        for (flag, want) in [
+            (
+                "--kubeletauthplugin=timeout=5,retrytime=3,weight=0.5,port=10250",
+                CheckSpec {
+                    kind: CheckKind::KubeletHealthz { port: 10250, ca_bundle: None },
+                    timeout: Duration::from_secs(5),
+                    retries: 2,
+                    weight: 50.0,
+                },
+            ),
+            (
+                "--kubeletplugin=timeout=2,retrytime=1,weight=1,port=10255",
+                CheckSpec {
+                    kind: CheckKind::Http {
+                        https: false,
+                        port: 10255,
+                        path: KUBELET_HEALTHZ_PATH.to_string(),
+                        tls: TlsVerification::InsecureSkipVerify,
+                    },
+                    timeout: Duration::from_secs(2),
+                    retries: 0,
+                    weight: 100.0,
+                },
+            ),
+            (
+                "--pingplugin=port=22,timeout=1,retrytime=2,weight=0.25",
+                CheckSpec {
+                    kind: CheckKind::Tcp { port: 22 },
+                    timeout: Duration::from_secs(1),
+                    retries: 1,
+                    weight: 25.0,
+                },
+            ),
         ] {
-            let s = legacy_settings(&[&format!("--{plugin}={value}")]).unwrap();
-            let want = CheckSpec::from_superedge_plugin(plugin, value).unwrap();
-            assert_eq!(s.checks.checks(), [want], "{plugin}");
+            let s = legacy_settings(&[flag]).unwrap();
+            assert_eq!(s.checks.checks(), [want], "{flag}");
         }
     }
 
