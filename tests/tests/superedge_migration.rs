@@ -16,11 +16,12 @@ use std::process::{Command, Stdio};
 use edgegrid_tests::{require_tool, workspace_root};
 use serde_json::{Value, json};
 
-/// The `sh` blocks of the README section `heading`, in order.
+/// The `sh` blocks of the README section `heading` (up to the next `##` or `###`), in order.
 fn section_commands(readme: &str, heading: &str) -> Vec<String> {
     let start = readme.find(heading).unwrap_or_else(|| panic!("README has no {heading:?}"));
     let section = &readme[start + heading.len()..];
-    let section = &section[..section.find("\n## ").unwrap_or(section.len())];
+    let end = [section.find("\n## "), section.find("\n### ")].into_iter().flatten().min();
+    let section = &section[..end.unwrap_or(section.len())];
     let mut blocks = Vec::new();
     let mut rest = section;
     while let Some(open) = rest.find("```sh\n") {
@@ -124,20 +125,27 @@ fn affinity_excludes(daemonset: &Value, label: &str) -> bool {
         == json!([{"matchExpressions": [{"key": label, "operator": "DoesNotExist"}]}])
 }
 
-#[tokio::test(flavor = "multi_thread")]
-#[cfg_attr(
-    any(missing_helm, missing_kubectl),
-    ignore = "helm or kubectl not found at $HELM/$KUBECTL or .tools/bin: run .ci/install-tools"
-)]
-async fn the_readme_migration_takes_over_superedge_s_own_manifests() {
+/// A README migration run against a cluster, given how to run one README block.
+type Migration = fn(&Cluster, &dyn Fn(&str));
+
+/// Runs `migration` on its own fake apiserver, a throwaway directory and SuperEdge installed.
+async fn on_a_superedge_cluster(name: &'static str, migration: Migration) {
     let server = fake_apiserver::FakeApiServer::start().await.expect("fake apiserver starts");
     let kubeconfig = server.kubeconfig();
-    tokio::task::spawn_blocking(move || migrate(&kubeconfig)).await.expect("the migration went as the README says");
+    tokio::task::spawn_blocking(move || {
+        let (c, path, helm) = superedge_cluster(name, &kubeconfig);
+        migration(&c, &|block: &str| c.run_block(block, &path, &helm));
+        let _ = std::fs::remove_dir_all(&c.dir);
+    })
+    .await
+    .expect("the migration went as the README says");
 }
 
-fn migrate(kubeconfig: &str) {
+/// SuperEdge as its deployment/*.yaml install it (its CRDs first), on three edge nodes;
+/// the PATH the README's commands run with, and the real helm.
+fn superedge_cluster(name: &str, kubeconfig: &str) -> (Cluster, String, PathBuf) {
     let (helm, kubectl) = (require_tool("helm"), require_tool("kubectl"));
-    let dir = std::env::temp_dir().join(format!("edgegrid-superedge-migration-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("edgegrid-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("bin")).expect("temp dir");
     std::fs::write(dir.join("kubeconfig"), kubeconfig).expect("kubeconfig written");
@@ -153,9 +161,7 @@ fn migrate(kubeconfig: &str) {
         kubectl_dir.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let c = Cluster { kubectl, kubeconfig: dir.join("kubeconfig"), dir: dir.clone() };
-
-    // SuperEdge as its deployment/*.yaml install it (its CRDs first), on three edge nodes
+    let c = Cluster { kubectl, kubeconfig: dir.join("kubeconfig"), dir };
     let superedge = workspace_root().join("tests/superedge");
     c.kubectl(
         &["apply", "-f", "-"],
@@ -177,11 +183,27 @@ fn migrate(kubeconfig: &str) {
     for (name, unit) in [("edge-a-0", "unit-a"), ("edge-a-1", "unit-a"), ("edge-b-0", "unit-b")] {
         c.kubectl(&["apply", "-f", "-"], Some(&node(name, unit).to_string()));
     }
+    (c, path, helm)
+}
 
+fn readme_commands(heading: &str) -> Vec<String> {
     let readme = std::fs::read_to_string(workspace_root().join("README.md")).expect("README");
-    let blocks = section_commands(&readme, "## Migrating from SuperEdge");
-    assert_eq!(blocks.len(), 7, "steps 1-5, 7 and the key Secret: {blocks:#?}");
-    let run = |index: usize| c.run_block(&blocks[index], &path, &helm);
+    section_commands(&readme, heading)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    any(missing_helm, missing_kubectl),
+    ignore = "helm or kubectl not found at $HELM/$KUBECTL or .tools/bin: run .ci/install-tools"
+)]
+async fn the_readme_migration_takes_over_superedge_s_own_manifests() {
+    on_a_superedge_cluster("superedge-migration", step_by_step).await;
+}
+
+fn step_by_step(c: &Cluster, run_block: &dyn Fn(&str)) {
+    let blocks = readme_commands("## Migrating from SuperEdge");
+    assert_eq!(blocks.len(), 6, "steps 1-5 and 7: {blocks:#?}");
+    let run = |index: usize| run_block(&blocks[index]);
 
     // 1. CRDs: ours, with the status subresource
     run(0);
@@ -271,6 +293,8 @@ fn migrate(kubeconfig: &str) {
     run(5);
     {
         assert!(c.names(&["-n", "edge-system", "get", "daemonsets,deployments"]).is_empty());
+        let left = c.names(&["get", "clusterrolebindings,clusterroles"]);
+        assert!(left.iter().all(|name| name.contains("edgegrid:")), "only ours left: {left:?}");
         assert!(
             c.names(&["-n", "edge-system", "get", "configmaps", "--field-selector", "metadata.name=hmac-config"])
                 .is_empty()
@@ -282,12 +306,70 @@ fn migrate(kubeconfig: &str) {
     }
 
     // SuperEdge's manifests with our images: the key Secret
-    run(6);
-    {
-        let secret = c.get(&["-n", "edge-system", "get", "secret", "edge-health-hmac"]);
-        let key = secret["data"]["key"].as_str().expect("a key");
-        // base64 of the base64 text of 36 random bytes: 48 characters, 64 in data
-        assert_eq!(key.len(), 64, "{key}");
+    // SuperEdge's manifests with our images: the key Secret
+    let blocks = readme_commands("### SuperEdge's manifests with our images");
+    assert_eq!(blocks.len(), 1, "{blocks:#?}");
+    run_block(&blocks[0]);
+    let secret = c.get(&["-n", "edge-system", "get", "secret", "edge-health-hmac"]);
+    let key = secret["data"]["key"].as_str().expect("a key");
+    // base64 of the base64 text of 36 random bytes: 48 characters, 64 in data
+    assert_eq!(key.len(), 64, "{key}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    any(missing_helm, missing_kubectl),
+    ignore = "helm or kubectl not found at $HELM/$KUBECTL or .tools/bin: run .ci/install-tools"
+)]
+async fn all_at_once_in_superedge_s_namespace_takes_its_names() {
+    on_a_superedge_cluster("superedge-in-place", in_place).await;
+}
+
+fn in_place(c: &Cluster, run_block: &dyn Fn(&str)) {
+    let blocks = readme_commands("### All at once, in SuperEdge's namespace");
+    assert_eq!(blocks.len(), 1, "{blocks:#?}");
+    run_block(&blocks[0]);
+    // ours under SuperEdge's names where the two share them, SuperEdge's other objects gone
+    assert_eq!(
+        c.names(&["-n", "edge-system", "get", "daemonsets,deployments"]),
+        [
+            "daemonset.apps/edge-health",
+            "daemonset.apps/grid-wrapper",
+            "deployment.apps/edge-health-admission",
+            "deployment.apps/grid-controller",
+        ]
+    );
+    for name in ["edge-health", "edge-health-admission"] {
+        let account = c.get(&["-n", "edge-system", "get", "serviceaccount", name]);
+        assert_eq!(account["metadata"]["labels"]["app.kubernetes.io/part-of"], "edgegrid", "{name}: ours");
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    let hook = c.get(&["get", "mutatingwebhookconfiguration", "edge-health-admission"]);
+    assert_eq!(hook["metadata"]["labels"]["app.kubernetes.io/part-of"], "edgegrid");
+    let calls: Vec<(&str, &str)> = hook["webhooks"]
+        .as_array()
+        .expect("webhooks")
+        .iter()
+        .map(|w| (text(&w["name"]), text(&w["clientConfig"]["service"]["namespace"])))
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            ("node-taint.edge-health.superedge.io", "edge-system"),
+            ("endpoint.edge-health.superedge.io", "edge-system"),
+            ("endpointslice.edge-health.superedge.io", "edge-system"),
+        ],
+        "only ours: SuperEdge's configuration was deleted first, not merged into"
+    );
+    let service = c.get(&["-n", "edge-system", "get", "service", "edge-health-admission"]);
+    assert_eq!(service["spec"]["selector"]["app.kubernetes.io/name"], "edge-health-admission");
+    assert_eq!(service["metadata"]["labels"]["app.kubernetes.io/part-of"], "edgegrid");
+    assert!(
+        c.names(&["-n", "edge-system", "get", "configmaps", "--field-selector", "metadata.name=hmac-config"])
+            .is_empty()
+    );
+    // SuperEdge's bindings are gone, so ours hold only the chart's grants
+    let left = c.names(&["get", "clusterrolebindings,clusterroles"]);
+    assert!(left.iter().all(|name| name.contains("edgegrid:")), "only ours left: {left:?}");
+    let ours = c.names(&["-n", "edge-system", "get", "serviceaccounts"]);
+    assert!(!ours.iter().any(|name| name.contains("application-grid")), "{ours:?}");
 }
