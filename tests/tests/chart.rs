@@ -703,6 +703,17 @@ fn superedge_migration_values(helm: &std::path::Path) {
         admission.contains(&"--webhook-configuration-name=edgegrid-edge-health-admission".to_string()),
         "{admission:?}"
     );
+    // and its RBAC reaches that configuration, and only that one
+    assert_eq!(
+        rule_names(
+            &moved,
+            "edgegrid:edge-health-admission",
+            "admissionregistration.k8s.io",
+            "mutatingwebhookconfigurations",
+            "patch"
+        ),
+        json!(["edgegrid-edge-health-admission"])
+    );
     let bad = Command::new(helm)
         .args(["template", "edgegrid", "charts/edgegrid", "--set", "admission.webhookConfigurationName=Not_A_Name"])
         .current_dir(workspace_root())

@@ -205,16 +205,19 @@ fn step_by_step(c: &Cluster, run_block: &dyn Fn(&str)) {
     assert_eq!(blocks.len(), 6, "steps 1-5 and 7: {blocks:#?}");
     let run = |index: usize| run_block(&blocks[index]);
 
-    // 1. CRDs: ours, with the status subresource
+    // 1. CRDs: ours, with the status subresource, SuperEdge's controller (which re-applies
+    // its own) stopped first
     run(0);
     {
+        let theirs = c.get(&["-n", "edge-system", "get", "deployment", "application-grid-controller"]);
+        assert_eq!(theirs["spec"]["replicas"], 0);
         for crd in ["servicegrids", "deploymentgrids", "statefulsetgrids"] {
             let crd = c.get(&["get", "crd", &format!("{crd}.superedge.io")]);
             assert_eq!(crd["spec"]["versions"][0]["subresources"]["status"], json!({}), "{crd}");
         }
     }
 
-    // 2. controller: SuperEdge's scaled to 0, ours installed with every edge part off
+    // 2. controller: ours installed with every edge part off
     run(1);
     {
         let theirs = c.get(&["-n", "edge-system", "get", "deployment", "application-grid-controller"]);
@@ -359,6 +362,12 @@ fn in_place(c: &Cluster, run_block: &dyn Fn(&str)) {
             ("endpointslice.edge-health.superedge.io", "edge-system"),
         ],
         "only ours: SuperEdge's configuration was deleted first, not merged into"
+    );
+    let crd = c.get(&["get", "crd", "deploymentgrids.superedge.io"]);
+    assert_eq!(
+        crd["spec"]["versions"][0]["subresources"]["status"],
+        json!({}),
+        "ours, after SuperEdge's controller went"
     );
     let service = c.get(&["-n", "edge-system", "get", "service", "edge-health-admission"]);
     assert_eq!(service["spec"]["selector"]["app.kubernetes.io/name"], "edge-health-admission");

@@ -230,7 +230,7 @@ pub const TABLE: &[RuleSet] = &[
             why: "keeps the caBundle of its own configuration current",
             group: "admissionregistration.k8s.io",
             resources: &["mutatingwebhookconfigurations"],
-            names: &[Name::Literal("edge-health-admission")],
+            names: &[Name::Value { path: "admission.webhookConfigurationName", default: "edge-health-admission" }],
             verbs: &["get", "patch"],
         }],
     },

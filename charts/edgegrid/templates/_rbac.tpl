@@ -99,7 +99,7 @@
 # keeps the caBundle of its own configuration current
 - apiGroups: ["admissionregistration.k8s.io"]
   resources: ["mutatingwebhookconfigurations"]
-  resourceNames: ["edge-health-admission"]
+  resourceNames: [{{ $.Values.admission.webhookConfigurationName | quote }}]
   verbs: ["get", "patch"]
 {{- end }}
 {{- /* edge-health-admission (Role in the release namespace; admission.certificate.mode=selfManaged) */}}

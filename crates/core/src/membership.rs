@@ -252,9 +252,13 @@ impl WatchedNodes {
         }
     }
 
+    /// Runs edge-health with at least one peer running it in its home unit (its first, as
+    /// [`crate::unit_verdict`] counts votes in that one only): a node whose other units
+    /// watch it but whose home unit has no other daemon (mid-migration, SuperEdge's daemon
+    /// still there) would be protected with nobody able to vote it down.
     fn is_watched_now(&self, member: &Member) -> bool {
         member.runs_edge_health
-            && self.units(member).iter().any(|unit| self.running.get(unit).copied().unwrap_or(0) >= 2)
+            && self.units(member).first().is_some_and(|home| self.running.get(home).copied().unwrap_or(0) >= 2)
     }
 
     /// Recomputes the watched set; O(nodes), cheap next to the API event that caused it,
@@ -308,6 +312,20 @@ mod tests {
         assert_eq!(w.delete("c"), names(&[]));
         assert!(!w.is_watched("ghost"));
         assert!(!w.reads_config_map());
+    }
+
+    #[test]
+    fn only_peers_in_its_home_unit_make_a_node_watched() {
+        let mut w = WatchedNodes::new(UnitSource::NodeUnits);
+        let unit =
+            |units: &[&str]| labels(&units.iter().map(|u| (*u, keys::NODE_UNIT_LABEL_VALUE)).collect::<Vec<_>>());
+        w.set_node_unit_check(NodeUnitCheck::Units(names(&["u1", "u2"])));
+        // a's home is u1, where nobody else runs edge-health; only u2 has a peer of a's
+        w.apply("a", &unit(&["u1", "u2"]), Some(&addressed()));
+        w.apply("b", &unit(&["u2"]), Some(&addressed()));
+        w.apply("c", &unit(&["u1"]), None);
+        assert_eq!(w.watched(), &names(&["b"]), "u1's votes on a could never be cast");
+        assert_eq!(w.apply("c", &unit(&["u1"]), Some(&addressed())), names(&["a", "c"]), "c now runs it in u1");
     }
 
     #[test]

@@ -37,8 +37,9 @@ struct Daemon {
 
 /// SuperEdge's arguments, then what this machine and the migration need: the fake
 /// apiserver's kubeconfig (SuperEdge's pod used its service account), the node's name and
-/// address (the DaemonSet's downward-API `NODE_NAME` and `POD_IP`, given as flags: the test
-/// process's environment is shared), a loopback address and free ports instead of
+/// address (the DaemonSet's downward-API `NODE_NAME`, and the `POD_IP` the README asks to
+/// add to SuperEdge's DaemonSet, which has none, given as flags: the test process's
+/// environment is shared), a loopback address and free ports instead of
 /// SuperEdge's `:51005` (tests run in parallel), the unit's HMAC key Secret and the node's
 /// signing key file (which SuperEdge did not have: it read a key from a ConfigMap).
 fn start(kubeconfig: &KubeconfigFile, dir: &TempDir, extra: &[&str]) -> Daemon {

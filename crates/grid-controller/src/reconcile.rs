@@ -229,7 +229,12 @@ impl Context {
             return;
         };
         let mut unstored = self.unstored.lock().unwrap_or_else(|e| e.into_inner());
-        unstored.insert(unstored_key(resource, grid), (grid.uid().unwrap_or_default(), status));
+        // a reconcile told to skip its write just before the subresource came back must not
+        // leave a status behind for the next time it goes missing (Resumed cleared the kind
+        // under this lock)
+        if self.status_subresources.is_missing(&resource.kind) {
+            unstored.insert(unstored_key(resource, grid), (grid.uid().unwrap_or_default(), status));
+        }
     }
 
     fn retry_after(&self, grid: GridKey) -> Duration {

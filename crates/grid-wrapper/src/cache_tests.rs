@@ -344,14 +344,14 @@ fn the_apiserver_slice_follows_the_endpoints_annotations_with_a_watch_event_each
 
     // changed
     let rv = cache.log().current_rv();
-    let served = apply(&mut cache, [Input::Upsert(apiserver_endpoints(Some(("fd00::2", "6443"))))]);
+    let served = apply(&mut cache, [Input::Upsert(apiserver_endpoints(Some(("fe80::2", "6443"))))]);
     assert_eq!(served, vec![(Kind::EndpointSlices, Modified), (Kind::Endpoints, Modified)]);
-    let changed = local_apiserver_slice("IPv6", "fd00::2", 6443, rv + 1);
+    let changed = local_apiserver_slice("IPv6", "fe80::2", 6443, rv + 1);
     assert_eq!(events_since(&cache, Kind::EndpointSlices, rv), vec![(Modified, "kubernetes".into(), changed)]);
 
     // the same announcement again (a resync, or another field changed): no event
     let rv = cache.log().current_rv();
-    assert_eq!(apply(&mut cache, [Input::Upsert(apiserver_endpoints(Some(("fd00::2", "6443"))))]), vec![]);
+    assert_eq!(apply(&mut cache, [Input::Upsert(apiserver_endpoints(Some(("fe80::2", "6443"))))]), vec![]);
     assert_eq!(cache.log().current_rv(), rv);
 
     // removed: back to the upstream slice
@@ -387,7 +387,7 @@ fn out_of_cluster_the_endpoints_annotations_change_nothing_but_the_endpoints() {
     let mut cache = synced_with_apiserver(false, None);
     let before = cache.log().get(&Kind::EndpointSlices, &apiserver_id()).expect("served").value();
     let rv = cache.log().current_rv();
-    for announce in [Some(("169.254.0.2", "51003")), Some(("fd00::2", "6443")), None] {
+    for announce in [Some(("169.254.0.2", "51003")), Some(("fe80::2", "6443")), None] {
         let served = apply(&mut cache, [Input::Upsert(apiserver_endpoints(announce))]);
         assert_eq!(served, vec![(Kind::Endpoints, Modified)], "{announce:?}");
     }

@@ -11,6 +11,12 @@
 //! but its users annotate the Endpoints, since the apiserver's reconciler replaces the
 //! slice `kubernetes` whole on each change and keeps no annotation there, so a slice
 //! without one follows the Endpoints. Never anything but `default/kubernetes`.
+//!
+//! Only a node-local address is taken (loopback, or link-local such as SuperEdge's
+//! lite-apiserver at 169.254.20.11): a local cache is on the node by definition, and an
+//! annotation is easier to write than the apiserver's own endpoints (whoever may update
+//! Endpoints in `default` can set it), so a routable address there would hand every pod's
+//! apiserver traffic, service-account tokens included, to whatever host it names.
 
 use std::net::IpAddr;
 
@@ -60,9 +66,9 @@ impl LocalEndpoint {
 
     fn announced(meta: &ObjectMeta) -> Option<Self> {
         let annotations = meta.annotations.as_ref()?;
-        let ip = annotations.get(keys::LOCAL_ENDPOINT_ANNOTATION)?.parse().ok()?;
+        let ip: IpAddr = annotations.get(keys::LOCAL_ENDPOINT_ANNOTATION)?.parse().ok()?;
         let port: i32 = annotations.get(keys::LOCAL_PORT_ANNOTATION)?.parse().ok()?;
-        (1..=65535).contains(&port).then_some(Self { ip, port })
+        ((1..=65535).contains(&port) && is_node_local(ip)).then_some(Self { ip, port })
     }
 
     pub fn rewrite_endpoints(&self, endpoints: &Endpoints) -> Endpoints {
@@ -111,4 +117,12 @@ pub fn is_apiserver_slice(slice: &EndpointSlice) -> bool {
     meta.namespace.as_deref() == Some(keys::KUBERNETES_SERVICE_NAMESPACE)
         && meta.labels.as_ref().and_then(|l| l.get(keys::SERVICE_NAME_LABEL)).map(String::as_str)
             == Some(keys::KUBERNETES_SERVICE_NAME)
+}
+
+/// Loopback or link-local: an address that never leaves the node.
+pub fn is_node_local(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(ip) => ip.is_loopback() || ip.is_link_local(),
+        IpAddr::V6(ip) => ip.is_loopback() || ip.is_unicast_link_local(),
+    }
 }

@@ -307,6 +307,11 @@ fn kubernetes_endpoints_rewritten_to_the_local_cache() {
         [(keys::LOCAL_ENDPOINT_ANNOTATION, "169.254.0.2"), (keys::LOCAL_PORT_ANNOTATION, "70000")],
         [(keys::LOCAL_ENDPOINT_ANNOTATION, "169.254.0.2"), (keys::LOCAL_PORT_ANNOTATION, "0")],
         [(keys::LOCAL_ENDPOINT_ANNOTATION, "169.254.0.2"), (keys::LOCAL_PORT_ANNOTATION, "https")],
+        // routable addresses: the traffic (and tokens) would leave the node
+        [(keys::LOCAL_ENDPOINT_ANNOTATION, "10.0.0.9"), (keys::LOCAL_PORT_ANNOTATION, "6443")],
+        [(keys::LOCAL_ENDPOINT_ANNOTATION, "203.0.113.7"), (keys::LOCAL_PORT_ANNOTATION, "443")],
+        [(keys::LOCAL_ENDPOINT_ANNOTATION, "fd00::2"), (keys::LOCAL_PORT_ANNOTATION, "6443")],
+        [(keys::LOCAL_ENDPOINT_ANNOTATION, "2001:db8::1"), (keys::LOCAL_PORT_ANNOTATION, "6443")],
     ] {
         let obj = with_annotations(apiserver.clone(), |e| &mut e.metadata, &bad);
         assert_eq!(prune_endpoints(&TopologyPolicy::PassThrough, &obj, on), obj, "{bad:?}");
@@ -320,7 +325,7 @@ fn kubernetes_endpoints_rewritten_to_the_local_cache() {
 fn kubernetes_slice_rewritten_by_label_not_name() {
     let nodes = cluster();
     let on = PruneContext { local: nodes.get("n1"), nodes: &nodes, rewrite_local_apiserver: true };
-    let announce = [(keys::LOCAL_ENDPOINT_ANNOTATION, "fd00::2"), (keys::LOCAL_PORT_ANNOTATION, "6443")];
+    let announce = [(keys::LOCAL_ENDPOINT_ANNOTATION, "fe80::2"), (keys::LOCAL_PORT_ANNOTATION, "6443")];
     let apiserver = with_annotations(
         slice(
             keys::KUBERNETES_SERVICE_NAMESPACE,
@@ -334,7 +339,7 @@ fn kubernetes_slice_rewritten_by_label_not_name() {
     let rewritten = &prune_service_slices(&TopologyPolicy::PassThrough, &[&apiserver], None, on)[0];
     assert_eq!(rewritten.metadata, apiserver.metadata);
     assert_eq!(rewritten.address_type, "IPv6");
-    assert_eq!(slice_ips(rewritten), vec!["fd00::2".to_string()]);
+    assert_eq!(slice_ips(rewritten), vec!["fe80::2".to_string()]);
     assert_eq!(
         rewritten.endpoints[0].conditions,
         Some(k8s_openapi::api::discovery::v1::EndpointConditions {
@@ -562,5 +567,16 @@ mod never_adds {
                 prop_assert!(original.is_some(), "pruned subset {:?} is not a pruning of the source", subset);
             }
         }
+    }
+}
+
+#[test]
+fn only_node_local_addresses_are_local_endpoints() {
+    use crate::topology::local_endpoint::is_node_local;
+    for local in ["127.0.0.1", "127.10.0.2", "169.254.20.11", "169.254.0.2", "::1", "fe80::2"] {
+        assert!(is_node_local(local.parse().unwrap()), "{local}");
+    }
+    for routable in ["10.0.0.9", "192.168.1.1", "203.0.113.7", "0.0.0.0", "fd00::2", "2001:db8::1", "::"] {
+        assert!(!is_node_local(routable.parse().unwrap()), "{routable}");
     }
 }

@@ -286,12 +286,12 @@ fn apiserver_slices_follow_the_endpoints_announcement() {
     let moved = apiserver_endpoints("10.0.0.9", Some(("169.254.0.2", "51003")));
     assert_eq!(view.apply(InputChange::EndpointsUpserted(moved)).unwrap(), vec![]);
     // changed
-    let b = apiserver_endpoints("10.0.0.9", Some(("fd00::2", "6443")));
+    let b = apiserver_endpoints("10.0.0.9", Some(("fe80::2", "6443")));
     assert_eq!(
         view.apply(InputChange::EndpointsUpserted(b.clone())).unwrap(),
         vec![
-            slice_change(Modified, local("fd00::2", 6443).rewrite_slice(&apiserver_slice)),
-            endpoints_change(Modified, local("fd00::2", 6443).rewrite_endpoints(&b)),
+            slice_change(Modified, local("fe80::2", 6443).rewrite_slice(&apiserver_slice)),
+            endpoints_change(Modified, local("fe80::2", 6443).rewrite_endpoints(&b)),
         ]
     );
     // removed
@@ -532,8 +532,9 @@ fn arb_apiserver_change() -> impl Strategy<Value = InputChange> {
             None,
             Some(("169.254.0.1", "443")),
             Some(("169.254.0.2", "6443")),
-            Some(("fd00::2", "6443")),
+            Some(("fe80::2", "6443")),
             Some(("169.254.0.3", "https")),
+            Some(("10.0.0.9", "6443")),
         ])
     };
     let namespace = keys::KUBERNETES_SERVICE_NAMESPACE;
