@@ -257,6 +257,8 @@ where
             continue;
         }
         match given.iter_mut().find(|g| g.flag.name == flag.name) {
+            // a pflag Value whose Set parses each occurrence into one struct: the parts add up
+            Some(earlier) if ACCUMULATED.contains(&flag.name) => earlier.value = format!("{},{value}", earlier.value),
             // Go: the last value wins; the flag keeps its first place in the log
             Some(earlier) => earlier.value = value,
             None => given.push(Given { flag, value }),
@@ -673,6 +675,11 @@ pub static GRID_CONTROLLER: LegacyTable = LegacyTable {
 fn no_custom(_: &mut Resolution<'_>) -> Result<(), LegacyFlagError> {
     Ok(())
 }
+
+/// Flags given as `key=value,...` whose every occurrence SuperEdge added to the same
+/// settings (`ServiceAutonomyEnhancementOptions.Set`), so a later one changes only the keys
+/// it names.
+const ACCUMULATED: [&str; 1] = ["service-autonomy-enhancement"];
 
 /// SuperEdge's edge-health address the wrapper read, and how often.
 const DEFAULT_NEIGHBOR_STATUS: &str = "http://localhost:51005/localinfo";

@@ -406,6 +406,18 @@ fn grid_wrapper_service_autonomy() {
             Some(verdicts)
         )]
     );
+    // each occurrence adds to the same settings, as SuperEdge's Set did; later keys win
+    assert_eq!(
+        args(
+            &GRID_WRAPPER,
+            &[
+                "--service-autonomy-enhancement=enabled=true,interval=3",
+                "--service-autonomy-enhancement=interval=7",
+                "--service-autonomy-enhancement=address=http://127.0.0.1:9/localinfo",
+            ]
+        ),
+        ["--edge-health-url=http://127.0.0.1:9/verdicts", "--edge-health-poll-interval=7s"]
+    );
     // SuperEdge's defaults for what is not given
     assert_eq!(
         args(&GRID_WRAPPER, &["--service-autonomy-enhancement", "enabled=true"]),
