@@ -119,6 +119,18 @@ fn text(value: &Value) -> &str {
     value.as_str().unwrap_or_default()
 }
 
+/// Each webhook of a configuration: its name and the Service namespace and path it calls.
+fn webhook_calls(hook: &Value) -> Vec<(&str, &str, &str)> {
+    let webhooks = hook["webhooks"].as_array().expect("webhooks");
+    webhooks
+        .iter()
+        .map(|w| {
+            let service = &w["clientConfig"]["service"];
+            (text(&w["name"]), text(&service["namespace"]), text(&service["path"]))
+        })
+        .collect()
+}
+
 fn affinity_excludes(daemonset: &Value, label: &str) -> bool {
     daemonset["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
         ["nodeSelectorTerms"]
@@ -237,17 +249,8 @@ fn step_by_step(c: &Cluster, run_block: &dyn Fn(&str)) {
         let hooks = c.names(&["get", "mutatingwebhookconfigurations"]);
         assert_eq!(hooks, ["mutatingwebhookconfiguration.admissionregistration.k8s.io/edgegrid-edge-health-admission"]);
         let hook = c.get(&["get", "mutatingwebhookconfiguration", "edgegrid-edge-health-admission"]);
-        let calls: Vec<(&str, &str, &str)> = hook["webhooks"]
-            .as_array()
-            .expect("webhooks")
-            .iter()
-            .map(|w| {
-                let service = &w["clientConfig"]["service"];
-                (text(&w["name"]), text(&service["namespace"]), text(&service["path"]))
-            })
-            .collect();
         assert_eq!(
-            calls,
+            webhook_calls(&hook),
             [
                 ("node-taint.edge-health.superedge.io", "edgegrid", "/node-taint"),
                 ("endpoint.edge-health.superedge.io", "edgegrid", "/endpoint"),
@@ -348,18 +351,12 @@ fn in_place(c: &Cluster, run_block: &dyn Fn(&str)) {
     }
     let hook = c.get(&["get", "mutatingwebhookconfiguration", "edge-health-admission"]);
     assert_eq!(hook["metadata"]["labels"]["app.kubernetes.io/part-of"], "edgegrid");
-    let calls: Vec<(&str, &str)> = hook["webhooks"]
-        .as_array()
-        .expect("webhooks")
-        .iter()
-        .map(|w| (text(&w["name"]), text(&w["clientConfig"]["service"]["namespace"])))
-        .collect();
     assert_eq!(
-        calls,
+        webhook_calls(&hook),
         [
-            ("node-taint.edge-health.superedge.io", "edge-system"),
-            ("endpoint.edge-health.superedge.io", "edge-system"),
-            ("endpointslice.edge-health.superedge.io", "edge-system"),
+            ("node-taint.edge-health.superedge.io", "edge-system", "/node-taint"),
+            ("endpoint.edge-health.superedge.io", "edge-system", "/endpoint"),
+            ("endpointslice.edge-health.superedge.io", "edge-system", "/endpointslice"),
         ],
         "only ours: SuperEdge's configuration was deleted first, not merged into"
     );

@@ -204,32 +204,19 @@ async fn shows_what_a_real_cluster_would(kubeconfig: &Path) {
     use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
     use k8s_openapi::api::core::v1::{Event, Node};
     use kube::api::{Api, DynamicObject, ListParams};
-    use kube::discovery::ApiResource;
 
-    let config = kube::Config::from_custom_kubeconfig(
-        kube::config::Kubeconfig::read_from(kubeconfig).expect("the run's kubeconfig"),
-        &Default::default(),
-    )
-    .await
-    .expect("a client config");
-    let client = kube::Client::try_from(config).expect("a client");
+    let client = client_for(kubeconfig).await;
     let all = ListParams::default();
 
     // the status is written by the stand-ins' next pass, the grids' by the grid controller's
     // reconcile it triggers: give both a few seconds
     let deadline = Instant::now() + Duration::from_secs(30);
-    let grid = |plural: &str, kind: &str| ApiResource {
-        group: "superedge.io".into(),
-        version: "v1".into(),
-        api_version: "superedge.io/v1".into(),
-        kind: kind.into(),
-        plural: plural.into(),
-    };
+
     loop {
         let dg = Api::<DynamicObject>::namespaced_with(
             client.clone(),
             "default",
-            &grid("deploymentgrids", "DeploymentGrid"),
+            &grid_resource("deploymentgrids", "DeploymentGrid"),
         )
         .get("echo")
         .await
@@ -237,7 +224,7 @@ async fn shows_what_a_real_cluster_would(kubeconfig: &Path) {
         let ssg = Api::<DynamicObject>::namespaced_with(
             client.clone(),
             "default",
-            &grid("statefulsetgrids", "StatefulSetGrid"),
+            &grid_resource("statefulsetgrids", "StatefulSetGrid"),
         )
         .get("cache")
         .await
@@ -378,16 +365,9 @@ async fn superedge_s_grids_generate_what_superedge_generates(kubeconfig: &Path) 
     use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
     use k8s_openapi::api::core::v1::Service;
     use kube::api::{Api, DynamicObject, Patch, PatchParams};
-    use kube::discovery::ApiResource;
     use serde_json::{Value, json};
 
-    let config = kube::Config::from_custom_kubeconfig(
-        kube::config::Kubeconfig::read_from(kubeconfig).expect("the run's kubeconfig"),
-        &Default::default(),
-    )
-    .await
-    .expect("a client config");
-    let client = kube::Client::try_from(config).expect("a client");
+    let client = client_for(kubeconfig).await;
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace");
     let read = |path: &str| {
         let text = std::fs::read_to_string(root.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
@@ -411,13 +391,7 @@ async fn superedge_s_grids_generate_what_superedge_generates(kubeconfig: &Path) 
         ("deploymentgrids", "DeploymentGrid", canary),
     ];
     for (plural, kind, grid) in &grids {
-        let resource = ApiResource {
-            group: "superedge.io".into(),
-            version: "v1".into(),
-            api_version: "superedge.io/v1".into(),
-            kind: (*kind).into(),
-            plural: (*plural).into(),
-        };
+        let resource = grid_resource(plural, kind);
         let (namespace, name) = (
             grid["metadata"]["namespace"].as_str().expect("namespaced"),
             grid["metadata"]["name"].as_str().expect("named"),
@@ -527,6 +501,28 @@ fn contains(want: &serde_json::Value, have: &serde_json::Value) -> bool {
             want.len() == have.len() && want.iter().zip(have).all(|(w, h)| contains(w, h))
         }
         (want, have) => want == have,
+    }
+}
+
+/// A client of the run's API server, as kubectl with its kubeconfig.
+async fn client_for(kubeconfig: &Path) -> kube::Client {
+    let config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(kubeconfig).expect("the run's kubeconfig"),
+        &Default::default(),
+    )
+    .await
+    .expect("a client config");
+    kube::Client::try_from(config).expect("a client")
+}
+
+/// The `superedge.io/v1` grid kind `kind` (plural `plural`).
+fn grid_resource(plural: &str, kind: &str) -> kube::discovery::ApiResource {
+    kube::discovery::ApiResource {
+        group: "superedge.io".into(),
+        version: "v1".into(),
+        api_version: "superedge.io/v1".into(),
+        kind: kind.into(),
+        plural: plural.into(),
     }
 }
 
