@@ -4,6 +4,8 @@
 //! on SIGTERM with a bounded drain, so each binary's `main.rs` only parses its own flags,
 //! builds its context and hands its work over. The `--bind-address` listener can serve
 //! HTTPS ([`tls`]: certificates re-read without a restart, optional client certificates).
+//! The wrappers of a node unit authenticate one another by their nodes' published
+//! Ed25519 keys ([`node_identity`]).
 //!
 //! A binary:
 //!
@@ -24,6 +26,7 @@ pub mod leader;
 pub mod legacy_flags;
 pub mod logging;
 pub mod metrics;
+pub mod node_identity;
 pub mod node_local;
 pub mod runtime;
 pub mod server;

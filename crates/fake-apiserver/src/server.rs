@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use listwatch::{ListOptions, Shape, WatchConfig, WatchOptions};
+use listwatch::{ListOptions, Representation, Shape, WatchConfig, WatchOptions};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -414,7 +414,8 @@ fn resolve(store: &Store, segments: &[&str]) -> Result<Target, ApiError> {
 fn list(store: &Store, target: &Target, query: &HashMap<String, String>, shape: Shape) -> Result<Response, ApiError> {
     let opts = ListOptions::from_query(query, target.namespace.clone())?;
     let page = store.list_encoded(&target.rt, &opts)?;
-    let chunks = listwatch::ListBody::new(page, target.rt.served(), shape).map(Ok::<_, std::convert::Infallible>);
+    let chunks = listwatch::ListBody::new(page, Representation::json(target.rt.served(), shape))
+        .map(Ok::<_, std::convert::Infallible>);
     let body = axum::body::Body::from_stream(futures::stream::iter(chunks));
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
@@ -522,7 +523,7 @@ fn watch(app: &Arc<App>, target: &Target, query: &HashMap<String, String>, shape
     let stop = async move {
         let _ = kill.changed().await;
     };
-    let events = listwatch::watch_stream(start, opts, target.rt.served(), shape, config, stop);
+    let events = listwatch::watch_stream(start, opts, Representation::json(target.rt.served(), shape), config, stop);
     Ok(([(header::CONTENT_TYPE, "application/json")], Body::from_stream(events.map(Ok::<_, Infallible>)))
         .into_response())
 }

@@ -1,7 +1,7 @@
 //! The downstream API: what kube-proxy and other local clients see.
 //!
-//! Served from the cache (JSON, whatever `Accept` prefers; client-go decodes JSON when it
-//! asked for protobuf first): GET, list and watch of Services, EndpointSlices and core
+//! Served from the cache, in Kubernetes protobuf when `Accept` prefers it (kube-proxy asks
+//! for it first) and JSON otherwise: GET, list and watch of Services, EndpointSlices and core
 //! Endpoints, cluster-wide and namespaced, with the full list/watch protocol; the local
 //! Node by name, and its list/watch by `fieldSelector=metadata.name=<node>`. Everything
 //! else is passed through upstream. Until the cache serves something, served requests get
@@ -21,7 +21,7 @@ use axum::routing::get;
 use controller_support::{Cidr, NodeLocal};
 use edgegrid_core::topology::NamespacedName;
 use futures::StreamExt;
-use listwatch::{FieldSelector, ListOptions, Shape, WatchOptions};
+use listwatch::{FieldSelector, ListOptions, Representation, WatchOptions};
 use serde_json::json;
 
 use crate::Wrapper;
@@ -139,10 +139,6 @@ fn status_response(code: u16, status: &serde_json::Value) -> Response {
     (code, [(header::CONTENT_TYPE, "application/json")], status.to_string()).into_response()
 }
 
-fn json_bytes(body: bytes::Bytes) -> Response {
-    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
-}
-
 /// How long a client should wait before asking an unsynced wrapper again.
 const RETRY_AFTER_SECONDS: &str = "1";
 
@@ -152,8 +148,8 @@ fn serve(
     query: &HashMap<String, String>,
     headers: &HeaderMap,
 ) -> Result<Response, listwatch::Error> {
-    let shape = Shape::from_accept(headers.get(header::ACCEPT).and_then(|a| a.to_str().ok()).unwrap_or_default());
-    let served = target.kind.served();
+    let accept = headers.get(header::ACCEPT).and_then(|a| a.to_str().ok());
+    let representation = Representation::negotiate(target.kind.served(), accept)?;
     let cache = wrapper.lock();
     if cache.serving() == ViewSource::Nothing {
         drop(cache);
@@ -166,7 +162,10 @@ fn serve(
     if let Some(name) = &target.name {
         let id = (target.namespace.clone().unwrap_or_default(), name.clone());
         return Ok(match cache.log().get(&target.kind, &id) {
-            Some(object) => json_bytes(object.encoded(&served, shape)),
+            Some(object) => {
+                let body = listwatch::object_body(object, &representation);
+                ([(header::CONTENT_TYPE, representation.content_type(false))], body).into_response()
+            }
             None => {
                 let message = format!("{} \"{name}\" not found", target.kind.plural());
                 let details = json!({"name": name, "kind": target.kind.plural()});
@@ -178,21 +177,23 @@ fn serve(
         let opts = ListOptions::from_query(query, target.namespace.clone())?;
         let page = cache.log().list(&target.kind, &opts)?;
         drop(cache);
-        let chunks = listwatch::ListBody::new(page, served, shape).map(Ok::<_, std::convert::Infallible>);
+        let content_type = representation.content_type(false);
+        let chunks = listwatch::ListBody::new(page, representation).map(Ok::<_, std::convert::Infallible>);
         let body = Body::from_stream(futures::stream::iter(chunks));
-        return Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response());
+        return Ok(([(header::CONTENT_TYPE, content_type)], body).into_response());
     }
     let opts = WatchOptions::from_query(query, target.namespace.clone())?;
     let start = cache.log().watch(&target.kind, &opts);
     drop(cache);
     let guard =
         WatcherGuard::new(wrapper.metrics().watchers.get_or_create(&KindLabel { kind: target.kind.plural() }).clone());
-    let events = listwatch::watch_stream(start, opts, served, shape, wrapper.watch_config(), wrapper.stopped());
+    let content_type = representation.content_type(true);
+    let events = listwatch::watch_stream(start, opts, representation, wrapper.watch_config(), wrapper.stopped());
     let body = Body::from_stream(events.map(move |line| {
         let _counted = &guard;
         Ok::<_, Infallible>(line)
     }));
-    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
+    Ok(([(header::CONTENT_TYPE, content_type)], body).into_response())
 }
 
 /// `GET /debug/topology?service=<namespace>/<name>`: which endpoints this node keeps for a

@@ -7,6 +7,7 @@ mod common;
 
 use bytes::Bytes;
 use common::*;
+use edgegrid_testing::protobuf::without_empty;
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client as HttpClient;
 use hyper_util::rt::TokioExecutor;
@@ -32,10 +33,27 @@ struct Answer {
 }
 
 impl Answer {
-    /// The next newline-terminated JSON value of the body.
+    fn is_protobuf(&self) -> bool {
+        self.headers
+            .get("content-type")
+            .is_some_and(|t| t.as_bytes().starts_with(b"application/vnd.kubernetes.protobuf"))
+    }
+
+    /// The next watch event of the body, `{"type", "object"}` as in JSON, whichever encoding
+    /// the server chose (client-go decodes by the response's Content-Type).
     async fn next_line(&mut self) -> Value {
         loop {
-            if let Some(end) = self.pending.iter().position(|b| *b == b'\n') {
+            if self.is_protobuf() {
+                if let Some(len) = self.pending.get(..4).map(|l| u32::from_be_bytes([l[0], l[1], l[2], l[3]]) as usize)
+                    && self.pending.len() >= 4 + len
+                {
+                    let frame: Vec<u8> = self.pending.drain(..4 + len).collect();
+                    let mut events = edgegrid_testing::protobuf::watch_frames(&frame);
+                    assert_eq!(events.len(), 1, "one frame, one event");
+                    let (kind, object) = events.remove(0);
+                    return json!({"type": kind, "object": object});
+                }
+            } else if let Some(end) = self.pending.iter().position(|b| *b == b'\n') {
                 let line: Vec<u8> = self.pending.drain(..=end).collect();
                 return serde_json::from_slice(&line).expect("a JSON line");
             }
@@ -61,8 +79,21 @@ impl Answer {
         events
     }
 
+    async fn next_line_owned(mut self) -> Value {
+        self.next_line().await
+    }
+
+    /// The whole body as JSON: decoded from protobuf when the server answered protobuf.
     async fn whole(self) -> Value {
+        let protobuf = self.is_protobuf();
         let bytes = within("a body", self.body.collect()).await.expect("body").to_bytes();
+        if protobuf {
+            let (api_version, kind, raw) = edgegrid_testing::protobuf::unwrap_envelope(&bytes);
+            return match kind.strip_suffix("List") {
+                Some(_) => edgegrid_testing::protobuf::list_json(&api_version, &kind, &raw),
+                None => edgegrid_testing::protobuf::object_json(&api_version, &kind, &raw),
+            };
+        }
         serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&bytes)))
     }
 
@@ -85,12 +116,25 @@ impl Answer {
     }
 }
 
+/// What kube-proxy's client-go sends (its content type is protobuf).
+const KUBE_PROXY_ACCEPT: &str = "application/vnd.kubernetes.protobuf, */*";
+
 async fn kube_proxy_request(base: &str, method: &str, path_and_query: &str, body: Option<Value>) -> Answer {
+    request_accepting(base, KUBE_PROXY_ACCEPT, method, path_and_query, body).await
+}
+
+async fn request_accepting(
+    base: &str,
+    accept: &str,
+    method: &str,
+    path_and_query: &str,
+    body: Option<Value>,
+) -> Answer {
     let mut request = http::Request::builder()
         .method(method)
         .uri(format!("{base}{path_and_query}"))
         .header("User-Agent", "kube-proxy/v1.36.0 (linux/amd64) kubernetes/abcdef0")
-        .header("Accept", "application/vnd.kubernetes.protobuf, */*")
+        .header("Accept", accept)
         .header("Accept-Encoding", "gzip");
     if body.is_some() {
         request = request.header("Content-Type", "application/json");
@@ -146,13 +190,15 @@ async fn kube_proxys_start_up_requests_are_served_verbatim() {
         "/api/v1/nodes?allowWatchBookmarks=true&fieldSelector=metadata.name%3D{NODE}&resourceVersionMatch=NotOlderThan&sendInitialEvents=true&timeoutSeconds={TIMEOUT}&watch=true"
     ), None).await;
     assert_eq!(node.status, 200);
-    assert_eq!(node.headers["content-type"], "application/json");
+    assert_eq!(node.headers["content-type"], "application/vnd.kubernetes.protobuf;stream=watch");
     assert_eq!(node.initial_events().await.0, pairs(&[("ADDED", NODE)]));
 
     let mut cidrs = kube_proxy_request(&base, "GET", &format!(
         "/apis/networking.k8s.io/v1/servicecidrs?allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&sendInitialEvents=true&timeoutSeconds={TIMEOUT}&watch=true"
     ), None).await;
     assert_eq!(cidrs.status, 200, "passed through to the upstream, which serves servicecidrs");
+    // an API server answering JSON to kube-proxy's Accept: client-go decodes by Content-Type
+    assert_eq!(cidrs.headers["content-type"], "application/json");
     assert_eq!(cidrs.initial_events().await.0, Vec::<(String, String)>::new());
 
     let mut slices = kube_proxy_request(&base, "GET", &format!(
@@ -294,4 +340,198 @@ async fn what_kube_proxy_does_not_need_is_refused_and_never_reaches_the_api_serv
     let passed: Vec<_> = clients().collect();
     assert_eq!(passed.iter().map(|r| (r.method.as_str(), r.path.as_str())).collect::<Vec<_>>(), [("GET", "/version")]);
     assert_eq!(passed[0].impersonating, None, "the client's Impersonate-User was dropped");
+}
+
+/// Objects with most of what kube-proxy reads filled in, beside the two-unit cluster's.
+async fn rich_objects(upstream: &kube::Client) {
+    let service: Service = serde_json::from_value(json!({
+        "metadata": {"name": "rich", "namespace": "ns", "labels": {"app": "rich"},
+                     "annotations": {"topologyKeys": "[\"unit\"]"}},
+        "spec": {"type": "LoadBalancer", "clusterIP": "10.96.0.20", "clusterIPs": ["10.96.0.20", "fd00::20"],
+                 "ipFamilies": ["IPv4", "IPv6"], "ipFamilyPolicy": "PreferDualStack",
+                 "ports": [{"name": "http", "port": 80, "targetPort": "web", "protocol": "TCP", "nodePort": 30080},
+                           {"name": "dns", "port": 53, "targetPort": 5353, "protocol": "UDP", "appProtocol": "dns"}],
+                 "selector": {"app": "rich"}, "sessionAffinity": "ClientIP",
+                 "sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 600}},
+                 "externalTrafficPolicy": "Local", "healthCheckNodePort": 31000, "internalTrafficPolicy": "Cluster",
+                 "externalIPs": ["192.0.2.1"], "loadBalancerSourceRanges": ["192.0.2.0/24"],
+                 "trafficDistribution": "PreferClose"},
+    }))
+    .expect("service");
+    create_namespaced(upstream, service).await;
+    let slice: k8s_openapi::api::discovery::v1::EndpointSlice = serde_json::from_value(json!({
+        "metadata": {"name": "rich-1", "namespace": "ns", "labels": {"kubernetes.io/service-name": "rich"},
+                     "ownerReferences": [{"apiVersion": "v1", "kind": "Service", "name": "rich", "uid": "u-rich",
+                                          "controller": true, "blockOwnerDeletion": true}]},
+        "addressType": "IPv4",
+        "endpoints": [
+            {"addresses": ["10.0.1.1"], "nodeName": "n1", "zone": "z1", "hostname": "pod-a",
+             "conditions": {"ready": true, "serving": true, "terminating": false},
+             "targetRef": {"kind": "Pod", "namespace": "ns", "name": "pod-a", "uid": "u-a"},
+             "hints": {"forZones": [{"name": "z1"}]}},
+            {"addresses": ["10.0.1.3"], "nodeName": "n3", "conditions": {"ready": false}},
+        ],
+        "ports": [{"name": "http", "port": 8080, "protocol": "TCP", "appProtocol": "http"},
+                  {"name": "dns", "port": 5353, "protocol": "UDP"}],
+    }))
+    .expect("slice");
+    create_namespaced(upstream, slice).await;
+    let endpoints: k8s_openapi::api::core::v1::Endpoints = serde_json::from_value(json!({
+        "metadata": {"name": "rich", "namespace": "ns"},
+        "subsets": [{"addresses": [{"ip": "10.0.1.1", "nodeName": "n1", "hostname": "pod-a",
+                                    "targetRef": {"kind": "Pod", "namespace": "ns", "name": "pod-a"}}],
+                     "notReadyAddresses": [{"ip": "10.0.1.3", "nodeName": "n3"}],
+                     "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]}],
+    }))
+    .expect("endpoints");
+    create_namespaced(upstream, endpoints).await;
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(upstream.clone());
+    let spec = json!({"spec": {"podCIDR": "10.244.1.0/24", "podCIDRs": ["10.244.1.0/24", "fd00:1::/64"],
+                               "providerID": "edge://n1", "taints": [{"key": "edge", "value": "true", "effect": "NoSchedule"}]}});
+    nodes.patch(NODE, &PatchParams::default(), &Patch::Merge(&spec)).await.expect("node spec");
+    let status = json!({"status": {
+        "capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+        "allocatable": {"cpu": "3500m", "memory": "7Gi"},
+        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "ready",
+                        "lastHeartbeatTime": "2026-11-26T10:00:00Z", "lastTransitionTime": "2026-11-20T08:30:00Z"}],
+        "addresses": [{"type": "InternalIP", "address": "192.168.1.11"}, {"type": "Hostname", "address": "n1"}],
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+        "nodeInfo": {"machineID": "m", "systemUUID": "s", "bootID": "b", "kernelVersion": "6.1", "osImage": "Debian",
+                     "containerRuntimeVersion": "containerd://2.1", "kubeletVersion": "v1.33.0",
+                     "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "arm64"},
+        "images": [{"names": ["registry.k8s.io/pause:3.10"], "sizeBytes": 320368}],
+    }});
+    nodes.patch_status(NODE, &PatchParams::default(), &Patch::Merge(&status)).await.expect("node status");
+}
+
+/// kube-proxy's `Accept` gets Kubernetes protobuf; the same requests with `Accept:
+/// application/json` get JSON. Decoded with k8s-pb's generated types (as client-go decodes
+/// with its own), every list, object and watch event equals its JSON answer.
+#[tokio::test]
+async fn protobuf_answers_decode_to_the_json_answers_object_by_object() {
+    let (server, upstream) = two_unit_cluster().await;
+    rich_objects(&upstream).await;
+    let wrapper = RunningWrapper::start(&server.url(), config(NODE)).await;
+    let base = wrapper.url();
+    let both = |path: String| {
+        let base = base.clone();
+        async move {
+            let protobuf = kube_proxy_request(&base, "GET", &path, None).await;
+            let json = request_accepting(&base, "application/json", "GET", &path, None).await;
+            assert_eq!((protobuf.status, json.status), (200, 200), "{path}");
+            assert_eq!(protobuf.headers["content-type"], "application/vnd.kubernetes.protobuf", "{path}");
+            assert_eq!(json.headers["content-type"], "application/json", "{path}");
+            (without_empty(&protobuf.whole().await), without_empty(&json.whole().await))
+        }
+    };
+    let lists = [
+        "/api/v1/services".to_string(),
+        "/api/v1/namespaces/ns/services".into(),
+        "/apis/discovery.k8s.io/v1/endpointslices".into(),
+        "/api/v1/endpoints".into(),
+        format!("/api/v1/nodes?fieldSelector=metadata.name%3D{NODE}"),
+        "/apis/discovery.k8s.io/v1/endpointslices?limit=1".into(),
+    ];
+    for path in lists {
+        let (protobuf, json) = both(path.clone()).await;
+        let items = json["items"].as_array().expect("items");
+        assert!(!items.is_empty(), "{path}");
+        assert_eq!(protobuf["metadata"], json["metadata"], "{path}");
+        assert_eq!(protobuf["items"].as_array().map(Vec::len), Some(items.len()), "{path}");
+        for (decoded, answered) in protobuf["items"].as_array().into_iter().flatten().zip(items) {
+            assert_eq!(decoded, answered, "{path}: {}", answered["metadata"]["name"]);
+        }
+    }
+    let (paged, _) = both("/apis/discovery.k8s.io/v1/endpointslices?limit=1".into()).await;
+    assert!(paged["metadata"]["continue"].as_str().is_some_and(|c| !c.is_empty()), "ListMeta carries continue");
+    for path in [
+        "/api/v1/namespaces/ns/services/rich",
+        "/apis/discovery.k8s.io/v1/namespaces/ns/endpointslices/rich-1",
+        "/api/v1/namespaces/ns/endpoints/rich",
+        "/api/v1/nodes/n1",
+    ] {
+        let (protobuf, json) = both(path.to_string()).await;
+        assert_eq!(protobuf, json, "{path}");
+    }
+    let (node, _) = both("/api/v1/nodes/n1".into()).await;
+    assert_eq!(node["status"]["conditions"][0]["lastHeartbeatTime"], json!("2026-11-26T10:00:00Z"));
+
+    // watches from one version: the same events in both encodings
+    let (list, _) = both("/apis/discovery.k8s.io/v1/endpointslices".into()).await;
+    let rv = list["metadata"]["resourceVersion"].as_str().expect("rv").to_string();
+    let watch =
+        format!("/apis/discovery.k8s.io/v1/endpointslices?allowWatchBookmarks=true&resourceVersion={rv}&watch=true");
+    let mut protobuf = kube_proxy_request(&base, "GET", &watch, None).await;
+    let mut json = request_accepting(&base, "application/json", "GET", &watch, None).await;
+    assert_eq!(protobuf.headers["content-type"], "application/vnd.kubernetes.protobuf;stream=watch");
+    // n3 joins unit a: web-1 and rich-1 gain its endpoints; then web-2 goes (two upstream
+    // streams, so the second change waits for the first to be served)
+    let mut bookmarks = 0;
+    let mut got = (Vec::new(), Vec::new());
+    let changes: [(usize, &[(&str, &str)]); 2] =
+        [(2, &[("MODIFIED", "rich-1"), ("MODIFIED", "web-1")]), (1, &[("DELETED", "web-2")])];
+    for (step, (count, expected)) in changes.into_iter().enumerate() {
+        if step == 0 {
+            relabel(&upstream, "n3", "a").await;
+        } else {
+            let slices: Api<k8s_openapi::api::discovery::v1::EndpointSlice> = Api::namespaced(upstream.clone(), "ns");
+            slices.delete("web-2", &Default::default()).await.expect("delete");
+        }
+        let (mut from_protobuf, mut from_json) = (Vec::new(), Vec::new());
+        while from_protobuf.len() < count {
+            let line = protobuf.next_line().await;
+            if line["type"] == json!("BOOKMARK") {
+                bookmarks += 1;
+                assert_eq!(line["object"]["kind"], json!("EndpointSlice"));
+                assert!(line["object"]["metadata"]["resourceVersion"].as_str().is_some(), "{line}");
+                continue;
+            }
+            from_protobuf.push(line);
+        }
+        while from_json.len() < count {
+            let line = json.next_line().await;
+            if line["type"] != json!("BOOKMARK") {
+                from_json.push(line);
+            }
+        }
+        let events: Vec<(&str, &str)> = from_protobuf
+            .iter()
+            .filter_map(|e| Some((e["type"].as_str()?, e["object"]["metadata"]["name"].as_str()?)))
+            .collect();
+        assert_eq!(events, expected);
+        got.0.extend(from_protobuf);
+        got.1.extend(from_json);
+    }
+    let normalized = |events: &[Value]| events.iter().map(without_empty).collect::<Vec<_>>();
+    assert_eq!(normalized(&got.0), normalized(&got.1), "the same events, object by object");
+    // bookmarks come every 200 ms: one has arrived by the time a new one is waited for
+    while bookmarks == 0 {
+        let line = protobuf.next_line().await;
+        bookmarks += usize::from(line["type"] == json!("BOOKMARK"));
+    }
+
+    // a version older than the history: a 410 ERROR event carrying a Status, both ways
+    let expired = "/apis/discovery.k8s.io/v1/endpointslices?resourceVersion=1&watch=true";
+    let protobuf = kube_proxy_request(&base, "GET", expired, None).await.next_line_owned().await;
+    let json = request_accepting(&base, "application/json", "GET", expired, None).await.next_line_owned().await;
+    assert_eq!(without_empty(&protobuf), without_empty(&json));
+    assert_eq!((protobuf["type"].clone(), protobuf["object"]["code"].clone()), (json!("ERROR"), json!(410)));
+}
+
+/// What a client that cannot take JSON gets where there is no protobuf: 406, never a
+/// body it cannot decode; with JSON among its choices it gets JSON.
+#[tokio::test]
+async fn protobuf_only_clients_get_406_where_protobuf_is_not_offered() {
+    let (server, _upstream) = two_unit_cluster().await;
+    let wrapper = RunningWrapper::start(&server.url(), config(NODE)).await;
+    let base = wrapper.url();
+    let metadata_only = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+    let refused = request_accepting(&base, metadata_only, "GET", "/api/v1/services", None).await;
+    assert_eq!(refused.status, 406);
+    let status = refused.whole().await;
+    assert_eq!((status["reason"].clone(), status["code"].clone()), (json!("NotAcceptable"), json!(406)));
+    let fallback = format!("{metadata_only},application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1");
+    let answer = request_accepting(&base, &fallback, "GET", "/api/v1/services", None).await;
+    assert_eq!((answer.status, answer.headers["content-type"].to_str().ok()), (200, Some("application/json")));
+    assert_eq!(answer.whole().await["kind"], json!("PartialObjectMetadataList"));
 }

@@ -20,6 +20,9 @@ pub enum Error {
     /// times out with this message, and client-go relists.
     #[error("Timeout: Too large resource version: {requested}, current: {current}")]
     TooLargeResourceVersion { requested: u64, current: u64 },
+    /// `Accept` names nothing this server can answer with: 406.
+    #[error("only the following media types are accepted: application/json, application/vnd.kubernetes.protobuf")]
+    NotAcceptable,
     /// An object that is not a JSON object with `metadata` cannot be stored: 500.
     #[error("Internal error occurred: {0}")]
     Internal(String),
@@ -32,6 +35,7 @@ impl Error {
             Self::InvalidOptions { .. } => 422,
             Self::Expired { .. } => 410,
             Self::TooLargeResourceVersion { .. } => 504,
+            Self::NotAcceptable => 406,
             Self::Internal(_) => 500,
         }
     }
@@ -42,6 +46,7 @@ impl Error {
             Self::InvalidOptions { .. } => "Invalid",
             Self::Expired { .. } => "Expired",
             Self::TooLargeResourceVersion { .. } => "Timeout",
+            Self::NotAcceptable => "NotAcceptable",
             Self::Internal(_) => "InternalError",
         }
     }

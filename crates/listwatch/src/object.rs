@@ -10,6 +10,8 @@ use std::sync::{Arc, OnceLock};
 use bytes::Bytes;
 use serde_json::{Value, json};
 
+use crate::protobuf;
+use crate::representation::{Encoding, Representation};
 use crate::selectors::Selectable;
 
 #[cfg(test)]
@@ -41,6 +43,8 @@ pub struct StoredObject {
     json: Bytes,
     identity: Identity,
     metadata_json: OnceLock<Bytes>,
+    /// The protobuf message of this version, encoded for the first protobuf client.
+    protobuf: OnceLock<Bytes>,
     resource_version: u64,
 }
 
@@ -145,6 +149,7 @@ impl StoredObject {
             identity: Identity::of(&value, like.map(|l| &l.identity)),
             json,
             metadata_json: OnceLock::new(),
+            protobuf: OnceLock::new(),
             resource_version,
         }
     }
@@ -191,14 +196,27 @@ impl StoredObject {
             Shape::Metadata => {
                 self.metadata_json.get_or_init(|| encode(&Shape::Metadata.present(self.value()))).clone()
             }
-            Shape::Full
-                if served.api_version == *self.identity.object_type.api_version
-                    && served.kind == *self.identity.object_type.kind =>
-            {
-                self.json.clone()
-            }
+            Shape::Full if self.is_stored_as(served) => self.json.clone(),
             Shape::Full => encode(&served.stamp(self.value())),
         }
+    }
+
+    /// The bytes of this version in `representation`; in protobuf, the message without its
+    /// envelope (a list holds its items bare, a watch event wraps each in an envelope).
+    /// Each encoding is made at most once per version, for the type it is stored as.
+    pub fn encoded_as(&self, representation: &Representation) -> Bytes {
+        let served = &representation.served;
+        match representation.encoding {
+            Encoding::Json => self.encoded(served, representation.shape),
+            Encoding::Protobuf if self.is_stored_as(served) => {
+                self.protobuf.get_or_init(|| protobuf::message(served, &self.value())).clone()
+            }
+            Encoding::Protobuf => protobuf::message(served, &self.value()),
+        }
+    }
+
+    fn is_stored_as(&self, served: &ServedType) -> bool {
+        served.api_version == *self.identity.object_type.api_version && served.kind == *self.identity.object_type.kind
     }
 }
 
@@ -294,6 +312,7 @@ impl Shape {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::representation::{Encoding, Representation};
     use proptest::prelude::Strategy;
 
     #[test]
@@ -315,6 +334,23 @@ mod tests {
         let meta1 = object.encoded(&ServedType::new("v1", "Pod"), Shape::Metadata);
         let meta2 = object.encoded(&ServedType::new("v1", "Pod"), Shape::Metadata);
         assert_eq!(meta1.as_ptr(), meta2.as_ptr(), "metadata-only is encoded once per version");
+    }
+
+    /// Protobuf is encoded once per version, for the first protobuf client, and shared by
+    /// every later list and watcher; JSON clients never cause it.
+    #[test]
+    fn a_versions_protobuf_is_encoded_once_and_shared() {
+        let service = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "a"}, "spec": {"clusterIP": "10.96.0.1"}});
+        let object = StoredObject::new(service, 1, None);
+        let json_only = Representation::json(ServedType::new("v1", "Service"), Shape::Full);
+        let _ = object.encoded_as(&json_only);
+        assert!(object.protobuf.get().is_none(), "no protobuf for JSON clients");
+        let protobuf = Representation { encoding: Encoding::Protobuf, ..json_only };
+        let first = object.encoded_as(&protobuf);
+        let second = object.encoded_as(&protobuf);
+        assert_eq!(first.as_ptr(), second.as_ptr(), "encoded once, shared");
+        // metadata.name = "a" (ObjectMeta is field 1, name its field 1), then spec.clusterIP
+        assert_eq!(&first[..5], &[0x0a, 0x03, 0x0a, 0x01, b'a']);
     }
 
     #[test]

@@ -15,8 +15,10 @@ use tokio::sync::{broadcast, mpsc};
 
 use crate::error::Error;
 use crate::log::{Change, ChangeKind, ListPage, ResourceKey, WatchStart};
-use crate::object::{ServedType, Shape, StoredObject, encode};
+use crate::object::{StoredObject, encode};
 use crate::options::WatchOptions;
+use crate::protobuf::{self, envelope, envelope::watch_frame};
+use crate::representation::{Encoding, Representation};
 use crate::selectors::{FieldSelector, LabelSelector};
 
 /// The annotation on the bookmark that ends a streaming list's initial events (the
@@ -38,9 +40,9 @@ pub struct WatchConfig {
 const LIST_CHUNK: usize = 256 * 1024;
 
 /// The body of a list response, contiguous: the envelope around the page's stored bytes.
-pub fn list_body(page: &ListPage, served: &ServedType, shape: Shape) -> Bytes {
+pub fn list_body(page: &ListPage, representation: &Representation) -> Bytes {
     let mut body = BytesMut::new();
-    for chunk in ListBody::new(page.clone(), served.clone(), shape) {
+    for chunk in ListBody::new(page.clone(), representation.clone()) {
         body.put_slice(&chunk);
     }
     body.freeze()
@@ -50,29 +52,48 @@ pub fn list_body(page: &ListPage, served: &ServedType, shape: Shape) -> Bytes {
 /// stream: the page holds its items (no lock is needed while it is sent) and no
 /// contiguous copy of a whole large list is ever made.
 pub struct ListBody {
-    items: std::vec::IntoIter<std::sync::Arc<StoredObject>>,
-    served: ServedType,
-    shape: Shape,
+    items: Items,
     /// The envelope's head, until it is sent.
     head: Option<Bytes>,
     first: bool,
     done: bool,
 }
 
+/// What a list's items are written from.
+enum Items {
+    /// Stored objects, encoded (usually: their stored bytes taken) as each chunk fills.
+    Json(std::vec::IntoIter<std::sync::Arc<StoredObject>>, Representation),
+    /// Protobuf messages, all encoded before the head, which carries their total length.
+    Protobuf(std::vec::IntoIter<Bytes>),
+}
+
 impl ListBody {
-    pub fn new(page: ListPage, served: ServedType, shape: Shape) -> Self {
+    pub fn new(page: ListPage, representation: Representation) -> Self {
         let mut metadata = json!({"resourceVersion": page.rv.to_string()});
         if let Some(token) = &page.continue_token {
             metadata["continue"] = json!(token);
             metadata["remainingItemCount"] = json!(page.remaining);
         }
-        let (kind, api_version) = shape.list_type(&served);
-        let head = json!({"kind": kind, "apiVersion": api_version, "metadata": metadata}).to_string();
-        // `{"kind":...,"metadata":{...}` + `,"items":[` ... `]}`
-        let mut opening = BytesMut::with_capacity(head.len() + 10);
-        opening.put_slice(&head.as_bytes()[..head.len() - 1]);
-        opening.put_slice(b",\"items\":[");
-        Self { items: page.items.into_iter(), served, shape, head: Some(opening.freeze()), first: true, done: false }
+        let (kind, api_version) = representation.shape.list_type(&representation.served);
+        match representation.encoding {
+            Encoding::Json => {
+                let head = json!({"kind": kind, "apiVersion": api_version, "metadata": metadata}).to_string();
+                // `{"kind":...,"metadata":{...}` + `,"items":[` ... `]}`
+                let mut opening = BytesMut::with_capacity(head.len() + 10);
+                opening.put_slice(&head.as_bytes()[..head.len() - 1]);
+                opening.put_slice(b",\"items\":[");
+                let items = Items::Json(page.items.into_iter(), representation);
+                Self { items, head: Some(opening.freeze()), first: true, done: false }
+            }
+            Encoding::Protobuf => {
+                let items: Vec<Bytes> = page.items.iter().map(|item| item.encoded_as(&representation)).collect();
+                let list_meta = protobuf::encode::list_meta(&metadata);
+                let raw_len = envelope::list_raw_len(list_meta.len(), items.iter().map(Bytes::len));
+                let mut head = envelope::head(&api_version, &kind, raw_len);
+                envelope::put_list_meta(&mut head, &list_meta);
+                Self { items: Items::Protobuf(items.into_iter()), head: Some(head.freeze()), first: true, done: false }
+            }
+        }
     }
 }
 
@@ -88,17 +109,40 @@ impl Iterator for ListBody {
             chunk.put_slice(&head);
         }
         while chunk.len() < LIST_CHUNK {
-            let Some(item) = self.items.next() else {
-                chunk.put_slice(b"]}");
-                self.done = true;
-                break;
-            };
-            if !std::mem::take(&mut self.first) {
-                chunk.put_u8(b',');
+            match &mut self.items {
+                Items::Json(items, representation) => {
+                    let Some(item) = items.next() else {
+                        chunk.put_slice(b"]}");
+                        self.done = true;
+                        break;
+                    };
+                    if !std::mem::take(&mut self.first) {
+                        chunk.put_u8(b',');
+                    }
+                    chunk.put_slice(&item.encoded_as(representation));
+                }
+                Items::Protobuf(items) => {
+                    let Some(item) = items.next() else {
+                        chunk.put_slice(envelope::tail());
+                        self.done = true;
+                        break;
+                    };
+                    envelope::put_list_item(&mut chunk, &item);
+                }
             }
-            chunk.put_slice(&item.encoded(&self.served, self.shape));
         }
         Some(chunk.freeze())
+    }
+}
+
+/// The body of a single object's GET.
+pub fn object_body(object: &StoredObject, representation: &Representation) -> Bytes {
+    let encoded = object.encoded_as(representation);
+    match representation.encoding {
+        Encoding::Json => encoded,
+        Encoding::Protobuf => {
+            envelope::object(&representation.served.api_version, &representation.served.kind, &encoded)
+        }
     }
 }
 
@@ -114,8 +158,22 @@ pub fn event_line(kind: &str, object: &[u8]) -> Bytes {
 }
 
 /// The ERROR event carrying `error`'s Status.
-pub fn error_event(error: &Error) -> Bytes {
-    event_line("ERROR", &encode(&error.status()))
+pub fn error_event(error: &Error, encoding: Encoding) -> Bytes {
+    match encoding {
+        Encoding::Json => event_line("ERROR", &encode(&error.status())),
+        Encoding::Protobuf => envelope::watch_frame("ERROR", &protobuf::status(&error.status())),
+    }
+}
+
+/// One watch event of `object` (encoded as `representation` asks) in that encoding.
+fn event(kind: &str, object: &Bytes, representation: &Representation) -> Bytes {
+    match representation.encoding {
+        Encoding::Json => event_line(kind, object),
+        Encoding::Protobuf => {
+            let served = &representation.served;
+            watch_frame(kind, &envelope::object(&served.api_version, &served.kind, object))
+        }
+    }
 }
 
 /// How one watcher sees the stream.
@@ -123,8 +181,7 @@ struct WatchFilter {
     namespace: Option<String>,
     labels: LabelSelector,
     fields: FieldSelector,
-    served: ServedType,
-    shape: Shape,
+    representation: Representation,
 }
 
 impl WatchFilter {
@@ -134,7 +191,7 @@ impl WatchFilter {
     }
 
     fn line(&self, kind: &str, object: &StoredObject) -> Bytes {
-        event_line(kind, &object.encoded(&self.served, self.shape))
+        event(kind, &object.encoded_as(&self.representation), &self.representation)
     }
 
     /// The event this watcher gets for a change: objects entering the selector are
@@ -158,8 +215,12 @@ impl WatchFilter {
         if initial_events_end {
             metadata["annotations"] = json!({INITIAL_EVENTS_END_ANNOTATION: "true"});
         }
-        let object = self.served.stamp(json!({"metadata": metadata}));
-        event_line("BOOKMARK", &encode(&self.shape.present(object)))
+        let object = self.representation.shape.present(self.representation.served.stamp(json!({"metadata": metadata})));
+        let encoded = match self.representation.encoding {
+            Encoding::Json => encode(&object),
+            Encoding::Protobuf => protobuf::message(&self.representation.served, &object),
+        };
+        event("BOOKMARK", &encoded, &self.representation)
     }
 }
 
@@ -169,20 +230,20 @@ impl WatchFilter {
 pub fn watch_stream<K: ResourceKey>(
     start: Result<WatchStart<K>, Error>,
     opts: WatchOptions,
-    served: ServedType,
-    shape: Shape,
+    representation: Representation,
     config: WatchConfig,
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> impl Stream<Item = Bytes> + Send + 'static {
     let (tx, rx) = mpsc::channel::<Bytes>(64);
     let timeout = opts.timeout.unwrap_or(config.default_timeout);
-    let filter = WatchFilter { namespace: opts.namespace, labels: opts.labels, fields: opts.fields, served, shape };
+    let encoding = representation.encoding;
+    let filter = WatchFilter { namespace: opts.namespace, labels: opts.labels, fields: opts.fields, representation };
     let flags = (opts.send_initial_events, opts.allow_bookmarks);
     tokio::spawn(async move {
         let start = match start {
             Ok(start) => start,
             Err(e) => {
-                let _ = tx.send(error_event(&e)).await;
+                let _ = tx.send(error_event(&e, encoding)).await;
                 return;
             }
         };
@@ -256,7 +317,8 @@ async fn stream_events<K: ResourceKey>(
                 }
                 Err(broadcast::error::RecvError::Lagged(missed)) => {
                     // Never drop events silently: cut the watcher off so it relists.
-                    return send(tx, error_event(&Error::Expired { requested: last, oldest: last + missed })).await;
+                    let expired = Error::Expired { requested: last, oldest: last + missed };
+                    return send(tx, error_event(&expired, filter.representation.encoding)).await;
                 }
                 Err(broadcast::error::RecvError::Closed) => return Ok(()),
             },

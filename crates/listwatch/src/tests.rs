@@ -44,7 +44,13 @@ fn watch(
     shape: Shape,
 ) -> std::pin::Pin<Box<dyn futures::Stream<Item = Bytes> + Send>> {
     let opts = watch_opts(query);
-    Box::pin(watch_stream(log.watch(&"pods", &opts), opts, served(), shape, CONFIG, futures::future::pending()))
+    Box::pin(watch_stream(
+        log.watch(&"pods", &opts),
+        opts,
+        Representation::json(served(), shape),
+        CONFIG,
+        futures::future::pending(),
+    ))
 }
 
 /// `TYPE name` (or `TYPE @rv` for bookmarks) of each line.
@@ -108,7 +114,8 @@ fn list_body_is_the_stored_bytes_in_an_envelope() {
     let selected =
         ListOptions { labels: LabelSelector::parse("app=x").expect("selector"), limit: Some(5), ..Default::default() };
     let page = log.list(&"pods", &selected).expect("page");
-    let body: Value = serde_json::from_slice(&list_body(&page, &served(), Shape::Full)).expect("JSON");
+    let body: Value =
+        serde_json::from_slice(&list_body(&page, &Representation::json(served(), Shape::Full))).expect("JSON");
     assert_eq!(body["kind"], "PodList");
     assert_eq!(body["metadata"], json!({"resourceVersion": "3"}));
     assert_eq!(
@@ -120,7 +127,8 @@ fn list_body_is_the_stored_bytes_in_an_envelope() {
         })])
     );
     let empty = log.list(&"none", &ListOptions::default()).expect("page");
-    let body: Value = serde_json::from_slice(&list_body(&empty, &served(), Shape::Metadata)).expect("JSON");
+    let body: Value =
+        serde_json::from_slice(&list_body(&empty, &Representation::json(served(), Shape::Metadata))).expect("JSON");
     assert_eq!((body["kind"].clone(), body["items"].clone()), (json!("PartialObjectMetadataList"), json!([])));
 }
 
@@ -134,7 +142,7 @@ fn a_large_list_streams_in_bounded_chunks_that_concatenate_to_the_contiguous_bod
             .expect("stored");
     }
     let page = log.list(&"pods", &ListOptions::default()).expect("page");
-    let chunks: Vec<Bytes> = ListBody::new(page.clone(), served(), Shape::Full).collect();
+    let chunks: Vec<Bytes> = ListBody::new(page.clone(), Representation::json(served(), Shape::Full)).collect();
     // 20 items of ~40 KiB: several chunks, none far beyond the chunk size
     assert!(chunks.len() >= 3, "{} chunks", chunks.len());
     assert!(
@@ -143,7 +151,7 @@ fn a_large_list_streams_in_bounded_chunks_that_concatenate_to_the_contiguous_bod
         chunks.iter().map(Bytes::len).collect::<Vec<_>>()
     );
     let joined: Vec<u8> = chunks.concat();
-    assert_eq!(joined, list_body(&page, &served(), Shape::Full).to_vec());
+    assert_eq!(joined, list_body(&page, &Representation::json(served(), Shape::Full)).to_vec());
     let body: Value = serde_json::from_slice(&joined).expect("JSON");
     let names: Vec<String> = (0..20).map(|i| format!("p{i:02}")).collect();
     assert_eq!(
@@ -151,7 +159,7 @@ fn a_large_list_streams_in_bounded_chunks_that_concatenate_to_the_contiguous_bod
         Some(names.iter().map(|n| json!(n)).collect())
     );
     let empty = log.list(&"none", &ListOptions::default()).expect("page");
-    let chunks: Vec<Bytes> = ListBody::new(empty, served(), Shape::Full).collect();
+    let chunks: Vec<Bytes> = ListBody::new(empty, Representation::json(served(), Shape::Full)).collect();
     assert_eq!(chunks.len(), 1);
     assert_eq!(
         &chunks[0][..],
@@ -216,7 +224,13 @@ async fn a_watcher_that_cannot_keep_up_gets_410_and_is_closed() {
     for i in 0..10 {
         log.upsert("pods", id(&format!("p{i}")), pod("p", json!({}))).expect("stored");
     }
-    let mut stream = Box::pin(watch_stream(start, opts, served(), Shape::Full, CONFIG, futures::future::pending()));
+    let mut stream = Box::pin(watch_stream(
+        start,
+        opts,
+        Representation::json(served(), Shape::Full),
+        CONFIG,
+        futures::future::pending(),
+    ));
     let lines = next_lines(&mut stream, 1).await;
     assert_eq!(summary(&lines), ["ERROR 410"]);
     assert_eq!(stream.next().await, None);
@@ -227,9 +241,15 @@ async fn stop_ends_the_watch() {
     let log = log(10, 10);
     let opts = watch_opts(&[]);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let mut stream = Box::pin(watch_stream(log.watch(&"pods", &opts), opts, served(), Shape::Full, CONFIG, async {
-        let _ = stopped.await;
-    }));
+    let mut stream = Box::pin(watch_stream(
+        log.watch(&"pods", &opts),
+        opts,
+        Representation::json(served(), Shape::Full),
+        CONFIG,
+        async {
+            let _ = stopped.await;
+        },
+    ));
     let _ = stop.send(());
     assert_eq!(stream.next().await, None);
 }
@@ -241,7 +261,13 @@ async fn each_version_is_encoded_once_for_lists_and_all_watchers() {
     let watchers: Vec<_> = (0..20)
         .map(|_| {
             let start = log.watch(&"pods", &opts);
-            Box::pin(watch_stream(start, opts.clone(), served(), Shape::Full, CONFIG, futures::future::pending()))
+            Box::pin(watch_stream(
+                start,
+                opts.clone(),
+                Representation::json(served(), Shape::Full),
+                CONFIG,
+                futures::future::pending(),
+            ))
         })
         .collect();
     let before = ENCODINGS.with(|n| n.get());
@@ -255,7 +281,7 @@ async fn each_version_is_encoded_once_for_lists_and_all_watchers() {
         );
     }
     let page = log.list(&"pods", &ListOptions::default()).expect("page");
-    let _ = list_body(&page, &served(), Shape::Full);
+    let _ = list_body(&page, &Representation::json(served(), Shape::Full));
     assert_eq!(page.items[0].json().as_ptr(), stored.json().as_ptr());
     assert_eq!(ENCODINGS.with(|n| n.get()) - before, 1, "neither 20 watchers nor a list encoded it again");
 }

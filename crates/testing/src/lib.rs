@@ -11,6 +11,7 @@
 
 pub mod chart;
 pub mod objects;
+pub mod protobuf;
 pub mod tls;
 
 use std::io::Read;
