@@ -44,6 +44,29 @@ use tower::ServiceExt;
 use crate::flags::parse_duration;
 use crate::node_local::ClientNotAllowed;
 
+/// What a connection's TLS handshake proved about its client (its certificate, or its raw
+/// public key), for handlers that tell clients apart by identity rather than by address.
+/// Requests on plain connections, or from clients that presented nothing, carry none.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerCertificate(pub rustls::pki_types::CertificateDer<'static>);
+
+/// A connection's I/O, and what it knows of its client.
+pub trait ClientIdentity {
+    /// The client's certificate (or raw public key), when a TLS handshake verified one.
+    fn peer_certificate(&self) -> Option<PeerCertificate> {
+        None
+    }
+}
+
+impl ClientIdentity for tokio::net::TcpStream {}
+
+impl ClientIdentity for tokio_rustls::server::TlsStream<tokio::net::TcpStream> {
+    fn peer_certificate(&self) -> Option<PeerCertificate> {
+        let certificate = self.get_ref().1.peer_certificates()?.first()?;
+        Some(PeerCertificate(certificate.clone().into_owned()))
+    }
+}
+
 /// The body limit of a binary that sets none, kube-apiserver's `--max-request-body-bytes`
 /// default.
 pub const DEFAULT_MAX_REQUEST_BODY_BYTES: usize = 3 * 1024 * 1024;
@@ -171,7 +194,7 @@ pub fn serve<L>(
 ) -> (SocketAddr, JoinHandle<()>)
 where
     L: axum::serve::Listener<Addr = SocketAddr>,
-    L::Io: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    L::Io: AsyncRead + AsyncWrite + ClientIdentity + Unpin + Send + 'static,
 {
     let address = listener.local_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
     let guard = BodyGuard {
@@ -195,7 +218,7 @@ async fn accept<L>(
     mut stop: watch::Receiver<bool>,
 ) where
     L: axum::serve::Listener<Addr = SocketAddr>,
-    L::Io: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    L::Io: AsyncRead + AsyncWrite + ClientIdentity + Unpin + Send + 'static,
 {
     let slots = Arc::new(Semaphore::new(flags.max_connections as usize));
     let mut connections = JoinSet::new();
@@ -231,13 +254,17 @@ struct Connection {
 impl Connection {
     async fn serve<I>(mut self, io: I, read_header_timeout: Duration)
     where
-        I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+        I: AsyncRead + AsyncWrite + ClientIdentity + Unpin + Send + 'static,
     {
         self.metrics.connections.inc();
         let (peer, app) = (self.peer, self.app.clone());
+        let certificate = io.peer_certificate();
         // a boxed future, so hyper can hand the connection back once it is done with it
         let service = hyper::service::service_fn(move |mut request: Request<hyper::body::Incoming>| {
             request.extensions_mut().insert(ConnectInfo(peer));
+            if let Some(certificate) = &certificate {
+                request.extensions_mut().insert(certificate.clone());
+            }
             let app = app.clone();
             Box::pin(async move { app.oneshot(request).await }) as Pin<Box<dyn Future<Output = _> + Send>>
         });

@@ -585,7 +585,8 @@ impl Drop for Tasks {
 pub struct TlsListener {
     incoming: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
     local_addr: Option<SocketAddr>,
-    resolver: Arc<CertResolver>,
+    /// `None` with a fixed rustls configuration ([`TlsListener::with_server_config`]).
+    resolver: Option<Arc<CertResolver>>,
     _tasks: Tasks,
 }
 
@@ -599,7 +600,6 @@ impl TlsListener {
         metrics: TlsMetrics,
     ) -> Result<Self, TlsError> {
         let (configs, current) = watch::channel(config.server_config()?);
-        let local_addr = listener.local_addr().ok();
         let resolver = config.resolver.clone();
         let reloader = Reloader {
             provider: config.provider,
@@ -610,16 +610,42 @@ impl TlsListener {
             configs,
             metrics: metrics.clone(),
         };
-        let (ready, incoming) = mpsc::channel(64);
-        let tasks = vec![
-            tokio::spawn(reloader.run()),
-            tokio::spawn(accept(listener, current, handshake_timeout, ready, metrics)),
-        ];
-        Ok(Self { incoming, local_addr, resolver, _tasks: Tasks(tasks) })
+        let mut listening = Self::accepting(listener, current, handshake_timeout, metrics);
+        listening.resolver = Some(resolver);
+        listening._tasks.0.push(tokio::spawn(reloader.run()));
+        Ok(listening)
     }
 
-    /// The resolver the handshakes take the certificate from.
-    pub fn resolver(&self) -> Arc<CertResolver> {
+    /// Starts accepting on `listener` with a rustls configuration the caller built and
+    /// keeps up to date itself (e.g. `node_identity::server_config`, whose verifier reads
+    /// the unit's member keys at each handshake): no files, nothing re-read. Handshakes are
+    /// bounded and counted as with [`TlsListener::new`].
+    pub fn with_server_config(
+        listener: TcpListener,
+        config: Arc<ServerConfig>,
+        handshake_timeout: Duration,
+        metrics: TlsMetrics,
+    ) -> Self {
+        // the receiver keeps the value once the sender is gone: it is never replaced
+        let (_, current) = watch::channel(config);
+        Self::accepting(listener, current, handshake_timeout, metrics)
+    }
+
+    fn accepting(
+        listener: TcpListener,
+        configs: watch::Receiver<Arc<ServerConfig>>,
+        handshake_timeout: Duration,
+        metrics: TlsMetrics,
+    ) -> Self {
+        let local_addr = listener.local_addr().ok();
+        let (ready, incoming) = mpsc::channel(64);
+        let task = tokio::spawn(accept(listener, configs, handshake_timeout, ready, metrics));
+        Self { incoming, local_addr, resolver: None, _tasks: Tasks(vec![task]) }
+    }
+
+    /// The resolver the handshakes take the certificate from; `None` for a listener built
+    /// [`with_server_config`](TlsListener::with_server_config).
+    pub fn resolver(&self) -> Option<Arc<CertResolver>> {
         self.resolver.clone()
     }
 }

@@ -10,4 +10,5 @@ pub mod keys;
 pub mod membership;
 pub mod protection;
 pub mod topology;
+pub mod unit_upstream;
 pub mod unit_verdict;

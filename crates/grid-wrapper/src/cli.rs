@@ -72,6 +72,30 @@ pub struct Flags {
     /// the view through the API server's pod proxy. Default: none.
     #[arg(long, value_name = "CIDR", value_delimiter = ',')]
     debug_allowed_from: Vec<Cidr>,
+    /// Share one upstream per node unit: the nodes sharing this label's value elect one
+    /// wrapper that watches the cloud and serves the others over the site network (mutual
+    /// TLS by the nodes' edge-health keys, which must run on the unit's nodes). Off when
+    /// empty (every wrapper watches the cloud).
+    #[arg(long, default_value = "")]
+    unit_label_key: String,
+    /// Where this wrapper serves its unit when it leads (every address by default: only
+    /// clients proving a member's key get anything). Its port is the unit's: followers
+    /// reach a leader at the host of its edge-health address and this port.
+    #[arg(long, default_value = "0.0.0.0:51008")]
+    unit_upstream_bind_address: std::net::SocketAddr,
+    /// This node's edge-health key file (PKCS#8, written by edge-health): the wrapper's
+    /// identity in its unit. Required with --unit-label-key.
+    #[arg(long)]
+    node_key_file: Option<PathBuf>,
+    /// A leader silent this long is taken for gone (its bookmarks come every second).
+    #[arg(long, default_value = "3s", value_parser = parse_duration)]
+    unit_upstream_read_timeout: Duration,
+    /// How long a member whose link failed is passed over.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    unit_upstream_retry_after: Duration,
+    /// How long a leader may answer "not synced" before it is passed over.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    unit_upstream_sync_timeout: Duration,
 }
 
 /// Flags that would expose the wrapper's identity.
@@ -106,6 +130,7 @@ impl Flags {
                 default_timeout: crate::DEFAULT_WATCH_TIMEOUT,
             },
             cache_dir: self.cache_dir.clone(),
+            unit_label_key: self.shares_upstream().then(|| self.unit_label_key.clone()),
         }
     }
 
@@ -117,6 +142,31 @@ impl Flags {
     /// Who may read `/debug/topology` (see [`crate::server::debug_readers`]).
     pub fn debug_readers(&self) -> NodeLocal {
         crate::server::debug_readers(self.debug_allowed_from.clone())
+    }
+
+    /// Whether the unit shares one upstream (`--unit-label-key`).
+    pub fn shares_upstream(&self) -> bool {
+        !self.unit_label_key.is_empty()
+    }
+
+    /// The unit upstream's settings with this node's `identity` (read from
+    /// `--node-key-file` by the caller), when shared.
+    pub fn unit_config(&self, identity: controller_support::node_identity::NodeIdentity) -> crate::unit::UnitConfig {
+        crate::unit::UnitConfig {
+            identity,
+            label_key: self.unit_label_key.clone(),
+            port: self.unit_upstream_bind_address.port(),
+            unreachable_for: self.unit_upstream_retry_after,
+            not_ready_for: self.unit_upstream_sync_timeout,
+            read_timeout: self.unit_upstream_read_timeout,
+            connect_timeout: self.unit_upstream_read_timeout.min(Duration::from_secs(2)),
+            log: LogConfig { history_limit: self.history_size, watch_buffer: self.watch_buffer },
+        }
+    }
+
+    /// The unit server's address and this node's key file, when shared.
+    pub fn unit_listener(&self) -> Option<(std::net::SocketAddr, Option<&std::path::Path>)> {
+        self.shares_upstream().then_some((self.unit_upstream_bind_address, self.node_key_file.as_deref()))
     }
 
     /// Service autonomy's configuration, when `--edge-health-url` is given.

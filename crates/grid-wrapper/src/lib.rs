@@ -13,18 +13,24 @@ pub mod metrics;
 pub mod persist;
 pub mod proxy;
 pub mod server;
+pub mod unit;
+pub mod unit_client;
+pub mod unit_server;
 pub mod upstream;
+pub mod upstream_log;
 pub mod verdicts;
 
 #[cfg(test)]
 mod cache_tests;
 
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use controller_support::Gate;
+use edgegrid_core::unit_upstream::UnitMember;
 use listwatch::{ChangeKind, LogConfig, WatchConfig};
 use tokio::sync::watch;
 
@@ -43,6 +49,8 @@ pub struct WrapperConfig {
     pub watch: WatchConfig,
     /// Where the served view is persisted, if anywhere.
     pub cache_dir: Option<PathBuf>,
+    /// The label whose value makes a node unit, when the unit shares one upstream.
+    pub unit_label_key: Option<String>,
 }
 
 /// One wrapper: its cache, metrics and upstream pass-through, shared by the upstream
@@ -57,6 +65,8 @@ pub struct Wrapper {
     stop_watches: watch::Sender<bool>,
     /// What the cache serves, for readiness.
     serving: watch::Sender<ViewSource>,
+    /// The nodes the local unit votes down (the last verdicts taken).
+    nodes_down: Mutex<BTreeSet<String>>,
 }
 
 impl Wrapper {
@@ -74,7 +84,8 @@ impl Wrapper {
             config.rewrite_local_apiserver,
             config.log,
             u64::try_from(first_rv).unwrap_or(u64::MAX / 2),
-        );
+        )
+        .with_unit_label_key(config.unit_label_key.clone());
         Ok(Arc::new(Self {
             local_node: config.node_name.clone(),
             cache: Mutex::new(cache),
@@ -83,6 +94,7 @@ impl Wrapper {
             watch: config.watch,
             stop_watches: watch::channel(false).0,
             serving: watch::channel(ViewSource::Nothing).0,
+            nodes_down: Mutex::default(),
         }))
     }
 
@@ -129,8 +141,23 @@ impl Wrapper {
         restored
     }
 
+    /// The members of the local node's unit that publish an identity, and the unit (see
+    /// [`Cache::unit_members`]).
+    pub fn unit_members(&self) -> (Vec<UnitMember>, Option<String>) {
+        let cache = self.lock();
+        (cache.unit_members(), cache.local_unit().map(str::to_string))
+    }
+
+    /// The nodes the local unit votes down now.
+    pub fn nodes_down(&self) -> BTreeSet<String> {
+        self.nodes_down.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+    }
+
     /// Takes one upstream input and records what it did.
     pub fn apply(&self, input: Input) {
+        if let Input::NodesDown(down) = &input {
+            *self.nodes_down.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = down.clone();
+        }
         let started = Instant::now();
         let (result, sizes, serving) = {
             let mut cache = self.lock();

@@ -25,20 +25,40 @@ async fn main() -> anyhow::Result<()> {
     // the saved view is the cluster's the client configuration names (see `persist`)
     let saver = flags.saver(ClusterIdentity::of(&upstream));
     let debug_readers = flags.debug_readers();
-    let runtime = Runtime::builder("grid-wrapper", &flags.runtime)
+    let mut builder = Runtime::builder("grid-wrapper", &flags.runtime)
         .legacy_flags(legacy)
         .metrics(&*metrics)
         .routes(wrapper.router(&debug_readers))
         .metrics_routes(wrapper.debug_router(&debug_readers))
-        .tls(flags.tls.config()?)
-        .build()
-        .await?;
+        .tls(flags.tls.config()?);
+    // one upstream per unit: the unit's followers are served on their own listener
+    let (unit_stop, unit_stopped) = tokio::sync::watch::channel(false);
+    let unit = match flags.unit_listener() {
+        None => None,
+        Some((address, key_file)) => {
+            let key_file = key_file.ok_or_else(|| anyhow::anyhow!("--unit-label-key needs --node-key-file"))?;
+            let identity = grid_wrapper::unit::read_identity(&config.node_name, key_file).await?;
+            let unit = grid_wrapper::unit::Unit::new(flags.unit_config(identity));
+            let served = grid_wrapper::unit_server::UnitServerMetrics::default();
+            let routes = grid_wrapper::unit_server::router(
+                unit.slot.clone(),
+                grid_wrapper::unit_server::UNIT_WATCH,
+                served.clone(),
+                unit_stopped,
+            );
+            let tls = controller_support::node_identity::server_config(&unit.config.identity, unit.members.clone())?;
+            builder = builder.metrics(&served).peer_listener(address, tls, routes);
+            Some(unit)
+        }
+    };
+    let runtime = builder.build().await?;
     // once logging is set up (by the runtime), before the upstream is watched
     let restored_note = saver.restore(&wrapper);
     let synced = runtime.readiness().gate(NOT_SYNCED);
     tokio::spawn(follow_readiness(wrapper.clone(), synced, restored_note));
     runtime.mark_ready();
-    let client = kube::Client::try_from(upstream)?;
+    let counted = grid_wrapper::unit_client::CountReceivedLayer::new(metrics.upstream_bytes.clone());
+    let client = kube::client::ClientBuilder::try_from(upstream)?.with_layer(&counted).build();
     let shutdown = runtime.shutdown_signal();
     if let Some(config) = flags.verdicts() {
         tokio::spawn(grid_wrapper::verdicts::run(wrapper.clone(), config, shutdown.clone().signalled()));
@@ -46,10 +66,11 @@ async fn main() -> anyhow::Result<()> {
     runtime
         .run(async move {
             tokio::select! {
-                () = grid_wrapper::upstream::run(wrapper.clone(), client, shutdown.clone().signalled()) => {}
+                () = grid_wrapper::unit::run(wrapper.clone(), client, unit, shutdown.clone().signalled()) => {}
                 () = saver.run(&wrapper) => {}
             }
             wrapper.stop_watches();
+            unit_stop.send_replace(true);
             saver.save(&wrapper);
         })
         .await?;

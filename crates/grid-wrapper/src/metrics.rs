@@ -38,6 +38,11 @@ pub struct ReasonLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SourceLabel {
+    pub source: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CodeLabel {
     pub code: u16,
 }
@@ -74,6 +79,14 @@ pub struct Metrics {
     pub nodes_down: Gauge,
     /// Saved views not restored at start, by reason.
     pub saved_view_refused: Family<ReasonLabel, Counter>,
+    /// Body bytes received from the upstream (the cloud or the unit's leader), by stream.
+    pub upstream_bytes: Family<StreamLabel, Counter>,
+    /// 1 for where the upstream objects come from now (`cloud` or the unit's `leader`).
+    pub upstream_source: Family<SourceLabel, Gauge>,
+    /// Whether this wrapper leads its unit.
+    pub unit_leading: Gauge,
+    /// Changes of where the upstream comes from (another leader, leading, the cloud).
+    pub unit_leader_changes: Counter,
 }
 
 impl Default for Metrics {
@@ -94,6 +107,10 @@ impl Default for Metrics {
             verdict_polls: Family::default(),
             nodes_down: Gauge::default(),
             saved_view_refused: Family::default(),
+            upstream_bytes: Family::default(),
+            upstream_source: Family::default(),
+            unit_leading: Gauge::default(),
+            unit_leader_changes: Counter::default(),
         }
     }
 }
@@ -152,6 +169,22 @@ impl Register for Metrics {
              cluster: its --kubeconfig or in-cluster API server URL and CA bundle differ), other_node, \
              unreadable (including over --cache-max-bytes), malformed",
             self.saved_view_refused.clone(),
+        );
+        registry.register(
+            "upstream_bytes",
+            "Body bytes received from the upstream (the cloud API server or the unit's leader), by stream",
+            self.upstream_bytes.clone(),
+        );
+        registry.register(
+            "upstream_source",
+            "1 for where the upstream objects come from now: the cloud API server, or the unit's leader",
+            self.upstream_source.clone(),
+        );
+        registry.register("unit_leading", "1 while this wrapper leads its unit's upstream", self.unit_leading.clone());
+        registry.register(
+            "unit_leader_changes",
+            "Changes of the unit upstream: another leader, this wrapper leading, or the cloud",
+            self.unit_leader_changes.clone(),
         );
     }
 }

@@ -225,6 +225,7 @@ mod tests {
                 default_timeout: std::time::Duration::from_secs(60),
             },
             cache_dir: None,
+            unit_label_key: None,
         };
         // never contacted: nothing here passes through
         let upstream = kube::Config::new("http://127.0.0.1:9".parse().expect("url"));

@@ -33,6 +33,7 @@ pub fn config(node: &str) -> WrapperConfig {
         log: LogConfig { history_limit: 1000, watch_buffer: 1000 },
         watch: WatchConfig { bookmark_interval: Duration::from_millis(200), default_timeout: Duration::from_secs(60) },
         cache_dir: None,
+        unit_label_key: None,
     }
 }
 

@@ -1,0 +1,291 @@
+//! One upstream per unit: where this wrapper takes its upstream objects from (the cloud,
+//! or the wrapper leading its unit) and whether it serves the unit's other wrappers.
+//!
+//! [`run`] re-decides with [`edgegrid_core::unit_upstream::choose`] whenever its inputs
+//! change: the unit's members (the Nodes' published identities, from the cache), the nodes
+//! the local edge-health votes down, and the members this wrapper failed to reach. The
+//! upstream it runs ([`crate::upstream::run_plan`]) is replaced only when the choice
+//! changes; the new one relists, and the cache turns the relist into differences, so the
+//! served view never goes empty or partial across a change and no client sees an event
+//! twice.
+//!
+//! A followed leader is passed over (for `unreachable_for`) as soon as its link fails
+//! (refused, reset, or silent beyond the client's read timeout: the leader's bookmarks keep
+//! a healthy watch talking), or when it keeps answering "not ready" longer than
+//! `not_ready_for` (a leader that lost the cloud before its first sync). A leader that
+//! loses the cloud afterwards keeps serving its last view: the unit goes on working
+//! offline as one wrapper does.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::{Duration, Instant};
+
+use controller_support::node_identity::{ExpectedServer, MemberKeys, NodeIdentity, client_config};
+use edgegrid_core::unit_upstream::{Choice, UnitMember, choose};
+use kube::Client;
+
+use crate::Wrapper;
+use crate::metrics::SourceLabel;
+use crate::upstream::{LinkFailure, LinkHealth, LocalNodeWatch, Plan, run_plan};
+use crate::upstream_log::UpstreamLog;
+
+/// How a wrapper shares its unit's upstream.
+#[derive(Clone, Debug)]
+pub struct UnitConfig {
+    pub identity: NodeIdentity,
+    /// The label whose value makes the unit (`--unit-label-key`).
+    pub label_key: String,
+    /// The port every wrapper of the unit serves the upstream on.
+    pub port: u16,
+    pub unreachable_for: Duration,
+    pub not_ready_for: Duration,
+    /// A follower's link timeouts (a leader silent this long is taken for dead).
+    pub read_timeout: Duration,
+    pub connect_timeout: Duration,
+    pub log: listwatch::LogConfig,
+}
+
+/// What the unit server serves: the log while this wrapper leads, nothing otherwise (503).
+#[derive(Clone, Debug, Default)]
+pub struct LeaderSlot(Arc<RwLock<Option<Arc<UpstreamLog>>>>);
+
+impl LeaderSlot {
+    pub fn current(&self) -> Option<Arc<UpstreamLog>> {
+        self.0.read().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    fn set(&self, log: Option<Arc<UpstreamLog>>) {
+        *self.0.write().unwrap_or_else(PoisonError::into_inner) = log;
+    }
+}
+
+/// The shared state of a wrapper in a shared unit, between [`run`] and the unit server.
+#[derive(Clone, Debug)]
+pub struct Unit {
+    pub config: UnitConfig,
+    /// The members the unit server admits (their published keys).
+    pub members: MemberKeys,
+    pub slot: LeaderSlot,
+}
+
+impl Unit {
+    pub fn new(config: UnitConfig) -> Self {
+        Self { config, members: MemberKeys::default(), slot: LeaderSlot::default() }
+    }
+}
+
+/// Why this node's identity could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum IdentityError {
+    #[error("reading the node key file {path}")]
+    Read {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the node key file {path} holds no node identity")]
+    Invalid {
+        path: std::path::PathBuf,
+        #[source]
+        source: controller_support::node_identity::NodeIdentityError,
+    },
+}
+
+/// How long a wrapper waits for edge-health to write the node's key file (both start
+/// together on a new node).
+const KEY_FILE_WAIT: Duration = Duration::from_secs(120);
+
+/// This node's identity from edge-health's key file, waiting for the file to appear.
+pub async fn read_identity(node: &str, path: &std::path::Path) -> Result<NodeIdentity, IdentityError> {
+    let deadline = Instant::now() + KEY_FILE_WAIT;
+    let document = loop {
+        match tokio::fs::read(path).await {
+            Ok(document) => break document,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound && Instant::now() < deadline => {
+                tracing::info!(path = %path.display(), "waiting for edge-health to write the node key file");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(source) => return Err(IdentityError::Read { path: path.to_path_buf(), source }),
+        }
+    };
+    NodeIdentity::from_pkcs8(node, &document)
+        .map_err(|source| IdentityError::Invalid { path: path.to_path_buf(), source })
+}
+
+/// The longest a failing member is passed over.
+const MAX_PASS_OVER: Duration = Duration::from_secs(600);
+
+/// How often the inputs are looked at while nothing wakes the supervisor earlier.
+const RECHECK: Duration = Duration::from_millis(100);
+
+/// Feeds the wrapper from the cloud (`cloud`), alone when `unit` is `None`, or as its unit
+/// decides, until `stop` resolves.
+pub async fn run(wrapper: Arc<Wrapper>, cloud: Client, unit: Option<Unit>, stop: impl Future<Output = ()>) {
+    let Some(unit) = unit else {
+        wrapper.metrics().upstream_source.get_or_create(&SourceLabel { source: "cloud" }).set(1);
+        return run_plan(wrapper, Plan::alone(cloud), stop).await;
+    };
+    tokio::pin!(stop);
+    let mut supervisor =
+        Supervisor { wrapper, cloud, unit, unreachable: BTreeMap::new(), failures: BTreeMap::new(), previous: None };
+    loop {
+        let decided = supervisor.decide();
+        let Some(plan) = supervisor.plan(&decided) else { continue };
+        let health = plan.health.clone();
+        let upstream = run_plan(supervisor.wrapper.clone(), plan, std::future::pending());
+        tokio::select! {
+            () = upstream => {}
+            () = supervisor.until_changed(&decided, &health) => {}
+            () = &mut stop => {
+                supervisor.step_down();
+                return;
+            }
+        }
+        supervisor.step_down();
+    }
+}
+
+/// One decision: the choice, and the unit it was made in (a relabel changes the unit a
+/// leader watches the nodes of, though it still leads).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Decided {
+    choice: Choice,
+    unit: Option<String>,
+}
+
+struct Supervisor {
+    wrapper: Arc<Wrapper>,
+    cloud: Client,
+    unit: Unit,
+    /// Members passed over, until when, and how many times in a row.
+    unreachable: BTreeMap<String, Instant>,
+    failures: BTreeMap<String, u32>,
+    previous: Option<Decided>,
+}
+
+impl Supervisor {
+    fn decide(&mut self) -> Decided {
+        let now = Instant::now();
+        self.unreachable.retain(|_, until| *until > now);
+        let (members, unit) = self.wrapper.unit_members();
+        let local = self.wrapper.local_node();
+        self.unit
+            .members
+            .replace(members.iter().filter(|m| m.node != local).map(|m| (m.node.clone(), m.key)).collect());
+        let unreachable: BTreeSet<String> = self.unreachable.keys().cloned().collect();
+        let choice = choose(local, &members, &self.wrapper.nodes_down(), &unreachable);
+        Decided { choice, unit }
+    }
+
+    /// The upstream to run for `decided`; `None` when it cannot be set up (the leader is
+    /// then passed over and the next decision made at once).
+    fn plan(&mut self, decided: &Decided) -> Option<Plan> {
+        self.record(decided);
+        let client = self.cloud.clone();
+        let plan = match (&decided.choice, &decided.unit) {
+            (Choice::Lead, Some(value)) => {
+                let log = UpstreamLog::new(self.unit.config.log);
+                self.unit.slot.set(Some(log.clone()));
+                let local_node =
+                    LocalNodeWatch::Unit { label_key: self.unit.config.label_key.clone(), value: value.clone() };
+                Plan { client, local_node, log: Some(log), health: Arc::default() }
+            }
+            (Choice::Follow(leader), _) => match self.leader_client(leader) {
+                Ok(client) => Plan { client, local_node: LocalNodeWatch::ByName, log: None, health: Arc::default() },
+                Err(error) => {
+                    tracing::warn!(leader = %leader.node, %error, "cannot set up the link to the unit leader");
+                    self.pass_over(&leader.node);
+                    return None;
+                }
+            },
+            _ => Plan::alone(client),
+        };
+        Some(plan)
+    }
+
+    fn leader_client(&self, leader: &UnitMember) -> Result<Client, crate::unit_client::UnitClientError> {
+        let expected = ExpectedServer { node: leader.node.clone(), key: leader.key };
+        let tls = client_config(&self.unit.config.identity, expected)?;
+        let host = if leader.host.contains(':') { format!("[{}]", leader.host) } else { leader.host.clone() };
+        let url: http::Uri = format!("https://{host}:{}", self.unit.config.port).parse()?;
+        let received = self.wrapper.metrics().upstream_bytes.clone();
+        let (read_timeout, connect_timeout) = (self.unit.config.read_timeout, self.unit.config.connect_timeout);
+        crate::unit_client::leader_client_counted(&url, tls, read_timeout, connect_timeout, received)
+    }
+
+    /// Metrics and the log line of a new decision.
+    fn record(&mut self, decided: &Decided) {
+        if self.previous.as_ref() == Some(decided) {
+            return;
+        }
+        let metrics = self.wrapper.metrics();
+        let (source, leader) = match &decided.choice {
+            Choice::Alone => ("cloud", None),
+            Choice::Lead => ("cloud", Some(self.wrapper.local_node().to_string())),
+            Choice::Follow(leader) => ("leader", Some(leader.node.clone())),
+        };
+        for other in ["cloud", "leader"] {
+            metrics.upstream_source.get_or_create(&SourceLabel { source: other }).set(i64::from(other == source));
+        }
+        metrics.unit_leading.set(i64::from(decided.choice == Choice::Lead));
+        if self.previous.is_some() {
+            metrics.unit_leader_changes.inc();
+        }
+        tracing::info!(
+            source,
+            leader = leader.as_deref().unwrap_or(""),
+            unit = decided.unit.as_deref().unwrap_or(""),
+            "unit upstream chosen"
+        );
+        self.previous = Some(decided.clone());
+    }
+
+    /// Waits until the decision would change, or the followed leader fails.
+    async fn until_changed(&mut self, decided: &Decided, health: &LinkHealth) {
+        loop {
+            tokio::time::sleep(RECHECK).await;
+            if let Choice::Follow(leader) = &decided.choice
+                && health.failing().is_none()
+                && health.worked()
+            {
+                self.failures.remove(&leader.node);
+            }
+            if let Choice::Follow(leader) = &decided.choice
+                && let Some((since, failure)) = health.failing()
+            {
+                let given_up = match failure {
+                    LinkFailure::Unreachable => true,
+                    LinkFailure::NotReady => since.elapsed() >= self.unit.config.not_ready_for,
+                };
+                if given_up {
+                    tracing::warn!(leader = %leader.node, ?failure, "passing over the unit leader");
+                    self.pass_over(&leader.node);
+                    return;
+                }
+            }
+            if self.decide() != *decided {
+                return;
+            }
+        }
+    }
+
+    /// Passes `node` over for `unreachable_for`, doubled for each failure in a row (up to
+    /// [`MAX_PASS_OVER`]): a member that keeps failing (down for long, or refusing this
+    /// wrapper) is not tried again and again.
+    fn pass_over(&mut self, node: &str) {
+        let failures = self.failures.entry(node.to_string()).or_default();
+        let factor = 2u32.saturating_pow(*failures);
+        *failures = failures.saturating_add(1);
+        let wait = self.unit.config.unreachable_for.saturating_mul(factor).min(MAX_PASS_OVER);
+        self.unreachable.insert(node.to_string(), Instant::now() + wait);
+    }
+
+    /// Ends leading, if it did: followers' watches end and new requests get 503.
+    fn step_down(&self) {
+        if let Some(log) = self.unit.slot.current() {
+            log.close();
+        }
+        self.unit.slot.set(None);
+    }
+}

@@ -1,0 +1,216 @@
+//! A follower's API client to its unit's leader: a `kube::Client` the wrapper's unchanged
+//! upstream watchers use as they would the cloud's, over mutual TLS with the node
+//! identities (`controller_support::node_identity::client_config`: only the chosen
+//! leader's key is accepted).
+//!
+//! kube-rs takes no custom rustls verifier through `kube::Config`, so the stack kube-rs
+//! builds from a `Config` is built here by hand around the given rustls configuration: TCP
+//! connector, rustls (https only, HTTP/1.1), connect and read timeouts, hyper's pooled
+//! client, then the base URI. The read timeout is what notices a leader that went silent
+//! without closing the connection (a host gone from the LAN): the leader's bookmarks keep
+//! a healthy watch busy far more often than it.
+//!
+//! Response bodies are counted per upstream stream (what a follower receives from its
+//! leader is the traffic sharing saves the cloud link).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::BodyExt;
+use http_body_util::combinators::UnsyncBoxBody;
+use hyper::body::{Body, Frame};
+use hyper_timeout::TimeoutConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use kube::client::middleware::BaseUriLayer;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use tower::{Layer, Service, ServiceBuilder};
+
+use crate::cache::Stream;
+use crate::metrics::StreamLabel;
+
+/// Why a link to the leader cannot be set up (the last two for callers that build the
+/// follower's TLS settings and the leader's URL along with the client).
+#[derive(Debug, thiserror::Error)]
+pub enum UnitClientError {
+    #[error("the leader's URL {url} is not https://<address>:<port>")]
+    Url { url: String },
+    #[error("the leader's URL is malformed")]
+    MalformedUrl(#[from] http::uri::InvalidUri),
+    #[error("the follower's TLS settings")]
+    Identity(#[from] controller_support::node_identity::NodeIdentityError),
+}
+
+/// A client of the leader at `url` (`https://<leader address>:<port>`) over `tls` (the
+/// follower's `node_identity::client_config`). A connection (TCP and TLS handshake) not
+/// set up within `connect_timeout` fails, and so does a response, list or watch that
+/// sends nothing for `read_timeout`. Call within a tokio runtime (kube's client spawns
+/// its request buffer).
+pub fn leader_client(
+    url: &http::Uri,
+    tls: Arc<rustls::ClientConfig>,
+    read_timeout: Duration,
+    connect_timeout: Duration,
+) -> Result<kube::Client, UnitClientError> {
+    leader_client_counted(url, tls, read_timeout, connect_timeout, Family::default())
+}
+
+/// [`leader_client`], with the body bytes received counted into `received` by stream
+/// ([`received_stream`]).
+pub fn leader_client_counted(
+    url: &http::Uri,
+    tls: Arc<rustls::ClientConfig>,
+    read_timeout: Duration,
+    connect_timeout: Duration,
+    received: Family<StreamLabel, Counter>,
+) -> Result<kube::Client, UnitClientError> {
+    if url.scheme() != Some(&http::uri::Scheme::HTTPS) || url.authority().is_none() {
+        return Err(UnitClientError::Url { url: url.to_string() });
+    }
+    let mut tcp = HttpConnector::new();
+    // the scheme is https: the TLS connector below enforces it
+    tcp.enforce_http(false);
+    // a watch event is a small write on the leader's side; requests are on ours
+    tcp.set_nodelay(true);
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(rustls::ClientConfig::clone(&tls))
+        .https_only()
+        .enable_http1()
+        .wrap_connector(tcp);
+    let mut connector = TimeoutConnector::new(https);
+    // covers the TLS handshake too: a host that accepts and never answers is given up
+    connector.set_connect_timeout(Some(connect_timeout));
+    connector.set_read_timeout(Some(read_timeout));
+    // the read timeout counts from the last request written, not from when a pooled
+    // connection went idle (it would otherwise fire on a request sent just before it)
+    connector.set_reset_reader_on_write(true);
+    let client: hyper_util::client::legacy::Client<_, kube::client::Body> =
+        hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build(connector);
+    let service = ServiceBuilder::new()
+        .layer(BaseUriLayer::new(url.clone()))
+        .layer(CountReceivedLayer { received })
+        .service(client);
+    Ok(kube::Client::new(service, "default"))
+}
+
+/// The upstream stream (as [`Stream::name`] names it) a request to an API path belongs
+/// to: its resource, and for nodes whether metadata only (every node) or whole objects
+/// (the local one) are asked; `"other"` for anything else.
+pub fn received_stream(path: &str, accept: Option<&str>) -> &'static str {
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let rest = match segments.as_slice() {
+        ["api", _, rest @ ..] | ["apis", _, _, rest @ ..] => rest,
+        _ => return "other",
+    };
+    let resource = match rest {
+        ["namespaces", _namespace, resource, ..] => *resource,
+        [resource, ..] => *resource,
+        [] => return "other",
+    };
+    let stream = match resource {
+        "services" => Stream::Services,
+        "endpointslices" => Stream::EndpointSlices,
+        "endpoints" => Stream::Endpoints,
+        "nodes" if accept.is_some_and(|a| listwatch::Shape::from_accept(a) == listwatch::Shape::Metadata) => {
+            Stream::RemoteNodes
+        }
+        "nodes" => Stream::LocalNode,
+        _ => return "other",
+    };
+    stream.name()
+}
+
+/// Counts the data of response bodies into a counter per [`received_stream`].
+#[derive(Clone)]
+pub struct CountReceivedLayer {
+    received: Family<StreamLabel, Counter>,
+}
+
+impl CountReceivedLayer {
+    /// Counts response body bytes into `received`, by stream (any kube client's stack: the
+    /// cloud's too).
+    pub fn new(received: Family<StreamLabel, Counter>) -> Self {
+        Self { received }
+    }
+}
+
+impl<S> Layer<S> for CountReceivedLayer {
+    type Service = CountReceived<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        CountReceived { inner, received: self.received.clone() }
+    }
+}
+
+#[derive(Clone)]
+pub struct CountReceived<S> {
+    inner: S,
+    received: Family<StreamLabel, Counter>,
+}
+
+type ResponseFuture<B, E> = Pin<Box<dyn Future<Output = Result<Response<B>, E>> + Send>>;
+
+impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for CountReceived<S>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    S::Future: Send + 'static,
+    ResBody: Body<Data = Bytes> + Send + 'static,
+{
+    type Response = Response<UnsyncBoxBody<Bytes, ResBody::Error>>;
+    type Error = S::Error;
+    type Future = ResponseFuture<UnsyncBoxBody<Bytes, ResBody::Error>, S::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        let accept = request.headers().get(http::header::ACCEPT).and_then(|a| a.to_str().ok());
+        let stream = received_stream(request.uri().path(), accept);
+        let counter = self.received.get_or_create(&StreamLabel { stream }).clone();
+        let response = self.inner.call(request);
+        Box::pin(async move {
+            let response = response.await?;
+            Ok(response.map(|body| {
+                body.map_frame(move |frame: Frame<Bytes>| {
+                    if let Some(data) = frame.data_ref() {
+                        counter.inc_by(data.len() as u64);
+                    }
+                    frame
+                })
+                .boxed_unsync()
+            }))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_counted_by_the_upstream_stream_they_serve() {
+        let metadata = Some("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json");
+        let cases = [
+            ("/api/v1/services", None, "services"),
+            ("/api/v1/namespaces/ns/services/web", None, "services"),
+            ("/apis/discovery.k8s.io/v1/endpointslices", Some("application/json"), "endpointslices"),
+            ("/api/v1/endpoints", None, "endpoints"),
+            ("/api/v1/nodes", metadata, "nodes"),
+            ("/api/v1/nodes", Some("application/json"), "localnode"),
+            ("/api/v1/nodes", None, "localnode"),
+            ("/api/v1/namespaces", None, "other"),
+            ("/api/v1", None, "other"),
+            ("/version", None, "other"),
+        ];
+        for (path, accept, want) in cases {
+            assert_eq!(received_stream(path, accept), want, "{path} {accept:?}");
+        }
+    }
+}

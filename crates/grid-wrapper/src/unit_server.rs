@@ -1,0 +1,326 @@
+//! The unit leader's server: the [`UpstreamLog`] served to the unit's other wrappers over
+//! the site LAN, with the Kubernetes list/watch protocol their unmodified kube-rs watchers
+//! speak to the cloud, over mutual TLS keyed by the members' node identities
+//! (`controller_support::node_identity`; the TLS layer admits members only).
+//!
+//! Served: GET list and watch, cluster-wide, of `/api/v1/services`,
+//! `/apis/discovery.k8s.io/v1/endpointslices`, `/api/v1/endpoints` and `/api/v1/nodes`
+//! (metadata-only requests, as kube-rs' `Api<PartialObjectMeta<Node>>` sends, get every
+//! node's metadata; whole-object requests the members' Nodes, which followers select by
+//! `fieldSelector=metadata.name=<node>`). Nothing else: other paths are 404, other
+//! methods 405, both as `Status` objects.
+//!
+//! It must never answer a list or watch before the log has synced (503 with
+//! `Retry-After`): an empty answer would make a follower delete everything it serves.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{ConnectInfo, Query, State};
+use axum::http::{HeaderValue, Method, Request, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use controller_support::metrics::Register;
+use controller_support::server::{ServerLimits, ServerMetrics};
+use controller_support::tls::{TlsListener, TlsMetrics};
+use futures::{Stream, StreamExt};
+use listwatch::{ListOptions, Representation, Shape, WatchConfig, WatchOptions};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use serde_json::json;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use controller_support::server::PeerCertificate;
+
+use crate::upstream_log::{UpstreamKind, UpstreamLog};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResourceLabel {
+    /// [`UpstreamKind::name`]
+    pub resource: &'static str,
+}
+
+/// What the leader's server counts, for the caller's registry.
+#[derive(Clone, Debug, Default)]
+pub struct UnitServerMetrics {
+    /// Followers (distinct verified keys; addresses on plain connections) with at least
+    /// one open watch now.
+    pub followers: Gauge,
+    /// Body bytes of lists and watches sent to followers, by kind.
+    pub served_bytes: Family<ResourceLabel, Counter>,
+    /// Open watches per follower.
+    watching: Arc<Mutex<HashMap<Follower, usize>>>,
+}
+
+impl Register for UnitServerMetrics {
+    fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "unit_followers",
+            "Unit members (distinct verified keys) watching this wrapper as their unit's leader",
+            self.followers.clone(),
+        );
+        registry.register(
+            "unit_served_bytes",
+            "Body bytes of lists and watches sent to the unit's followers, by resource",
+            self.served_bytes.clone(),
+        );
+    }
+}
+
+impl UnitServerMetrics {
+    /// Counts one open watch of `peer` for as long as the guard lives.
+    fn watching(&self, peer: Follower) -> FollowerGuard {
+        let mut watching = self.watching.lock().unwrap_or_else(PoisonError::into_inner);
+        let open = watching.entry(peer.clone()).or_default();
+        *open += 1;
+        if *open == 1 {
+            self.followers.inc();
+        }
+        FollowerGuard { metrics: self.clone(), peer }
+    }
+}
+
+struct FollowerGuard {
+    metrics: UnitServerMetrics,
+    peer: Follower,
+}
+
+/// Who a follower is: the key its TLS handshake proved (several wrappers can share one
+/// source address, e.g. behind NAT), or its address on a plain connection.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+enum Follower {
+    Key(Vec<u8>),
+    Address(IpAddr),
+}
+
+impl Drop for FollowerGuard {
+    fn drop(&mut self) {
+        let mut watching = self.metrics.watching.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(open) = watching.get_mut(&self.peer) {
+            *open -= 1;
+            if *open == 0 {
+                watching.remove(&self.peer);
+                self.metrics.followers.dec();
+            }
+        }
+    }
+}
+
+/// What a server serves: one log, or whichever the unit's leader slot holds now.
+pub trait ServedLog: Send + Sync + 'static {
+    /// The log requests are answered from now; `None` (this wrapper does not lead) is 503.
+    fn current(&self) -> Option<Arc<UpstreamLog>>;
+}
+
+impl ServedLog for Arc<UpstreamLog> {
+    fn current(&self) -> Option<Arc<UpstreamLog>> {
+        Some(self.clone())
+    }
+}
+
+/// A server that outlives terms of leadership answers from the current term's log.
+impl ServedLog for crate::unit::LeaderSlot {
+    fn current(&self) -> Option<Arc<UpstreamLog>> {
+        crate::unit::LeaderSlot::current(self)
+    }
+}
+
+/// Watch timing for followers: a bookmark every second keeps a healthy watch talking, so
+/// a follower's read timeout of a few seconds tells a silent leader from a quiet cluster.
+pub const UNIT_WATCH: WatchConfig =
+    WatchConfig { bookmark_interval: Duration::from_secs(1), default_timeout: crate::DEFAULT_WATCH_TIMEOUT };
+
+#[derive(Clone)]
+struct Served {
+    log: Arc<dyn ServedLog>,
+    watch: WatchConfig,
+    metrics: UnitServerMetrics,
+    /// Turns true when the server stops: every open watch ends.
+    stop: watch::Receiver<bool>,
+}
+
+/// The served API, answered from `log` ([`ServedLog`]). `stop` (the one given to
+/// [`listen`]) ends every open watch when it turns true, which lets the server's graceful
+/// shutdown complete; [`UpstreamLog::close`] ends the watches of that log.
+pub fn router(
+    log: impl ServedLog,
+    watch: WatchConfig,
+    metrics: UnitServerMetrics,
+    stop: watch::Receiver<bool>,
+) -> Router {
+    Router::new().fallback(dispatch).with_state(Served { log: Arc::new(log), watch, metrics, stop })
+}
+
+/// A resource a path names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Resource {
+    Services,
+    EndpointSlices,
+    Endpoints,
+    /// Node metadata or the unit's Nodes, by the `Accept` header.
+    Nodes,
+}
+
+fn resource(path: &str) -> Option<Resource> {
+    match path {
+        "/api/v1/services" => Some(Resource::Services),
+        "/apis/discovery.k8s.io/v1/endpointslices" => Some(Resource::EndpointSlices),
+        "/api/v1/endpoints" => Some(Resource::Endpoints),
+        "/api/v1/nodes" => Some(Resource::Nodes),
+        _ => None,
+    }
+}
+
+async fn dispatch(State(served): State<Served>, request: Request<Body>) -> Response {
+    let Some(resource) = resource(request.uri().path()) else {
+        let message = "the server could not find the requested resource";
+        return status_response(404, &listwatch::status(404, "NotFound", message, None));
+    };
+    if request.method() != Method::GET {
+        let message = format!("{} is not supported: the unit leader serves list and watch only", request.method());
+        let mut response = status_response(405, &listwatch::status(405, "MethodNotAllowed", &message, None));
+        response.headers_mut().insert(header::ALLOW, HeaderValue::from_static("GET"));
+        return response;
+    }
+    let query = match Query::<HashMap<String, String>>::try_from_uri(request.uri()) {
+        Ok(Query(query)) => query,
+        Err(rejection) => {
+            let message = format!("invalid query: {}", rejection.body_text());
+            return status_response(400, &listwatch::status(400, "BadRequest", &message, None));
+        }
+    };
+    let accept = request.headers().get(header::ACCEPT).and_then(|a| a.to_str().ok());
+    let key = request.extensions().get::<PeerCertificate>().map(|PeerCertificate(key)| Follower::Key(key.to_vec()));
+    let address =
+        request.extensions().get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(peer)| Follower::Address(peer.ip()));
+    let peer = key.or(address);
+    match serve(&served, resource, &query, accept, peer) {
+        Ok(response) => response,
+        Err(error) => status_response(error.code(), &error.status()),
+    }
+}
+
+/// A `Status` answer.
+fn status_response(code: u16, status: &serde_json::Value) -> Response {
+    let code = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (code, [(header::CONTENT_TYPE, "application/json")], status.to_string()).into_response()
+}
+
+/// How long a follower should wait before asking an unsynced leader again.
+const RETRY_AFTER_SECONDS: u64 = 1;
+
+fn not_serving(message: &str) -> Response {
+    let details = json!({"retryAfterSeconds": RETRY_AFTER_SECONDS});
+    let mut response = status_response(503, &listwatch::status(503, "ServiceUnavailable", message, Some(details)));
+    response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
+    response
+}
+
+fn serve(
+    served: &Served,
+    resource: Resource,
+    query: &HashMap<String, String>,
+    accept: Option<&str>,
+    peer: Option<Follower>,
+) -> Result<Response, listwatch::Error> {
+    let kind = match resource {
+        Resource::Services => UpstreamKind::Services,
+        Resource::EndpointSlices => UpstreamKind::EndpointSlices,
+        Resource::Endpoints => UpstreamKind::Endpoints,
+        // both node kinds are served as v1 Node: the negotiated shape picks one
+        Resource::Nodes => UpstreamKind::UnitNodes,
+    };
+    let representation = Representation::negotiate(kind.served(), accept)?;
+    let kind = match (resource, representation.shape) {
+        (Resource::Nodes, Shape::Metadata) => UpstreamKind::NodeMetadata,
+        _ => kind,
+    };
+    let Some(log) = served.log.current() else {
+        return Ok(not_serving("this grid wrapper does not lead its unit"));
+    };
+    // `synced` never turns back, and a log closed in between ends its watches at once
+    if !log.serving() {
+        return Ok(not_serving("the unit leader has not synced with the upstream API server yet"));
+    }
+    let sent = served.metrics.served_bytes.get_or_create(&ResourceLabel { resource: kind.name() }).clone();
+    if !listwatch::is_watch(query) {
+        let opts = ListOptions::from_query(query, None)?;
+        let page = log.read(|log| log.list(&kind, &opts))?;
+        let content_type = representation.content_type(false);
+        let chunks = futures::stream::iter(listwatch::ListBody::new(page, representation));
+        return Ok(([(header::CONTENT_TYPE, content_type)], counted(chunks, sent, None)).into_response());
+    }
+    let opts = WatchOptions::from_query(query, None)?;
+    let start = log.read(|log| log.watch(&kind, &opts));
+    tracing::debug!(peer = ?peer, resource = kind.name(), "follower watch started");
+    let follower = peer.map(|peer| served.metrics.watching(peer));
+    let content_type = representation.content_type(true);
+    let (server_stopped, log_closed) = (stopped(served.stop.clone()), log.closed());
+    let stop = async move {
+        tokio::select! {
+            () = server_stopped => {}
+            () = log_closed => {}
+        }
+    };
+    let events = listwatch::watch_stream(start, opts, representation, served.watch, stop);
+    Ok(([(header::CONTENT_TYPE, content_type)], counted(events, sent, follower)).into_response())
+}
+
+/// A body of `chunks`, each counted into `sent` as it is handed to the connection; a
+/// watch's `follower` guard lives as long as the body.
+fn counted(chunks: impl Stream<Item = Bytes> + Send + 'static, sent: Counter, follower: Option<FollowerGuard>) -> Body {
+    Body::from_stream(chunks.map(move |chunk| {
+        let _watching = &follower;
+        sent.inc_by(chunk.len() as u64);
+        Ok::<_, Infallible>(chunk)
+    }))
+}
+
+/// Resolves once `stop` turns true (or its sender is gone).
+async fn stopped(mut stop: watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stop| *stop).await;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum UnitServerError {
+    #[error("binding {address}")]
+    Bind {
+        address: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Serves `router` over HTTPS with `tls` (the leader's `node_identity::server_config`) on
+/// `address`, under `limits` (header and body timeouts, connection limits; the TLS
+/// handshake is bounded by the header timeout), until `stop` turns true. Returns the bound
+/// address and the server task, which ends once every connection is closed.
+pub async fn listen(
+    address: SocketAddr,
+    tls: Arc<rustls::ServerConfig>,
+    router: Router,
+    limits: ServerLimits,
+    server_metrics: ServerMetrics,
+    tls_metrics: TlsMetrics,
+    stop: watch::Receiver<bool>,
+) -> Result<(SocketAddr, JoinHandle<()>), UnitServerError> {
+    let listener =
+        tokio::net::TcpListener::bind(address).await.map_err(|source| UnitServerError::Bind { address, source })?;
+    let handshake_timeout: Duration = limits.flags.read_header_timeout;
+    let listener = TlsListener::with_server_config(listener, tls, handshake_timeout, tls_metrics);
+    let (bound, task) = controller_support::server::serve(listener, router, limits, server_metrics, stop);
+    tracing::info!(address = %bound, "serving the unit's upstream objects to its followers");
+    Ok((bound, task))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,462 @@
+//! The unit leader's log of the upstream objects it serves to the unit's other wrappers:
+//! every Service, EndpointSlice and Endpoints of the cluster, the metadata of every Node,
+//! and the whole Nodes of the unit's members, unpruned (each follower prunes for itself),
+//! under the leader's own resourceVersions (a follower's watchers resume, relist on 410
+//! and take bookmarks as they would from the cloud).
+//!
+//! Fed [`UpstreamInput`]s in the shape of kube-rs watcher events, no I/O. A relist reaches
+//! followers as its differences only: an object upserted again unchanged is no event, and
+//! objects a relist did not report are deleted when it completes. `managedFields` are
+//! never stored (followers drop them, and they are often the larger half of a slice).
+//!
+//! It must never let an empty or partial state be served as the upstream's: until every
+//! kind has listed once it is not [`synced`](UpstreamLog::synced), and the server answers
+//! 503 rather than a list a follower would take for "everything was deleted".
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use listwatch::{ChangeKind, Log, LogConfig, ObjectId, ServedType};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+/// One kind of upstream object the leader serves: the key of its log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum UpstreamKind {
+    Services,
+    EndpointSlices,
+    Endpoints,
+    /// The metadata of every node of the cluster (labels decide topology), stored as
+    /// `{"apiVersion":"v1","kind":"Node","metadata":{...}}`.
+    NodeMetadata,
+    /// The whole Node objects of the unit's members (a follower reads its own).
+    UnitNodes,
+}
+
+impl UpstreamKind {
+    pub const ALL: [UpstreamKind; 5] = [
+        UpstreamKind::Services,
+        UpstreamKind::EndpointSlices,
+        UpstreamKind::Endpoints,
+        UpstreamKind::NodeMetadata,
+        UpstreamKind::UnitNodes,
+    ];
+
+    pub fn served(self) -> ServedType {
+        match self {
+            Self::Services => ServedType::new("v1", "Service"),
+            Self::EndpointSlices => ServedType::new("discovery.k8s.io/v1", "EndpointSlice"),
+            Self::Endpoints => ServedType::new("v1", "Endpoints"),
+            Self::NodeMetadata | Self::UnitNodes => ServedType::new("v1", "Node"),
+        }
+    }
+
+    /// The URL plural (both node kinds are `nodes`: the `Accept` header tells them apart).
+    pub fn plural(self) -> &'static str {
+        match self {
+            Self::Services => "services",
+            Self::EndpointSlices => "endpointslices",
+            Self::Endpoints => "endpoints",
+            Self::NodeMetadata | Self::UnitNodes => "nodes",
+        }
+    }
+
+    /// The metric label, distinct per kind.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Services => "services",
+            Self::EndpointSlices => "endpointslices",
+            Self::Endpoints => "endpoints",
+            Self::NodeMetadata => "nodemetadata",
+            Self::UnitNodes => "unitnodes",
+        }
+    }
+}
+
+/// What one of the leader's cloud watchers reports, in the shape of a kube-rs
+/// `watcher::Event`.
+#[derive(Clone, Debug)]
+pub enum UpstreamInput {
+    /// A (re)list begins: objects of the kind not upserted before [`UpstreamInput::Done`]
+    /// are gone.
+    Begin(UpstreamKind),
+    /// An object as the cloud has it (JSON of the typed object, or of the metadata for
+    /// [`UpstreamKind::NodeMetadata`]).
+    Upsert(UpstreamKind, Value),
+    /// The object `(namespace, name)` is gone (namespace empty for nodes).
+    Delete(UpstreamKind, ObjectId),
+    /// The (re)list is complete.
+    Done(UpstreamKind),
+}
+
+/// Why an input was not taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UpstreamLogError {
+    #[error("{kind:?} object without a name ignored")]
+    Unnamed { kind: UpstreamKind },
+    #[error("{kind:?} {namespace}/{name} not stored")]
+    NotStored {
+        kind: UpstreamKind,
+        namespace: String,
+        name: String,
+        #[source]
+        source: listwatch::Error,
+    },
+}
+
+/// What one input changed in the served state (what followers' watches see).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Applied {
+    pub changes: Vec<(UpstreamKind, ChangeKind)>,
+}
+
+/// The leader's served state, shared by its cloud feeds and its server.
+pub struct UpstreamLog {
+    state: Mutex<State>,
+    synced: watch::Sender<bool>,
+    /// Set when this wrapper stops leading: nothing is served any more.
+    closed: watch::Sender<bool>,
+}
+
+impl std::fmt::Debug for UpstreamLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = self.state();
+        let objects: BTreeMap<&str, usize> = UpstreamKind::ALL.iter().map(|k| (k.name(), state.log.len(k))).collect();
+        f.debug_struct("UpstreamLog")
+            .field("synced", &self.synced())
+            .field("closed", &*self.closed.borrow())
+            .field("resource_version", &state.log.current_rv())
+            .field("objects", &objects)
+            .finish()
+    }
+}
+
+struct State {
+    log: Log<UpstreamKind>,
+    /// Kinds that have completed at least one list.
+    listed: BTreeSet<UpstreamKind>,
+    /// Objects upserted since each kind's current relist began.
+    relisting: BTreeMap<UpstreamKind, BTreeSet<ObjectId>>,
+}
+
+impl UpstreamLog {
+    pub fn new(config: LogConfig) -> Arc<Self> {
+        Arc::new(Self {
+            state: Mutex::new(State {
+                log: Log::continuing(config, first_resource_version()),
+                listed: BTreeSet::new(),
+                relisting: BTreeMap::new(),
+            }),
+            synced: watch::channel(false).0,
+            closed: watch::channel(false).0,
+        })
+    }
+
+    /// Reads the log under its lock; keep `read` brief (every request and every upstream
+    /// event takes the lock). Snapshotting and subscribing a watch inside one `read` is
+    /// what makes a watcher see every later change exactly once.
+    pub fn read<T>(&self, read: impl FnOnce(&Log<UpstreamKind>) -> T) -> T {
+        read(&self.state().log)
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // every mutation is one call on the log: a panic elsewhere leaves it consistent
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Whether every kind has listed once: only then is anything served.
+    pub fn synced(&self) -> bool {
+        *self.synced.borrow()
+    }
+
+    /// Follows [`UpstreamLog::synced`] (it never turns back to false).
+    pub fn synced_changes(&self) -> watch::Receiver<bool> {
+        self.synced.subscribe()
+    }
+
+    /// Stops serving this log (its wrapper no longer leads): new requests get 503 and open
+    /// watches end, so followers turn to their next leader rather than keep a view nobody
+    /// updates. For good: a new term of leadership starts a new log.
+    pub fn close(&self) {
+        self.closed.send_replace(true);
+    }
+
+    /// Whether lists and watches are answered: synced and not closed.
+    pub fn serving(&self) -> bool {
+        self.synced() && !*self.closed.borrow()
+    }
+
+    /// Resolves once the log is closed.
+    pub fn closed(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut closed = self.closed.subscribe();
+        async move {
+            let _ = closed.wait_for(|closed| *closed).await;
+        }
+    }
+
+    /// Takes one input; what it changed for watchers.
+    pub fn apply(&self, input: UpstreamInput) -> Result<Applied, UpstreamLogError> {
+        let mut applied = Applied::default();
+        let mut state = self.state();
+        match input {
+            UpstreamInput::Begin(kind) => {
+                state.relisting.insert(kind, BTreeSet::new());
+            }
+            UpstreamInput::Upsert(kind, object) => {
+                let object = stored_form(kind, object);
+                let id = object_id(&object);
+                if id.1.is_empty() {
+                    return Err(UpstreamLogError::Unnamed { kind });
+                }
+                if let Some(seen) = state.relisting.get_mut(&kind) {
+                    seen.insert(id.clone());
+                }
+                state.upsert(kind, id, object, &mut applied)?;
+            }
+            UpstreamInput::Delete(kind, id) => state.remove(kind, &id, &mut applied),
+            UpstreamInput::Done(kind) => {
+                // as the wrapper's cache: a Done without its Begin is an empty relist
+                let seen = state.relisting.remove(&kind).unwrap_or_default();
+                let gone: Vec<ObjectId> =
+                    state.log.objects(&kind).map(|(id, _)| id).filter(|id| !seen.contains(*id)).cloned().collect();
+                for id in gone {
+                    state.remove(kind, &id, &mut applied);
+                }
+                state.listed.insert(kind);
+                if UpstreamKind::ALL.iter().all(|k| state.listed.contains(k)) {
+                    drop(state);
+                    self.synced.send_if_modified(|synced| !std::mem::replace(synced, true));
+                }
+            }
+        }
+        Ok(applied)
+    }
+}
+
+impl State {
+    fn upsert(
+        &mut self,
+        kind: UpstreamKind,
+        id: ObjectId,
+        mut object: Value,
+        applied: &mut Applied,
+    ) -> Result<(), UpstreamLogError> {
+        if let Some(stored) = self.log.get(&kind, &id) {
+            // Stamped with the stored version, an unchanged object encodes to the stored
+            // bytes (the log encodes exactly so): the log itself would publish a MODIFIED
+            // for it, and a relist would send every follower every object again.
+            object["metadata"]["resourceVersion"] = json!(stored.resource_version().to_string());
+            if object.to_string().as_bytes() == stored.json().as_ref() {
+                return Ok(());
+            }
+        }
+        let existed = self.log.get(&kind, &id).is_some();
+        let (namespace, name) = id.clone();
+        self.log.upsert(kind, id, object).map_err(|source| UpstreamLogError::NotStored {
+            kind,
+            namespace,
+            name,
+            source,
+        })?;
+        applied.changes.push((kind, if existed { ChangeKind::Modified } else { ChangeKind::Added }));
+        Ok(())
+    }
+
+    fn remove(&mut self, kind: UpstreamKind, id: &ObjectId, applied: &mut Applied) {
+        if self.log.remove(&kind, id).is_some() {
+            applied.changes.push((kind, ChangeKind::Deleted));
+        }
+    }
+}
+
+/// An object as it is stored: typed as its kind is served (a list item the cloud sent
+/// without `apiVersion`/`kind` would not decode on the follower), without `managedFields`,
+/// and for node metadata nothing but the metadata.
+fn stored_form(kind: UpstreamKind, object: Value) -> Value {
+    let mut object = match kind {
+        UpstreamKind::NodeMetadata => json!({"metadata": object.get("metadata").cloned().unwrap_or_else(|| json!({}))}),
+        _ => object,
+    };
+    if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        metadata.remove("managedFields");
+    }
+    kind.served().stamp(object)
+}
+
+fn object_id(object: &Value) -> ObjectId {
+    let text = |field: &str| object["metadata"][field].as_str().unwrap_or_default().to_string();
+    (text("namespace"), text("name"))
+}
+
+/// Versions start above anything an earlier leader process on this node issued (one per
+/// microsecond of uptime would be needed to catch up), so a follower resuming across a
+/// restart gets 410 and relists instead of a "too large resource version".
+fn first_resource_version() -> u64 {
+    let micros = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_micros();
+    u64::try_from(micros).unwrap_or(u64::MAX / 2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use edgegrid_testing::objects::{node_object, service_object, slice_object};
+    use listwatch::{ListOptions, WatchOptions};
+    use tokio::sync::broadcast::error::TryRecvError;
+
+    fn log() -> Arc<UpstreamLog> {
+        UpstreamLog::new(LogConfig { history_limit: 100, watch_buffer: 100 })
+    }
+
+    fn json<T: serde::Serialize>(object: &T) -> Value {
+        serde_json::to_value(object).expect("an object")
+    }
+
+    fn service(name: &str) -> Value {
+        json(&service_object(name, None))
+    }
+
+    fn apply(log: &UpstreamLog, input: UpstreamInput) -> Vec<(UpstreamKind, ChangeKind)> {
+        log.apply(input).expect("taken").changes
+    }
+
+    /// One kind listed: Begin, the objects, Done.
+    fn list(log: &UpstreamLog, kind: UpstreamKind, objects: &[Value]) -> Vec<(UpstreamKind, ChangeKind)> {
+        let mut changes = apply(log, UpstreamInput::Begin(kind));
+        for object in objects {
+            changes.extend(apply(log, UpstreamInput::Upsert(kind, object.clone())));
+        }
+        changes.extend(apply(log, UpstreamInput::Done(kind)));
+        changes
+    }
+
+    fn names(log: &UpstreamLog, kind: UpstreamKind) -> Vec<String> {
+        log.read(|log| log.objects(&kind).map(|(id, _)| id.1.clone()).collect())
+    }
+
+    fn stored(log: &UpstreamLog, kind: UpstreamKind, namespace: &str, name: &str) -> Value {
+        log.read(|log| log.get(&kind, &(namespace.into(), name.into())).map(|o| o.value())).expect("stored")
+    }
+
+    /// A relist reaches watchers as its differences: what is new is ADDED, what changed
+    /// MODIFIED, what the relist no longer reports DELETED at Done, and what is unchanged
+    /// nothing.
+    #[test]
+    fn a_relist_is_served_as_its_differences() {
+        use ChangeKind::*;
+        use UpstreamKind::Services;
+        let log = log();
+        assert_eq!(list(&log, Services, &[service("a"), service("b"), service("c")]), [(Services, Added); 3]);
+        let watch = log.read(|log| log.watch(&Services, &WatchOptions::default())).expect("a watch");
+        let mut live = watch.live;
+        let mut changed_b = service("b");
+        changed_b["spec"]["clusterIP"] = json!("10.96.0.99");
+        let relist = list(&log, Services, &[service("a"), changed_b, service("d")]);
+        assert_eq!(relist, [(Services, Modified), (Services, Added), (Services, Deleted)]);
+        let events: Vec<(ChangeKind, String)> =
+            std::iter::from_fn(|| live.try_recv().ok()).map(|c| (c.kind, c.id.1.clone())).collect();
+        assert_eq!(events, [(Modified, "b".into()), (Added, "d".into()), (Deleted, "c".into())]);
+        assert_eq!(names(&log, Services), ["a", "b", "d"]);
+        assert_eq!(stored(&log, Services, "ns", "b")["spec"]["clusterIP"], "10.96.0.99");
+        // a watch event's delete, and one of an object never seen (nothing)
+        let gone = apply(&log, UpstreamInput::Delete(Services, ("ns".into(), "a".into())));
+        let never = apply(&log, UpstreamInput::Delete(Services, ("ns".into(), "x".into())));
+        assert_eq!((gone, never), (vec![(Services, Deleted)], vec![]));
+    }
+
+    /// The same object upserted again (a relist, a cloud write that changed nothing a
+    /// follower stores) is no change: no new version, no watch event.
+    #[test]
+    fn an_unchanged_upsert_is_no_event() {
+        let log = log();
+        let kind = UpstreamKind::EndpointSlices;
+        let mut slice = json(&slice_object("web-1", "web", &[("10.0.0.1", "n1")]));
+        slice["metadata"]["resourceVersion"] = json!("100");
+        list(&log, kind, std::slice::from_ref(&slice));
+        let rv = log.read(|log| log.current_rv());
+        let watch = log.read(|log| log.watch(&kind, &WatchOptions::default())).expect("a watch");
+        let mut live = watch.live;
+        // the cloud's version and managed fields moved: still nothing for a follower
+        slice["metadata"]["resourceVersion"] = json!("101");
+        slice["metadata"]["managedFields"] = json!([{"manager": "kube-controller-manager", "operation": "Update"}]);
+        assert_eq!(apply(&log, UpstreamInput::Upsert(kind, slice.clone())), []);
+        assert_eq!(list(&log, kind, std::slice::from_ref(&slice)), []);
+        assert_eq!(log.read(|log| log.current_rv()), rv);
+        assert!(matches!(live.try_recv(), Err(TryRecvError::Empty)));
+        slice["endpoints"][0]["conditions"]["ready"] = json!(false);
+        assert_eq!(apply(&log, UpstreamInput::Upsert(kind, slice)), [(kind, ChangeKind::Modified)]);
+        assert_eq!(live.try_recv().map(|c| c.kind).ok(), Some(ChangeKind::Modified));
+    }
+
+    /// Stored objects carry no managedFields, the log's own resourceVersion, and their
+    /// served type; node metadata is only metadata, typed as a Node.
+    #[test]
+    fn objects_are_stored_without_managed_fields_and_node_metadata_as_metadata() {
+        let log = log();
+        let mut service = service("web");
+        service["metadata"]["managedFields"] = json!([{"manager": "kubectl", "operation": "Apply"}]);
+        service["metadata"]["resourceVersion"] = json!("7");
+        service.as_object_mut().map(|o| o.remove("apiVersion"));
+        list(&log, UpstreamKind::Services, &[service.clone()]);
+        let stored_service = stored(&log, UpstreamKind::Services, "ns", "web");
+        let mut want = service.clone();
+        want["apiVersion"] = json!("v1");
+        want["metadata"].as_object_mut().map(|m| m.remove("managedFields"));
+        want["metadata"]["resourceVersion"] = json!(log.read(|log| log.current_rv()).to_string());
+        assert_eq!(stored_service, want);
+
+        let mut node = json(&node_object("n1", &[("site", "a")]));
+        node["metadata"]["managedFields"] = json!([{"manager": "kubelet"}]);
+        node["status"] = json!({"capacity": {"cpu": "4"}});
+        // as the metadata-only watch reports it, and a whole Node given for the same
+        let metadata =
+            json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": node["metadata"]});
+        let mut whole_n2 = node.clone();
+        whole_n2["metadata"]["name"] = json!("n2");
+        list(&log, UpstreamKind::NodeMetadata, &[metadata, whole_n2]);
+        list(&log, UpstreamKind::UnitNodes, &[node]);
+        for name in ["n1", "n2"] {
+            let served = stored(&log, UpstreamKind::NodeMetadata, "", name);
+            let rv = served["metadata"]["resourceVersion"].clone();
+            assert_eq!(
+                served,
+                json!({"apiVersion": "v1", "kind": "Node",
+                       "metadata": {"name": name, "labels": {"site": "a"}, "resourceVersion": rv}})
+            );
+        }
+        let whole = stored(&log, UpstreamKind::UnitNodes, "", "n1");
+        assert_eq!(
+            (whole["status"]["capacity"]["cpu"].clone(), whole["metadata"].get("managedFields")),
+            (json!("4"), None)
+        );
+        let unnamed = log.apply(UpstreamInput::Upsert(UpstreamKind::Services, json!({"metadata": {}})));
+        assert_eq!(unnamed, Err(UpstreamLogError::Unnamed { kind: UpstreamKind::Services }));
+    }
+
+    /// Synced only once every kind has completed a list; a kind still listing, or one that
+    /// never began, keeps it unsynced.
+    #[test]
+    fn synced_once_every_kind_has_listed() {
+        let log = log();
+        let mut changes = log.synced_changes();
+        let mut kinds = UpstreamKind::ALL.to_vec();
+        let last = kinds.pop().expect("five kinds");
+        for kind in kinds {
+            list(&log, kind, &[]);
+            assert!(!log.synced(), "{kind:?}");
+        }
+        apply(&log, UpstreamInput::Begin(last));
+        apply(&log, UpstreamInput::Upsert(last, json(&node_object("n1", &[]))));
+        assert!(!log.synced() && !log.serving());
+        assert!(!changes.has_changed().expect("open"));
+        apply(&log, UpstreamInput::Done(last));
+        assert!(log.synced() && log.serving());
+        assert!(changes.has_changed().expect("open") && *changes.borrow_and_update());
+        // a later relist does not unsync
+        apply(&log, UpstreamInput::Begin(UpstreamKind::Services));
+        assert!(log.synced());
+        log.close();
+        assert!(log.synced() && !log.serving());
+        assert_eq!(log.read(|log| log.list(&last, &ListOptions::default()).map(|p| p.items.len())), Ok(1));
+    }
+}

@@ -1,0 +1,434 @@
+//! One upstream per unit, with the shipped binary: five wrappers of unit `a` on their own
+//! loopback addresses (127.0.0.1-5, one per node, as on a site LAN), each with its node's
+//! edge-health key and published identity, each reaching the fake apiserver through its
+//! own cuttable link (a TCP proxy counting the bytes it carries).
+//!
+//! - they elect u1 (the first member by name): only u1 watches the cloud, the others serve
+//!   what u1 serves them, and every change reaches every node's kube-proxy;
+//! - u1's cloud link cut: every wrapper keeps serving the last view; restored, the unit
+//!   catches up;
+//! - u1 killed: u2 leads, every follower serves changes again within two seconds, and no
+//!   list served meanwhile is empty or partial;
+//! - an impostor member (its published key is not the key it holds): the followers refuse
+//!   it as leader, the leader refuses it as follower; it serves from the cloud alone.
+
+mod common;
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use common::*;
+use edgegrid_testing::{RunningBinary, TempDir, http_get, sample};
+use fake_apiserver::FakeApiServer;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use serde_json::json;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+
+/// The unit's members, in name order (u1 leads while alive).
+const MEMBERS: [&str; 5] = ["u1", "u2", "u3", "u4", "u5"];
+
+fn host_of(node: &str) -> Ipv4Addr {
+    let index: u8 = node.trim_start_matches(|c: char| !c.is_ascii_digit()).parse().unwrap_or(9);
+    Ipv4Addr::new(127, 0, 0, index)
+}
+
+/// A TCP link from one wrapper to the API server: counts the bytes the API server sends
+/// and can be cut (open connections closed, new ones refused) and restored.
+struct Link {
+    address: SocketAddr,
+    cut: Arc<AtomicBool>,
+    received: Arc<AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Link {
+    async fn to(upstream: SocketAddr) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a link");
+        let address = listener.local_addr().expect("bound");
+        let (cut, received) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
+        let task = tokio::spawn({
+            let (cut, received) = (cut.clone(), received.clone());
+            async move {
+                while let Ok((mut client, _)) = listener.accept().await {
+                    if cut.load(Ordering::SeqCst) {
+                        continue;
+                    }
+                    let (cut, received) = (cut.clone(), received.clone());
+                    tokio::spawn(async move {
+                        let Ok(mut server) = TcpStream::connect(upstream).await else { return };
+                        let (mut client_read, mut client_write) = client.split();
+                        let (mut server_read, mut server_write) = server.split();
+                        let up = tokio::io::copy(&mut client_read, &mut server_write);
+                        let down = async {
+                            let mut buffer = vec![0u8; 64 * 1024];
+                            loop {
+                                let n = tokio::io::AsyncReadExt::read(&mut server_read, &mut buffer).await?;
+                                if n == 0 || cut.load(Ordering::SeqCst) {
+                                    return Ok::<_, std::io::Error>(());
+                                }
+                                received.fetch_add(n as u64, Ordering::SeqCst);
+                                client_write.write_all(&buffer[..n]).await?;
+                            }
+                        };
+                        let cut_now = async {
+                            while !cut.load(Ordering::SeqCst) {
+                                tokio::time::sleep(Duration::from_millis(20)).await;
+                            }
+                        };
+                        tokio::select! {
+                            _ = up => {}
+                            _ = down => {}
+                            () = cut_now => {}
+                        }
+                    });
+                }
+            }
+        });
+        Self { address, cut, received, task }
+    }
+
+    fn set_cut(&self, cut: bool) {
+        self.cut.store(cut, Ordering::SeqCst);
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A new Ed25519 key file (PKCS#8, mode 0600, as edge-health writes it) and its public
+/// key as the Node annotation carries it.
+fn key_file(dir: &TempDir, node: &str) -> (std::path::PathBuf, String) {
+    use ring::signature::KeyPair as _;
+    let document = ring::signature::Ed25519KeyPair::generate_pkcs8(&ring::rand::SystemRandom::new()).expect("a key");
+    let pair = ring::signature::Ed25519KeyPair::from_pkcs8(document.as_ref()).expect("the key");
+    let path = dir.join(&format!("{node}.key"));
+    std::fs::write(&path, document.as_ref()).expect("write the key file");
+    std::os::unix::fs::PermissionsExt::set_mode(&mut std::fs::metadata(&path).expect("key file").permissions(), 0o600);
+    (path, base64::engine::general_purpose::STANDARD.encode(pair.public_key().as_ref()))
+}
+
+/// One node: its wrapper binary and what it was started with.
+struct Member {
+    node: String,
+    binary: Option<RunningBinary>,
+    api: SocketAddr,
+    metrics: SocketAddr,
+    link: Link,
+    _kubeconfig: std::path::PathBuf,
+}
+
+impl Member {
+    fn client(&self) -> kube::Client {
+        client_for(&format!("http://{}", self.api))
+    }
+
+    async fn metric(&self, name: &str) -> Option<String> {
+        let (_, body) = http_get(self.metrics, "/metrics").await?;
+        sample(&body, name).map(str::to_string)
+    }
+
+    /// (leading, following a leader) as its metrics say.
+    async fn role(&self) -> Option<(bool, bool)> {
+        let leading = self.metric("grid_wrapper_unit_leading").await? == "1";
+        let following = self.metric("grid_wrapper_upstream_source{source=\"leader\"}").await? == "1";
+        Some((leading, following))
+    }
+
+    /// SIGKILL: a node that dies without a word.
+    fn kill(&mut self) {
+        if let Some(binary) = self.binary.take() {
+            let killed = std::process::Command::new("kill").args(["-KILL", &binary.pid().to_string()]).status();
+            assert!(killed.is_ok_and(|s| s.success()), "kill {}", self.node);
+        }
+    }
+}
+
+struct Site {
+    server: FakeApiServer,
+    upstream: kube::Client,
+    dir: TempDir,
+    unit_port: u16,
+    members: Vec<Member>,
+}
+
+/// A free port on every member's address (the unit's port is the same on each host).
+fn free_unit_port() -> u16 {
+    loop {
+        let port = edgegrid_testing::free_port();
+        let free =
+            MEMBERS.iter().all(|m| std::net::TcpListener::bind(SocketAddr::new(IpAddr::V4(host_of(m)), port)).is_ok());
+        if free {
+            return port;
+        }
+    }
+}
+
+impl Site {
+    /// The cluster: unit `a` of the five members (and of `extra`), unit `b` of `n9`;
+    /// Service `web` scoped to the unit, its slice with an endpoint on every node.
+    async fn new(extra: &[&str]) -> Self {
+        let server = FakeApiServer::start().await.expect("bind 127.0.0.1");
+        let upstream = client_for(&server.url());
+        create_namespace(&upstream, "ns").await;
+        let dir = TempDir::new("unit-upstream").expect("a temporary directory");
+        for node in MEMBERS.iter().chain(extra) {
+            create_node(&upstream, edgegrid_testing::objects::node_object(node, &[("unit", "a")])).await;
+        }
+        create_node(&upstream, edgegrid_testing::objects::node_object("n9", &[("unit", "b")])).await;
+        create_namespaced(&upstream, edgegrid_testing::objects::service_object("web", Some(r#"["unit"]"#))).await;
+        let endpoints: Vec<(String, &str)> = MEMBERS
+            .iter()
+            .chain(extra)
+            .chain(&["n9"])
+            .map(|n| (format!("10.1.0.{}", host_of(n).octets()[3]), *n))
+            .collect();
+        let pairs: Vec<(&str, &str)> = endpoints.iter().map(|(ip, n)| (ip.as_str(), *n)).collect();
+        create_namespaced(&upstream, edgegrid_testing::objects::slice_object("web-1", "web", &pairs)).await;
+        Self { server, upstream, dir, unit_port: free_unit_port(), members: Vec::new() }
+    }
+
+    /// Publishes `node`'s identity (`published` key, else the one its file holds) and
+    /// starts its wrapper.
+    async fn start(&mut self, node: &str, published: Option<String>) {
+        let (key_path, key) = key_file(&self.dir, node);
+        let host = host_of(node);
+        let annotations = json!({"metadata": {"annotations": {
+            "edgegrid.io/edge-health-public-key": published.unwrap_or(key),
+            "edgegrid.io/edge-health-address": format!("{host}:51005"),
+        }}});
+        let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(self.upstream.clone());
+        nodes.patch(node, &PatchParams::default(), &Patch::Merge(&annotations)).await.expect("publish the identity");
+        let link = Link::to(self.server.addr()).await;
+        let kubeconfig = self.dir.join(&format!("{node}.kubeconfig"));
+        let config = edgegrid_testing::kubeconfig(&format!("http://{}", link.address))
+            .replace("user: {}", &format!("user:\n    token: wrapper-{node}"));
+        std::fs::write(&kubeconfig, config).expect("write the kubeconfig");
+        let (api, metrics) = (edgegrid_testing::free_port(), edgegrid_testing::free_port());
+        let args: Vec<String> = [
+            "--kubeconfig",
+            &kubeconfig.display().to_string(),
+            "--node-name",
+            node,
+            "--bind-address",
+            &format!("{host}:{api}"),
+            "--metrics-bind-address",
+            &format!("{host}:{metrics}"),
+            "--unit-label-key",
+            "unit",
+            "--unit-upstream-bind-address",
+            &format!("{host}:{}", self.unit_port),
+            "--node-key-file",
+            &key_path.display().to_string(),
+            "--unit-upstream-retry-after",
+            "5s",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let binary = RunningBinary::start(env!("CARGO_BIN_EXE_grid-wrapper"), &args).expect("the binary starts");
+        self.members.push(Member {
+            node: node.into(),
+            binary: Some(binary),
+            api: SocketAddr::new(IpAddr::V4(host), api),
+            metrics: SocketAddr::new(IpAddr::V4(host), metrics),
+            link,
+            _kubeconfig: kubeconfig,
+        });
+    }
+
+    fn member(&self, node: &str) -> &Member {
+        self.members.iter().find(|m| m.node == node).expect("a member")
+    }
+
+    /// Waits until `leader` leads and every other running member of `followers` follows.
+    async fn until_led_by(&self, leader: &str, followers: &[&str]) {
+        eventually(&format!("{leader} leading {followers:?}"), || async {
+            let led = self.member(leader).role().await? == (true, false);
+            for follower in followers {
+                if self.member(follower).role().await? != (false, true) {
+                    return None;
+                }
+            }
+            led.then_some(())
+        })
+        .await;
+    }
+
+    /// Waits until each of `nodes` serves `expected` as the addresses of `web-1` (in any
+    /// order).
+    async fn until_served(&self, nodes: &[&str], expected: &[&str]) {
+        let mut expected: Vec<String> = expected.iter().map(|s| s.to_string()).collect();
+        expected.sort();
+        for node in nodes {
+            let client = self.member(node).client();
+            eventually(&format!("{node} serving {expected:?}"), || async {
+                let slices = listed_slices(&client).await;
+                let mut served = slices.iter().find(|(n, _)| n == "web-1").map(|(_, ips)| ips.clone())?;
+                served.sort();
+                (served == expected).then_some(())
+            })
+            .await;
+        }
+    }
+
+    /// Replaces the endpoints of `web-1` upstream.
+    async fn set_endpoints(&self, pairs: &[(&str, &str)]) {
+        let slices: Api<EndpointSlice> = Api::namespaced(self.upstream.clone(), "ns");
+        let slice = edgegrid_testing::objects::slice_object("web-1", "web", pairs);
+        let patch = json!({"endpoints": slice.endpoints});
+        slices.patch("web-1", &PatchParams::default(), &Patch::Merge(&patch)).await.expect("patch web-1");
+    }
+
+    /// Watch requests made to the API server by `node`'s wrapper since `mark`.
+    fn watches_since(&self, mark: u64, node: &str) -> usize {
+        let token = format!("wrapper-{node}");
+        self.server
+            .requests()
+            .since(mark)
+            .iter()
+            .filter(|r| r.query.contains("watch=true") && r.user.as_deref() == Some(token.as_str()))
+            .count()
+    }
+}
+
+fn ips(nodes: &[&str]) -> Vec<String> {
+    nodes.iter().map(|n| format!("10.1.0.{}", host_of(n).octets()[3])).collect()
+}
+
+fn all_a() -> Vec<String> {
+    ips(&MEMBERS)
+}
+
+async fn unit_of_five() -> Site {
+    let mut site = Site::new(&[]).await;
+    for node in MEMBERS {
+        site.start(node, None).await;
+    }
+    site.until_led_by("u1", &MEMBERS[1..]).await;
+    let expected = all_a();
+    let expected: Vec<&str> = expected.iter().map(String::as_str).collect();
+    site.until_served(&MEMBERS, &expected).await;
+    site
+}
+
+#[tokio::test]
+async fn a_unit_elects_one_wrapper_to_watch_the_cloud_and_serves_every_change_through_it() {
+    let site = unit_of_five().await;
+    // the API server ends every watch: only the leader watches again
+    let mark = site.server.requests().mark();
+    site.server.drop_watches();
+    eventually("the leader's five watches again", || async { (site.watches_since(mark, "u1") == 5).then_some(()) })
+        .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let watches: Vec<usize> = MEMBERS.iter().map(|m| site.watches_since(mark, m)).collect();
+    assert_eq!(watches, [5, 0, 0, 0, 0], "watch requests to the cloud per member");
+
+    // a change reaches every node, and crosses the cloud link once
+    let before: Vec<u64> = site.members.iter().map(|m| m.link.received.load(Ordering::SeqCst)).collect();
+    site.set_endpoints(&[("10.1.0.1", "u1"), ("10.1.0.3", "u3"), ("10.1.0.9", "n9")]).await;
+    site.until_served(&MEMBERS, &["10.1.0.1", "10.1.0.3"]).await;
+    let after: Vec<u64> = site.members.iter().map(|m| m.link.received.load(Ordering::SeqCst)).collect();
+    let carried: Vec<bool> = before.iter().zip(&after).map(|(b, a)| a > b).collect();
+    assert_eq!(carried, [true, false, false, false, false], "bytes from the cloud per member's link");
+    let leader_bytes = site.member("u2").metric("grid_wrapper_upstream_bytes_total{stream=\"endpointslices\"}").await;
+    assert!(leader_bytes.is_some_and(|b| b != "0"), "followers count the bytes the leader sends them");
+    let followers = site.member("u1").metric("grid_wrapper_unit_followers").await;
+    assert_eq!(followers.as_deref(), Some("4"));
+}
+
+#[tokio::test]
+async fn the_leaders_cloud_link_cut_the_unit_keeps_its_view_and_catches_up_when_it_is_back() {
+    let site = unit_of_five().await;
+    site.member("u1").link.set_cut(true);
+    site.set_endpoints(&[("10.1.0.2", "u2"), ("10.1.0.9", "n9")]).await;
+    // nobody sees the change, nobody serves less than before, nobody leaves the leader
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        for member in &site.members {
+            let slices = listed_slices(&member.client()).await;
+            let web = slices.iter().find(|(n, _)| n == "web-1").map(|(_, ips)| ips.clone());
+            assert_eq!(web, Some(all_a()), "{} serves its last view", member.node);
+        }
+    }
+    site.until_led_by("u1", &MEMBERS[1..]).await;
+    site.member("u1").link.set_cut(false);
+    site.until_served(&MEMBERS, &["10.1.0.2"]).await;
+}
+
+#[tokio::test]
+async fn the_leader_killed_the_next_member_leads_within_two_seconds_and_no_list_is_empty_or_partial() {
+    let mut site = unit_of_five().await;
+    let remaining = &MEMBERS[1..];
+    let clients: Vec<(String, kube::Client)> =
+        remaining.iter().map(|n| (n.to_string(), site.member(n).client())).collect();
+    let watching = Arc::new(AtomicBool::new(true));
+    // every follower's list, as kube-proxy would relist it, throughout the failover
+    let checker = tokio::spawn({
+        let watching = watching.clone();
+        async move {
+            let mut lists = 0;
+            while watching.load(Ordering::SeqCst) {
+                for (node, client) in &clients {
+                    let slices: Api<EndpointSlice> = Api::all(client.clone());
+                    if let Ok(list) = slices.list(&ListParams::default()).await {
+                        let names: Vec<String> = list.items.iter().filter_map(|s| s.metadata.name.clone()).collect();
+                        assert_eq!(names, ["web-1"], "{node} served a partial or empty list");
+                        lists += 1;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            lists
+        }
+    });
+    site.members.iter_mut().find(|m| m.node == "u1").expect("u1").kill();
+    let killed = Instant::now();
+    site.set_endpoints(&[("10.1.0.4", "u4"), ("10.1.0.5", "u5")]).await;
+    site.until_served(remaining, &["10.1.0.4", "10.1.0.5"]).await;
+    let failover = killed.elapsed();
+    watching.store(false, Ordering::SeqCst);
+    let lists = checker.await.expect("no follower served an empty or partial list");
+    site.until_led_by("u2", &remaining[1..]).await;
+    println!("failover: every follower served the change {failover:?} after the leader died ({lists} lists checked)");
+    assert!(lists > 0);
+    assert!(failover < Duration::from_secs(2), "failover took {failover:?}");
+}
+
+/// Two impostors, each publishing a key it does not hold: `u0` sorts first, so every member
+/// tries it as leader first; `u6` sorts last and tries to follow the leader.
+#[tokio::test]
+async fn impostor_members_are_refused_as_leader_and_as_follower_and_serve_from_the_cloud() {
+    let mut site = Site::new(&["u0", "u6"]).await;
+    for impostor in ["u0", "u6"] {
+        let (_, published) = key_file(&site.dir, &format!("{impostor}-published"));
+        site.start(impostor, Some(published)).await;
+    }
+    for node in MEMBERS {
+        site.start(node, None).await;
+    }
+    site.until_led_by("u1", &MEMBERS[1..]).await;
+    let everyone = ["u0", "u1", "u2", "u3", "u4", "u5", "u6"];
+    let expected = ips(&everyone);
+    let expected: Vec<&str> = expected.iter().map(String::as_str).collect();
+    site.until_served(&everyone, &expected).await;
+    for impostor in ["u0", "u6"] {
+        let member = site.member(impostor);
+        eventually(&format!("{impostor} on the cloud"), || async {
+            (member.metric("grid_wrapper_upstream_source{source=\"cloud\"}").await? == "1").then_some(())
+        })
+        .await;
+    }
+    let refused = site.member("u1").metric("grid_wrapper_tls_handshake_errors_total").await;
+    assert!(refused.is_some_and(|n| n != "0"), "the leader refused u6's handshakes");
+    // the followers stay with u1 (u0 is passed over for longer each time it fails)
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    site.until_led_by("u1", &MEMBERS[1..]).await;
+}
