@@ -177,6 +177,7 @@ async fn chart_lints_renders_and_applies() {
     hmac_key(&helm, &all);
     node_restriction_policy(&helm, &all);
     bad_values_are_refused(&helm);
+    unit_upstream(&helm, &all);
     let deployment =
         |name: &str| all.iter().find(|o| o["kind"] == "Deployment" && o["metadata"]["name"] == name).unwrap().clone();
     let grid = deployment("grid-controller");
@@ -843,6 +844,58 @@ fn node_restriction_policy(helm: &std::path::Path, all: &[Value]) {
     for off in ["edgeHealth.nodeRestrictionPolicy=false", "edgeHealth.enabled=false"] {
         let kinds = kind_names(&render(helm, &["--set", off]));
         assert!(!kinds.iter().any(|k| k.starts_with("ValidatingAdmissionPolicy")), "{off}: {kinds:?}");
+    }
+}
+
+/// One upstream per unit: off by default; on, the wrapper gets the unit label, its peer
+/// port and edge-health's key (read-only), and runs as root to read it; without what it
+/// needs the chart refuses to render, saying what is missing.
+fn unit_upstream(helm: &std::path::Path, all: &[Value]) {
+    let wrapper = args(find(all, "DaemonSet", "grid-wrapper"));
+    assert!(!wrapper.iter().any(|a| a.starts_with("--unit-")), "off by default: {wrapper:?}");
+    let on = ["--set", "gridWrapper.unitUpstream.enabled=true", "--set", "edgeHealth.unitLabelKey=site"];
+    let shared = render(helm, &[&on[..], &["--set", "gridWrapper.cacheDir="]].concat());
+    let daemon = &find(&shared, "DaemonSet", "grid-wrapper")["spec"]["template"]["spec"];
+    let wrapper = args(find(&shared, "DaemonSet", "grid-wrapper"));
+    for arg in [
+        "--unit-label-key=site",
+        "--unit-upstream-bind-address=0.0.0.0:51008",
+        "--node-key-file=/var/lib/edge-health/signing-key",
+    ] {
+        assert!(wrapper.contains(&arg.to_string()), "{arg}: {wrapper:?}");
+    }
+    assert_eq!(
+        daemon["containers"][0]["volumeMounts"],
+        json!([{"name": "edge-health-state", "mountPath": "/var/lib/edge-health", "readOnly": true}])
+    );
+    assert_eq!(
+        daemon["volumes"],
+        json!([{"name": "edge-health-state", "hostPath": {"path": "/var/lib/edge-health", "type": "DirectoryOrCreate"}}])
+    );
+    assert_eq!(daemon["containers"][0]["securityContext"]["runAsUser"], json!(0));
+    assert!(
+        daemon["containers"][0]["ports"]
+            .as_array()
+            .unwrap()
+            .contains(&json!({"name": "unit-upstream", "containerPort": 51008}))
+    );
+    for missing in [
+        &["--set", "gridWrapper.unitUpstream.enabled=true"][..],
+        &[&on[..], &["--set", "edgeHealth.enabled=false"]].concat(),
+    ] {
+        let output = Command::new(helm)
+            .args(["template", "edgegrid", "charts/edgegrid"])
+            .args(missing)
+            .current_dir(workspace_root())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            !output.status.success()
+                && stderr
+                    .contains("gridWrapper.unitUpstream.enabled needs edgeHealth.enabled and edgeHealth.unitLabelKey"),
+            "{missing:?}: {stderr}"
+        );
     }
 }
 

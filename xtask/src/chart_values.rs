@@ -131,6 +131,17 @@ pub struct GridWrapper {
     pub cache_dir: String,
     pub resources: serde_json::Value,
     pub kube_proxy_kubeconfig: bool,
+    pub unit_upstream: UnitUpstream,
+}
+
+/// One upstream per unit (`--unit-label-key` and the wrappers' peer listener).
+#[derive(Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UnitUpstream {
+    pub enabled: bool,
+    /// The port every wrapper serves its unit on (the node's addresses, hostNetwork).
+    #[schemars(range(min = 1))]
+    pub port: u16,
 }
 
 #[derive(Deserialize, JsonSchema)]

@@ -2,21 +2,43 @@
 //! the `wrapper` bench (10k Services with one EndpointSlice of 10 endpoints each over 2k
 //! nodes in 50 units).
 //!
+//! 1. a unit of N in-process wrappers (each with its own loopback address, identity and
+//!    unit listener, as on a site) against the fake apiserver, under a steady rate of
+//!    endpoint changes: the watches the API server holds and the bytes it sends the unit,
+//!    each wrapper on its own (not shared) vs one upstream per unit (shared);
+//! 2. the leader killed under that load: time until every follower serves a change made
+//!    right after, lists served meanwhile that were empty or short, and changed slices
+//!    whose final state a follower does not serve once the load stops (lost events);
 //! 3. kube-proxy's list of the 10k slices from a wrapper: bytes on the wire and the client's
 //!    decode CPU, protobuf (decoded with k8s-pb's generated messages, as client-go decodes
 //!    with its own) vs JSON (decoded into k8s-openapi's types, as client-go decodes JSON
 //!    into its structs); and the wrapper's time to serve each, the first protobuf list
 //!    (which encodes every slice once) apart.
 //!
-//! `cargo bench -p grid-wrapper --bench unit_upstream` prints one table;
-//! `WRAPPER_BENCH_QUICK=1` runs a small cluster as a smoke test. Timings need an otherwise
+//! `cargo bench -p grid-wrapper --bench unit_upstream` prints one table (a unit of 50 on
+//! the full cluster; a unit of 500 on a tenth of it, as 500 wrappers each holding the full
+//! cluster's view need about 40 GB); `WRAPPER_BENCH_QUICK=1` runs small clusters as a
+//! smoke test. Timings need an otherwise
 //! idle machine (the header prints the load average); byte counts do not.
 
 #[path = "../../../tests/src/bench_table.rs"]
 mod bench_table;
 mod fleet;
 
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use controller_support::node_identity::{NodeIdentity, server_config};
+use controller_support::server::{ServerLimits, ServerMetrics};
+use controller_support::tls::TlsMetrics;
+use edgegrid_testing::link::Link;
+use fake_apiserver::FakeApiServer;
+use grid_wrapper::cache::{Kind, ViewSource};
+use grid_wrapper::metrics::Metrics;
+use grid_wrapper::unit::{Unit, UnitConfig};
+use grid_wrapper::{Wrapper, WrapperConfig};
+use serde_json::json;
 
 use bench_table::{Table, duration, met};
 use bytes::Bytes;
@@ -115,6 +137,324 @@ async fn encodings(scale: &Scale) -> Encodings {
     }
 }
 
+// ---------------------------------------------------------------------------------------
+// 1-2. One upstream per unit
+// ---------------------------------------------------------------------------------------
+
+/// The unit members' label value: a unit of its own beside the cluster's 50.
+const SHARED_UNIT: &str = "shared";
+/// Endpoint changes per second during the measured window.
+const CHANGES_PER_SECOND: u64 = 20;
+const WINDOW: Duration = Duration::from_secs(10);
+
+/// One member of the measured unit: its node, key and address.
+struct Member {
+    node: String,
+    key: Vec<u8>,
+    public: String,
+    host: Ipv4Addr,
+}
+
+fn members(count: usize) -> Vec<Member> {
+    use base64::Engine as _;
+    use ring::signature::KeyPair as _;
+    (0..count)
+        .map(|i| {
+            let document =
+                ring::signature::Ed25519KeyPair::generate_pkcs8(&ring::rand::SystemRandom::new()).expect("a key");
+            let pair = ring::signature::Ed25519KeyPair::from_pkcs8(document.as_ref()).expect("the key");
+            Member {
+                node: format!("member-{i:03}"),
+                key: document.as_ref().to_vec(),
+                public: base64::engine::general_purpose::STANDARD.encode(pair.public_key().as_ref()),
+                host: Ipv4Addr::new(127, 1, (i / 250) as u8, (i % 250 + 1) as u8),
+            }
+        })
+        .collect()
+}
+
+/// The members' Nodes: in their own unit, publishing their identities.
+fn publish(server: &FakeApiServer, members: &[Member]) {
+    let store = server.store();
+    let nodes = store.resolve("", "v1", "nodes").expect("nodes");
+    for member in members {
+        let node = json!({"metadata": {
+            "name": member.node,
+            "labels": {UNIT_LABEL: SHARED_UNIT, "kubernetes.io/hostname": member.node},
+            "annotations": {"edgegrid.io/edge-health-public-key": member.public,
+                            "edgegrid.io/edge-health-address": format!("{}:51005", member.host)},
+        }});
+        store.create(&nodes, "", node).expect("a member's node");
+    }
+}
+
+/// A wrapper running in process as the binary runs it: its supervisor and, shared, its
+/// unit listener.
+struct Running {
+    wrapper: Arc<Wrapper>,
+    stop: tokio::sync::watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Running {
+    /// Gone at once, as a node losing power: its listener and its links drop.
+    fn kill(self) {
+        self.stop.send_replace(true);
+        for task in self.tasks {
+            task.abort();
+        }
+        self.wrapper.stop_watches();
+    }
+}
+
+async fn start(member: &Member, cloud: SocketAddr, shared: bool, unit_port: u16, max_connections: u32) -> Running {
+    let config = WrapperConfig {
+        node_name: member.node.clone(),
+        unit_label_key: shared.then(|| UNIT_LABEL.to_string()),
+        ..wrapper_config()
+    };
+    let upstream = kube::Config::new(format!("http://{cloud}").parse().expect("url"));
+    let wrapper = Wrapper::new(&config, &upstream, Arc::new(Metrics::default())).expect("wrapper");
+    let client = kube::Client::try_from(controller_support::runtime::without_retries(upstream)).expect("client");
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let mut tasks = Vec::new();
+    let unit = if shared {
+        let identity = NodeIdentity::from_pkcs8(&member.node, &member.key).expect("identity");
+        let unit = Unit::new(UnitConfig {
+            identity,
+            label_key: UNIT_LABEL.into(),
+            port: unit_port,
+            unreachable_for: Duration::from_secs(30),
+            not_ready_for: Duration::from_secs(60),
+            read_timeout: Duration::from_secs(3),
+            connect_timeout: Duration::from_secs(2),
+            log: config.log,
+        });
+        let metrics = grid_wrapper::unit_server::UnitServerMetrics::default();
+        let router = grid_wrapper::unit_server::router(
+            unit.slot.clone(),
+            grid_wrapper::unit_server::UNIT_SERVE,
+            metrics,
+            stopped.clone(),
+        );
+        let tls = server_config(&unit.config.identity, unit.members.clone()).expect("tls");
+        let mut limits = ServerLimits::default();
+        limits.flags.max_connections = max_connections;
+        let address = SocketAddr::new(IpAddr::V4(member.host), unit_port);
+        let (_, server) = grid_wrapper::unit_server::listen(
+            address,
+            tls,
+            router,
+            limits,
+            ServerMetrics::default(),
+            TlsMetrics::default(),
+            stopped.clone(),
+        )
+        .await
+        .expect("the unit listener");
+        tasks.push(server);
+        Some(unit)
+    } else {
+        None
+    };
+    let mut until_stopped = stopped.clone();
+    tasks.push(tokio::spawn(grid_wrapper::unit::run(wrapper.clone(), client, unit, async move {
+        let _ = until_stopped.wait_for(|stop| *stop).await;
+    })));
+    Running { wrapper, stop, tasks }
+}
+
+/// A slice whose endpoints every node serves (not topology-aware), so a change to it is
+/// visible in every member's view: the `k`th of those the changes cycle through.
+fn visible_slice(k: usize) -> usize {
+    2 * k + 1
+}
+
+/// How many slices the changes cycle through; the next visible one is the failover's marker.
+fn cycle(scale: &Scale) -> usize {
+    (scale.services / 4).min(100)
+}
+
+/// `slice` with its first endpoint moved to pod `pod`.
+fn changed_slice(scale: &Scale, slice: usize, pod: usize) -> serde_json::Value {
+    let node = endpoint_node(slice, 0, scale);
+    let mut value = serde_json::to_value(slice_object(slice, scale, Some((pod, node)), 0)).expect("serialisable");
+    // the stored object's own uid and version stand (an update naming others is refused)
+    if let Some(metadata) = value["metadata"].as_object_mut() {
+        metadata.remove("uid");
+        metadata.remove("resourceVersion");
+    }
+    value
+}
+
+/// Writes `pod` into `slice` upstream.
+fn write_change(server: &FakeApiServer, scale: &Scale, slice: usize, pod: usize) {
+    let store = server.store();
+    let slices = store.resolve("discovery.k8s.io", "v1", "endpointslices").expect("slices");
+    store.update(&slices, NAMESPACE, &slice_name(slice), changed_slice(scale, slice, pod), false).expect("update");
+}
+
+/// The first address of `slice` as `wrapper` serves it.
+fn served_first(wrapper: &Wrapper, slice: usize) -> Option<String> {
+    let id = (NAMESPACE.to_string(), slice_name(slice));
+    let object = wrapper.lock().log().get(&Kind::EndpointSlices, &id).map(|o| o.value())?;
+    object["endpoints"][0]["addresses"][0].as_str().map(str::to_string)
+}
+
+struct Sharing {
+    members: usize,
+    slices: usize,
+    /// (watches the API server holds, bytes it sent during the window), not shared then shared.
+    alone: (usize, u64),
+    shared: (usize, u64),
+    sync: (Duration, Duration),
+    failover: Option<Failover>,
+}
+
+struct Failover {
+    every_follower_served: Duration,
+    lists_checked: usize,
+    empty_or_short_lists: usize,
+    lost: usize,
+    changes: usize,
+}
+
+/// Runs the unit of `count`, not shared and then shared, and (`failover`) kills the leader.
+async fn sharing(scale: &Scale, count: usize, failover: bool) -> Sharing {
+    let members = members(count);
+    let mut result = Sharing {
+        members: count,
+        slices: scale.services,
+        alone: (0, 0),
+        shared: (0, 0),
+        sync: Default::default(),
+        failover: None,
+    };
+    for shared in [false, true] {
+        let server = FakeApiServer::start().await.expect("bind 127.0.0.1");
+        populate(&server, scale);
+        publish(&server, &members);
+        let link = Link::to(server.addr()).await.expect("a link");
+        let unit_port = edgegrid_testing::free_port();
+        let started = Instant::now();
+        let mut running = Vec::new();
+        for member in &members {
+            running.push(start(member, link.address, shared, unit_port, 8 * count as u32 + 64).await);
+        }
+        // synced, and (shared) every follower on the leader
+        loop {
+            let synced = running.iter().all(|r| r.wrapper.serving() == ViewSource::Upstream);
+            let settled = !shared
+                || running.iter().skip(1).all(|r| {
+                    r.wrapper
+                        .metrics()
+                        .upstream_source
+                        .get_or_create(&grid_wrapper::metrics::SourceLabel { source: "leader" })
+                        .get()
+                        == 1
+                });
+            if synced && settled {
+                break;
+            }
+            assert!(started.elapsed() < Duration::from_secs(600), "the unit syncs within 10 minutes");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let sync = started.elapsed();
+        // the window: a steady rate of endpoint changes, then the watches held
+        let (bytes_before, mark) = (link.received(), server.requests().mark());
+        let mut pod = 5_000_000;
+        let window = Instant::now();
+        let mut changes = 0;
+        while window.elapsed() < WINDOW {
+            write_change(&server, scale, visible_slice(changes % cycle(scale)), pod);
+            pod += 1;
+            changes += 1;
+            tokio::time::sleep(Duration::from_millis(1000 / CHANGES_PER_SECOND)).await;
+        }
+        // every member serves the last change before the bytes are read
+        let last = pod_ip(pod - 1);
+        let last_slice = visible_slice((changes - 1) % cycle(scale));
+        while !running.iter().all(|r| served_first(&r.wrapper, last_slice).as_deref() == Some(last.as_str())) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let bytes = link.received() - bytes_before;
+        let _ = mark;
+        let mark = server.requests().mark();
+        server.drop_watches();
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let watches = server.requests().since(mark).iter().filter(|r| r.query.contains("watch=true")).count();
+        if shared {
+            result.shared = (watches, bytes);
+            result.sync.1 = sync;
+            if failover {
+                result.failover = Some(kill_the_leader(&server, scale, &mut running, pod).await);
+            }
+        } else {
+            result.alone = (watches, bytes);
+            result.sync.0 = sync;
+        }
+        for r in running {
+            r.kill();
+        }
+    }
+    result
+}
+
+/// Kills the leader (the first member) while changes keep coming; measures the followers.
+async fn kill_the_leader(
+    server: &FakeApiServer,
+    scale: &Scale,
+    running: &mut Vec<Running>,
+    mut pod: usize,
+) -> Failover {
+    let expected = running[1].wrapper.lock().log().len(&Kind::EndpointSlices);
+    running.remove(0).kill();
+    let killed = Instant::now();
+    // the marker, right after the kill, in a slice of its own
+    let marker_slice = visible_slice(cycle(scale));
+    write_change(server, scale, marker_slice, 9_000_000);
+    let marker = pod_ip(9_000_000);
+    let (mut lists, mut short, mut changes) = (0, 0, 1);
+    let mut changed: std::collections::BTreeMap<usize, usize> = [(marker_slice, 9_000_000)].into();
+    let mut last_change = Instant::now();
+    let every_follower_served = loop {
+        for r in running.iter() {
+            lists += 1;
+            if r.wrapper.lock().log().len(&Kind::EndpointSlices) < expected {
+                short += 1;
+            }
+        }
+        if running.iter().all(|r| served_first(&r.wrapper, marker_slice).as_deref() == Some(marker.as_str())) {
+            break killed.elapsed();
+        }
+        if last_change.elapsed() >= Duration::from_millis(1000 / CHANGES_PER_SECOND) {
+            let slice = visible_slice(changes % cycle(scale));
+            write_change(server, scale, slice, pod);
+            changed.insert(slice, pod);
+            pod += 1;
+            changes += 1;
+            last_change = Instant::now();
+        }
+        assert!(killed.elapsed() < Duration::from_secs(120), "the followers recover within 2 minutes");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    // the load stops; what every follower serves in the end
+    let settle = Instant::now();
+    let lost = loop {
+        let lost: usize = running
+            .iter()
+            .map(|r| {
+                changed.iter().filter(|(slice, pod)| served_first(&r.wrapper, **slice) != Some(pod_ip(**pod))).count()
+            })
+            .sum();
+        if lost == 0 || settle.elapsed() > Duration::from_secs(30) {
+            break lost;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    Failover { every_follower_served, lists_checked: lists, empty_or_short_lists: short, lost, changes }
+}
+
 fn main() {
     let scale = Scale::from_env();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
@@ -127,8 +467,69 @@ fn main() {
         if scale.quick { " (QUICK: not comparable with the targets)" } else { "" },
         bench_table::load_average().unwrap_or_else(|| "unknown".into()),
     );
+    let mut table = Table::new(["shared / protobuf", "not shared / JSON", "ratio", "target", "result"]);
+    let small = Scale { nodes: scale.nodes / 10, units: scale.units / 10, services: scale.services / 10, ..scale };
+    let units =
+        if scale.quick { [(5, small, true), (20, small, false)] } else { [(50, scale, true), (500, small, false)] };
+    for (count, unit_scale, failover) in units {
+        let measured = runtime.block_on(sharing(&unit_scale, count, failover));
+        let id = if count == units[0].0 { "1a" } else { "1b" };
+        let watch_ratio = measured.alone.0 as f64 / measured.shared.0.max(1) as f64;
+        let unit_size = measured.members as f64;
+        let within = |ratio: f64| (ratio / unit_size - 1.0).abs() <= 0.10;
+        table.row(
+            id,
+            format!("unit of {} wrappers, {} slices: API server watches held", measured.members, measured.slices),
+            [
+                &measured.shared.0.to_string(),
+                &measured.alone.0.to_string(),
+                &format!("{watch_ratio:.1}x"),
+                &format!("{unit_size:.0}x +-10%"),
+                met(within(watch_ratio)),
+            ],
+        );
+        let byte_ratio = measured.alone.1 as f64 / measured.shared.1.max(1) as f64;
+        table.row(
+            id,
+            format!("  bytes the API server sent the unit in {}s at {CHANGES_PER_SECOND} changes/s", WINDOW.as_secs()),
+            [
+                &mib(measured.shared.1 as usize),
+                &mib(measured.alone.1 as usize),
+                &format!("{byte_ratio:.1}x"),
+                &format!("{unit_size:.0}x +-10%"),
+                met(within(byte_ratio)),
+            ],
+        );
+        table.row(
+            id,
+            "  start to every wrapper synced (shared: and following)",
+            [&duration(measured.sync.1), &duration(measured.sync.0), "", "", ""],
+        );
+        if let Some(failover) = measured.failover {
+            table.row(
+                "2",
+                format!("leader killed (unit of {}): every follower serves a change again", measured.members),
+                [
+                    &duration(failover.every_follower_served),
+                    "",
+                    "",
+                    "< 2 s",
+                    met(failover.every_follower_served < Duration::from_secs(2)),
+                ],
+            );
+            table.row(
+                "2",
+                format!("  changes lost of {} (final state not served)", failover.changes),
+                [&failover.lost.to_string(), "", "", "0", met(failover.lost == 0)],
+            );
+            table.row(
+                "2",
+                format!("  empty or short lists of {} checked", failover.lists_checked),
+                [&failover.empty_or_short_lists.to_string(), "", "", "0", met(failover.empty_or_short_lists == 0)],
+            );
+        }
+    }
     let encodings = runtime.block_on(encodings(&scale));
-    let mut table = Table::new(["protobuf", "JSON", "JSON / protobuf", "target", "result"]);
     let size_ratio = encodings.json_bytes as f64 / encodings.protobuf_bytes as f64;
     table.row(
         "3a",

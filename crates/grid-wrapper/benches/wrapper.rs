@@ -189,25 +189,6 @@ async fn latency(wrapper: &Arc<Wrapper>, scale: &Scale, via: Via, watchers: usiz
 // 2. Lists: the wrapper synced from the fake apiserver vs that fake apiserver
 // ---------------------------------------------------------------------------------------
 
-fn populate(server: &FakeApiServer, scale: &Scale) {
-    let store = server.store();
-    let resource = |group: &str, plural: &str| store.resolve(group, "v1", plural).expect("built-in resource");
-    let (namespaces, nodes) = (resource("", "namespaces"), resource("", "nodes"));
-    let (services, slices) = (resource("", "services"), resource("discovery.k8s.io", "endpointslices"));
-    store.create(&namespaces, "", json!({"metadata": {"name": NAMESPACE}})).expect("namespace");
-    for n in 0..scale.nodes {
-        store.create(&nodes, "", node_value(n, scale, 0)).expect("node");
-    }
-    for i in 0..scale.services {
-        let service = serde_json::to_value(service_object(i)).expect("serialisable");
-        store.create(&services, NAMESPACE, service).expect("service");
-    }
-    for i in 0..scale.services {
-        let slice = serde_json::to_value(slice_object(i, scale, None, 0)).expect("serialisable");
-        store.create(&slices, NAMESPACE, slice).expect("slice");
-    }
-}
-
 struct Lists {
     wrapper: Vec<Duration>,
     upstream: Vec<Duration>,

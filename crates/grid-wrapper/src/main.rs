@@ -42,7 +42,7 @@ async fn main() -> anyhow::Result<()> {
             let served = grid_wrapper::unit_server::UnitServerMetrics::default();
             let routes = grid_wrapper::unit_server::router(
                 unit.slot.clone(),
-                grid_wrapper::unit_server::UNIT_WATCH,
+                grid_wrapper::unit_server::UNIT_SERVE,
                 served.clone(),
                 unit_stopped,
             );

@@ -134,15 +134,28 @@ impl ServedLog for crate::unit::LeaderSlot {
     }
 }
 
-/// Watch timing for followers: a bookmark every second keeps a healthy watch talking, so
-/// a follower's read timeout of a few seconds tells a silent leader from a quiet cluster.
-pub const UNIT_WATCH: WatchConfig =
-    WatchConfig { bookmark_interval: Duration::from_secs(1), default_timeout: crate::DEFAULT_WATCH_TIMEOUT };
+/// How the leader answers its followers.
+#[derive(Clone, Copy, Debug)]
+pub struct ServeConfig {
+    pub watch: WatchConfig,
+    /// How long a request waits for a new leader's first sync before it is answered 503:
+    /// followers' relists wait for the sync here rather than being told to come back
+    /// (their watchers' backoff would add a second or more to a failover).
+    pub sync_wait: Duration,
+}
+
+/// For followers: a bookmark every second keeps a healthy watch talking, so a follower's
+/// read timeout of a few seconds tells a silent leader from a quiet cluster.
+pub const UNIT_SERVE: ServeConfig = ServeConfig {
+    watch: WatchConfig { bookmark_interval: Duration::from_secs(1), default_timeout: crate::DEFAULT_WATCH_TIMEOUT },
+    sync_wait: Duration::from_secs(10),
+};
 
 #[derive(Clone)]
 struct Served {
     log: Arc<dyn ServedLog>,
     watch: WatchConfig,
+    sync_wait: Duration,
     metrics: UnitServerMetrics,
     /// Turns true when the server stops: every open watch ends.
     stop: watch::Receiver<bool>,
@@ -153,11 +166,12 @@ struct Served {
 /// shutdown complete; [`UpstreamLog::close`] ends the watches of that log.
 pub fn router(
     log: impl ServedLog,
-    watch: WatchConfig,
+    config: ServeConfig,
     metrics: UnitServerMetrics,
     stop: watch::Receiver<bool>,
 ) -> Router {
-    Router::new().fallback(dispatch).with_state(Served { log: Arc::new(log), watch, metrics, stop })
+    let served = Served { log: Arc::new(log), watch: config.watch, sync_wait: config.sync_wait, metrics, stop };
+    Router::new().fallback(dispatch).with_state(served)
 }
 
 /// A resource a path names.
@@ -203,6 +217,11 @@ async fn dispatch(State(served): State<Served>, request: Request<Body>) -> Respo
     let address =
         request.extensions().get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(peer)| Follower::Address(peer.ip()));
     let peer = key.or(address);
+    // a leader that just took over syncs from the cloud first (see `ServeConfig::sync_wait`)
+    if let Some(log) = served.log.current() {
+        let mut synced = log.synced_changes();
+        let _ = tokio::time::timeout(served.sync_wait, synced.wait_for(|synced| *synced)).await;
+    }
     match serve(&served, resource, &query, accept, peer) {
         Ok(response) => response,
         Err(error) => status_response(error.code(), &error.status()),

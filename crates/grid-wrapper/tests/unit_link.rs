@@ -18,7 +18,7 @@ use edgegrid_testing::objects::{endpoints_object, node_object, service_object, s
 use futures::{Stream, StreamExt};
 use grid_wrapper::metrics::StreamLabel;
 use grid_wrapper::unit_client::{leader_client, leader_client_counted};
-use grid_wrapper::unit_server::{ResourceLabel, UnitServerMetrics, listen, router};
+use grid_wrapper::unit_server::{ResourceLabel, ServeConfig, UnitServerMetrics, listen, router};
 use grid_wrapper::upstream_log::{UpstreamInput, UpstreamKind, UpstreamLog};
 use k8s_openapi::api::core::v1::{Endpoints, Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -145,7 +145,8 @@ impl Leader {
         let (stop, stopped) = watch::channel(false);
         let watch =
             WatchConfig { bookmark_interval: Duration::from_millis(200), default_timeout: Duration::from_secs(60) };
-        let routes = router(log, watch, metrics.clone(), stopped.clone());
+        let config = ServeConfig { watch, sync_wait: Duration::ZERO };
+        let routes = router(log, config, metrics.clone(), stopped.clone());
         let any_port = SocketAddr::from(([127, 0, 0, 1], 0));
         let (address, server) = listen(
             any_port,

@@ -16,18 +16,17 @@ mod common;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use common::*;
+use edgegrid_testing::link::Link;
 use edgegrid_testing::{RunningBinary, TempDir, http_get, sample};
 use fake_apiserver::FakeApiServer;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
-use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
 
 /// The unit's members, in name order (u1 leads while alive).
 const MEMBERS: [&str; 5] = ["u1", "u2", "u3", "u4", "u5"];
@@ -35,72 +34,6 @@ const MEMBERS: [&str; 5] = ["u1", "u2", "u3", "u4", "u5"];
 fn host_of(node: &str) -> Ipv4Addr {
     let index: u8 = node.trim_start_matches(|c: char| !c.is_ascii_digit()).parse().unwrap_or(9);
     Ipv4Addr::new(127, 0, 0, index)
-}
-
-/// A TCP link from one wrapper to the API server: counts the bytes the API server sends
-/// and can be cut (open connections closed, new ones refused) and restored.
-struct Link {
-    address: SocketAddr,
-    cut: Arc<AtomicBool>,
-    received: Arc<AtomicU64>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Link {
-    async fn to(upstream: SocketAddr) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a link");
-        let address = listener.local_addr().expect("bound");
-        let (cut, received) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
-        let task = tokio::spawn({
-            let (cut, received) = (cut.clone(), received.clone());
-            async move {
-                while let Ok((mut client, _)) = listener.accept().await {
-                    if cut.load(Ordering::SeqCst) {
-                        continue;
-                    }
-                    let (cut, received) = (cut.clone(), received.clone());
-                    tokio::spawn(async move {
-                        let Ok(mut server) = TcpStream::connect(upstream).await else { return };
-                        let (mut client_read, mut client_write) = client.split();
-                        let (mut server_read, mut server_write) = server.split();
-                        let up = tokio::io::copy(&mut client_read, &mut server_write);
-                        let down = async {
-                            let mut buffer = vec![0u8; 64 * 1024];
-                            loop {
-                                let n = tokio::io::AsyncReadExt::read(&mut server_read, &mut buffer).await?;
-                                if n == 0 || cut.load(Ordering::SeqCst) {
-                                    return Ok::<_, std::io::Error>(());
-                                }
-                                received.fetch_add(n as u64, Ordering::SeqCst);
-                                client_write.write_all(&buffer[..n]).await?;
-                            }
-                        };
-                        let cut_now = async {
-                            while !cut.load(Ordering::SeqCst) {
-                                tokio::time::sleep(Duration::from_millis(20)).await;
-                            }
-                        };
-                        tokio::select! {
-                            _ = up => {}
-                            _ = down => {}
-                            () = cut_now => {}
-                        }
-                    });
-                }
-            }
-        });
-        Self { address, cut, received, task }
-    }
-
-    fn set_cut(&self, cut: bool) {
-        self.cut.store(cut, Ordering::SeqCst);
-    }
-}
-
-impl Drop for Link {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
 }
 
 /// A new Ed25519 key file (PKCS#8, mode 0600, as edge-health writes it) and its public
@@ -206,7 +139,7 @@ impl Site {
         }}});
         let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(self.upstream.clone());
         nodes.patch(node, &PatchParams::default(), &Patch::Merge(&annotations)).await.expect("publish the identity");
-        let link = Link::to(self.server.addr()).await;
+        let link = Link::to(self.server.addr()).await.expect("a link");
         let kubeconfig = self.dir.join(&format!("{node}.kubeconfig"));
         let config = edgegrid_testing::kubeconfig(&format!("http://{}", link.address))
             .replace("user: {}", &format!("user:\n    token: wrapper-{node}"));
@@ -332,10 +265,10 @@ async fn a_unit_elects_one_wrapper_to_watch_the_cloud_and_serves_every_change_th
     assert_eq!(watches, [5, 0, 0, 0, 0], "watch requests to the cloud per member");
 
     // a change reaches every node, and crosses the cloud link once
-    let before: Vec<u64> = site.members.iter().map(|m| m.link.received.load(Ordering::SeqCst)).collect();
+    let before: Vec<u64> = site.members.iter().map(|m| m.link.received()).collect();
     site.set_endpoints(&[("10.1.0.1", "u1"), ("10.1.0.3", "u3"), ("10.1.0.9", "n9")]).await;
     site.until_served(&MEMBERS, &["10.1.0.1", "10.1.0.3"]).await;
-    let after: Vec<u64> = site.members.iter().map(|m| m.link.received.load(Ordering::SeqCst)).collect();
+    let after: Vec<u64> = site.members.iter().map(|m| m.link.received()).collect();
     let carried: Vec<bool> = before.iter().zip(&after).map(|(b, a)| a > b).collect();
     assert_eq!(carried, [true, false, false, false, false], "bytes from the cloud per member's link");
     let leader_bytes = site.member("u2").metric("grid_wrapper_upstream_bytes_total{stream=\"endpointslices\"}").await;

@@ -10,6 +10,7 @@
 //! crate, so any crate's own tests can use it.
 
 pub mod chart;
+pub mod link;
 pub mod objects;
 pub mod protobuf;
 pub mod tls;

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use edgegrid_testing::objects;
+use fake_apiserver::FakeApiServer;
 use grid_wrapper::cache::{Input, Object, Stream};
 use grid_wrapper::metrics::Metrics;
 use grid_wrapper::{Wrapper, WrapperConfig};
@@ -543,4 +544,24 @@ pub async fn first_line(mut body: hyper::body::Incoming) -> Vec<u8> {
         line.extend_from_slice(frame.data_ref().map(Bytes::as_ref).unwrap_or_default());
     }
     line
+}
+
+/// The cluster, written straight into a fake apiserver's store.
+pub fn populate(server: &FakeApiServer, scale: &Scale) {
+    let store = server.store();
+    let resource = |group: &str, plural: &str| store.resolve(group, "v1", plural).expect("built-in resource");
+    let (namespaces, nodes) = (resource("", "namespaces"), resource("", "nodes"));
+    let (services, slices) = (resource("", "services"), resource("discovery.k8s.io", "endpointslices"));
+    store.create(&namespaces, "", json!({"metadata": {"name": NAMESPACE}})).expect("namespace");
+    for n in 0..scale.nodes {
+        store.create(&nodes, "", node_value(n, scale, 0)).expect("node");
+    }
+    for i in 0..scale.services {
+        let service = serde_json::to_value(service_object(i)).expect("serialisable");
+        store.create(&services, NAMESPACE, service).expect("service");
+    }
+    for i in 0..scale.services {
+        let slice = serde_json::to_value(slice_object(i, scale, None, 0)).expect("serialisable");
+        store.create(&slices, NAMESPACE, slice).expect("slice");
+    }
 }

@@ -13,8 +13,12 @@ use crate::upstream_log::UpstreamInput;
 
 const METADATA: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
 
-fn watch_config() -> WatchConfig {
-    WatchConfig { bookmark_interval: Duration::from_secs(60), default_timeout: Duration::from_secs(60) }
+/// Answers at once before the first sync (the wait has a test of its own).
+fn serve_config() -> ServeConfig {
+    ServeConfig {
+        watch: WatchConfig { bookmark_interval: Duration::from_secs(60), default_timeout: Duration::from_secs(60) },
+        sync_wait: Duration::ZERO,
+    }
 }
 
 fn json<T: serde::Serialize>(object: &T) -> Value {
@@ -74,7 +78,7 @@ fn item_names(list: &Value) -> Vec<&str> {
 fn app(log: Arc<UpstreamLog>) -> (Router, UnitServerMetrics, watch::Sender<bool>) {
     let metrics = UnitServerMetrics::default();
     let (stop, stopped) = watch::channel(false);
-    (router(log, watch_config(), metrics.clone(), stopped), metrics, stop)
+    (router(log, serve_config(), metrics.clone(), stopped), metrics, stop)
 }
 
 /// Four collections, GET only: anything else is a Status (404, or 405 naming GET).
@@ -112,7 +116,7 @@ async fn nothing_is_served_before_the_log_has_synced() {
     }
     let (app, _, _stop) = app(log);
     let (_stop, stopped) = watch::channel(false);
-    let no_log = router(crate::unit::LeaderSlot::default(), watch_config(), UnitServerMetrics::default(), stopped);
+    let no_log = router(crate::unit::LeaderSlot::default(), serve_config(), UnitServerMetrics::default(), stopped);
     for app in [&app, &no_log] {
         for uri in ["/api/v1/services", "/api/v1/services?watch=true", "/api/v1/endpoints", "/api/v1/nodes"] {
             let refused = answer(app, Method::GET, uri, None).await;
@@ -120,6 +124,32 @@ async fn nothing_is_served_before_the_log_has_synced() {
             assert_eq!(refused.headers.get(header::RETRY_AFTER).map(|v| v.as_bytes()), Some(&b"1"[..]));
         }
     }
+}
+
+/// A new leader's followers relist while it syncs: their requests wait for its first sync
+/// and are answered from it, rather than 503 (which their backoff would turn into seconds).
+#[tokio::test]
+async fn requests_wait_for_a_new_leaders_first_sync() {
+    let log = UpstreamLog::new(LogConfig { history_limit: 10, watch_buffer: 10 });
+    let (_stop, stopped) = watch::channel(false);
+    let config = ServeConfig { sync_wait: Duration::from_secs(30), ..serve_config() };
+    let app = router(log.clone(), config, UnitServerMetrics::default(), stopped);
+    let waiting = tokio::spawn({
+        let app = app.clone();
+        async move { answer(&app, Method::GET, "/api/v1/services", None).await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!waiting.is_finished(), "answered before the sync");
+    for kind in UpstreamKind::ALL {
+        log.apply(UpstreamInput::Begin(kind)).expect("begin");
+        if kind == UpstreamKind::Services {
+            log.apply(UpstreamInput::Upsert(kind, json(&service_object("a", None)))).expect("upsert");
+        }
+        log.apply(UpstreamInput::Done(kind)).expect("done");
+    }
+    let answered =
+        tokio::time::timeout(Duration::from_secs(5), waiting).await.expect("answered once synced").expect("ran");
+    assert_eq!((answered.status, item_names(&answered.body)), (200, vec!["a"]));
 }
 
 /// Metadata-only requests for nodes get every node's metadata, whole-object ones the
