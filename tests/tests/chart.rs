@@ -854,7 +854,11 @@ fn unit_upstream(helm: &std::path::Path, all: &[Value]) {
     let wrapper = args(find(all, "DaemonSet", "grid-wrapper"));
     assert!(!wrapper.iter().any(|a| a.starts_with("--unit-")), "off by default: {wrapper:?}");
     let on = ["--set", "gridWrapper.unitUpstream.enabled=true", "--set", "edgeHealth.unitLabelKey=site"];
-    let shared = render(helm, &[&on[..], &["--set", "gridWrapper.cacheDir="]].concat());
+    // the unit's members come from edge-health, whatever service autonomy says
+    let shared = render(
+        helm,
+        &[&on[..], &["--set", "gridWrapper.cacheDir=", "--set", "gridWrapper.serviceAutonomy=false"]].concat(),
+    );
     let daemon = &find(&shared, "DaemonSet", "grid-wrapper")["spec"]["template"]["spec"];
     let wrapper = args(find(&shared, "DaemonSet", "grid-wrapper"));
     for arg in [
@@ -877,7 +881,7 @@ fn unit_upstream(helm: &std::path::Path, all: &[Value]) {
         daemon["containers"][0]["ports"]
             .as_array()
             .unwrap()
-            .contains(&json!({"name": "unit-upstream", "containerPort": 51008}))
+            .contains(&json!({"name": "unit-upstream", "containerPort": 51010}))
     );
     for missing in [
         &["--set", "gridWrapper.unitUpstream.enabled=true"][..],
@@ -897,6 +901,18 @@ fn unit_upstream(helm: &std::path::Path, all: &[Value]) {
             "{missing:?}: {stderr}"
         );
     }
+    // hostNetwork: two components on one port would crash-loop on every node
+    let clash = Command::new(helm)
+        .args(["template", "edgegrid", "charts/edgegrid"])
+        .args([&on[..], &["--set", "gridWrapper.unitUpstream.port=51008"]].concat())
+        .current_dir(workspace_root())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&clash.stderr);
+    assert!(
+        !clash.status.success() && stderr.contains("their ports must differ, got [51006 51007 51005 51008 51008]"),
+        "{stderr}"
+    );
 }
 
 /// `values.schema.json` (generated from xtask's `chart_values`) refuses values that cannot

@@ -191,15 +191,6 @@ pub struct Builder {
     tls: Option<TlsConfig>,
     server_limits: ServerLimits,
     legacy: Option<LegacyFlags>,
-    peer_listeners: Vec<PeerListener>,
-}
-
-/// A listener for peers of the binary (not its node's clients): its own address and TLS
-/// settings, the runtime's limits and metrics.
-struct PeerListener {
-    address: SocketAddr,
-    tls: Arc<rustls::ServerConfig>,
-    routes: Router,
 }
 
 impl Builder {
@@ -274,15 +265,6 @@ impl Builder {
         self
     }
 
-    /// Serve `routes` to the binary's peers on `address` over HTTPS with `tls` (a fixed
-    /// configuration, e.g. mutual TLS by node identities), under the same limits and
-    /// metrics as the other listeners, from [`build`](Self::build) on; it stops with the
-    /// admin server. No admin endpoint is served there.
-    pub fn peer_listener(mut self, address: SocketAddr, tls: Arc<rustls::ServerConfig>, routes: Router) -> Self {
-        self.peer_listeners.push(PeerListener { address, tls, routes });
-        self
-    }
-
     /// Starts logging, builds the client, binds and serves the admin server (and the
     /// binary's routes) and starts the election. Nothing the binary does runs yet.
     pub async fn build(self) -> Result<Runtime, Error> {
@@ -318,7 +300,7 @@ impl Builder {
         {
             let mut registry = registry.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
             server_metrics.register(&mut registry);
-            if tls.is_some() || !self.peer_listeners.is_empty() {
+            if tls.is_some() {
                 tls_metrics.register(&mut registry);
             }
         }
@@ -342,18 +324,6 @@ impl Builder {
                 }
                 None => server::serve(listener.tap_io(server::no_delay), app, limits, metrics, stop),
             });
-        }
-
-        for peers in self.peer_listeners {
-            let listener = tokio::net::TcpListener::bind(peers.address)
-                .await
-                .map_err(|source| Error::Bind { address: BindAddress::Socket(peers.address), source })?;
-            let handshake_timeout = limits.flags.read_header_timeout;
-            let listener = TlsListener::with_server_config(listener, peers.tls, handshake_timeout, tls_metrics.clone());
-            let (limits, metrics, stop) = (limits.clone(), server_metrics.clone(), admin_stopped.clone());
-            let served = server::serve(listener, peers.routes, limits, metrics, stop);
-            tracing::info!(address = %served.0, "serving peers");
-            admin.push(served);
         }
 
         let (shutdown, _) = watch::channel(false);
@@ -493,7 +463,6 @@ impl Runtime {
             tls: None,
             server_limits: ServerLimits { flags: flags.server.clone(), ..ServerLimits::default() },
             legacy: None,
-            peer_listeners: Vec::new(),
         }
     }
 

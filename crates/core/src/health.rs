@@ -19,6 +19,20 @@ pub struct LocalVerdicts {
     /// The verdict about each member of the node's units (the node itself included), by
     /// node name.
     pub nodes: BTreeMap<String, NodeVerdict>,
+    /// The identities those members publish on their Nodes, as this daemon read them from
+    /// the API server itself (the grid wrappers of a unit authenticate each other with
+    /// them: never taken from a peer). Members publishing none are absent.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub identities: BTreeMap<String, PeerIdentity>,
+}
+
+/// What a member publishes on its Node: its public key (base64 of the 32 Ed25519 bytes)
+/// and its daemon's address (`ip:port`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PeerIdentity {
+    pub public_key: String,
+    pub address: String,
 }
 
 /// The verdict about one node and the tally behind it.

@@ -2,11 +2,14 @@
 //! and whom each other wrapper takes its upstream objects from.
 //!
 //! What it is decided from is what every wrapper of the unit has without the cloud, once
-//! it has seen the Nodes: the unit's **members** (nodes sharing the unit label's value
-//! that publish an edge-health key and address: the wrapper runs beside edge-health and
-//! proves itself with that node's key), the members the unit's edge-health votes down
-//! (the local daemon's verdicts, agreed by the unit over the site network), and the
-//! members this wrapper failed to reach lately.
+//! its edge-health has seen the Nodes: the unit's **members** (nodes sharing the unit
+//! label's value that publish an edge-health key and address: the wrapper runs beside
+//! edge-health and proves itself with that node's key), the members the unit's
+//! edge-health votes down (the local daemon's verdicts, agreed by the unit over the site
+//! network), and the members this wrapper failed to reach lately. Members and keys come
+//! from the local daemon ([`members_of`]), which reads the Nodes from the API server
+//! itself: never from the leader, which could otherwise name itself or its accomplices
+//! the unit's members.
 //!
 //! The rule: members in name order, minus those voted down and those unreachable from
 //! here; the first one leads. A wrapper never counts itself down or unreachable (it is
@@ -46,6 +49,18 @@ impl UnitMember {
         let key = STANDARD.decode(public_key?.trim()).ok()?.try_into().ok()?;
         Some(Self { node: node.to_string(), key, host: address_host(address?)?.to_string() })
     }
+}
+
+/// The members of the unit(s) `verdicts` is about that publish a well-formed identity, as
+/// the local edge-health daemon read them from the API server.
+pub fn members_of(verdicts: &crate::health::LocalVerdicts) -> Vec<UnitMember> {
+    verdicts
+        .identities
+        .iter()
+        .filter_map(|(node, identity)| {
+            UnitMember::from_annotations(node, Some(&identity.public_key), Some(&identity.address))
+        })
+        .collect()
 }
 
 /// The host of a `host:port` or `[v6]:port` address.
@@ -96,6 +111,19 @@ mod tests {
 
     fn set(nodes: &[&str]) -> BTreeSet<String> {
         nodes.iter().map(|n| n.to_string()).collect()
+    }
+
+    #[test]
+    fn members_are_the_identities_the_local_daemon_read() {
+        use crate::health::{LocalVerdicts, PeerIdentity};
+        let key = STANDARD.encode([7u8; 32]);
+        let identity = |address: &str| PeerIdentity { public_key: key.clone(), address: address.into() };
+        let verdicts = LocalVerdicts {
+            node: "n1".into(),
+            identities: [("n1".to_string(), identity("10.0.0.1:51005")), ("n2".to_string(), identity("bad"))].into(),
+            ..LocalVerdicts::default()
+        };
+        assert_eq!(members_of(&verdicts), [UnitMember { node: "n1".into(), key: [7; 32], host: "10.0.0.1".into() }]);
     }
 
     #[test]

@@ -207,7 +207,25 @@ impl Running {
     }
 }
 
-async fn start(member: &Member, cloud: SocketAddr, shared: bool, unit_port: u16, max_connections: u32) -> Running {
+/// The unit's members as each node's edge-health would read them.
+fn unit_members(members: &[Member]) -> Vec<edgegrid_core::unit_upstream::UnitMember> {
+    members
+        .iter()
+        .filter_map(|m| {
+            let address = format!("{}:51005", m.host);
+            edgegrid_core::unit_upstream::UnitMember::from_annotations(&m.node, Some(&m.public), Some(&address))
+        })
+        .collect()
+}
+
+async fn start(
+    member: &Member,
+    peers: &[edgegrid_core::unit_upstream::UnitMember],
+    cloud: SocketAddr,
+    shared: bool,
+    unit_port: u16,
+    max_connections: u32,
+) -> Running {
     let config = WrapperConfig {
         node_name: member.node.clone(),
         unit_label_key: shared.then(|| UNIT_LABEL.to_string()),
@@ -215,6 +233,8 @@ async fn start(member: &Member, cloud: SocketAddr, shared: bool, unit_port: u16,
     };
     let upstream = kube::Config::new(format!("http://{cloud}").parse().expect("url"));
     let wrapper = Wrapper::new(&config, &upstream, Arc::new(Metrics::default())).expect("wrapper");
+    // what its edge-health would serve it (the bench has no daemons)
+    wrapper.set_unit_peers(peers.to_vec());
     let client = kube::Client::try_from(controller_support::runtime::without_retries(upstream)).expect("client");
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let mut tasks = Vec::new();
@@ -233,7 +253,10 @@ async fn start(member: &Member, cloud: SocketAddr, shared: bool, unit_port: u16,
         let metrics = grid_wrapper::unit_server::UnitServerMetrics::default();
         let router = grid_wrapper::unit_server::router(
             unit.slot.clone(),
-            grid_wrapper::unit_server::UNIT_SERVE,
+            grid_wrapper::unit_server::ServeConfig {
+                sync_wait: Duration::from_millis(1800),
+                ..grid_wrapper::unit_server::UNIT_SERVE
+            },
             metrics,
             stopped.clone(),
         );
@@ -338,8 +361,9 @@ async fn sharing(scale: &Scale, count: usize, failover: bool) -> Sharing {
         let unit_port = edgegrid_testing::free_port();
         let started = Instant::now();
         let mut running = Vec::new();
+        let peers = unit_members(&members);
         for member in &members {
-            running.push(start(member, link.address, shared, unit_port, 8 * count as u32 + 64).await);
+            running.push(start(member, &peers, link.address, shared, unit_port, 8 * count as u32 + 64).await);
         }
         // synced, and (shared) every follower on the leader
         loop {

@@ -358,7 +358,7 @@ fn rss_child(mode: &str, dump_path: &Path) {
                         let labels = node.metadata.labels.clone().unwrap_or_default();
                         InputChange::NodeUpserted { name: local.clone(), labels }
                     }
-                    Input::Upsert(Object::RemoteNode { name, labels, .. }) if name != local => {
+                    Input::Upsert(Object::RemoteNode { name, labels }) if name != local => {
                         InputChange::NodeUpserted { name, labels }
                     }
                     Input::Upsert(Object::Service(service)) => InputChange::ServiceUpserted(service),

@@ -19,7 +19,6 @@ use std::sync::Arc;
 use edgegrid_core::topology::{
     InputChange, Labels, NamespacedName, ObjectKind, PrunedObject, PrunedView, VOLATILE_ANNOTATIONS, ViewChangeKind,
 };
-use edgegrid_core::unit_upstream::UnitMember;
 use k8s_openapi::api::core::v1::{Endpoints, Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -93,12 +92,10 @@ pub enum Object {
     Service(Service),
     Slice(EndpointSlice),
     Endpoints(Endpoints),
-    /// A node seen through the metadata-only watch, with the identity its edge-health
-    /// publishes (what makes it a unit upstream candidate).
+    /// A node seen through the metadata-only watch.
     RemoteNode {
         name: String,
         labels: Labels,
-        member: Option<UnitMember>,
     },
     LocalNode(Node),
 }
@@ -109,7 +106,6 @@ impl Object {
         Self::RemoteNode {
             name: name.into(),
             labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-            member: None,
         }
     }
 
@@ -218,9 +214,7 @@ pub struct Cache {
     remote_nodes: BTreeSet<String>,
     /// The label whose value makes a node unit, for the unit upstream (`None`: not shared).
     unit_label_key: Option<String>,
-    /// Nodes that publish an edge-health identity, with their unit (the label's value).
-    candidates: BTreeMap<String, (Option<String>, UnitMember)>,
-    /// The local node's unit, also when it publishes no identity.
+    /// The local node's unit (that label's value on its Node).
     local_unit: Option<String>,
 }
 
@@ -238,44 +232,24 @@ impl Cache {
             relisting: BTreeMap::new(),
             remote_nodes: BTreeSet::new(),
             unit_label_key: None,
-            candidates: BTreeMap::new(),
             local_unit: None,
         }
     }
 
-    /// Tracks the unit upstream's candidates by this label (see [`Cache::unit_members`]).
+    /// Tracks the local node's unit by this label (see [`Cache::local_unit`]).
     pub fn with_unit_label_key(mut self, key: Option<String>) -> Self {
         self.unit_label_key = key;
         self
     }
 
+    /// Forgets the local node's unit until its Node is read again.
+    pub fn forget_local_unit(&mut self) {
+        self.local_unit = None;
+    }
+
     /// The local node's unit (its unit label's value), once its Node was seen.
     pub fn local_unit(&self) -> Option<&str> {
         self.local_unit.as_deref()
-    }
-
-    /// The members of the local node's unit that publish an edge-health identity, the local
-    /// node included when it publishes one; empty when units are not tracked or the local
-    /// node has no unit yet.
-    pub fn unit_members(&self) -> Vec<UnitMember> {
-        let Some(local_unit) = &self.local_unit else { return Vec::new() };
-        self.candidates
-            .values()
-            .filter(|(unit, _)| unit.as_ref() == Some(local_unit))
-            .map(|(_, member)| member.clone())
-            .collect()
-    }
-
-    fn note_candidate(&mut self, name: &str, labels: &Labels, member: Option<UnitMember>) {
-        let Some(key) = &self.unit_label_key else { return };
-        let unit = labels.get(key).cloned();
-        if name == self.local_node {
-            self.local_unit = unit.clone();
-        }
-        match member {
-            Some(member) => self.candidates.insert(name.to_string(), (unit, member)),
-            None => self.candidates.remove(name),
-        };
     }
 
     pub fn local_node(&self) -> &str {
@@ -394,13 +368,12 @@ impl Cache {
                 endpoints.metadata.managed_fields = None;
                 self.through_view(InputChange::EndpointsUpserted(endpoints), outcome)?;
             }
-            Object::RemoteNode { name, labels, member } => {
+            Object::RemoteNode { name, labels } => {
                 // the local node's labels come from its own, whole-object watch: taking
                 // them from both streams would flap between their versions
                 if name == self.local_node {
                     return Ok(());
                 }
-                self.note_candidate(&name, &labels, member);
                 self.remote_nodes.insert(name.clone());
                 self.through_view(InputChange::NodeUpserted { name, labels }, outcome)?;
             }
@@ -411,14 +384,9 @@ impl Cache {
                 if id.1 != self.local_node {
                     return Ok(());
                 }
-                let annotations = node.metadata.annotations.as_ref();
-                let annotation = |key: &str| annotations.and_then(|a| a.get(key)).map(String::as_str);
-                let member = UnitMember::from_annotations(
-                    &id.1,
-                    annotation(edgegrid_core::keys::EDGE_HEALTH_PUBLIC_KEY_ANNOTATION),
-                    annotation(edgegrid_core::keys::EDGE_HEALTH_ADDRESS_ANNOTATION),
-                );
-                self.note_candidate(&id.1, &labels, member);
+                if let Some(key) = &self.unit_label_key {
+                    self.local_unit = labels.get(key).cloned();
+                }
                 self.through_view(InputChange::NodeUpserted { name: id.1.clone(), labels }, outcome)?;
                 let value = encode(Kind::Nodes, &id, &node)?;
                 self.commit(Kind::Nodes, id, Some(value), outcome);
@@ -447,14 +415,12 @@ impl Cache {
                 if name == self.local_node || !self.remote_nodes.remove(&name) {
                     return Ok(());
                 }
-                self.candidates.remove(&name);
                 self.through_view(InputChange::NodeDeleted(name), outcome)?;
             }
             Stream::LocalNode => {
                 if name != self.local_node {
                     return Ok(());
                 }
-                self.candidates.remove(&name);
                 self.local_unit = None;
                 self.through_view(InputChange::NodeDeleted(name.clone()), outcome)?;
                 self.commit(Kind::Nodes, (namespace, name), None, outcome);

@@ -81,7 +81,7 @@ pub struct Flags {
     /// Where this wrapper serves its unit when it leads (every address by default: only
     /// clients proving a member's key get anything). Its port is the unit's: followers
     /// reach a leader at the host of its edge-health address and this port.
-    #[arg(long, default_value = "0.0.0.0:51008")]
+    #[arg(long, default_value = "0.0.0.0:51010")]
     unit_upstream_bind_address: std::net::SocketAddr,
     /// This node's edge-health key file (PKCS#8, written by edge-health): the wrapper's
     /// identity in its unit. Required with --unit-label-key.
@@ -106,17 +106,34 @@ pub struct Flags {
 )]
 pub struct ExposedBindAddress(BindAddress);
 
+/// Flags that cannot work together.
+#[derive(Debug, thiserror::Error)]
+pub enum FlagError {
+    #[error(transparent)]
+    Exposed(#[from] ExposedBindAddress),
+    #[error("--unit-label-key needs {0}")]
+    UnitNeeds(&'static str),
+}
+
 impl Flags {
     /// Refuses a `--bind-address` other hosts can reach unless clients must present a
     /// certificate: the pass-through lends them the wrapper's credentials.
-    pub fn check(&self) -> Result<(), ExposedBindAddress> {
+    pub fn check(&self) -> Result<(), FlagError> {
+        if self.shares_upstream() && self.node_key_file.is_none() {
+            return Err(FlagError::UnitNeeds("--node-key-file (this node's identity in its unit)"));
+        }
+        if self.shares_upstream() && self.edge_health_url.is_none() {
+            return Err(FlagError::UnitNeeds(
+                "--edge-health-url (the unit's members and their keys, as the local edge-health reads them)",
+            ));
+        }
         let loopback = match self.runtime.bind_address {
             BindAddress::Socket(address) => address.ip().is_loopback(),
             BindAddress::AllInterfaces { .. } => false,
         };
         match loopback || self.tls.client_ca_file.is_some() {
             true => Ok(()),
-            false => Err(ExposedBindAddress(self.runtime.bind_address)),
+            false => Err(FlagError::Exposed(ExposedBindAddress(self.runtime.bind_address))),
         }
     }
 
@@ -149,24 +166,60 @@ impl Flags {
         !self.unit_label_key.is_empty()
     }
 
-    /// The unit upstream's settings with this node's `identity` (read from
-    /// `--node-key-file` by the caller), when shared.
-    pub fn unit_config(&self, identity: controller_support::node_identity::NodeIdentity) -> crate::unit::UnitConfig {
-        crate::unit::UnitConfig {
-            identity,
-            label_key: self.unit_label_key.clone(),
-            port: self.unit_upstream_bind_address.port(),
-            unreachable_for: self.unit_upstream_retry_after,
-            not_ready_for: self.unit_upstream_sync_timeout,
-            read_timeout: self.unit_upstream_read_timeout,
-            connect_timeout: self.unit_upstream_read_timeout.min(Duration::from_secs(2)),
-            log: LogConfig { history_limit: self.history_size, watch_buffer: self.watch_buffer },
+    /// How this wrapper joins its unit's shared upstream (`--unit-label-key`), its unit
+    /// listener's metrics registered with `runtime`'s.
+    pub fn joining(
+        &self,
+        served: crate::unit_server::UnitServerMetrics,
+        runtime: &controller_support::Runtime,
+        stop: tokio::sync::watch::Receiver<bool>,
+    ) -> Option<crate::unit::Joining> {
+        use controller_support::metrics::Register as _;
+        if !self.shares_upstream() {
+            return None;
         }
-    }
-
-    /// The unit server's address and this node's key file, when shared.
-    pub fn unit_listener(&self) -> Option<(std::net::SocketAddr, Option<&std::path::Path>)> {
-        self.shares_upstream().then_some((self.unit_upstream_bind_address, self.node_key_file.as_deref()))
+        let (server_metrics, tls_metrics) =
+            (controller_support::server::ServerMetrics::default(), controller_support::tls::TlsMetrics::default());
+        {
+            // `grid_wrapper_unit_http_*`, `grid_wrapper_unit_tls_*`: the listener's own
+            let registry = runtime.registry();
+            let mut registry = registry.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let unit = registry.sub_registry_with_prefix("unit");
+            server_metrics.register(unit);
+            tls_metrics.register(unit);
+        }
+        let label_key = self.unit_label_key.clone();
+        let (port, read_timeout) = (self.unit_upstream_bind_address.port(), self.unit_upstream_read_timeout);
+        let (retry_after, sync_timeout) = (self.unit_upstream_retry_after, self.unit_upstream_sync_timeout);
+        let log = LogConfig { history_limit: self.history_size, watch_buffer: self.watch_buffer };
+        Some(crate::unit::Joining {
+            key_file: self.node_key_file.clone().unwrap_or_default(),
+            unit_config: Box::new(move |identity| crate::unit::UnitConfig {
+                identity,
+                label_key,
+                port,
+                unreachable_for: retry_after,
+                not_ready_for: sync_timeout,
+                read_timeout,
+                connect_timeout: read_timeout.min(Duration::from_secs(2)),
+                log,
+            }),
+            address: self.unit_upstream_bind_address,
+            // a new leader holds its followers' relists for its first sync, for less than
+            // their read timeout (or they would take it for dead)
+            serve: crate::unit_server::ServeConfig {
+                sync_wait: read_timeout.mul_f64(0.6),
+                ..crate::unit_server::UNIT_SERVE
+            },
+            limits: controller_support::server::ServerLimits {
+                flags: self.runtime.server.clone(),
+                ..Default::default()
+            },
+            server_metrics,
+            tls_metrics,
+            served,
+            stop,
+        })
     }
 
     /// Service autonomy's configuration, when `--edge-health-url` is given.

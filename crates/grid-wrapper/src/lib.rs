@@ -6,6 +6,10 @@
 //! [`cache`] decides (fed objects, no I/O), [`upstream`] feeds it from kube-rs watchers,
 //! [`server`] serves it over HTTP with the shared `listwatch` protocol, [`proxy`] passes
 //! the rest through, [`persist`] keeps the served view across a reboot without the cloud.
+//!
+//! One upstream per unit: [`unit`] decides whether the upstream is the cloud or the unit's
+//! leader; a leader also keeps the unpruned objects ([`upstream_log`]) and serves them to
+//! its followers ([`unit_server`]); followers reach it with [`unit_client`].
 
 pub mod cache;
 pub mod cli;
@@ -13,6 +17,7 @@ pub mod metrics;
 pub mod persist;
 pub mod proxy;
 pub mod server;
+pub mod status;
 pub mod unit;
 pub mod unit_client;
 pub mod unit_server;
@@ -27,7 +32,7 @@ use std::collections::BTreeSet;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use controller_support::Gate;
 use edgegrid_core::unit_upstream::UnitMember;
@@ -67,6 +72,8 @@ pub struct Wrapper {
     serving: watch::Sender<ViewSource>,
     /// The nodes the local unit votes down (the last verdicts taken).
     nodes_down: Mutex<BTreeSet<String>>,
+    /// The local unit's members publishing an identity, as the local edge-health read them.
+    unit_peers: Mutex<Vec<UnitMember>>,
 }
 
 impl Wrapper {
@@ -75,15 +82,11 @@ impl Wrapper {
         upstream: &kube::Config,
         metrics: Arc<Metrics>,
     ) -> Result<Arc<Self>, proxy::ProxyError> {
-        // Versions start above anything an earlier process issued (one per microsecond of
-        // uptime would be needed to catch up), so a client resuming across a restart gets
-        // 410 and relists instead of a "too large resource version".
-        let first_rv = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_micros();
         let cache = Cache::new(
             config.node_name.clone(),
             config.rewrite_local_apiserver,
             config.log,
-            u64::try_from(first_rv).unwrap_or(u64::MAX / 2),
+            status::first_resource_version(),
         )
         .with_unit_label_key(config.unit_label_key.clone());
         Ok(Arc::new(Self {
@@ -95,6 +98,7 @@ impl Wrapper {
             stop_watches: watch::channel(false).0,
             serving: watch::channel(ViewSource::Nothing).0,
             nodes_down: Mutex::default(),
+            unit_peers: Mutex::default(),
         }))
     }
 
@@ -141,11 +145,22 @@ impl Wrapper {
         restored
     }
 
-    /// The members of the local node's unit that publish an identity, and the unit (see
-    /// [`Cache::unit_members`]).
+    /// The members of the local node's unit that publish an identity (from the local
+    /// edge-health, see [`verdicts`]), and the unit (its label's value on the local Node).
     pub fn unit_members(&self) -> (Vec<UnitMember>, Option<String>) {
-        let cache = self.lock();
-        (cache.unit_members(), cache.local_unit().map(str::to_string))
+        let peers = self.unit_peers.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
+        (peers, self.lock().local_unit().map(str::to_string))
+    }
+
+    /// Forgets the local node's unit until its Node is read again (it was relabelled).
+    pub fn forget_local_unit(&self) {
+        self.lock().forget_local_unit();
+    }
+
+    /// The unit's members as the local edge-health reads them now (empty when it cannot be
+    /// read: the wrapper then takes its upstream from the cloud alone).
+    pub fn set_unit_peers(&self, peers: Vec<UnitMember>) {
+        *self.unit_peers.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = peers;
     }
 
     /// The nodes the local unit votes down now.

@@ -25,33 +25,19 @@ async fn main() -> anyhow::Result<()> {
     // the saved view is the cluster's the client configuration names (see `persist`)
     let saver = flags.saver(ClusterIdentity::of(&upstream));
     let debug_readers = flags.debug_readers();
-    let mut builder = Runtime::builder("grid-wrapper", &flags.runtime)
+    let unit_served = grid_wrapper::unit_server::UnitServerMetrics::default();
+    let runtime = Runtime::builder("grid-wrapper", &flags.runtime)
         .legacy_flags(legacy)
         .metrics(&*metrics)
+        .metrics(&unit_served)
         .routes(wrapper.router(&debug_readers))
         .metrics_routes(wrapper.debug_router(&debug_readers))
-        .tls(flags.tls.config()?);
-    // one upstream per unit: the unit's followers are served on their own listener
+        .tls(flags.tls.config()?)
+        .build()
+        .await?;
+    // one upstream per unit: joined once edge-health's key can be read, alone until then
     let (unit_stop, unit_stopped) = tokio::sync::watch::channel(false);
-    let unit = match flags.unit_listener() {
-        None => None,
-        Some((address, key_file)) => {
-            let key_file = key_file.ok_or_else(|| anyhow::anyhow!("--unit-label-key needs --node-key-file"))?;
-            let identity = grid_wrapper::unit::read_identity(&config.node_name, key_file).await?;
-            let unit = grid_wrapper::unit::Unit::new(flags.unit_config(identity));
-            let served = grid_wrapper::unit_server::UnitServerMetrics::default();
-            let routes = grid_wrapper::unit_server::router(
-                unit.slot.clone(),
-                grid_wrapper::unit_server::UNIT_SERVE,
-                served.clone(),
-                unit_stopped,
-            );
-            let tls = controller_support::node_identity::server_config(&unit.config.identity, unit.members.clone())?;
-            builder = builder.metrics(&served).peer_listener(address, tls, routes);
-            Some(unit)
-        }
-    };
-    let runtime = builder.build().await?;
+    let joining = flags.joining(unit_served, &runtime, unit_stopped);
     // once logging is set up (by the runtime), before the upstream is watched
     let restored_note = saver.restore(&wrapper);
     let synced = runtime.readiness().gate(NOT_SYNCED);
@@ -65,8 +51,19 @@ async fn main() -> anyhow::Result<()> {
     }
     runtime
         .run(async move {
+            let upstream = async {
+                let Some(joining) = joining else {
+                    return grid_wrapper::unit::run(wrapper.clone(), client, None, shutdown.clone().signalled()).await;
+                };
+                tokio::select! {
+                    unit = joining.join(wrapper.local_node()) => {
+                        grid_wrapper::unit::run(wrapper.clone(), client, Some(unit), shutdown.clone().signalled()).await;
+                    }
+                    () = grid_wrapper::unit::run(wrapper.clone(), client.clone(), None, shutdown.clone().signalled()) => {}
+                }
+            };
             tokio::select! {
-                () = grid_wrapper::unit::run(wrapper.clone(), client, unit, shutdown.clone().signalled()) => {}
+                () = upstream => {}
                 () = saver.run(&wrapper) => {}
             }
             wrapper.stop_watches();

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Query, State};
-use axum::http::{HeaderMap, Method, Request, StatusCode, header};
+use axum::http::{HeaderMap, Method, Request, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use controller_support::{Cidr, NodeLocal};
@@ -27,6 +27,7 @@ use serde_json::json;
 use crate::Wrapper;
 use crate::cache::{Kind, ViewSource};
 use crate::metrics::{CodeLabel, KindLabel, WatcherGuard};
+use crate::status::{not_serving, status_response};
 
 /// The served API, `/debug/topology` (for `debug_readers`), and pass-through for the rest.
 pub fn router(wrapper: Arc<Wrapper>, debug_readers: &NodeLocal) -> Router {
@@ -134,14 +135,6 @@ async fn dispatch(State(wrapper): State<Arc<Wrapper>>, request: Request<Body>) -
     }
 }
 
-fn status_response(code: u16, status: &serde_json::Value) -> Response {
-    let code = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    (code, [(header::CONTENT_TYPE, "application/json")], status.to_string()).into_response()
-}
-
-/// How long a client should wait before asking an unsynced wrapper again.
-const RETRY_AFTER_SECONDS: &str = "1";
-
 fn serve(
     wrapper: &Arc<Wrapper>,
     target: &Target,
@@ -153,11 +146,7 @@ fn serve(
     let cache = wrapper.lock();
     if cache.serving() == ViewSource::Nothing {
         drop(cache);
-        let message = "the grid wrapper has not synced with the upstream API server yet";
-        let status = listwatch::status(503, "ServiceUnavailable", message, Some(json!({"retryAfterSeconds": 1})));
-        let mut response = status_response(503, &status);
-        response.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from_static(RETRY_AFTER_SECONDS));
-        return Ok(response);
+        return Ok(not_serving("the grid wrapper has not synced with the upstream API server yet"));
     }
     if let Some(name) = &target.name {
         let id = (target.namespace.clone().unwrap_or_default(), name.clone());

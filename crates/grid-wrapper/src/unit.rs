@@ -92,18 +92,21 @@ pub enum IdentityError {
     },
 }
 
-/// How long a wrapper waits for edge-health to write the node's key file (both start
-/// together on a new node).
-const KEY_FILE_WAIT: Duration = Duration::from_secs(120);
+/// How often a wrapper waiting for its node's key file says so.
+const KEY_FILE_LOG_EVERY: Duration = Duration::from_secs(60);
 
-/// This node's identity from edge-health's key file, waiting for the file to appear.
+/// This node's identity from edge-health's key file, waiting for the file to appear (both
+/// start together on a new node, and edge-health may be scheduled later).
 pub async fn read_identity(node: &str, path: &std::path::Path) -> Result<NodeIdentity, IdentityError> {
-    let deadline = Instant::now() + KEY_FILE_WAIT;
+    let mut last_said: Option<Instant> = None;
     let document = loop {
         match tokio::fs::read(path).await {
             Ok(document) => break document,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound && Instant::now() < deadline => {
-                tracing::info!(path = %path.display(), "waiting for edge-health to write the node key file");
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                if last_said.is_none_or(|at| at.elapsed() >= KEY_FILE_LOG_EVERY) {
+                    tracing::info!(path = %path.display(), "waiting for edge-health to write the node key file: watching the cloud alone meanwhile");
+                    last_said = Some(Instant::now());
+                }
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
             Err(source) => return Err(IdentityError::Read { path: path.to_path_buf(), source }),
@@ -112,6 +115,70 @@ pub async fn read_identity(node: &str, path: &std::path::Path) -> Result<NodeIde
     NodeIdentity::from_pkcs8(node, &document)
         .map_err(|source| IdentityError::Invalid { path: path.to_path_buf(), source })
 }
+
+/// What a wrapper needs to join its unit once its node's key can be read: until then (and
+/// for good if the key is unusable or the listener cannot bind) it watches the cloud alone.
+pub struct Joining {
+    pub key_file: std::path::PathBuf,
+    pub unit_config: Box<dyn FnOnce(NodeIdentity) -> UnitConfig + Send>,
+    /// The unit listener's address and how it serves.
+    pub address: std::net::SocketAddr,
+    pub serve: crate::unit_server::ServeConfig,
+    pub limits: controller_support::server::ServerLimits,
+    pub server_metrics: controller_support::server::ServerMetrics,
+    pub tls_metrics: controller_support::tls::TlsMetrics,
+    pub served: crate::unit_server::UnitServerMetrics,
+    /// Turns true at shutdown: the listener stops and its watches end.
+    pub stop: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Joining {
+    /// The unit, with its listener serving; never resolves when it cannot be joined (the
+    /// reason is logged).
+    pub async fn join(self, node: &str) -> Unit {
+        let joined = async {
+            let identity = read_identity(node, &self.key_file).await?;
+            let unit = Unit::new((self.unit_config)(identity));
+            let tls = controller_support::node_identity::server_config(&unit.config.identity, unit.members.clone())?;
+            let routes = crate::unit_server::router(unit.slot.clone(), self.serve, self.served, self.stop.clone());
+            crate::unit_server::listen(
+                self.address,
+                tls,
+                routes,
+                self.limits,
+                self.server_metrics,
+                self.tls_metrics,
+                self.stop,
+            )
+            .await?;
+            Ok::<_, JoinError>(unit)
+        };
+        match joined.await {
+            Ok(unit) => unit,
+            Err(error) => {
+                tracing::error!(%error, "cannot join the unit: watching the cloud alone");
+                std::future::pending().await
+            }
+        }
+    }
+}
+
+/// Why a wrapper cannot join its unit.
+#[derive(Debug, thiserror::Error)]
+pub enum JoinError {
+    #[error(transparent)]
+    Identity(#[from] IdentityError),
+    #[error("the unit listener's TLS settings")]
+    Tls(#[from] controller_support::node_identity::NodeIdentityError),
+    #[error(transparent)]
+    Listen(#[from] crate::unit_server::UnitServerError),
+}
+
+/// How long a leader's link must keep failing before the leader is passed over.
+const FAIL_AFTER: Duration = Duration::from_millis(500);
+
+/// How long a leader never reached yet may keep failing before it is passed over.
+const FIRST_CONTACT: Duration = Duration::from_secs(5);
 
 /// The longest a failing member is passed over.
 const MAX_PASS_OVER: Duration = Duration::from_secs(600);
@@ -127,8 +194,15 @@ pub async fn run(wrapper: Arc<Wrapper>, cloud: Client, unit: Option<Unit>, stop:
         return run_plan(wrapper, Plan::alone(cloud), stop).await;
     };
     tokio::pin!(stop);
-    let mut supervisor =
-        Supervisor { wrapper, cloud, unit, unreachable: BTreeMap::new(), failures: BTreeMap::new(), previous: None };
+    let mut supervisor = Supervisor {
+        wrapper,
+        cloud,
+        unit,
+        unreachable: BTreeMap::new(),
+        failures: BTreeMap::new(),
+        previous: None,
+        relocating: false,
+    };
     loop {
         let decided = supervisor.decide();
         let Some(plan) = supervisor.plan(&decided) else { continue };
@@ -162,6 +236,9 @@ struct Supervisor {
     unreachable: BTreeMap<String, Instant>,
     failures: BTreeMap<String, u32>,
     previous: Option<Decided>,
+    /// The local node left the stream that named it (relabelled): its Node is read from
+    /// the cloud by name until its unit is known again.
+    relocating: bool,
 }
 
 impl Supervisor {
@@ -169,6 +246,12 @@ impl Supervisor {
         let now = Instant::now();
         self.unreachable.retain(|_, until| *until > now);
         let (members, unit) = self.wrapper.unit_members();
+        if self.relocating {
+            if unit.is_none() {
+                return Decided { choice: Choice::Alone, unit: None };
+            }
+            self.relocating = false;
+        }
         let local = self.wrapper.local_node();
         self.unit
             .members
@@ -189,10 +272,16 @@ impl Supervisor {
                 self.unit.slot.set(Some(log.clone()));
                 let local_node =
                     LocalNodeWatch::Unit { label_key: self.unit.config.label_key.clone(), value: value.clone() };
-                Plan { client, local_node, log: Some(log), health: Arc::default() }
+                Plan { client, local_node, log: Some(log), health: Arc::default(), from_leader: false }
             }
             (Choice::Follow(leader), _) => match self.leader_client(leader) {
-                Ok(client) => Plan { client, local_node: LocalNodeWatch::ByName, log: None, health: Arc::default() },
+                Ok(client) => Plan {
+                    client,
+                    local_node: LocalNodeWatch::ByName,
+                    log: None,
+                    health: Arc::default(),
+                    from_leader: true,
+                },
                 Err(error) => {
                     tracing::warn!(leader = %leader.node, %error, "cannot set up the link to the unit leader");
                     self.pass_over(&leader.node);
@@ -251,11 +340,21 @@ impl Supervisor {
             {
                 self.failures.remove(&leader.node);
             }
+            if health.local_node_left() {
+                tracing::info!("the local node left its unit's stream: reading it from the cloud by name");
+                self.relocating = true;
+                self.wrapper.forget_local_unit();
+                return;
+            }
             if let Choice::Follow(leader) = &decided.choice
                 && let Some((since, failure)) = health.failing()
             {
+                // one refused connection is not a dead leader (a reset on the LAN, a
+                // restart): it is passed over once its link has failed for a while, longer
+                // when it never worked (the leader may still be starting, as this one is)
+                let patience = if health.worked() { FAIL_AFTER } else { FIRST_CONTACT };
                 let given_up = match failure {
-                    LinkFailure::Unreachable => true,
+                    LinkFailure::Unreachable => since.elapsed() >= patience,
                     LinkFailure::NotReady => since.elapsed() >= self.unit.config.not_ready_for,
                 };
                 if given_up {

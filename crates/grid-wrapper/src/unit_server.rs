@@ -22,7 +22,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Query, State};
-use axum::http::{HeaderValue, Method, Request, StatusCode, header};
+use axum::http::{HeaderValue, Method, Request, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use controller_support::metrics::Register;
@@ -35,12 +35,12 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use serde_json::json;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use controller_support::server::PeerCertificate;
 
+use crate::status::{not_serving, status_response};
 use crate::upstream_log::{UpstreamKind, UpstreamLog};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -226,22 +226,6 @@ async fn dispatch(State(served): State<Served>, request: Request<Body>) -> Respo
         Ok(response) => response,
         Err(error) => status_response(error.code(), &error.status()),
     }
-}
-
-/// A `Status` answer.
-fn status_response(code: u16, status: &serde_json::Value) -> Response {
-    let code = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    (code, [(header::CONTENT_TYPE, "application/json")], status.to_string()).into_response()
-}
-
-/// How long a follower should wait before asking an unsynced leader again.
-const RETRY_AFTER_SECONDS: u64 = 1;
-
-fn not_serving(message: &str) -> Response {
-    let details = json!({"retryAfterSeconds": RETRY_AFTER_SECONDS});
-    let mut response = status_response(503, &listwatch::status(503, "ServiceUnavailable", message, Some(details)));
-    response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
-    response
 }
 
 fn serve(

@@ -13,7 +13,9 @@
 //! the [`UpstreamLog`] the followers read, and the local node is watched with the whole
 //! unit's nodes, which the followers read theirs from.
 
+use std::collections::BTreeMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
@@ -40,12 +42,14 @@ pub struct Plan {
     pub log: Option<Arc<UpstreamLog>>,
     /// Told of every stream's failures and successes.
     pub health: Arc<LinkHealth>,
+    /// Whether `client` is the unit leader's wrapper (not the cloud).
+    pub from_leader: bool,
 }
 
 impl Plan {
     /// Alone on `client`, as a wrapper outside any shared unit.
     pub fn alone(client: Client) -> Self {
-        Self { client, local_node: LocalNodeWatch::ByName, log: None, health: Arc::default() }
+        Self { client, local_node: LocalNodeWatch::ByName, log: None, health: Arc::default(), from_leader: false }
     }
 }
 
@@ -68,11 +72,13 @@ pub async fn run(wrapper: Arc<Wrapper>, client: Client, stop: impl Future<Output
 pub async fn run_plan(wrapper: Arc<Wrapper>, plan: Plan, stop: impl Future<Output = ()>) {
     let local = wrapper.local_node().to_string();
     let client = plan.client;
+    let local_deletes_are_real = plan.local_node == LocalNodeWatch::ByName && !plan.from_leader;
     let feed = |stream, log_kind| Feeds {
         wrapper: &wrapper,
         stream,
         log: plan.log.clone().map(|log| (log, log_kind)),
         health: &plan.health,
+        local_deletes_are_real,
     };
     // `Api<PartialObjectMeta<_>>` makes kube-rs ask for metadata only
     let remote_nodes = Watch::new(Api::<PartialObjectMeta<Node>>::all(client.clone()));
@@ -113,13 +119,16 @@ pub async fn run_plan(wrapper: Arc<Wrapper>, plan: Plan, stop: impl Future<Outpu
     }
 }
 
-/// How the upstream link fares, for the unit supervisor: since when every attempt failed,
-/// and how.
+/// How the upstream link fares, for the unit supervisor: per stream, since when every
+/// attempt failed and how (one stream delivering must not hide another that fails), and
+/// whether the local node left the stream that names it (see [`Plan::local_node`]).
 #[derive(Debug, Default)]
 pub struct LinkHealth {
-    failing: Mutex<Option<(Instant, LinkFailure)>>,
+    failing: Mutex<BTreeMap<Stream, (Instant, LinkFailure)>>,
     /// Whether anything came through the link yet.
-    worked: std::sync::atomic::AtomicBool,
+    worked: AtomicBool,
+    /// The local node left a unit-scoped or leader-served stream: its unit changed.
+    local_node_left: AtomicBool,
 }
 
 /// Why a stream failed.
@@ -132,29 +141,39 @@ pub enum LinkFailure {
 }
 
 impl LinkHealth {
-    /// Since when the link has failed, and the latest failure's kind; `None` while working.
+    /// The stream failing longest: since when, and its latest failure's kind; `None` while
+    /// every stream works.
     pub fn failing(&self) -> Option<(Instant, LinkFailure)> {
-        *self.failing.lock().unwrap_or_else(PoisonError::into_inner)
+        let failing = self.failing.lock().unwrap_or_else(PoisonError::into_inner);
+        failing.values().min_by_key(|(since, _)| *since).copied()
     }
 
-    fn failed(&self, failure: LinkFailure) {
+    fn failed(&self, stream: Stream, failure: LinkFailure) {
         let mut failing = self.failing.lock().unwrap_or_else(PoisonError::into_inner);
-        let since = failing.map_or_else(Instant::now, |(since, _)| since);
-        *failing = Some((since, failure));
+        let since = failing.get(&stream).map_or_else(Instant::now, |(since, _)| *since);
+        failing.insert(stream, (since, failure));
     }
 
     /// Whether anything came through the link yet.
     pub fn worked(&self) -> bool {
-        self.worked.load(std::sync::atomic::Ordering::Relaxed)
+        self.worked.load(Ordering::Relaxed)
     }
 
-    fn working(&self) {
-        self.worked.store(true, std::sync::atomic::Ordering::Relaxed);
-        *self.failing.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    fn working(&self, stream: Stream) {
+        self.worked.store(true, Ordering::Relaxed);
+        self.failing.lock().unwrap_or_else(PoisonError::into_inner).remove(&stream);
+    }
+
+    /// Whether the local node left the stream that names it since the plan started.
+    pub fn local_node_left(&self) -> bool {
+        self.local_node_left.load(Ordering::Relaxed)
     }
 }
 
-fn classify(error: &watcher::Error) -> LinkFailure {
+/// How a failed watch counts: `None` for what a healthy upstream says too (410: resume
+/// too old, relist; 504: a version from another upstream's clock, relist), which the
+/// watch handles by relisting.
+fn classify(error: &watcher::Error) -> Option<LinkFailure> {
     let response = match error {
         watcher::Error::InitialListFailed(kube::Error::Api(response))
         | watcher::Error::WatchStartFailed(kube::Error::Api(response))
@@ -162,7 +181,11 @@ fn classify(error: &watcher::Error) -> LinkFailure {
         watcher::Error::WatchError(response) => Some(response.code),
         _ => None,
     };
-    if response == Some(503) { LinkFailure::NotReady } else { LinkFailure::Unreachable }
+    match response {
+        Some(410 | 504) => None,
+        Some(503) => Some(LinkFailure::NotReady),
+        _ => Some(LinkFailure::Unreachable),
+    }
 }
 
 /// The unit's nodes, whole: every one to the log, the local one to the cache.
@@ -203,6 +226,8 @@ struct Feed<'a, K> {
     stream: Stream,
     log: Option<(Arc<UpstreamLog>, UpstreamKind)>,
     health: &'a LinkHealth,
+    /// Whether a delete of the local node means it is gone (the cloud, by name).
+    local_deletes_are_real: bool,
     object: fn(K) -> Object,
 }
 
@@ -212,11 +237,13 @@ struct Feeds<'a> {
     stream: Stream,
     log: Option<(Arc<UpstreamLog>, UpstreamKind)>,
     health: &'a LinkHealth,
+    local_deletes_are_real: bool,
 }
 
 impl<'a> Feeds<'a> {
     fn of<K>(self, object: fn(K) -> Object) -> Feed<'a, K> {
-        Feed { wrapper: self.wrapper, stream: self.stream, log: self.log, health: self.health, object }
+        let Self { wrapper, stream, log, health, local_deletes_are_real } = self;
+        Feed { wrapper, stream, log, health, local_deletes_are_real, object }
     }
 }
 
@@ -226,7 +253,11 @@ impl<K: Resource + serde::Serialize> Feed<'_, K> {
         let metrics = self.wrapper.metrics();
         metrics.upstream_synced.get_or_create(&label).set(1);
         metrics.upstream_events.get_or_create(&label).inc();
-        self.health.working();
+        // a list beginning says nothing of the link (it is announced before its request);
+        // what came through it does
+        if !matches!(input, Input::Begin(_)) {
+            self.health.working(self.stream);
+        }
         self.wrapper.apply(input);
     }
 
@@ -264,6 +295,13 @@ impl<K: Resource + serde::Serialize> Index<K> for Feed<'_, K> {
     fn delete(&mut self, key: Key) {
         let id = (key.namespace.unwrap_or_default(), key.name);
         self.log(|kind| UpstreamInput::Delete(kind, id.clone()));
+        // The local node gone from a stream scoped by unit (leading) or served by a leader
+        // (whose unit it left) was relabelled, not deleted: kube-proxy must not see its Node
+        // go; the supervisor re-decides where to watch it from.
+        if self.stream == Stream::LocalNode && !self.local_deletes_are_real && id.1 == self.wrapper.local_node() {
+            self.health.local_node_left.store(true, Ordering::Relaxed);
+            return;
+        }
         self.input(Input::Delete(self.stream, id));
     }
 
@@ -277,16 +315,12 @@ impl<K: Resource + serde::Serialize> Index<K> for Feed<'_, K> {
         let metrics = self.wrapper.metrics();
         metrics.upstream_errors.get_or_create(&label).inc();
         metrics.upstream_synced.get_or_create(&label).set(0);
-        self.health.failed(classify(error));
+        if let Some(failure) = classify(error) {
+            self.health.failed(self.stream, failure);
+        }
     }
 }
 
 fn remote_node(node: PartialObjectMeta<Node>) -> Object {
-    let annotation = |key: &str| node.annotations().get(key).map(String::as_str);
-    let member = edgegrid_core::unit_upstream::UnitMember::from_annotations(
-        &node.name_any(),
-        annotation(edgegrid_core::keys::EDGE_HEALTH_PUBLIC_KEY_ANNOTATION),
-        annotation(edgegrid_core::keys::EDGE_HEALTH_ADDRESS_ANNOTATION),
-    );
-    Object::RemoteNode { name: node.name_any(), labels: node.labels().clone(), member }
+    Object::RemoteNode { name: node.name_any(), labels: node.labels().clone() }
 }

@@ -15,7 +15,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use listwatch::{ChangeKind, Log, LogConfig, ObjectId, ServedType};
 use serde_json::{Value, json};
@@ -144,7 +143,7 @@ impl UpstreamLog {
     pub fn new(config: LogConfig) -> Arc<Self> {
         Arc::new(Self {
             state: Mutex::new(State {
-                log: Log::continuing(config, first_resource_version()),
+                log: Log::continuing(config, crate::status::first_resource_version()),
                 listed: BTreeSet::new(),
                 relisting: BTreeMap::new(),
             }),
@@ -287,14 +286,6 @@ fn stored_form(kind: UpstreamKind, object: Value) -> Value {
 fn object_id(object: &Value) -> ObjectId {
     let text = |field: &str| object["metadata"][field].as_str().unwrap_or_default().to_string();
     (text("namespace"), text("name"))
-}
-
-/// Versions start above anything an earlier leader process on this node issued (one per
-/// microsecond of uptime would be needed to catch up), so a follower resuming across a
-/// restart gets 410 and relists instead of a "too large resource version".
-fn first_resource_version() -> u64 {
-    let micros = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_micros();
-    u64::try_from(micros).unwrap_or(u64::MAX / 2)
 }
 
 #[cfg(test)]

@@ -46,6 +46,11 @@ impl Follower {
         Self { stale_after, last_good: None, serving: BTreeSet::new() }
     }
 
+    /// Whether the last good poll is older than the staleness bound (or there was none).
+    pub fn is_stale(&self, now: Instant) -> bool {
+        self.last_good.is_none_or(|at| now.saturating_duration_since(at) >= self.stale_after)
+    }
+
     /// The nodes served as down now.
     pub fn serving(&self) -> &BTreeSet<String> {
         &self.serving
@@ -109,6 +114,13 @@ pub async fn run(wrapper: Arc<Wrapper>, config: VerdictsConfig, stop: impl Futur
                     None
                 }
             };
+            // the unit's members come from here too: the local daemon read them from the
+            // API server (a leader is never asked who the members are)
+            match &verdicts {
+                Some(verdicts) => wrapper.set_unit_peers(edgegrid_core::unit_upstream::members_of(verdicts)),
+                None if follower.is_stale(Instant::now()) => wrapper.set_unit_peers(Vec::new()),
+                None => {}
+            }
             if let Some(down) = follower.polled(Instant::now(), verdicts.as_ref()) {
                 tracing::info!(down = ?down, "nodes voted down by the local unit");
                 metrics.nodes_down.set(i64::try_from(down.len()).unwrap_or(i64::MAX));
@@ -147,7 +159,7 @@ mod tests {
         let mut nodes = BTreeMap::new();
         nodes.extend(down.iter().map(|n| (n.to_string(), verdict(Verdict::Unhealthy))));
         nodes.extend(healthy.iter().map(|n| (n.to_string(), verdict(Verdict::Healthy))));
-        LocalVerdicts { node: "n1".into(), nodes }
+        LocalVerdicts { node: "n1".into(), nodes, ..LocalVerdicts::default() }
     }
 
     fn set(names: &[&str]) -> Option<BTreeSet<String>> {

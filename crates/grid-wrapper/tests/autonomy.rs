@@ -47,7 +47,7 @@ fn view(unhealthy: &[&str]) -> Option<LocalVerdicts> {
             (n.to_string(), NodeVerdict { verdict, eligible: 1, healthy: 0, unhealthy: 0 })
         })
         .collect::<BTreeMap<_, _>>();
-    Some(LocalVerdicts { node: "n1".into(), nodes })
+    Some(LocalVerdicts { node: "n1".into(), nodes, ..LocalVerdicts::default() })
 }
 
 #[tokio::test]

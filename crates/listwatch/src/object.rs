@@ -43,8 +43,9 @@ pub struct StoredObject {
     json: Bytes,
     identity: Identity,
     metadata_json: OnceLock<Bytes>,
-    /// The protobuf message of this version, encoded for the first protobuf client.
-    protobuf: OnceLock<Bytes>,
+    /// This version in protobuf, made for the first protobuf client: its envelope (what a
+    /// GET and each watch event carry) and where the bare message (a list's item) is in it.
+    protobuf: OnceLock<(Bytes, std::ops::Range<usize>)>,
     resource_version: u64,
 }
 
@@ -202,17 +203,39 @@ impl StoredObject {
     }
 
     /// The bytes of this version in `representation`; in protobuf, the message without its
-    /// envelope (a list holds its items bare, a watch event wraps each in an envelope).
-    /// Each encoding is made at most once per version, for the type it is stored as.
+    /// envelope (a list holds its items bare; see [`StoredObject::enveloped_as`]). Each
+    /// encoding is made at most once per version, for the type it is stored as.
     pub fn encoded_as(&self, representation: &Representation) -> Bytes {
         let served = &representation.served;
         match representation.encoding {
             Encoding::Json => self.encoded(served, representation.shape),
             Encoding::Protobuf if self.is_stored_as(served) => {
-                self.protobuf.get_or_init(|| protobuf::message(served, &self.value())).clone()
+                let (envelope, raw) = self.protobuf_envelope(served);
+                envelope.slice(raw.clone())
             }
             Encoding::Protobuf => protobuf::message(served, &self.value()),
         }
+    }
+
+    /// The bytes of this version as a GET or a watch event carries it: in protobuf with its
+    /// envelope (made once per version, shared with [`StoredObject::encoded_as`]), else as
+    /// [`StoredObject::encoded_as`].
+    pub fn enveloped_as(&self, representation: &Representation) -> Bytes {
+        let served = &representation.served;
+        match representation.encoding {
+            Encoding::Json => self.encoded(served, representation.shape),
+            Encoding::Protobuf if self.is_stored_as(served) => self.protobuf_envelope(served).0.clone(),
+            Encoding::Protobuf => {
+                protobuf::envelope::object(&served.api_version, &served.kind, &protobuf::message(served, &self.value()))
+            }
+        }
+    }
+
+    fn protobuf_envelope(&self, served: &ServedType) -> &(Bytes, std::ops::Range<usize>) {
+        self.protobuf.get_or_init(|| {
+            let message = protobuf::message(served, &self.value());
+            protobuf::envelope::object_and_raw(&served.api_version, &served.kind, &message)
+        })
     }
 
     fn is_stored_as(&self, served: &ServedType) -> bool {
@@ -349,6 +372,9 @@ mod tests {
         let first = object.encoded_as(&protobuf);
         let second = object.encoded_as(&protobuf);
         assert_eq!(first.as_ptr(), second.as_ptr(), "encoded once, shared");
+        let enveloped = object.enveloped_as(&protobuf);
+        assert_eq!(&enveloped[..4], b"k8s\0");
+        assert!(enveloped.as_ptr_range().contains(&first.as_ptr()), "the list item is a slice of the envelope");
         // metadata.name = "a" (ObjectMeta is field 1, name its field 1), then spec.clusterIP
         assert_eq!(&first[..5], &[0x0a, 0x03, 0x0a, 0x01, b'a']);
     }

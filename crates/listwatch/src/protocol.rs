@@ -137,13 +137,7 @@ impl Iterator for ListBody {
 
 /// The body of a single object's GET.
 pub fn object_body(object: &StoredObject, representation: &Representation) -> Bytes {
-    let encoded = object.encoded_as(representation);
-    match representation.encoding {
-        Encoding::Json => encoded,
-        Encoding::Protobuf => {
-            envelope::object(&representation.served.api_version, &representation.served.kind, &encoded)
-        }
-    }
+    object.enveloped_as(representation)
 }
 
 /// One watch event line around an already encoded object.
@@ -165,14 +159,12 @@ pub fn error_event(error: &Error, encoding: Encoding) -> Bytes {
     }
 }
 
-/// One watch event of `object` (encoded as `representation` asks) in that encoding.
-fn event(kind: &str, object: &Bytes, representation: &Representation) -> Bytes {
-    match representation.encoding {
+/// One watch event of `object` (as a GET carries it: in protobuf, its envelope) in the
+/// representation's encoding.
+fn event(kind: &str, object: &Bytes, encoding: Encoding) -> Bytes {
+    match encoding {
         Encoding::Json => event_line(kind, object),
-        Encoding::Protobuf => {
-            let served = &representation.served;
-            watch_frame(kind, &envelope::object(&served.api_version, &served.kind, object))
-        }
+        Encoding::Protobuf => watch_frame(kind, object),
     }
 }
 
@@ -191,7 +183,7 @@ impl WatchFilter {
     }
 
     fn line(&self, kind: &str, object: &StoredObject) -> Bytes {
-        event(kind, &object.encoded_as(&self.representation), &self.representation)
+        event(kind, &object.enveloped_as(&self.representation), self.representation.encoding)
     }
 
     /// The event this watcher gets for a change: objects entering the selector are
@@ -216,11 +208,14 @@ impl WatchFilter {
             metadata["annotations"] = json!({INITIAL_EVENTS_END_ANNOTATION: "true"});
         }
         let object = self.representation.shape.present(self.representation.served.stamp(json!({"metadata": metadata})));
+        let served = &self.representation.served;
         let encoded = match self.representation.encoding {
             Encoding::Json => encode(&object),
-            Encoding::Protobuf => protobuf::message(&self.representation.served, &object),
+            Encoding::Protobuf => {
+                envelope::object(&served.api_version, &served.kind, &protobuf::message(served, &object))
+            }
         };
-        event("BOOKMARK", &encoded, &self.representation)
+        event("BOOKMARK", &encoded, self.representation.encoding)
     }
 }
 

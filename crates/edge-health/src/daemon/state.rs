@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use edgegrid_core::health::{LocalVerdicts, NodeVerdict};
+use edgegrid_core::health::{LocalVerdicts, NodeVerdict, PeerIdentity};
 use edgegrid_core::keys::{
     EDGE_HEALTH_ADDRESS_ANNOTATION, EDGE_HEALTH_PUBLIC_KEY_ANNOTATION, EDGE_HEALTH_UNHEALTHY_VIEW_ANNOTATION,
 };
@@ -209,7 +209,7 @@ impl Daemon {
             crypto,
             indirect: IndirectProbes::new(settings.protocol.indirect_timeout, now.as_unix_millis()),
             dissent: BTreeMap::new(),
-            view: LocalVerdicts { node: local, nodes: BTreeMap::new() },
+            view: LocalVerdicts { node: local, ..LocalVerdicts::default() },
             node_unit_config: None,
             generation: 0,
         };
@@ -672,6 +672,22 @@ impl Daemon {
                 .get_or_create(&VerdictLabel { verdict: verdict.as_str() })
                 .set(i64::try_from(count).unwrap_or(i64::MAX));
         }
+        view.identities = served
+            .keys()
+            .filter_map(|member| {
+                let node = nodes.get(member)?;
+                // only identities this daemon would verify ballots with
+                node.public_key?;
+                node.address?;
+                Some((
+                    member.clone(),
+                    PeerIdentity {
+                        public_key: node.key_annotation.clone()?,
+                        address: node.address_annotation.clone()?,
+                    },
+                ))
+            })
+            .collect();
         view.nodes = served;
         writes
     }

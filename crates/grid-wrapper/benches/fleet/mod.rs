@@ -449,7 +449,7 @@ pub fn each_upstream_input(scale: &Scale, mut take: impl FnMut(Input, usize)) {
         let metadata = node_metadata(n, scale);
         let size = json_len(&Shape::Metadata.present(json!({"metadata": metadata})));
         let labels = node_labels(n, scale).into_iter().collect();
-        take(Input::Upsert(Object::RemoteNode { name: node_name(n), labels, member: None }), size);
+        take(Input::Upsert(Object::RemoteNode { name: node_name(n), labels }), size);
     }
     for i in 0..scale.services {
         let service = service_object(i);

@@ -44,11 +44,19 @@ pub(crate) fn tail() -> &'static [u8] {
 
 /// A whole envelope around `raw`.
 pub(crate) fn object(api_version: &str, kind: &str, raw: &[u8]) -> Bytes {
+    object_and_raw(api_version, kind, raw).0
+}
+
+/// A whole envelope around `raw`, and where `raw` is in it: the envelope is what a GET
+/// and each watch event carry, the raw message what a list holds, so one buffer serves
+/// both (`Bytes::slice` shares it).
+pub(crate) fn object_and_raw(api_version: &str, kind: &str, raw: &[u8]) -> (Bytes, std::ops::Range<usize>) {
     let mut out = head(api_version, kind, raw.len());
+    let start = out.len();
     out.reserve(raw.len() + UNKNOWN_TAIL.len());
     out.put_slice(raw);
     out.put_slice(&UNKNOWN_TAIL);
-    out.freeze()
+    (out.freeze(), start..start + raw.len())
 }
 
 /// Bytes of a list's `raw` with `metadata` (ListMeta bytes) and items of these lengths.
