@@ -93,6 +93,24 @@ async fn a_dead_node_alone_is_annotated_once_and_cleared_when_back() {
     let view = verdicts(cluster.address(&members[0])).await.expect("view");
     let tally = &view.nodes["edge-3"];
     assert!(tally.eligible >= 2 && tally.healthy * 2 > tally.eligible, "a majority behind the verdict: {tally:?}");
+    // the identities it serves (the grid wrappers' unit membership) are the Nodes' own
+    let mut published = std::collections::BTreeMap::new();
+    for member in &members {
+        let annotations = cluster.annotations(&member.name).await;
+        let identity = edgegrid_core::health::PeerIdentity {
+            public_key: annotations
+                .get(edgegrid_core::keys::EDGE_HEALTH_PUBLIC_KEY_ANNOTATION)
+                .cloned()
+                .expect("a key"),
+            address: annotations.get(EDGE_HEALTH_ADDRESS_ANNOTATION).cloned().expect("an address"),
+        };
+        published.insert(member.name.clone(), identity);
+    }
+    let first = cluster.address(&members[0]);
+    until("edge-1 serving every member's published identity", Duration::from_secs(10), || async {
+        (verdicts(first).await?.identities == published).then_some(())
+    })
+    .await;
 
     // (2) edge-3's daemon and its target stop: it alone is annotated, in one write
     let mark = cluster.server.requests().mark();

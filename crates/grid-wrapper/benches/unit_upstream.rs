@@ -15,10 +15,10 @@
 //!    into its structs); and the wrapper's time to serve each, the first protobuf list
 //!    (which encodes every slice once) apart.
 //!
-//! `cargo bench -p grid-wrapper --bench unit_upstream` prints one table (a unit of 50 on
-//! the full cluster; a unit of 500 on a tenth of it, as 500 wrappers each holding the full
-//! cluster's view need about 40 GB); `WRAPPER_BENCH_QUICK=1` runs small clusters as a
-//! smoke test. Timings need an otherwise
+//! `cargo bench -p grid-wrapper --bench unit_upstream` prints one table (a unit of 50 on the
+//! full cluster, about 10 minutes; a unit of 500 on a tenth of it, as 500 in-process
+//! wrappers each holding the full cluster's view would need about 40 GB);
+//! `WRAPPER_BENCH_QUICK=1` runs small units as a smoke test. Timings need an otherwise
 //! idle machine (the header prints the load average); byte counts do not.
 
 #[path = "../../../tests/src/bench_table.rs"]
@@ -246,7 +246,7 @@ async fn start(
             port: unit_port,
             unreachable_for: Duration::from_secs(30),
             not_ready_for: Duration::from_secs(60),
-            read_timeout: Duration::from_secs(3),
+            read_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(2),
             log: config.log,
         });
@@ -254,7 +254,7 @@ async fn start(
         let router = grid_wrapper::unit_server::router(
             unit.slot.clone(),
             grid_wrapper::unit_server::ServeConfig {
-                sync_wait: Duration::from_millis(1800),
+                sync_wait: Duration::from_secs(6),
                 ..grid_wrapper::unit_server::UNIT_SERVE
             },
             metrics,

@@ -87,8 +87,9 @@ pub struct Flags {
     /// identity in its unit. Required with --unit-label-key.
     #[arg(long)]
     node_key_file: Option<PathBuf>,
-    /// A leader silent this long is taken for gone (its bookmarks come every second).
-    #[arg(long, default_value = "3s", value_parser = parse_duration)]
+    /// A leader silent this long is taken for gone (its bookmarks come every second; a
+    /// leader that dies or restarts is noticed at once by its connections' reset).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
     unit_upstream_read_timeout: Duration,
     /// How long a member whose link failed is passed over.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
