@@ -863,8 +863,9 @@ fn unit_upstream(helm: &std::path::Path, all: &[Value]) {
     let wrapper = args(find(&shared, "DaemonSet", "grid-wrapper"));
     for arg in [
         "--unit-label-key=site",
-        "--unit-upstream-bind-address=0.0.0.0:51008",
+        "--unit-upstream-bind-address=0.0.0.0:51010",
         "--node-key-file=/var/lib/edge-health/signing-key",
+        "--edge-health-url=http://127.0.0.1:51005/verdicts",
     ] {
         assert!(wrapper.contains(&arg.to_string()), "{arg}: {wrapper:?}");
     }
