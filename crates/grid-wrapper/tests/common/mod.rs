@@ -109,7 +109,12 @@ impl Drop for RunningWrapper {
 
 /// Waits for a future, failing the test instead of hanging it.
 pub async fn within<F: std::future::Future>(what: &str, fut: F) -> F::Output {
-    tokio::time::timeout(Duration::from_secs(15), fut).await.unwrap_or_else(|_| panic!("timed out: {what}"))
+    within_for(Duration::from_secs(15), what, fut).await
+}
+
+/// [`within`] with a bound of its own.
+pub async fn within_for<F: std::future::Future>(bound: Duration, what: &str, fut: F) -> F::Output {
+    tokio::time::timeout(bound, fut).await.unwrap_or_else(|_| panic!("timed out after {bound:?}: {what}"))
 }
 
 /// Polls until `probe` returns `Some`.
