@@ -26,7 +26,6 @@ use kube::api::Api;
 use kube::core::PartialObjectMeta;
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
-use serde_json::json;
 
 use crate::Wrapper;
 use crate::cache::{Input, Object, Stream};
@@ -269,15 +268,9 @@ impl<K: Resource + serde::Serialize> Feed<'_, K> {
         }
     }
 
-    /// The object as the leader serves it: whole, but metadata alone for node metadata.
+    /// The object into the leader's log (which stores each kind in the form it serves).
     fn to_log(&self, object: &K) {
-        self.log(|kind| {
-            let value = match kind {
-                UpstreamKind::NodeMetadata => json!({"apiVersion": "v1", "kind": "Node", "metadata": object.meta()}),
-                _ => serde_json::to_value(object).unwrap_or_default(),
-            };
-            UpstreamInput::Upsert(kind, value)
-        });
+        self.log(|kind| UpstreamInput::Upsert(kind, serde_json::to_value(object).unwrap_or_default()));
     }
 }
 

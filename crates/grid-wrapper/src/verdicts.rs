@@ -63,9 +63,7 @@ impl Follower {
                 self.last_good = Some(now);
                 verdicts.down()
             }
-            None if self.last_good.is_some_and(|at| now.saturating_duration_since(at) < self.stale_after) => {
-                return None;
-            }
+            None if !self.is_stale(now) => return None,
             None => BTreeSet::new(),
         };
         if next == self.serving {
