@@ -177,7 +177,8 @@ pub enum JoinError {
 /// How long a leader's link must keep failing before the leader is passed over.
 const FAIL_AFTER: Duration = Duration::from_millis(500);
 
-/// How long a leader never reached yet may keep failing before it is passed over.
+/// How long a leader where nothing ever listened may keep refusing connections before it
+/// is passed over.
 const FIRST_CONTACT: Duration = Duration::from_secs(5);
 
 /// The longest a failing member is passed over.
@@ -349,14 +350,18 @@ impl Supervisor {
             if let Choice::Follow(leader) = &decided.choice
                 && let Some((since, failure)) = health.failing()
             {
-                // one refused connection is not a dead leader (a reset on the LAN, a
+                // one failed connection is not a dead leader (a reset on the LAN, a
                 // restart): it is passed over once its link has failed for a while, longer
-                // when it never worked (the leader may still be starting, as this one is)
-                let patience = if health.worked() { FAIL_AFTER } else { FIRST_CONTACT };
-                let given_up = match failure {
-                    LinkFailure::Unreachable => since.elapsed() >= patience,
-                    LinkFailure::NotReady => since.elapsed() >= self.unit.config.not_ready_for,
+                // while nothing ever listened there (the leader may still be starting, as
+                // this one is); not longer for a TLS refusal, which is no start-up state: a
+                // wrapper every member refuses (a key it does not publish) must get through
+                // them all before their pass-overs end, and then lead itself
+                let patience = match failure {
+                    LinkFailure::NotListening if !health.worked() => FIRST_CONTACT,
+                    LinkFailure::NotListening | LinkFailure::Unreachable => FAIL_AFTER,
+                    LinkFailure::NotReady => self.unit.config.not_ready_for,
                 };
+                let given_up = since.elapsed() >= patience;
                 if given_up {
                     tracing::warn!(leader = %leader.node, ?failure, "passing over the unit leader");
                     self.pass_over(&leader.node);

@@ -135,7 +135,11 @@ pub struct LinkHealth {
 pub enum LinkFailure {
     /// The upstream answered 503: a leader still syncing (or one that stepped down).
     NotReady,
-    /// Anything else: refused, reset, timed out, or an error answer.
+    /// Nothing listens on its port (the connection was refused): a leader that may still
+    /// be starting.
+    NotListening,
+    /// Anything else: reset, timed out, refused by TLS (a key that is not the member's, on
+    /// either side), or an error answer.
     Unreachable,
 }
 
@@ -183,8 +187,30 @@ fn classify(error: &watcher::Error) -> Option<LinkFailure> {
     match response {
         Some(410 | 504) => None,
         Some(503) => Some(LinkFailure::NotReady),
-        _ => Some(LinkFailure::Unreachable),
+        Some(_) => Some(LinkFailure::Unreachable),
+        None if connection_refused(error) => Some(LinkFailure::NotListening),
+        None => Some(LinkFailure::Unreachable),
     }
+}
+
+/// Whether `error`, or an error it was caused by, is a refused TCP connection.
+fn connection_refused(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(error);
+    while let Some(error) = next {
+        if let Some(io) = error.downcast_ref::<std::io::Error>() {
+            if io.kind() == std::io::ErrorKind::ConnectionRefused {
+                return true;
+            }
+            // an io::Error's `source()` skips the error it wraps
+            if let Some(wrapped) = io.get_ref()
+                && connection_refused(wrapped)
+            {
+                return true;
+            }
+        }
+        next = error.source();
+    }
+    false
 }
 
 /// The unit's nodes, whole: every one to the log, the local one to the cache.
@@ -316,4 +342,48 @@ impl<K: Resource + serde::Serialize> Index<K> for Feed<'_, K> {
 
 fn remote_node(node: PartialObjectMeta<Node>) -> Object {
     Object::RemoteNode { name: node.name_any(), labels: node.labels().clone() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A list from `address` through a follower's client of its leader, as the watches
+    /// make it.
+    async fn list_error(address: std::net::SocketAddr) -> watcher::Error {
+        use controller_support::node_identity::{ExpectedServer, NodeIdentity, client_config};
+        let key = |node: &str| {
+            let document = ring::signature::Ed25519KeyPair::generate_pkcs8(&ring::rand::SystemRandom::new())
+                .expect("generating a key");
+            NodeIdentity::from_pkcs8(node, document.as_ref()).expect("a node identity")
+        };
+        let (follower, leader) = (key("follower"), key("leader"));
+        let expected = ExpectedServer { node: "leader".into(), key: leader.public_key() };
+        let tls = client_config(&follower, expected).expect("TLS settings");
+        let url = format!("https://{address}").parse().expect("a URL");
+        let timeout = std::time::Duration::from_secs(5);
+        let client = crate::unit_client::leader_client(&url, tls, timeout, timeout).expect("a client");
+        let error = Api::<Service>::all(client).list(&Default::default()).await.expect_err("no leader there");
+        watcher::Error::InitialListFailed(error)
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_is_told_from_a_link_that_fails_otherwise() {
+        // a port nothing listens on: bound, then closed
+        let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("address").port();
+        let closed = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        assert_eq!(classify(&list_error(closed).await), Some(LinkFailure::NotListening));
+
+        // a listener that takes connections and closes them unanswered (as a leader refusing
+        // the follower's key does, after the handshake)
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let address = listener.local_addr().expect("address");
+        let closer = tokio::spawn(async move {
+            while let Ok((connection, _)) = listener.accept().await {
+                drop(connection);
+            }
+        });
+        assert_eq!(classify(&list_error(address).await), Some(LinkFailure::Unreachable));
+        closer.abort();
+    }
 }

@@ -418,9 +418,6 @@ async fn the_leader_killed_the_next_member_leads_and_no_list_served_meanwhile_is
 /// Two impostors, each publishing a key it does not hold: `u0` sorts first, so every member
 /// tries it as leader first; `u6` sorts last and tries to follow the leader.
 #[tokio::test]
-#[ignore = "known liveness defect: a wrapper every member refuses (u6) cycles through them, 5 s of patience each, \
-            longer than their pass-over, and never leads itself; the refusals themselves are tested in unit_link.rs \
-            and node_identity's tests (issue 26 note)"]
 async fn impostor_members_are_refused_as_leader_and_as_follower_and_serve_from_the_cloud() {
     let _turn = ONE_SITE_AT_A_TIME.lock().await;
     let mut site = Site::new(&["u0", "u6"]).await;
