@@ -10,7 +10,13 @@
 //! - u1 killed: u2 leads, every follower serves changes again within two seconds, and no
 //!   list served meanwhile is empty or partial;
 //! - an impostor member (its published key is not the key it holds): the followers refuse
-//!   it as leader, the leader refuses it as follower; it serves from the cloud alone.
+//!   it as leader, the leader refuses it as follower; it serves from the cloud alone;
+//! - a wrapper started before its node's edge-health serves alone, then follows u1 once
+//!   its key is written and published;
+//! - a follower relabelled into another unit leads that unit (kube-proxy never sees its
+//!   Node deleted), the rest of unit `a` goes on with u1.
+//!
+//! Each node's edge-health `/verdicts` is a stub serving its own unit's published identities.
 
 mod common;
 
@@ -21,12 +27,14 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use common::*;
+use controller_support::node_identity::NodeIdentity;
 use edgegrid_core::health::{LocalVerdicts, PeerIdentity};
 use edgegrid_testing::link::Link;
 use edgegrid_testing::{RunningBinary, TempDir, http_get, sample};
 use fake_apiserver::FakeApiServer;
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, WatchEvent};
 use serde_json::json;
 
 /// Each test runs five to seven wrapper binaries: one at a time, so that a starved leader
@@ -95,22 +103,30 @@ struct Site {
     dir: TempDir,
     unit_port: u16,
     members: Vec<Member>,
-    /// What the unit's edge-health daemons serve on `/verdicts`: the identities the members
-    /// publish, as the daemons read them from the API server (no one voted down).
-    identities: Arc<std::sync::Mutex<std::collections::BTreeMap<String, PeerIdentity>>>,
+    /// What each node's edge-health daemon serves on `/{node}/verdicts`: the identities the
+    /// members of its node's unit publish, as the daemons read them from the API server
+    /// (no one voted down).
+    published: Published,
     edge_health: SocketAddr,
 }
 
-/// The unit's edge-health `/verdicts`, as the daemons serve them.
-async fn edge_health(
-    identities: Arc<std::sync::Mutex<std::collections::BTreeMap<String, PeerIdentity>>>,
-) -> SocketAddr {
+/// Each node's unit and published identity, as the edge-health daemons know them.
+type Published = Arc<std::sync::Mutex<std::collections::BTreeMap<String, (String, PeerIdentity)>>>;
+
+/// The nodes' edge-health `/verdicts`: each daemon serves its own unit's identities.
+async fn edge_health(published: Published) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let address = listener.local_addr().expect("bound");
     let app = axum::Router::new().route(
-        "/verdicts",
-        axum::routing::get(move || {
-            let identities = identities.lock().expect("identities").clone();
+        "/{node}/verdicts",
+        axum::routing::get(move |axum::extract::Path(node): axum::extract::Path<String>| {
+            let published = published.lock().expect("published").clone();
+            let unit = published.get(&node).map(|(unit, _)| unit.clone());
+            let identities = published
+                .into_iter()
+                .filter(|(_, (of, _))| Some(of) == unit.as_ref())
+                .map(|(node, (_, identity))| (node, identity))
+                .collect();
             async move { axum::Json(LocalVerdicts { identities, ..LocalVerdicts::default() }) }
         }),
     );
@@ -151,24 +167,61 @@ impl Site {
             .collect();
         let pairs: Vec<(&str, &str)> = endpoints.iter().map(|(ip, n)| (ip.as_str(), *n)).collect();
         create_namespaced(&upstream, edgegrid_testing::objects::slice_object("web-1", "web", &pairs)).await;
-        let identities = Arc::default();
-        let edge_health = edge_health(Arc::clone(&identities)).await;
-        Self { server, upstream, dir, unit_port: free_unit_port(), members: Vec::new(), identities, edge_health }
+        let published = Published::default();
+        let edge_health = edge_health(Arc::clone(&published)).await;
+        Self { server, upstream, dir, unit_port: free_unit_port(), members: Vec::new(), published, edge_health }
     }
 
     /// Publishes `node`'s identity (`published` key, else the one its file holds) and
     /// starts its wrapper.
     async fn start(&mut self, node: &str, published: Option<String>) {
         let (key_path, key) = key_file(&self.dir, node);
-        let host = host_of(node);
-        let identity = PeerIdentity { public_key: published.unwrap_or(key), address: format!("{host}:51005") };
+        self.publish(node, "a", published.unwrap_or(key)).await;
+        self.launch(node, &key_path).await;
+    }
+
+    /// Starts `node`'s wrapper before its edge-health: no key file yet, no identity
+    /// published. [`Site::edge_health_starts`] writes and publishes them.
+    async fn start_before_edge_health(&mut self, node: &str) {
+        let (key_path, _) = key_file(&self.dir, node);
+        std::fs::rename(&key_path, key_path.with_extension("later")).expect("hold the key file back");
+        self.launch(node, &key_path).await;
+    }
+
+    /// `node`'s edge-health writes the key file held back and publishes its key.
+    async fn edge_health_starts(&mut self, node: &str) {
+        let key_path = self.dir.join(&format!("{node}.key"));
+        let document = std::fs::read(key_path.with_extension("later")).expect("the key held back");
+        let key = NodeIdentity::from_pkcs8(node, &document).expect("a node key").public_key();
+        std::fs::rename(key_path.with_extension("later"), &key_path).expect("write the key file");
+        self.publish(node, "a", base64::engine::general_purpose::STANDARD.encode(key)).await;
+    }
+
+    /// `node`'s identity with `public_key` on its Node, and its unit's edge-health daemons
+    /// serving it (its own, as a member of `unit`).
+    async fn publish(&self, node: &str, unit: &str, public_key: String) {
+        let identity = PeerIdentity { public_key, address: format!("{}:51005", host_of(node)) };
         let annotations = json!({"metadata": {"annotations": {
             "edgegrid.io/edge-health-public-key": identity.public_key,
             "edgegrid.io/edge-health-address": identity.address,
         }}});
-        self.identities.lock().expect("identities").insert(node.to_string(), identity);
+        self.published.lock().expect("published").insert(node.to_string(), (unit.into(), identity));
         let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(self.upstream.clone());
         nodes.patch(node, &PatchParams::default(), &Patch::Merge(&annotations)).await.expect("publish the identity");
+    }
+
+    /// Relabels `node` into `unit`: on its Node, and (as their next read of the Nodes
+    /// shows) in what the edge-health daemons serve.
+    async fn relabel(&self, node: &str, unit: &str) {
+        relabel(&self.upstream, node, unit).await;
+        if let Some((of, _)) = self.published.lock().expect("published").get_mut(node) {
+            *of = unit.to_string();
+        }
+    }
+
+    /// Starts `node`'s wrapper reading its key from `key_path`.
+    async fn launch(&mut self, node: &str, key_path: &std::path::Path) {
+        let host = host_of(node);
         let link = Link::to(self.server.addr()).await.expect("a link");
         let kubeconfig = self.dir.join(&format!("{node}.kubeconfig"));
         let config = edgegrid_testing::kubeconfig(&format!("http://{}", link.address))
@@ -193,7 +246,7 @@ impl Site {
             "--unit-upstream-retry-after",
             "5s",
             "--edge-health-url",
-            &format!("http://{}/verdicts", self.edge_health),
+            &format!("http://{}/{node}/verdicts", self.edge_health),
             "--edge-health-poll-interval",
             "200ms",
         ]
@@ -448,4 +501,71 @@ async fn impostor_members_are_refused_as_leader_and_as_follower_and_serve_from_t
     // the followers stay with u1 (u0 is passed over for longer each time it fails)
     tokio::time::sleep(Duration::from_secs(6)).await;
     site.until_led_by("u1", &MEMBERS[1..]).await;
+}
+
+/// A wrapper started before its node's edge-health (a new node, or a restart of both):
+/// it serves from the cloud alone, then joins its unit as a follower once the key file
+/// appears and the key is published.
+#[tokio::test]
+async fn a_wrapper_started_before_its_key_exists_serves_alone_then_joins_its_unit() {
+    let (mut site, _turn) = unit_of_five().await;
+    let node = "u6";
+    create_node(&site.upstream, edgegrid_testing::objects::node_object(node, &[("unit", "a")])).await;
+    site.start_before_edge_health(node).await;
+    let member = site.member(node);
+    eventually("u6 serving from the cloud alone", || async {
+        let leading = member.metric("grid_wrapper_unit_leading").await?;
+        let cloud = member.metric("grid_wrapper_upstream_source{source=\"cloud\"}").await?;
+        (leading == "0" && cloud == "1").then_some(())
+    })
+    .await;
+    site.until_served(&[node], &["10.1.0.1", "10.1.0.2", "10.1.0.3", "10.1.0.4", "10.1.0.5"]).await;
+    // the key is written and published: u6 follows u1, which admits it
+    site.edge_health_starts(node).await;
+    site.until_led_by("u1", &["u2", "u3", "u4", "u5", "u6"]).await;
+    let followers = site.member("u1").metric("grid_wrapper_unit_followers").await;
+    assert_eq!(followers.as_deref(), Some("5"));
+    // and what it serves comes through u1 now
+    site.set_endpoints(&[("10.1.0.2", "u2"), ("10.1.0.6", "u6"), ("10.1.0.9", "n9")]).await;
+    site.until_served(&["u1", "u6"], &["10.1.0.2", "10.1.0.6"]).await;
+    assert_eq!(site.member(node).metric("grid_wrapper_upstream_source{source=\"leader\"}").await.as_deref(), Some("1"));
+}
+
+/// A follower's node relabelled into another unit: its wrapper reads its Node from the
+/// cloud again (kube-proxy on the node never sees its Node deleted), leaves the unit's
+/// leader and leads its new unit (it is its only member with a wrapper), serving that
+/// unit's endpoints; the old unit goes on without it.
+#[tokio::test]
+async fn a_follower_relabelled_into_another_unit_leaves_its_leader_and_never_serves_its_node_deleted() {
+    let (site, _turn) = unit_of_five().await;
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(site.member("u5").client());
+    let params = kube::api::WatchParams::default().fields("metadata.name=u5");
+    let mut watch = nodes.watch(&params, "0").await.expect("kube-proxy's node watch").boxed();
+    site.relabel("u5", "b").await;
+    // what kube-proxy on u5 sees: its Node, then the same Node in unit b, never deleted
+    let relabelled = async {
+        loop {
+            match watch.try_next().await.expect("watch ok").expect("stream open") {
+                WatchEvent::Added(node) | WatchEvent::Modified(node) => {
+                    if node.metadata.labels.as_ref().and_then(|l| l.get("unit")).map(String::as_str) == Some("b") {
+                        return;
+                    }
+                }
+                WatchEvent::Bookmark(_) => {}
+                other => panic!("kube-proxy on u5 saw {other:?}"),
+            }
+        }
+    };
+    within_for(Duration::from_secs(15), "u5 serving its Node in unit b", relabelled).await;
+    site.until_led_by("u5", &[]).await;
+    site.until_led_by("u1", &["u2", "u3", "u4"]).await;
+    site.until_served(&["u5"], &["10.1.0.5", "10.1.0.9"]).await;
+    site.until_served(&["u1", "u2", "u3", "u4"], &["10.1.0.1", "10.1.0.2", "10.1.0.3", "10.1.0.4"]).await;
+    let followers = site.member("u1").metric("grid_wrapper_unit_followers").await;
+    assert_eq!(followers.as_deref(), Some("3"));
+    // nothing else came on u5's node watch meanwhile but bookmarks or its Node in unit b
+    while let Ok(event) = tokio::time::timeout(Duration::from_millis(500), watch.try_next()).await {
+        let Some(event) = event.expect("watch ok") else { break };
+        assert!(!matches!(event, WatchEvent::Deleted(_) | WatchEvent::Error(_)), "kube-proxy on u5 saw {event:?}");
+    }
 }
