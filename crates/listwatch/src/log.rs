@@ -157,28 +157,78 @@ impl<K: ResourceKey> Log<K> {
 
     /// Stores a new version of an object (ADDED or MODIFIED): stamps the next
     /// resourceVersion into its metadata, encodes it once, records and publishes it.
-    pub fn upsert(&mut self, key: K, id: ObjectId, mut object: Value) -> Result<Arc<StoredObject>, Error> {
+    pub fn upsert(&mut self, key: K, id: ObjectId, object: Value) -> Result<Arc<StoredObject>, Error> {
+        let rv = self.rv + 1;
+        self.put(key, id, object, rv)
+    }
+
+    /// Removes an object (DELETED); returns its last state, stamped with the deletion's
+    /// version, or `None` if it was not there.
+    pub fn remove(&mut self, key: &K, id: &ObjectId) -> Option<Arc<StoredObject>> {
+        let rv = self.rv + 1;
+        self.take(key, id, rv)
+    }
+
+    /// A replica's object as its source log holds it now (the snapshot a replica starts
+    /// from, made with [`Log::continuing`] at the snapshot's version): stored under its own
+    /// resourceVersion, no change recorded.
+    pub fn restore(&mut self, key: K, id: ObjectId, object: Value) -> Result<(), Error> {
+        let rv = object["metadata"]["resourceVersion"].as_str().and_then(|rv| rv.parse().ok());
+        let Some(rv) = rv.filter(|rv| *rv <= self.rv) else {
+            let message = format!("a restored object's resourceVersion must be at most the snapshot's {}", self.rv);
+            return Err(Error::Internal(message));
+        };
+        let objects = self.objects.entry(key).or_default();
+        let like = objects.get(&id).or_else(|| objects.values().next());
+        let stored = Arc::new(StoredObject::new(object, rv, like.map(|o| &**o)));
+        objects.insert(id, stored);
+        Ok(())
+    }
+
+    /// Commits a change another log committed at `rv` (a replica following its source):
+    /// the new state for ADDED and MODIFIED, the removal for DELETED. Versions must
+    /// increase, as the source's did; the replica's watchers see the change under the same
+    /// version, so a client of the source can resume on the replica.
+    pub fn replay(&mut self, key: K, id: ObjectId, kind: ChangeKind, object: Value, rv: u64) -> Result<(), Error> {
+        if rv <= self.rv {
+            return Err(Error::Internal(format!("change {rv} replayed after {}", self.rv)));
+        }
+        match kind {
+            ChangeKind::Added | ChangeKind::Modified => {
+                self.put(key, id, object, rv)?;
+            }
+            ChangeKind::Deleted => {
+                // a deletion of what the replica never held still moves its clock
+                if self.take(&key, &id, rv).is_none() {
+                    self.rv = rv;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Stores `object` as the version `rv` (above every version so far).
+    fn put(&mut self, key: K, id: ObjectId, object: Value, rv: u64) -> Result<Arc<StoredObject>, Error> {
         if !object.get("metadata").is_some_and(Value::is_object) {
             return Err(Error::Internal("an object without metadata cannot be stored".into()));
         }
-        self.rv += 1;
-        object = stamped(object, self.rv);
+        self.rv = rv;
+        let object = stamped(object, rv);
         let objects = self.objects.entry(key.clone()).or_default();
         // what the new version shares: its previous version's, else a neighbour's
         let like = objects.get(&id).or_else(|| objects.values().next());
-        let stored = Arc::new(StoredObject::new(object, self.rv, like.map(|o| &**o)));
+        let stored = Arc::new(StoredObject::new(object, rv, like.map(|o| &**o)));
         let old = objects.insert(id.clone(), stored.clone());
         let kind = if old.is_some() { ChangeKind::Modified } else { ChangeKind::Added };
         self.publish(key, id, kind, stored.clone(), old);
         Ok(stored)
     }
 
-    /// Removes an object (DELETED); returns its last state, stamped with the deletion's
-    /// version, or `None` if it was not there.
-    pub fn remove(&mut self, key: &K, id: &ObjectId) -> Option<Arc<StoredObject>> {
+    /// Removes `id` as the version `rv` (above every version so far), if it is there.
+    fn take(&mut self, key: &K, id: &ObjectId, rv: u64) -> Option<Arc<StoredObject>> {
         let old = self.objects.get_mut(key)?.remove(id)?;
-        self.rv += 1;
-        let last = Arc::new(StoredObject::new(stamped(old.value(), self.rv), self.rv, Some(&old)));
+        self.rv = rv;
+        let last = Arc::new(StoredObject::new(stamped(old.value(), rv), rv, Some(&old)));
         self.publish(key.clone(), id.clone(), ChangeKind::Deleted, last.clone(), Some(old));
         Some(last)
     }
