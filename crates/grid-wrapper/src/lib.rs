@@ -16,6 +16,7 @@ pub mod cli;
 pub mod metrics;
 pub mod persist;
 pub mod proxy;
+pub mod replication;
 pub mod server;
 pub mod status;
 pub mod unit;

@@ -85,6 +85,10 @@ pub struct Metrics {
     pub upstream_source: Family<SourceLabel, Gauge>,
     /// Whether this wrapper leads its unit.
     pub unit_leading: Gauge,
+    /// 1 while this wrapper keeps a replica of its leader's log (it is next in line).
+    pub unit_standby: Gauge,
+    /// Terms of leadership begun from a replica (the followers could resume).
+    pub unit_standby_promotions: Counter,
     /// Changes of where the upstream comes from (another leader, leading, the cloud).
     pub unit_leader_changes: Counter,
 }
@@ -110,6 +114,8 @@ impl Default for Metrics {
             upstream_bytes: Family::default(),
             upstream_source: Family::default(),
             unit_leading: Gauge::default(),
+            unit_standby: Gauge::default(),
+            unit_standby_promotions: Counter::default(),
             unit_leader_changes: Counter::default(),
         }
     }
@@ -181,6 +187,16 @@ impl Register for Metrics {
             self.upstream_source.clone(),
         );
         registry.register("unit_leading", "1 while this wrapper leads its unit's upstream", self.unit_leading.clone());
+        registry.register(
+            "unit_standby",
+            "1 while this wrapper keeps a replica of its unit leader's log, as the next in line",
+            self.unit_standby.clone(),
+        );
+        registry.register(
+            "unit_standby_promotions",
+            "Terms of leadership this wrapper began from its replica of the previous leader's log",
+            self.unit_standby_promotions.clone(),
+        );
         registry.register(
             "unit_leader_changes",
             "Changes of the unit upstream: another leader, this wrapper leading, or the cloud",

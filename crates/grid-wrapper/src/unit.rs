@@ -27,6 +27,7 @@ use kube::Client;
 
 use crate::Wrapper;
 use crate::metrics::SourceLabel;
+use crate::replication::ReplicaSlot;
 use crate::upstream::{LinkFailure, LinkHealth, LocalNodeWatch, Plan, run_plan};
 use crate::upstream_log::UpstreamLog;
 
@@ -203,6 +204,7 @@ pub async fn run(wrapper: Arc<Wrapper>, cloud: Client, unit: Option<Unit>, stop:
         failures: BTreeMap::new(),
         previous: None,
         relocating: false,
+        standby: None,
     };
     loop {
         let decided = supervisor.decide();
@@ -240,6 +242,21 @@ struct Supervisor {
     /// The local node left the stream that named it (relabelled): its Node is read from
     /// the cloud by name until its unit is known again.
     relocating: bool,
+    /// Next in line after the followed leader: the replica of its log kept meanwhile.
+    standby: Option<Standby>,
+}
+
+/// A replica of the followed leader's log, kept while this wrapper is next in line.
+struct Standby {
+    leader: String,
+    replica: ReplicaSlot,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Standby {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 impl Supervisor {
@@ -269,7 +286,7 @@ impl Supervisor {
         let client = self.cloud.clone();
         let plan = match (&decided.choice, &decided.unit) {
             (Choice::Lead, Some(value)) => {
-                let log = UpstreamLog::new(self.unit.config.log);
+                let log = self.promoted().unwrap_or_else(|| UpstreamLog::new(self.unit.config.log));
                 self.unit.slot.set(Some(log.clone()));
                 let local_node =
                     LocalNodeWatch::Unit { label_key: self.unit.config.label_key.clone(), value: value.clone() };
@@ -292,6 +309,53 @@ impl Supervisor {
             _ => Plan::alone(client),
         };
         Some(plan)
+    }
+
+    /// The replica kept as standby, if it is synced: the log this wrapper leads from, so
+    /// that its followers resume where they were (its cloud watches' relist reaches them
+    /// as differences).
+    fn promoted(&mut self) -> Option<Arc<UpstreamLog>> {
+        let standby = self.standby.take()?;
+        self.wrapper.metrics().unit_standby.set(0);
+        let replica = standby.replica.current().filter(|replica| replica.synced())?;
+        let rv = replica.read(|log| log.current_rv());
+        tracing::info!(leader = %standby.leader, resource_version = rv, "leading from the replica of the previous leader's log");
+        self.wrapper.metrics().unit_standby_promotions.inc();
+        Some(replica)
+    }
+
+    /// Keeps a replica of `leader`'s log while this wrapper would lead without it (the
+    /// next in line), and none otherwise.
+    fn keep_standby(&mut self, leader: &UnitMember) {
+        let (members, _) = self.wrapper.unit_members();
+        let local = self.wrapper.local_node();
+        let mut without_leader: BTreeSet<String> = self.unreachable.keys().cloned().collect();
+        without_leader.insert(leader.node.clone());
+        let next_in_line = choose(local, &members, &self.wrapper.nodes_down(), &without_leader) == Choice::Lead;
+        if !next_in_line {
+            return self.drop_standby();
+        }
+        if self.standby.as_ref().is_some_and(|standby| standby.leader == leader.node) {
+            return;
+        }
+        match self.leader_client(leader) {
+            Ok(client) => {
+                tracing::info!(leader = %leader.node, "next in line: replicating the leader's log");
+                let replica = ReplicaSlot::default();
+                let task = tokio::spawn(crate::replication::replicate(client, self.unit.config.log, replica.clone()));
+                self.standby = Some(Standby { leader: leader.node.clone(), replica, task });
+                self.wrapper.metrics().unit_standby.set(1);
+            }
+            Err(error) => {
+                tracing::warn!(leader = %leader.node, %error, "cannot set up the link to replicate the leader's log")
+            }
+        }
+    }
+
+    fn drop_standby(&mut self) {
+        if self.standby.take().is_some() {
+            self.wrapper.metrics().unit_standby.set(0);
+        }
     }
 
     fn leader_client(&self, leader: &UnitMember) -> Result<Client, crate::unit_client::UnitClientError> {
@@ -340,6 +404,10 @@ impl Supervisor {
                 && health.worked()
             {
                 self.failures.remove(&leader.node);
+            }
+            match &decided.choice {
+                Choice::Follow(leader) => self.keep_standby(leader),
+                Choice::Lead | Choice::Alone => self.drop_standby(),
             }
             if health.local_node_left() {
                 tracing::info!("the local node left its unit's stream: reading it from the cloud by name");

@@ -3,7 +3,8 @@
 //! speak to the cloud, over mutual TLS keyed by the members' node identities
 //! (`controller_support::node_identity`; the TLS layer admits members only).
 //!
-//! Served: GET list and watch, cluster-wide, of `/api/v1/services`,
+//! Served: the log itself to the unit's standby (`GET /unit/v1/log`, see
+//! [`crate::replication`]), and GET list and watch, cluster-wide, of `/api/v1/services`,
 //! `/apis/discovery.k8s.io/v1/endpointslices`, `/api/v1/endpoints` and `/api/v1/nodes`
 //! (metadata-only requests, as kube-rs' `Api<PartialObjectMeta<Node>>` sends, get every
 //! node's metadata; whole-object requests the members' Nodes, which followers select by
@@ -195,6 +196,9 @@ fn resource(path: &str) -> Option<Resource> {
 }
 
 async fn dispatch(State(served): State<Served>, request: Request<Body>) -> Response {
+    if request.uri().path() == crate::replication::PATH && request.method() == Method::GET {
+        return replicate(&served);
+    }
     let Some(resource) = resource(request.uri().path()) else {
         let message = "the server could not find the requested resource";
         return status_response(404, &listwatch::status(404, "NotFound", message, None));
@@ -276,6 +280,18 @@ fn serve(
     };
     let events = listwatch::watch_stream(start, opts, representation, served.watch, stop);
     Ok(([(header::CONTENT_TYPE, content_type)], counted(events, sent, follower)).into_response())
+}
+
+/// The log to the unit's standby ([`crate::replication`]): only a synced log is replicated
+/// (a standby must never take a partial state for its leader's).
+fn replicate(served: &Served) -> Response {
+    let Some(log) = served.log.current().filter(|log| log.serving()) else {
+        return not_serving("this grid wrapper does not lead its unit, or has not synced yet");
+    };
+    let sent = served.metrics.served_bytes.get_or_create(&ResourceLabel { resource: "log" }).clone();
+    let lines = crate::replication::stream(log, crate::replication::TICK, stopped(served.stop.clone()));
+    tracing::info!("the unit's standby replicates this leader's log");
+    ([(header::CONTENT_TYPE, "application/x-ndjson")], counted(lines, sent, None)).into_response()
 }
 
 /// A body of `chunks`, each counted into `sent` as it is handed to the connection; a

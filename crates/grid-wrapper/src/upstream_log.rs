@@ -61,6 +61,11 @@ impl UpstreamKind {
         }
     }
 
+    /// The kind [`UpstreamKind::name`] names.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|kind| kind.name() == name)
+    }
+
     /// The metric label, distinct per kind.
     pub fn name(self) -> &'static str {
         match self {
@@ -104,6 +109,13 @@ pub enum UpstreamLogError {
     },
 }
 
+/// [`UpstreamLog::snapshot`]: the version, the objects, the feed of later changes.
+pub type Snapshot = (
+    u64,
+    Vec<(UpstreamKind, Arc<listwatch::StoredObject>)>,
+    tokio::sync::broadcast::Receiver<Arc<listwatch::Change<UpstreamKind>>>,
+);
+
 /// What one input changed in the served state (what followers' watches see).
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Applied {
@@ -112,6 +124,9 @@ pub struct Applied {
 
 /// The leader's served state, shared by its cloud feeds and its server.
 pub struct UpstreamLog {
+    /// Which log this is: its versions mean something only to a log of the same term (a
+    /// replica keeps its source's term, see [`crate::replication`]).
+    term: u64,
     state: Mutex<State>,
     synced: watch::Sender<bool>,
     /// Set when this wrapper stops leading: nothing is served any more.
@@ -141,15 +156,64 @@ struct State {
 
 impl UpstreamLog {
     pub fn new(config: LogConfig) -> Arc<Self> {
+        Self::with(new_term(), Log::continuing(config, crate::status::first_resource_version()), BTreeSet::new())
+    }
+
+    /// A replica of the log of `term` as it was at `rv`, to be filled by
+    /// [`UpstreamLog::restore`] then [`UpstreamLog::replay`]. It counts every kind as
+    /// listed (its source had) and is [`synced`](UpstreamLog::synced) once told
+    /// [`UpstreamLog::replica_synced`].
+    pub fn replica(config: LogConfig, term: u64, rv: u64) -> Arc<Self> {
+        Self::with(term, Log::continuing(config, rv), UpstreamKind::ALL.into_iter().collect())
+    }
+
+    fn with(term: u64, log: Log<UpstreamKind>, listed: BTreeSet<UpstreamKind>) -> Arc<Self> {
         Arc::new(Self {
-            state: Mutex::new(State {
-                log: Log::continuing(config, crate::status::first_resource_version()),
-                listed: BTreeSet::new(),
-                relisting: BTreeMap::new(),
-            }),
+            term,
+            state: Mutex::new(State { log, listed, relisting: BTreeMap::new() }),
             synced: watch::channel(false).0,
             closed: watch::channel(false).0,
         })
+    }
+
+    pub fn term(&self) -> u64 {
+        self.term
+    }
+
+    /// The log's version, every object of every kind, and the feed of every later change,
+    /// at one instant (what a replica starts from).
+    pub fn snapshot(&self) -> Snapshot {
+        let state = self.state();
+        let objects = UpstreamKind::ALL
+            .iter()
+            .flat_map(|kind| state.log.objects(kind).map(|(_, object)| (*kind, object.clone())))
+            .collect();
+        (state.log.current_rv(), objects, state.log.subscribe())
+    }
+
+    /// A replica's object as its source held it at the replica's version.
+    pub fn restore(&self, kind: UpstreamKind, object: Value) -> Result<(), UpstreamLogError> {
+        let id = object_id(&object);
+        let mut state = self.state();
+        state.log.restore(kind, id.clone(), object).map_err(|source| not_stored(kind, id, source))
+    }
+
+    /// A change its source committed at `rv`, committed under the same version.
+    pub fn replay(
+        &self,
+        kind: UpstreamKind,
+        change: ChangeKind,
+        object: Value,
+        rv: u64,
+    ) -> Result<(), UpstreamLogError> {
+        let id = object_id(&object);
+        let mut state = self.state();
+        state.log.replay(kind, id.clone(), change, object, rv).map_err(|source| not_stored(kind, id, source))
+    }
+
+    /// The replica holds its source's state as of its snapshot: it may be served.
+    pub fn replica_synced(&self) {
+        self.synced.send_if_modified(|synced| !std::mem::replace(synced, true));
     }
 
     /// Reads the log under its lock; keep `read` brief (every request and every upstream
@@ -187,7 +251,7 @@ impl UpstreamLog {
     }
 
     /// Resolves once the log is closed.
-    pub fn closed(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+    pub fn closed(&self) -> impl std::future::Future<Output = ()> + Send + 'static + use<> {
         let mut closed = self.closed.subscribe();
         async move {
             let _ = closed.wait_for(|closed| *closed).await;
@@ -252,12 +316,7 @@ impl State {
         }
         let existed = self.log.get(&kind, &id).is_some();
         let (namespace, name) = id.clone();
-        self.log.upsert(kind, id, object).map_err(|source| UpstreamLogError::NotStored {
-            kind,
-            namespace,
-            name,
-            source,
-        })?;
+        self.log.upsert(kind, id, object).map_err(|source| not_stored(kind, (namespace, name), source))?;
         applied.changes.push((kind, if existed { ChangeKind::Modified } else { ChangeKind::Added }));
         Ok(())
     }
@@ -281,6 +340,18 @@ fn stored_form(kind: UpstreamKind, object: Value) -> Value {
         metadata.remove("managedFields");
     }
     kind.served().stamp(object)
+}
+
+fn not_stored(kind: UpstreamKind, (namespace, name): ObjectId, source: listwatch::Error) -> UpstreamLogError {
+    UpstreamLogError::NotStored { kind, namespace, name, source }
+}
+
+/// A new log's term: random, so that two logs' versions are never taken for each other's.
+fn new_term() -> u64 {
+    let mut bytes = [0u8; 8];
+    // the system's generator does not fail on Linux; a zero term is still a term
+    let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes);
+    u64::from_be_bytes(bytes)
 }
 
 fn object_id(object: &Value) -> ObjectId {

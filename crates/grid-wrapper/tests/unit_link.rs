@@ -502,3 +502,45 @@ async fn a_leader_url_must_be_https() {
         assert!(matches!(refused, Err(grid_wrapper::unit_client::UnitClientError::Url { .. })), "{url}");
     }
 }
+
+/// The objects of every kind, as stored bytes, and the log's version.
+fn log_contents(log: &UpstreamLog) -> (u64, Vec<(UpstreamKind, bytes::Bytes)>) {
+    let (rv, objects, _) = log.snapshot();
+    (rv, objects.into_iter().map(|(kind, object)| (kind, object.json().clone())).collect())
+}
+
+/// The unit's standby replicates its leader's log over the members' TLS link: the replica
+/// holds the leader's objects under the leader's versions and term, follows its changes,
+/// and outlives the leader (it is what the standby will lead from).
+#[tokio::test]
+async fn the_standby_replicates_the_leaders_log_over_the_unit_link() {
+    let cluster = Cluster::new();
+    let log = new_log();
+    cluster.list_into(&log, &UpstreamKind::ALL);
+    let standby = identity("n2");
+    let leader = Leader::start(log.clone(), &[&standby]).await;
+    let client = follower_client(&leader.url(), &standby, expecting(&leader.identity));
+    let slot = grid_wrapper::replication::ReplicaSlot::default();
+    let config = LogConfig { history_limit: 1000, watch_buffer: 1000 };
+    let replicating = tokio::spawn(grid_wrapper::replication::replicate(client, config, slot.clone()));
+    eventually("the replica", true, || slot.current().is_some()).await;
+    let replica = slot.current().expect("a replica");
+    assert_eq!(replica.term(), log.term());
+    eventually("the replica equal to the log", log_contents(&log), || log_contents(&replica)).await;
+
+    let mut changed = cluster.slices[0].clone();
+    changed["endpoints"][0]["addresses"] = json!(["10.1.0.99"]);
+    log.apply(UpstreamInput::Upsert(UpstreamKind::EndpointSlices, changed)).expect("upsert");
+    log.apply(UpstreamInput::Delete(UpstreamKind::Services, ("ns".into(), "api".into()))).expect("delete");
+    eventually("the replica following the log", log_contents(&log), || log_contents(&replica)).await;
+    let sent = leader.metrics.served_bytes.get_or_create(&ResourceLabel { resource: "log" }).get();
+    assert!(sent > 0, "the log's bytes are counted");
+
+    // the leader gone, the replica stays as it was
+    let last = log_contents(&log);
+    leader.stop.send_replace(true);
+    within("the leader's server stopping", leader.server).await.expect("stopped");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(slot.current().map(|r| log_contents(&r)), Some(last));
+    replicating.abort();
+}

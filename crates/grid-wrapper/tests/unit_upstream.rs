@@ -41,6 +41,9 @@ use serde_json::json;
 /// does not make its followers pass it over (which these tests would then report).
 static ONE_SITE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
+/// 1 while a wrapper keeps a replica of its leader's log.
+const STANDBY: &str = "grid_wrapper_unit_standby";
+
 /// The unit's members, in name order (u1 leads while alive).
 const MEMBERS: [&str; 5] = ["u1", "u2", "u3", "u4", "u5"];
 
@@ -301,6 +304,13 @@ impl Site {
         led.await.is_some()
     }
 
+    /// Waits until `node` keeps a replica of its leader's log.
+    async fn until_standby(&self, node: &str) {
+        let member = self.member(node);
+        let what = format!("{node} the standby");
+        eventually(&what, || async { (member.metric(STANDBY).await.as_deref() == Some("1")).then_some(()) }).await;
+    }
+
     /// Waits until each of `nodes` serves `expected` as the addresses of `web-1` (in any
     /// order).
     async fn until_served(&self, nodes: &[&str], expected: &[&str]) {
@@ -455,6 +465,11 @@ async fn the_leader_killed_the_next_member_leads_and_no_list_served_meanwhile_is
             lists
         }
     });
+    // u2, next in line, keeps a replica of u1's log; no one else does
+    site.until_standby("u2").await;
+    for node in &remaining[1..] {
+        assert_eq!(site.member(node).metric(STANDBY).await.as_deref(), Some("0"), "{node}");
+    }
     site.members.iter_mut().find(|m| m.node == "u1").expect("u1").kill();
     let killed = Instant::now();
     site.set_endpoints(&[("10.1.0.4", "u4"), ("10.1.0.5", "u5")]).await;
@@ -463,6 +478,10 @@ async fn the_leader_killed_the_next_member_leads_and_no_list_served_meanwhile_is
     watching.store(false, Ordering::SeqCst);
     let lists = checker.await.expect("no follower served an empty or partial list");
     site.until_led_by("u2", &remaining[1..]).await;
+    // u2 led from its replica, and u3 is the standby now
+    let promotions = site.member("u2").metric("grid_wrapper_unit_standby_promotions_total").await;
+    assert_eq!(promotions.as_deref(), Some("1"));
+    site.until_standby("u3").await;
     // the time is measured (the bench has the target); here it only must recover
     println!("failover: every follower served the change {failover:?} after the leader died ({lists} lists checked)");
     assert!(lists > 0);

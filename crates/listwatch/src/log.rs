@@ -132,6 +132,11 @@ impl<K: ResourceKey> Log<K> {
         log
     }
 
+    /// The feed of every change committed from now on, of every resource type.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Change<K>>> {
+        self.live.subscribe()
+    }
+
     pub fn current_rv(&self) -> u64 {
         self.rv
     }
