@@ -28,6 +28,7 @@ use kube::Client;
 use crate::Wrapper;
 use crate::metrics::SourceLabel;
 use crate::replication::ReplicaSlot;
+use crate::unit_client::LeaderRoute;
 use crate::upstream::{LinkFailure, LinkHealth, LocalNodeWatch, Plan, run_plan};
 use crate::upstream_log::UpstreamLog;
 
@@ -205,19 +206,30 @@ pub async fn run(wrapper: Arc<Wrapper>, cloud: Client, unit: Option<Unit>, stop:
         previous: None,
         relocating: false,
         standby: None,
+        route: None,
     };
     loop {
-        let decided = supervisor.decide();
+        let mut decided = supervisor.decide();
         let Some(plan) = supervisor.plan(&decided) else { continue };
         let health = plan.health.clone();
         let upstream = run_plan(supervisor.wrapper.clone(), plan, std::future::pending());
-        tokio::select! {
-            () = upstream => {}
-            () = supervisor.until_changed(&decided, &health) => {}
-            () = &mut stop => {
-                supervisor.step_down();
-                return;
+        tokio::pin!(upstream);
+        loop {
+            tokio::select! {
+                () = &mut upstream => break,
+                () = supervisor.until_changed(&decided, &health) => {}
+                () = &mut stop => {
+                    supervisor.step_down();
+                    return;
+                }
             }
+            // another leader to follow: the same watches go on against it
+            let next = supervisor.decide();
+            if !supervisor.refollow(&decided, &next) {
+                break;
+            }
+            health.reset();
+            decided = next;
         }
         supervisor.step_down();
     }
@@ -244,6 +256,8 @@ struct Supervisor {
     relocating: bool,
     /// Next in line after the followed leader: the replica of its log kept meanwhile.
     standby: Option<Standby>,
+    /// Following: where the watches' requests go.
+    route: Option<LeaderRoute>,
 }
 
 /// A replica of the followed leader's log, kept while this wrapper is next in line.
@@ -292,23 +306,46 @@ impl Supervisor {
                     LocalNodeWatch::Unit { label_key: self.unit.config.label_key.clone(), value: value.clone() };
                 Plan { client, local_node, log: Some(log), health: Arc::default(), from_leader: false }
             }
-            (Choice::Follow(leader), _) => match self.leader_client(leader) {
-                Ok(client) => Plan {
+            (Choice::Follow(leader), _) => {
+                let route = LeaderRoute::default();
+                if let Err(error) = self.leader_client(leader).map(|client| route.set_leader(client)) {
+                    tracing::warn!(leader = %leader.node, %error, "cannot set up the link to the unit leader");
+                    self.pass_over(&leader.node);
+                    return None;
+                }
+                let client = route.client();
+                self.route = Some(route);
+                Plan {
                     client,
                     local_node: LocalNodeWatch::ByName,
                     log: None,
                     health: Arc::default(),
                     from_leader: true,
-                },
-                Err(error) => {
-                    tracing::warn!(leader = %leader.node, %error, "cannot set up the link to the unit leader");
-                    self.pass_over(&leader.node);
-                    return None;
                 }
-            },
+            }
             _ => Plan::alone(client),
         };
         Some(plan)
+    }
+
+    /// Follows `next`'s leader with the watches that followed `decided`'s, when both
+    /// follow (they resume on the new leader, see [`LeaderRoute`]); false when the plan
+    /// must be made again.
+    fn refollow(&mut self, decided: &Decided, next: &Decided) -> bool {
+        let (Choice::Follow(_), Choice::Follow(leader)) = (&decided.choice, &next.choice) else { return false };
+        let Some(route) = self.route.clone() else { return false };
+        match self.leader_client(leader) {
+            Ok(client) => {
+                route.set_leader(client);
+                self.record(next);
+                true
+            }
+            Err(error) => {
+                tracing::warn!(leader = %leader.node, %error, "cannot set up the link to the unit leader");
+                self.pass_over(&leader.node);
+                false
+            }
+        }
     }
 
     /// The replica kept as standby, if it is synced: the log this wrapper leads from, so

@@ -99,6 +99,74 @@ pub fn leader_client_counted(
     Ok(kube::Client::new(service, "default"))
 }
 
+/// A follower's link to whichever member leads its unit: one client for the follower's
+/// watches, whose requests go to the leader set last. A leader change does not restart the
+/// watches: they resume where they were, which a leader leading from its replica of the
+/// previous leader's log ([`crate::replication`]) serves as the differences since; any
+/// other leader answers 410 and they relist.
+///
+/// Each upstream stream (one watcher) sends the term of the log its last answer came from
+/// (`unit_server::TERM_HEADER`): the versions it resumes from are that log's, and only a
+/// log of that term may take them for its own.
+#[derive(Clone, Default)]
+pub struct LeaderRoute(Arc<std::sync::Mutex<Route>>);
+
+#[derive(Default)]
+struct Route {
+    leader: Option<kube::Client>,
+    terms: std::collections::HashMap<&'static str, http::HeaderValue>,
+}
+
+impl LeaderRoute {
+    /// The client the follower's watches use.
+    pub fn client(&self) -> kube::Client {
+        kube::Client::new(Routed(self.clone()), "default")
+    }
+
+    /// Sends every later request to `leader` (a [`leader_client_counted`]).
+    pub fn set_leader(&self, leader: kube::Client) {
+        self.route().leader = Some(leader);
+    }
+
+    fn route(&self) -> std::sync::MutexGuard<'_, Route> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[derive(Clone)]
+struct Routed(LeaderRoute);
+
+impl Service<Request<kube::client::Body>> for Routed {
+    type Response = Response<kube::client::Body>;
+    type Error = kube::Error;
+    type Future = ResponseFuture<kube::client::Body, kube::Error>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, mut request: Request<kube::client::Body>) -> Self::Future {
+        let accept = request.headers().get(http::header::ACCEPT).and_then(|a| a.to_str().ok());
+        let stream = received_stream(request.uri().path(), accept);
+        let (leader, term) = {
+            let route = self.0.route();
+            (route.leader.clone(), route.terms.get(stream).cloned())
+        };
+        if let Some(term) = term {
+            request.headers_mut().insert(crate::unit_server::TERM_HEADER, term);
+        }
+        let route = self.0.clone();
+        Box::pin(async move {
+            let leader = leader.ok_or_else(|| kube::Error::Service("no unit leader chosen yet".into()))?;
+            let response = leader.send(request).await?;
+            if let Some(term) = response.headers().get(crate::unit_server::TERM_HEADER) {
+                route.route().terms.insert(stream, term.clone());
+            }
+            Ok(response)
+        })
+    }
+}
+
 /// The upstream stream (as [`Stream::name`] names it) a request to an API path belongs
 /// to: its resource, and for nodes whether metadata only (every node) or whole objects
 /// (the local one) are asked; `"other"` for anything else.

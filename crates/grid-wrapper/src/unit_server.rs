@@ -217,6 +217,7 @@ async fn dispatch(State(served): State<Served>, request: Request<Body>) -> Respo
         }
     };
     let accept = request.headers().get(header::ACCEPT).and_then(|a| a.to_str().ok());
+    let term = request.headers().get(TERM_HEADER).and_then(|t| t.to_str().ok());
     let key = request.extensions().get::<PeerCertificate>().map(|PeerCertificate(key)| Follower::Key(key.to_vec()));
     let address =
         request.extensions().get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(peer)| Follower::Address(peer.ip()));
@@ -226,7 +227,7 @@ async fn dispatch(State(served): State<Served>, request: Request<Body>) -> Respo
         let mut synced = log.synced_changes();
         let _ = tokio::time::timeout(served.sync_wait, synced.wait_for(|synced| *synced)).await;
     }
-    match serve(&served, resource, &query, accept, peer) {
+    match serve(&served, resource, &query, accept, term, peer) {
         Ok(response) => response,
         Err(error) => status_response(error.code(), &error.status()),
     }
@@ -237,6 +238,7 @@ fn serve(
     resource: Resource,
     query: &HashMap<String, String>,
     accept: Option<&str>,
+    term: Option<&str>,
     peer: Option<Follower>,
 ) -> Result<Response, listwatch::Error> {
     let kind = match resource {
@@ -259,15 +261,23 @@ fn serve(
         return Ok(not_serving("the unit leader has not synced with the upstream API server yet"));
     }
     let sent = served.metrics.served_bytes.get_or_create(&ResourceLabel { resource: kind.name() }).clone();
+    // a version (or continue token) of another leader's log means nothing in this one
+    let foreign = term.is_some_and(|term| term != log.term().to_string()) && resumes(query);
+    let foreign_version = || listwatch::Error::Expired { requested: 0, oldest: log.read(|log| log.current_rv()) };
     if !listwatch::is_watch(query) {
         let opts = ListOptions::from_query(query, None)?;
+        if foreign {
+            return Err(foreign_version());
+        }
         let page = log.read(|log| log.list(&kind, &opts))?;
         let content_type = representation.content_type(false);
         let chunks = futures::stream::iter(listwatch::ListBody::new(page, representation));
-        return Ok(([(header::CONTENT_TYPE, content_type)], counted(chunks, sent, None)).into_response());
+        let headers = [(header::CONTENT_TYPE, content_type)];
+        return Ok((headers, [term_header(&log)], counted(chunks, sent, None)).into_response());
     }
     let opts = WatchOptions::from_query(query, None)?;
-    let start = log.read(|log| log.watch(&kind, &opts));
+    // as kube-apiserver answers a version it no longer has: 410 in the watch stream
+    let start = if foreign { Err(foreign_version()) } else { log.read(|log| log.watch(&kind, &opts)) };
     tracing::debug!(peer = ?peer, resource = kind.name(), "follower watch started");
     let follower = peer.map(|peer| served.metrics.watching(peer));
     let content_type = representation.content_type(true);
@@ -279,7 +289,25 @@ fn serve(
         }
     };
     let events = listwatch::watch_stream(start, opts, representation, served.watch, stop);
-    Ok(([(header::CONTENT_TYPE, content_type)], counted(events, sent, follower)).into_response())
+    let headers = [(header::CONTENT_TYPE, content_type)];
+    Ok((headers, [term_header(&log)], counted(events, sent, follower)).into_response())
+}
+
+/// Which log a list or watch was answered from (its term, [`UpstreamLog::term`]), and, on
+/// a request, which log the version or continue token it resumes from belongs to: a log
+/// of another term answers 410 (the client relists) instead of taking the version for one
+/// of its own. A leader's replica keeps its term, so followers resume on it.
+pub const TERM_HEADER: &str = "edgegrid-unit-log-term";
+
+fn term_header(log: &UpstreamLog) -> (axum::http::HeaderName, HeaderValue) {
+    (axum::http::HeaderName::from_static(TERM_HEADER), HeaderValue::from(log.term()))
+}
+
+/// Whether a request continues from a version: a continue token, or a resourceVersion
+/// other than "any" (`0`) and "latest" (empty).
+fn resumes(query: &HashMap<String, String>) -> bool {
+    let given = |name: &str| query.get(name).is_some_and(|value| !value.is_empty());
+    given("continue") || (given("resourceVersion") && query.get("resourceVersion").is_some_and(|rv| rv != "0"))
 }
 
 /// The log to the unit's standby ([`crate::replication`]): only a synced log is replicated

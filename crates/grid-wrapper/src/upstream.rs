@@ -167,6 +167,12 @@ impl LinkHealth {
         self.failing.lock().unwrap_or_else(PoisonError::into_inner).remove(&stream);
     }
 
+    /// Forgets every failure and success (the link now goes to another leader).
+    pub fn reset(&self) {
+        self.failing.lock().unwrap_or_else(PoisonError::into_inner).clear();
+        self.worked.store(false, Ordering::Relaxed);
+    }
+
     /// Whether the local node left the stream that names it since the plan started.
     pub fn local_node_left(&self) -> bool {
         self.local_node_left.load(Ordering::Relaxed)

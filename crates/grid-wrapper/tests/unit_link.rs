@@ -136,7 +136,11 @@ struct Leader {
 
 impl Leader {
     async fn start(log: Arc<UpstreamLog>, members: &[&NodeIdentity]) -> Self {
-        let identity = identity("n1");
+        Self::start_as(identity("n1"), log, members).await
+    }
+
+    /// The member `identity` leading from `log`.
+    async fn start_as(identity: NodeIdentity, log: Arc<UpstreamLog>, members: &[&NodeIdentity]) -> Self {
         let members: BTreeMap<String, PublicKeyBytes> =
             members.iter().map(|m| (m.node().to_owned(), m.public_key())).collect();
         let tls = server_config(&identity, MemberKeys::new(members)).expect("the leader's TLS settings");
@@ -543,4 +547,100 @@ async fn the_standby_replicates_the_leaders_log_over_the_unit_link() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(slot.current().map(|r| log_contents(&r)), Some(last));
     replicating.abort();
+}
+
+/// The watcher events of `watch` until `name` is applied (as a list item or a change), by
+/// kind: `init`, `apply <name>`, `delete <name>`, `done`; failed attempts are skipped.
+async fn events_until_applied(watch: &mut Watcher<EndpointSlice>, name: &str) -> Vec<String> {
+    let mut seen = Vec::new();
+    loop {
+        let event = within(&format!("{name} applied, after {seen:?}"), watch.next()).await;
+        let Some(Ok(event)) = event else { continue };
+        let (what, done) = match event {
+            watcher::Event::Init => ("init".to_string(), false),
+            watcher::Event::InitApply(slice) | watcher::Event::Apply(slice) => {
+                let applied = slice.metadata.name.clone().unwrap_or_default();
+                (format!("apply {applied}"), applied == name)
+            }
+            watcher::Event::Delete(slice) => (format!("delete {}", slice.metadata.name.unwrap_or_default()), false),
+            watcher::Event::InitDone => ("done".to_string(), false),
+        };
+        seen.push(what);
+        if done {
+            return seen;
+        }
+    }
+}
+
+/// A follower's watch through its [`LeaderRoute`], the leader's standby replicating, the
+/// leader stopped: the route set to the standby (leading from its replica), the watch
+/// resumes there, and the next change arrives as one event, not a relist.
+#[tokio::test]
+async fn a_followers_watch_resumes_on_the_standby_leading_from_its_replica() {
+    let cluster = Cluster::new();
+    let log = new_log();
+    cluster.list_into(&log, &UpstreamKind::ALL);
+    let (follower, standby) = (identity("n2"), identity("n3"));
+    let leader = Leader::start(log.clone(), &[&follower, &standby]).await;
+    let slot = grid_wrapper::replication::ReplicaSlot::default();
+    let config = LogConfig { history_limit: 1000, watch_buffer: 1000 };
+    let to_leader = follower_client(&leader.url(), &standby, expecting(&leader.identity));
+    let replicating = tokio::spawn(grid_wrapper::replication::replicate(to_leader, config, slot.clone()));
+    let route = grid_wrapper::unit_client::LeaderRoute::default();
+    route.set_leader(follower_client(&leader.url(), &follower, expecting(&leader.identity)));
+    let mut slices = watch_all(Api::<EndpointSlice>::all(route.client()));
+    assert_eq!(names(&initial(&mut slices).await), ["api-1", "web-1"]);
+    let mut changed = cluster.slices[1].clone();
+    changed["endpoints"][0]["addresses"] = json!(["10.1.0.7"]);
+    log.apply(UpstreamInput::Upsert(UpstreamKind::EndpointSlices, changed.clone())).expect("upsert");
+    assert_eq!(events_until_applied(&mut slices, "web-1").await, ["apply web-1"]);
+    eventually("the replica", Some(log_contents(&log)), || slot.current().map(|r| log_contents(&r))).await;
+
+    // the leader dies; the standby leads from its replica, and the route goes there
+    let replica = slot.current().expect("a replica");
+    replicating.abort();
+    leader.stop.send_replace(true);
+    within("the leader's server stopping", leader.server).await.expect("stopped");
+    let standby_leader = Leader::start_as(standby, replica.clone(), &[&follower]).await;
+    route.set_leader(follower_client(&standby_leader.url(), &follower, expecting(&standby_leader.identity)));
+    changed["endpoints"][0]["addresses"] = json!(["10.1.0.8"]);
+    replica.apply(UpstreamInput::Upsert(UpstreamKind::EndpointSlices, changed)).expect("upsert");
+    assert_eq!(events_until_applied(&mut slices, "web-1").await, ["apply web-1"], "resumed, not relisted");
+}
+
+/// A leader whose log is another (its term differs) answers a follower resuming from the
+/// previous leader's versions with 410, even where its own versions are the same numbers:
+/// the watch relists and serves that leader's state (here without `api-1`, which a resumed
+/// watch would have kept for ever).
+#[tokio::test]
+async fn a_followers_watch_relists_on_a_leader_of_another_log_with_the_same_versions() {
+    let cluster = Cluster::new();
+    let log = new_log();
+    cluster.list_into(&log, &UpstreamKind::ALL);
+    let follower = identity("n2");
+    let leader = Leader::start(log.clone(), &[&follower]).await;
+    let route = grid_wrapper::unit_client::LeaderRoute::default();
+    route.set_leader(follower_client(&leader.url(), &follower, expecting(&leader.identity)));
+    let mut slices = watch_all(Api::<EndpointSlice>::all(route.client()));
+    assert_eq!(names(&initial(&mut slices).await), ["api-1", "web-1"]);
+    // another log at the same version: the same objects but api-1
+    let config = LogConfig { history_limit: 1000, watch_buffer: 1000 };
+    let (rv, objects, _) = log.snapshot();
+    let other = UpstreamLog::replica(config, log.term().wrapping_add(1), rv);
+    for (kind, object) in objects {
+        if object.name() != "api-1" {
+            other.restore(kind, object.value()).expect("restored");
+        }
+    }
+    other.replica_synced();
+    leader.stop.send_replace(true);
+    within("the leader's server stopping", leader.server).await.expect("stopped");
+    let next = Leader::start_as(identity("n3"), other.clone(), &[&follower]).await;
+    route.set_leader(follower_client(&next.url(), &follower, expecting(&next.identity)));
+    let mut changed = cluster.slices[1].clone();
+    changed["endpoints"][0]["addresses"] = json!(["10.1.0.8"]);
+    other.apply(UpstreamInput::Upsert(UpstreamKind::EndpointSlices, changed)).expect("upsert");
+    let events = events_until_applied(&mut slices, "web-1").await;
+    assert_eq!(events, ["init", "apply web-1"], "relisted, api-1 gone");
+    assert!(matches!(next_event(&mut slices).await, watcher::Event::InitDone));
 }
