@@ -356,6 +356,7 @@ impl Supervisor {
         self.wrapper.metrics().unit_standby.set(0);
         let replica = standby.replica.current().filter(|replica| replica.synced())?;
         let rv = replica.read(|log| log.current_rv());
+        replica.promote();
         tracing::info!(leader = %standby.leader, resource_version = rv, "leading from the replica of the previous leader's log");
         self.wrapper.metrics().unit_standby_promotions.inc();
         Some(replica)

@@ -262,7 +262,7 @@ fn serve(
     }
     let sent = served.metrics.served_bytes.get_or_create(&ResourceLabel { resource: kind.name() }).clone();
     // a version (or continue token) of another leader's log means nothing in this one
-    let foreign = term.is_some_and(|term| term != log.term().to_string()) && resumes(query);
+    let foreign = resumes(query) && term.is_some_and(|term| !takes(&log, term, query));
     let foreign_version = || listwatch::Error::Expired { requested: 0, oldest: log.read(|log| log.current_rv()) };
     if !listwatch::is_watch(query) {
         let opts = ListOptions::from_query(query, None)?;
@@ -301,6 +301,13 @@ pub const TERM_HEADER: &str = "edgegrid-unit-log-term";
 
 fn term_header(log: &UpstreamLog) -> (axum::http::HeaderName, HeaderValue) {
     (axum::http::HeaderName::from_static(TERM_HEADER), HeaderValue::from(log.term()))
+}
+
+/// Whether `log` takes the version a request resumes from, told it is of the log of `term`.
+fn takes(log: &UpstreamLog, term: &str, query: &HashMap<String, String>) -> bool {
+    let Ok(term) = term.parse() else { return false };
+    let rv = query.get("resourceVersion").filter(|_| !query.contains_key("continue")).and_then(|rv| rv.parse().ok());
+    log.resumes(term, rv)
 }
 
 /// Whether a request continues from a version: a continue token, or a resourceVersion

@@ -124,9 +124,6 @@ pub struct Applied {
 
 /// The leader's served state, shared by its cloud feeds and its server.
 pub struct UpstreamLog {
-    /// Which log this is: its versions mean something only to a log of the same term (a
-    /// replica keeps its source's term, see [`crate::replication`]).
-    term: u64,
     state: Mutex<State>,
     synced: watch::Sender<bool>,
     /// Set when this wrapper stops leading: nothing is served any more.
@@ -147,6 +144,13 @@ impl std::fmt::Debug for UpstreamLog {
 }
 
 struct State {
+    /// Which log this is: its versions mean something only to a log of the same term (a
+    /// replica keeps its source's term, see [`crate::replication`]).
+    term: u64,
+    /// Promoted from a replica: the source's term, and the last of its versions this log
+    /// holds. Versions of the source up to there are this log's too; later ones are not
+    /// (the source may have gone on without this log: a client of it relists).
+    inherited: Option<(u64, u64)>,
     log: Log<UpstreamKind>,
     /// Kinds that have completed at least one list.
     listed: BTreeSet<UpstreamKind>,
@@ -169,15 +173,31 @@ impl UpstreamLog {
 
     fn with(term: u64, log: Log<UpstreamKind>, listed: BTreeSet<UpstreamKind>) -> Arc<Self> {
         Arc::new(Self {
-            term,
-            state: Mutex::new(State { log, listed, relisting: BTreeMap::new() }),
+            state: Mutex::new(State { term, inherited: None, log, listed, relisting: BTreeMap::new() }),
             synced: watch::channel(false).0,
             closed: watch::channel(false).0,
         })
     }
 
     pub fn term(&self) -> u64 {
-        self.term
+        self.state().term
+    }
+
+    /// This replica becomes the log of a leader: a term of its own from now on, its
+    /// source's versions up to now still its own (the followers of its source resume on
+    /// it, unless they saw more of the source than it did).
+    pub fn promote(&self) {
+        let mut state = self.state();
+        state.inherited = Some((state.term, state.log.current_rv()));
+        state.term = new_term();
+    }
+
+    /// Whether a client that last heard from the log of `term` may resume from `rv` (a
+    /// watch's resourceVersion; `None` for a continue token) on this one.
+    pub fn resumes(&self, term: u64, rv: Option<u64>) -> bool {
+        let state = self.state();
+        term == state.term
+            || state.inherited.is_some_and(|(source, last)| source == term && rv.is_some_and(|rv| rv <= last))
     }
 
     /// The log's version, every object of every kind, and the feed of every later change,
@@ -493,6 +513,22 @@ mod tests {
         );
         let unnamed = log.apply(UpstreamInput::Upsert(UpstreamKind::Services, json!({"metadata": {}})));
         assert_eq!(unnamed, Err(UpstreamLogError::Unnamed { kind: UpstreamKind::Services }));
+    }
+
+    /// A promoted replica takes versions of its source's term up to its own last one, its
+    /// own term's, and nothing else.
+    #[test]
+    fn a_promoted_replica_takes_its_sources_versions_up_to_its_last() {
+        let replica = UpstreamLog::replica(LogConfig { history_limit: 10, watch_buffer: 10 }, 7, 100);
+        assert!(replica.resumes(7, Some(100)) && replica.resumes(7, Some(500)) && replica.resumes(7, None));
+        replica.promote();
+        let own = replica.term();
+        assert_ne!(own, 7);
+        assert!(replica.resumes(7, Some(100)) && replica.resumes(7, Some(3)));
+        assert!(!replica.resumes(7, Some(101)), "a version of the source this log never had");
+        assert!(!replica.resumes(7, None), "a continue token of the source");
+        assert!(!replica.resumes(8, Some(50)));
+        assert!(replica.resumes(own, Some(101)) && replica.resumes(own, None));
     }
 
     /// Synced only once every kind has completed a list; a kind still listing, or one that

@@ -601,6 +601,7 @@ async fn a_followers_watch_resumes_on_the_standby_leading_from_its_replica() {
     replicating.abort();
     leader.stop.send_replace(true);
     within("the leader's server stopping", leader.server).await.expect("stopped");
+    replica.promote();
     let standby_leader = Leader::start_as(standby, replica.clone(), &[&follower]).await;
     route.set_leader(follower_client(&standby_leader.url(), &follower, expecting(&standby_leader.identity)));
     changed["endpoints"][0]["addresses"] = json!(["10.1.0.8"]);
@@ -643,4 +644,41 @@ async fn a_followers_watch_relists_on_a_leader_of_another_log_with_the_same_vers
     let events = events_until_applied(&mut slices, "web-1").await;
     assert_eq!(events, ["init", "apply web-1"], "relisted, api-1 gone");
     assert!(matches!(next_event(&mut slices).await, watcher::Event::InitDone));
+}
+
+/// A follower that saw more of the old leader than its standby did (a change the replica
+/// never got) must not resume on the promoted standby, whose versions after its last one
+/// are its own: it relists, and serves the new leader's state.
+#[tokio::test]
+async fn a_follower_ahead_of_the_standby_relists_on_it() {
+    let cluster = Cluster::new();
+    let log = new_log();
+    cluster.list_into(&log, &UpstreamKind::ALL);
+    let (follower, standby) = (identity("n2"), identity("n3"));
+    let leader = Leader::start(log.clone(), &[&follower, &standby]).await;
+    let slot = grid_wrapper::replication::ReplicaSlot::default();
+    let config = LogConfig { history_limit: 1000, watch_buffer: 1000 };
+    let to_leader = follower_client(&leader.url(), &standby, expecting(&leader.identity));
+    let replicating = tokio::spawn(grid_wrapper::replication::replicate(to_leader, config, slot.clone()));
+    eventually("the replica", Some(log_contents(&log)), || slot.current().map(|r| log_contents(&r))).await;
+    let route = grid_wrapper::unit_client::LeaderRoute::default();
+    route.set_leader(follower_client(&leader.url(), &follower, expecting(&leader.identity)));
+    let mut slices = watch_all(Api::<EndpointSlice>::all(route.client()));
+    assert_eq!(names(&initial(&mut slices).await), ["api-1", "web-1"]);
+    // the standby stops hearing the leader; the follower sees one more change
+    replicating.abort();
+    log.apply(UpstreamInput::Delete(UpstreamKind::EndpointSlices, ("ns".into(), "api-1".into()))).expect("delete");
+    assert!(matches!(next_event(&mut slices).await, watcher::Event::Delete(_)));
+    let replica = slot.current().expect("a replica");
+    replica.promote();
+    leader.stop.send_replace(true);
+    within("the leader's server stopping", leader.server).await.expect("stopped");
+    let standby_leader = Leader::start_as(standby, replica.clone(), &[&follower]).await;
+    route.set_leader(follower_client(&standby_leader.url(), &follower, expecting(&standby_leader.identity)));
+    let mut changed = cluster.slices[1].clone();
+    changed["endpoints"][0]["addresses"] = json!(["10.1.0.8"]);
+    replica.apply(UpstreamInput::Upsert(UpstreamKind::EndpointSlices, changed)).expect("upsert");
+    // the promoted log never deleted api-1: relisted, it is the new leader's state
+    let events = events_until_applied(&mut slices, "web-1").await;
+    assert_eq!(events, ["init", "apply api-1", "apply web-1"], "relisted");
 }
