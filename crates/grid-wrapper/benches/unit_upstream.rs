@@ -18,7 +18,8 @@
 //! `cargo bench -p grid-wrapper --bench unit_upstream` prints one table (a unit of 50 on the
 //! full cluster, about 10 minutes; a unit of 500 on a tenth of it, as 500 in-process
 //! wrappers each holding the full cluster's view would need about 40 GB);
-//! `WRAPPER_BENCH_QUICK=1` runs small units as a smoke test. Timings need an otherwise
+//! `WRAPPER_BENCH_QUICK=1` runs small units as a smoke test; `UNIT_BENCH_FAILOVER_ONLY=<slices>`
+//! only the leader killed in the unit of 50 on that many slices. Timings need an otherwise
 //! idle machine (the header prints the load average); byte counts do not.
 
 #[path = "../../../tests/src/bench_table.rs"]
@@ -35,7 +36,7 @@ use controller_support::tls::TlsMetrics;
 use edgegrid_testing::link::Link;
 use fake_apiserver::FakeApiServer;
 use grid_wrapper::cache::{Kind, ViewSource};
-use grid_wrapper::metrics::Metrics;
+use grid_wrapper::metrics::{Metrics, SourceLabel};
 use grid_wrapper::unit::{Unit, UnitConfig};
 use grid_wrapper::{Wrapper, WrapperConfig};
 use serde_json::json;
@@ -46,6 +47,10 @@ use fleet::*;
 use http_body_util::BodyExt;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use prost::Message as _;
+
+/// Set to a number of slices: only the leader-killed measurement of the unit of 50, on
+/// that many slices (no not-shared phase, no unit of 500, no encodings).
+const FAILOVER_ONLY_ENV: &str = "UNIT_BENCH_FAILOVER_ONLY";
 
 /// What kube-proxy sends (`../shared/design/kube-proxy-protocol.md`).
 const KUBE_PROXY_ACCEPT: &str = "application/vnd.kubernetes.protobuf, */*";
@@ -338,12 +343,15 @@ struct Failover {
     every_follower_served: Duration,
     lists_checked: usize,
     empty_or_short_lists: usize,
+    /// Final states not served `STALE_AFTER` the load stopped.
     lost: usize,
+    /// When every follower served every final state (`None`: not within 3 minutes).
+    all_served: Option<Duration>,
     changes: usize,
 }
 
 /// Runs the unit of `count`, not shared and then shared, and (`failover`) kills the leader.
-async fn sharing(scale: &Scale, count: usize, failover: bool) -> Sharing {
+async fn sharing(scale: &Scale, count: usize, failover: bool, phases: &[bool]) -> Sharing {
     let members = members(count);
     let mut result = Sharing {
         members: count,
@@ -353,7 +361,7 @@ async fn sharing(scale: &Scale, count: usize, failover: bool) -> Sharing {
         sync: Default::default(),
         failover: None,
     };
-    for shared in [false, true] {
+    for &shared in phases {
         let server = FakeApiServer::start().await.expect("bind 127.0.0.1");
         populate(&server, scale);
         publish(&server, &members);
@@ -370,12 +378,7 @@ async fn sharing(scale: &Scale, count: usize, failover: bool) -> Sharing {
             let synced = running.iter().all(|r| r.wrapper.serving() == ViewSource::Upstream);
             let settled = !shared
                 || running.iter().skip(1).all(|r| {
-                    r.wrapper
-                        .metrics()
-                        .upstream_source
-                        .get_or_create(&grid_wrapper::metrics::SourceLabel { source: "leader" })
-                        .get()
-                        == 1
+                    r.wrapper.metrics().upstream_source.get_or_create(&SourceLabel { source: "leader" }).get() == 1
                 });
             if synced && settled {
                 break;
@@ -462,22 +465,60 @@ async fn kill_the_leader(
         assert!(killed.elapsed() < Duration::from_secs(120), "the followers recover within 2 minutes");
         tokio::time::sleep(Duration::from_millis(5)).await;
     };
-    // the load stops; what every follower serves in the end
+    // the load stops; what every follower serves 30 s later, and (to tell a lag from a
+    // loss) when every final state is served, waiting up to 3 minutes
     let settle = Instant::now();
-    let lost = loop {
-        let lost: usize = running
+    let stale = |running: &[Running]| -> Vec<(usize, usize)> {
+        running
             .iter()
-            .map(|r| {
-                changed.iter().filter(|(slice, pod)| served_first(&r.wrapper, **slice) != Some(pod_ip(**pod))).count()
+            .enumerate()
+            .map(|(i, r)| {
+                let stale = changed
+                    .iter()
+                    .filter(|(slice, pod)| served_first(&r.wrapper, **slice) != Some(pod_ip(**pod)))
+                    .count();
+                (i, stale)
             })
-            .sum();
-        if lost == 0 || settle.elapsed() > Duration::from_secs(30) {
-            break lost;
+            .filter(|(_, stale)| *stale > 0)
+            .collect()
+    };
+    let mut lost = None;
+    let all_served = loop {
+        let now = stale(running);
+        if now.is_empty() {
+            break Some(settle.elapsed());
+        }
+        if lost.is_none() && settle.elapsed() > STALE_AFTER {
+            lost = Some(now.iter().map(|(_, n)| n).sum());
+            for (i, n) in &now {
+                let r = &running[*i];
+                let source = r.wrapper.metrics().upstream_source.get_or_create(&SourceLabel { source: "leader" }).get();
+                println!(
+                    "  {} stale {}s after: {n} slices, following a leader: {}, serving {:?}",
+                    r.wrapper.local_node(),
+                    STALE_AFTER.as_secs(),
+                    source == 1,
+                    r.wrapper.serving(),
+                );
+            }
+        }
+        if settle.elapsed() > Duration::from_secs(180) {
+            break None;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    Failover { every_follower_served, lists_checked: lists, empty_or_short_lists: short, lost, changes }
+    Failover {
+        every_follower_served,
+        lists_checked: lists,
+        empty_or_short_lists: short,
+        lost: lost.unwrap_or(0),
+        all_served,
+        changes,
+    }
 }
+
+/// How long after the load stops a follower's stale final state counts as lost.
+const STALE_AFTER: Duration = Duration::from_secs(30);
 
 fn main() {
     let scale = Scale::from_env();
@@ -495,40 +536,59 @@ fn main() {
     let small = Scale { nodes: scale.nodes / 10, units: scale.units / 10, services: scale.services / 10, ..scale };
     let units =
         if scale.quick { [(5, small, true), (20, small, false)] } else { [(50, scale, true), (500, small, false)] };
-    for (count, unit_scale, failover) in units {
-        let measured = runtime.block_on(sharing(&unit_scale, count, failover));
+    // only the failover of the unit of 50, on this many slices (the shared phase alone)
+    let failover_only: Option<usize> = std::env::var(FAILOVER_ONLY_ENV).ok().and_then(|v| v.parse().ok());
+    let units = match failover_only {
+        Some(services) => vec![(50, Scale { services, ..scale }, true)],
+        None => units.to_vec(),
+    };
+    let phases: &[bool] = if failover_only.is_some() { &[true] } else { &[false, true] };
+    for &(count, unit_scale, failover) in &units {
+        let measured = runtime.block_on(sharing(&unit_scale, count, failover, phases));
         let id = if count == units[0].0 { "1a" } else { "1b" };
         let watch_ratio = measured.alone.0 as f64 / measured.shared.0.max(1) as f64;
         let unit_size = measured.members as f64;
         let within = |ratio: f64| (ratio / unit_size - 1.0).abs() <= 0.10;
-        table.row(
-            id,
-            format!("unit of {} wrappers, {} slices: API server watches held", measured.members, measured.slices),
-            [
-                &measured.shared.0.to_string(),
-                &measured.alone.0.to_string(),
-                &format!("{watch_ratio:.1}x"),
-                &format!("{unit_size:.0}x +-10%"),
-                met(within(watch_ratio)),
-            ],
-        );
-        let byte_ratio = measured.alone.1 as f64 / measured.shared.1.max(1) as f64;
-        table.row(
-            id,
-            format!("  bytes the API server sent the unit in {}s at {CHANGES_PER_SECOND} changes/s", WINDOW.as_secs()),
-            [
-                &mib(measured.shared.1 as usize),
-                &mib(measured.alone.1 as usize),
-                &format!("{byte_ratio:.1}x"),
-                &format!("{unit_size:.0}x +-10%"),
-                met(within(byte_ratio)),
-            ],
-        );
-        table.row(
-            id,
-            "  start to every wrapper synced (shared: and following)",
-            [&duration(measured.sync.1), &duration(measured.sync.0), "", "", ""],
-        );
+        if failover_only.is_some() {
+            table.row(
+                "2",
+                format!("unit of {} wrappers, {} slices: start to every wrapper following", count, measured.slices),
+                [&duration(measured.sync.1), "", "", "", ""],
+            );
+        }
+        if failover_only.is_none() {
+            table.row(
+                id,
+                format!("unit of {} wrappers, {} slices: API server watches held", measured.members, measured.slices),
+                [
+                    &measured.shared.0.to_string(),
+                    &measured.alone.0.to_string(),
+                    &format!("{watch_ratio:.1}x"),
+                    &format!("{unit_size:.0}x +-10%"),
+                    met(within(watch_ratio)),
+                ],
+            );
+            let byte_ratio = measured.alone.1 as f64 / measured.shared.1.max(1) as f64;
+            table.row(
+                id,
+                format!(
+                    "  bytes the API server sent the unit in {}s at {CHANGES_PER_SECOND} changes/s",
+                    WINDOW.as_secs()
+                ),
+                [
+                    &mib(measured.shared.1 as usize),
+                    &mib(measured.alone.1 as usize),
+                    &format!("{byte_ratio:.1}x"),
+                    &format!("{unit_size:.0}x +-10%"),
+                    met(within(byte_ratio)),
+                ],
+            );
+            table.row(
+                id,
+                "  start to every wrapper synced (shared: and following)",
+                [&duration(measured.sync.1), &duration(measured.sync.0), "", "", ""],
+            );
+        }
         if let Some(failover) = measured.failover {
             table.row(
                 "2",
@@ -543,8 +603,17 @@ fn main() {
             );
             table.row(
                 "2",
-                format!("  changes lost of {} (final state not served)", failover.changes),
+                format!(
+                    "  changes lost of {} (final state not served {} s after the load)",
+                    failover.changes,
+                    STALE_AFTER.as_secs()
+                ),
                 [&failover.lost.to_string(), "", "", "0", met(failover.lost == 0)],
+            );
+            table.row(
+                "2",
+                "  every final state served, after the load stopped",
+                [&failover.all_served.map_or_else(|| "> 3 min".into(), duration), "", "", "", ""],
             );
             table.row(
                 "2",
@@ -552,6 +621,10 @@ fn main() {
                 [&failover.empty_or_short_lists.to_string(), "", "", "0", met(failover.empty_or_short_lists == 0)],
             );
         }
+    }
+    if failover_only.is_some() {
+        table.print();
+        return;
     }
     let encodings = runtime.block_on(encodings(&scale));
     let size_ratio = encodings.json_bytes as f64 / encodings.protobuf_bytes as f64;
