@@ -308,11 +308,7 @@ impl Supervisor {
             }
             (Choice::Follow(leader), _) => {
                 let route = LeaderRoute::default();
-                if let Err(error) = self.leader_client(leader).map(|client| route.set_leader(client)) {
-                    tracing::warn!(leader = %leader.node, %error, "cannot set up the link to the unit leader");
-                    self.pass_over(&leader.node);
-                    return None;
-                }
+                route.set_leader(self.link_to(leader)?);
                 let client = route.client();
                 self.route = Some(route);
                 Plan {
@@ -334,16 +330,20 @@ impl Supervisor {
     fn refollow(&mut self, decided: &Decided, next: &Decided) -> bool {
         let (Choice::Follow(_), Choice::Follow(leader)) = (&decided.choice, &next.choice) else { return false };
         let Some(route) = self.route.clone() else { return false };
+        let Some(client) = self.link_to(leader) else { return false };
+        route.set_leader(client);
+        self.record(next);
+        true
+    }
+
+    /// A client of `leader`; `None` (and the leader passed over) when it cannot be set up.
+    fn link_to(&mut self, leader: &UnitMember) -> Option<Client> {
         match self.leader_client(leader) {
-            Ok(client) => {
-                route.set_leader(client);
-                self.record(next);
-                true
-            }
+            Ok(client) => Some(client),
             Err(error) => {
                 tracing::warn!(leader = %leader.node, %error, "cannot set up the link to the unit leader");
                 self.pass_over(&leader.node);
-                false
+                None
             }
         }
     }
@@ -384,8 +384,9 @@ impl Supervisor {
                 self.standby = Some(Standby { leader: leader.node.clone(), replica, task });
                 self.wrapper.metrics().unit_standby.set(1);
             }
+            // (the link to follow it was set up from the same settings: this does not happen)
             Err(error) => {
-                tracing::warn!(leader = %leader.node, %error, "cannot set up the link to replicate the leader's log")
+                tracing::debug!(leader = %leader.node, %error, "cannot set up the link to replicate the leader's log")
             }
         }
     }

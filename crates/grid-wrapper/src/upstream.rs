@@ -259,6 +259,8 @@ struct Feed<'a, K> {
     health: &'a LinkHealth,
     /// Whether a delete of the local node means it is gone (the cloud, by name).
     local_deletes_are_real: bool,
+    /// The local node stream only: whether the list in progress had the local node.
+    listed_local: bool,
     object: fn(K) -> Object,
 }
 
@@ -274,7 +276,7 @@ struct Feeds<'a> {
 impl<'a> Feeds<'a> {
     fn of<K>(self, object: fn(K) -> Object) -> Feed<'a, K> {
         let Self { wrapper, stream, log, health, local_deletes_are_real } = self;
-        Feed { wrapper, stream, log, health, local_deletes_are_real, object }
+        Feed { wrapper, stream, log, health, local_deletes_are_real, listed_local: false, object }
     }
 }
 
@@ -308,11 +310,14 @@ impl<K: Resource + serde::Serialize> Feed<'_, K> {
 
 impl<K: Resource + serde::Serialize> Index<K> for Feed<'_, K> {
     fn begin(&mut self) {
+        self.listed_local = false;
         self.log(UpstreamInput::Begin);
         self.input(Input::Begin(self.stream));
     }
 
     fn apply(&mut self, object: K) {
+        // the local node stream hands on the local node only (`UnitNodes`)
+        self.listed_local = true;
         self.to_log(&object);
         self.input(Input::Upsert((self.object)(object)));
     }
@@ -332,6 +337,13 @@ impl<K: Resource + serde::Serialize> Index<K> for Feed<'_, K> {
 
     fn done(&mut self) {
         self.log(UpstreamInput::Done);
+        // A list of a stream scoped by unit (leading) or served by a leader that lacks the
+        // local node: it was relabelled (as for a delete, above). Completing the list would
+        // make the cache delete the node it did not list.
+        if self.stream == Stream::LocalNode && !self.local_deletes_are_real && !self.listed_local {
+            self.health.local_node_left.store(true, Ordering::Relaxed);
+            return;
+        }
         self.input(Input::Done(self.stream));
     }
 

@@ -588,3 +588,42 @@ async fn a_follower_relabelled_into_another_unit_leaves_its_leader_and_never_ser
         assert!(!matches!(event, WatchEvent::Deleted(_) | WatchEvent::Error(_)), "kube-proxy on u5 saw {event:?}");
     }
 }
+
+/// The same relabel, the other way round: the edge-health daemons see u5 in unit `b`
+/// before u5's leader (whose cloud link is cut) tells it of its Node's new label, so u5
+/// leads what it still takes for unit `a`, and the cloud's list of unit `a` no longer has
+/// its Node. That is a relabel too: kube-proxy on u5 never sees its Node deleted.
+#[tokio::test]
+async fn a_wrapper_leading_a_unit_its_node_left_reads_its_node_again_and_never_serves_it_deleted() {
+    let (site, _turn) = unit_of_five().await;
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(site.member("u5").client());
+    let params = kube::api::WatchParams::default().fields("metadata.name=u5");
+    let mut watch = nodes.watch(&params, "0").await.expect("kube-proxy's node watch").boxed();
+    site.member("u1").link.set_cut(true);
+    relabel(&site.upstream, "u5", "b").await;
+    // u1 cannot tell u5; the daemons' next read of the Nodes can
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    if let Some((unit, _)) = site.published.lock().expect("published").get_mut("u5") {
+        *unit = "b".into();
+    }
+    let relabelled = async {
+        loop {
+            match watch.try_next().await.expect("watch ok").expect("stream open") {
+                WatchEvent::Added(node) | WatchEvent::Modified(node) => {
+                    if node.metadata.labels.as_ref().and_then(|l| l.get("unit")).map(String::as_str) == Some("b") {
+                        return;
+                    }
+                }
+                WatchEvent::Bookmark(_) => {}
+                other => panic!("kube-proxy on u5 saw {other:?}"),
+            }
+        }
+    };
+    within_for(Duration::from_secs(15), "u5 serving its Node in unit b", relabelled).await;
+    site.until_led_by("u5", &[]).await;
+    site.until_served(&["u5"], &["10.1.0.5", "10.1.0.9"]).await;
+    while let Ok(event) = tokio::time::timeout(Duration::from_millis(500), watch.try_next()).await {
+        let Some(event) = event.expect("watch ok") else { break };
+        assert!(!matches!(event, WatchEvent::Deleted(_) | WatchEvent::Error(_)), "kube-proxy on u5 saw {event:?}");
+    }
+}
