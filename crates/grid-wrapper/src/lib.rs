@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 
 use controller_support::Gate;
 use edgegrid_core::unit_upstream::UnitMember;
-use listwatch::{ChangeKind, LogConfig, WatchConfig};
+use listwatch::{LogConfig, WatchConfig};
 use tokio::sync::watch;
 
 use crate::cache::{Cache, Input, Kind, ViewSource};
@@ -194,12 +194,7 @@ impl Wrapper {
         }
         self.metrics.repruned_objects.inc_by(outcome.repruned as u64);
         for (kind, change) in outcome.served {
-            let r#type = match change {
-                ChangeKind::Added => "ADDED",
-                ChangeKind::Modified => "MODIFIED",
-                ChangeKind::Deleted => "DELETED",
-            };
-            self.metrics.served_events.get_or_create(&EventLabels { kind: kind.plural(), r#type }).inc();
+            self.metrics.served_events.get_or_create(&EventLabels { kind: kind.plural(), r#type: change.name() }).inc();
         }
         for (kind, size) in sizes {
             self.metrics.cached_objects.get_or_create(&KindLabel { kind: kind.plural() }).set(size as i64);

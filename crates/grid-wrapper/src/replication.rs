@@ -16,8 +16,9 @@
 //! ```
 //!
 //! A standby that falls behind (the leader's watch buffer overflows) is cut off and takes
-//! a new snapshot. The replica is always a prefix of its leader's log: a follower that is
-//! ahead of it gets "too large resource version" from it and relists, one behind resumes.
+//! a new snapshot. The replica is always a prefix of its leader's log; once promoted it
+//! takes the leader's versions only up to its last one (`UpstreamLog::promote`): a
+//! follower that saw more of the old leader gets 410 and relists, one behind resumes.
 //! Objects are sent as the leader stored them (its JSON bytes, never re-encoded).
 
 use std::future::Future;
@@ -63,14 +64,6 @@ pub enum Record {
     Tick,
 }
 
-fn change_name(change: ChangeKind) -> &'static str {
-    match change {
-        ChangeKind::Added => "ADDED",
-        ChangeKind::Modified => "MODIFIED",
-        ChangeKind::Deleted => "DELETED",
-    }
-}
-
 fn object_line(kind: UpstreamKind, object: &StoredObject) -> Bytes {
     let mut line = BytesMut::with_capacity(object.json().len() + 48);
     line.extend_from_slice(format!(r#"{{"type":"OBJECT","kind":"{}","object":"#, kind.name()).as_bytes());
@@ -84,7 +77,7 @@ fn change_line(change: &listwatch::Change<UpstreamKind>) -> Bytes {
     let head = format!(
         r#"{{"type":"CHANGE","kind":"{}","change":"{}","resourceVersion":"{}","object":"#,
         change.key.name(),
-        change_name(change.kind),
+        change.kind.name(),
         change.rv
     );
     line.extend_from_slice(head.as_bytes());
@@ -140,6 +133,8 @@ pub enum ReplicationError {
     UnknownKind(String),
     #[error("the leader's log has the malformed {what} {value:?}")]
     BadNumber { what: &'static str, value: String },
+    #[error("the leader's log names the unknown change {0:?}")]
+    UnknownChange(String),
     #[error("the leader's log sent {0} before its snapshot")]
     OutOfOrder(&'static str),
     #[error(transparent)]
@@ -212,11 +207,8 @@ impl Replicating {
             Record::Change { kind: name, change, resource_version, object } => {
                 let replica = self.replica.current().filter(|_| self.following);
                 let replica = replica.ok_or(ReplicationError::OutOfOrder("a change"))?;
-                let change = match change.as_str() {
-                    "ADDED" => ChangeKind::Added,
-                    "MODIFIED" => ChangeKind::Modified,
-                    "DELETED" => ChangeKind::Deleted,
-                    _ => return Err(ReplicationError::BadNumber { what: "change type", value: change }),
+                let Some(change) = ChangeKind::from_name(&change) else {
+                    return Err(ReplicationError::UnknownChange(change));
                 };
                 replica.replay(kind(&name)?, change, object, number("resourceVersion", &resource_version)?)?;
             }
@@ -230,6 +222,8 @@ impl Replicating {
 #[derive(Debug, Default)]
 pub struct Lines {
     pending: BytesMut,
+    /// How much of `pending` is known to hold no newline (a long line is scanned once).
+    scanned: usize,
 }
 
 impl Lines {
@@ -237,27 +231,36 @@ impl Lines {
     pub fn push(&mut self, chunk: &[u8]) -> Vec<Bytes> {
         self.pending.extend_from_slice(chunk);
         let mut lines = Vec::new();
-        while let Some(end) = self.pending.iter().position(|b| *b == b'\n') {
+        while let Some(at) = self.pending[self.scanned..].iter().position(|b| *b == b'\n') {
+            let end = self.scanned + at;
             let line = self.pending.split_to(end + 1).freeze();
             lines.push(line.slice(..end));
+            self.scanned = 0;
         }
+        self.scanned = self.pending.len();
         lines
     }
 }
 
-/// How long the standby waits before asking again after its stream ended.
+/// How long the standby waits before asking again after its stream ended, doubled for
+/// each stream in a row that ended before its snapshot completed (a leader still syncing,
+/// or one answering what this one cannot take), up to [`MAX_RETRY`].
 const RETRY: Duration = Duration::from_secs(1);
+const MAX_RETRY: Duration = Duration::from_secs(60);
 
 /// The standby's side: keeps `replica` a replica of the log of the leader `client` talks
 /// to, until dropped.
 pub async fn replicate(client: kube::Client, config: LogConfig, replica: ReplicaSlot) {
     let mut replicating = Replicating::new(config, replica);
+    let mut retry = RETRY;
     loop {
         replicating.restart();
-        if let Err(error) = follow(&client, &mut replicating).await {
-            tracing::info!(%error, "the leader's log stream ended: asking again");
+        let ended = follow(&client, &mut replicating).await;
+        retry = if replicating.following { RETRY } else { (retry * 2).min(MAX_RETRY) };
+        if let Err(error) = ended {
+            tracing::info!(%error, retry_in = ?retry, "the leader's log stream ended: asking again");
         }
-        tokio::time::sleep(RETRY).await;
+        tokio::time::sleep(retry).await;
     }
 }
 

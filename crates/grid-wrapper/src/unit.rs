@@ -179,8 +179,8 @@ pub enum JoinError {
 /// How long a leader's link must keep failing before the leader is passed over.
 const FAIL_AFTER: Duration = Duration::from_millis(500);
 
-/// How long a leader where nothing ever listened may keep refusing connections before it
-/// is passed over.
+/// How long a leader never reached, where nothing listens yet, may keep refusing
+/// connections before it is passed over.
 const FIRST_CONTACT: Duration = Duration::from_secs(5);
 
 /// The longest a failing member is passed over.
@@ -203,6 +203,7 @@ pub async fn run(wrapper: Arc<Wrapper>, cloud: Client, unit: Option<Unit>, stop:
         unit,
         unreachable: BTreeMap::new(),
         failures: BTreeMap::new(),
+        reached: BTreeSet::new(),
         previous: None,
         relocating: false,
         standby: None,
@@ -250,6 +251,8 @@ struct Supervisor {
     /// Members passed over, until when, and how many times in a row.
     unreachable: BTreeMap<String, Instant>,
     failures: BTreeMap<String, u32>,
+    /// Members whose link worked at least once (a refused connection there is no start-up).
+    reached: BTreeSet<String>,
     previous: Option<Decided>,
     /// The local node left the stream that named it (relabelled): its Node is read from
     /// the cloud by name until its unit is known again.
@@ -263,6 +266,8 @@ struct Supervisor {
 /// A replica of the followed leader's log, kept while this wrapper is next in line.
 struct Standby {
     leader: String,
+    /// The unit the leader was followed in: a replica is led from in that unit only.
+    unit: Option<String>,
     replica: ReplicaSlot,
     task: tokio::task::JoinHandle<()>,
 }
@@ -300,7 +305,7 @@ impl Supervisor {
         let client = self.cloud.clone();
         let plan = match (&decided.choice, &decided.unit) {
             (Choice::Lead, Some(value)) => {
-                let log = self.promoted().unwrap_or_else(|| UpstreamLog::new(self.unit.config.log));
+                let log = self.promoted(value).unwrap_or_else(|| UpstreamLog::new(self.unit.config.log));
                 self.unit.slot.set(Some(log.clone()));
                 let local_node =
                     LocalNodeWatch::Unit { label_key: self.unit.config.label_key.clone(), value: value.clone() };
@@ -351,10 +356,13 @@ impl Supervisor {
     /// The replica kept as standby, if it is synced: the log this wrapper leads from, so
     /// that its followers resume where they were (its cloud watches' relist reaches them
     /// as differences).
-    fn promoted(&mut self) -> Option<Arc<UpstreamLog>> {
+    fn promoted(&mut self, unit: &str) -> Option<Arc<UpstreamLog>> {
         let standby = self.standby.take()?;
         self.wrapper.metrics().unit_standby.set(0);
-        let replica = standby.replica.current().filter(|replica| replica.synced())?;
+        // a replica of another unit's leader (the unit changed as this one took over) is
+        // not this unit's log
+        let replica =
+            standby.replica.current().filter(|replica| replica.synced() && standby.unit.as_deref() == Some(unit))?;
         let rv = replica.read(|log| log.current_rv());
         replica.promote();
         tracing::info!(leader = %standby.leader, resource_version = rv, "leading from the replica of the previous leader's log");
@@ -364,7 +372,7 @@ impl Supervisor {
 
     /// Keeps a replica of `leader`'s log while this wrapper would lead without it (the
     /// next in line), and none otherwise.
-    fn keep_standby(&mut self, leader: &UnitMember) {
+    fn keep_standby(&mut self, leader: &UnitMember, unit: Option<&str>) {
         let (members, _) = self.wrapper.unit_members();
         let local = self.wrapper.local_node();
         let mut without_leader: BTreeSet<String> = self.unreachable.keys().cloned().collect();
@@ -373,7 +381,8 @@ impl Supervisor {
         if !next_in_line {
             return self.drop_standby();
         }
-        if self.standby.as_ref().is_some_and(|standby| standby.leader == leader.node) {
+        if self.standby.as_ref().is_some_and(|standby| standby.leader == leader.node && standby.unit.as_deref() == unit)
+        {
             return;
         }
         match self.leader_client(leader) {
@@ -381,7 +390,8 @@ impl Supervisor {
                 tracing::info!(leader = %leader.node, "next in line: replicating the leader's log");
                 let replica = ReplicaSlot::default();
                 let task = tokio::spawn(crate::replication::replicate(client, self.unit.config.log, replica.clone()));
-                self.standby = Some(Standby { leader: leader.node.clone(), replica, task });
+                let unit = unit.map(str::to_string);
+                self.standby = Some(Standby { leader: leader.node.clone(), unit, replica, task });
                 self.wrapper.metrics().unit_standby.set(1);
             }
             // (the link to follow it was set up from the same settings: this does not happen)
@@ -439,13 +449,15 @@ impl Supervisor {
         loop {
             tokio::time::sleep(RECHECK).await;
             if let Choice::Follow(leader) = &decided.choice
-                && health.failing().is_none()
                 && health.worked()
             {
-                self.failures.remove(&leader.node);
+                self.reached.insert(leader.node.clone());
+                if health.failing().is_none() {
+                    self.failures.remove(&leader.node);
+                }
             }
             match &decided.choice {
-                Choice::Follow(leader) => self.keep_standby(leader),
+                Choice::Follow(leader) => self.keep_standby(leader, decided.unit.as_deref()),
                 Choice::Lead | Choice::Alone => self.drop_standby(),
             }
             if health.local_node_left() {
@@ -460,11 +472,12 @@ impl Supervisor {
                 // one failed connection is not a dead leader (a reset on the LAN, a
                 // restart): it is passed over once its link has failed for a while, longer
                 // while nothing ever listened there (the leader may still be starting, as
-                // this one is); not longer for a TLS refusal, which is no start-up state: a
-                // wrapper every member refuses (a key it does not publish) must get through
-                // them all before their pass-overs end, and then lead itself
+                // this one is; not once it was reached: then it is down); not longer for a
+                // TLS refusal, which is no start-up state: a wrapper every member refuses (a
+                // key it does not publish) must get through them all before their
+                // pass-overs end, and then lead itself
                 let patience = match failure {
-                    LinkFailure::NotListening if !health.worked() => FIRST_CONTACT,
+                    LinkFailure::NotListening if !self.reached.contains(&leader.node) => FIRST_CONTACT,
                     LinkFailure::NotListening | LinkFailure::Unreachable => FAIL_AFTER,
                     LinkFailure::NotReady => self.unit.config.not_ready_for,
                 };

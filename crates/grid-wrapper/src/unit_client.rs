@@ -107,9 +107,21 @@ pub fn leader_client_counted(
 ///
 /// Each upstream stream (one watcher) sends the term of the log its last answer came from
 /// (`unit_server::TERM_HEADER`): the versions it resumes from are that log's, and only a
-/// log of that term may take them for its own.
-#[derive(Clone, Default)]
-pub struct LeaderRoute(Arc<std::sync::Mutex<Route>>);
+/// log of that term (or one that inherited it) takes them.
+///
+/// Nothing of the previous leader outlives a change: a request still waiting for its
+/// answer is asked again of the new leader, and an answer still streaming ends (a watch
+/// cleanly, so its watcher resumes at once; a list with [`LeaderChanged`], which is not
+/// the new leader's failure). So the new leader is judged only by what it answers.
+/// Followers only GET: a request asked again is sent without a body.
+#[derive(Clone)]
+pub struct LeaderRoute(Arc<RouteShared>);
+
+struct RouteShared {
+    route: std::sync::Mutex<Route>,
+    /// Counts the leader changes.
+    generation: tokio::sync::watch::Sender<u64>,
+}
 
 #[derive(Default)]
 struct Route {
@@ -117,53 +129,120 @@ struct Route {
     terms: std::collections::HashMap<&'static str, http::HeaderValue>,
 }
 
+impl Default for LeaderRoute {
+    fn default() -> Self {
+        let route = std::sync::Mutex::new(Route::default());
+        Self(Arc::new(RouteShared { route, generation: tokio::sync::watch::channel(0).0 }))
+    }
+}
+
+/// What a request or answer of a previous leader ends with (see [`LeaderRoute`]).
+#[derive(Debug, thiserror::Error)]
+#[error("the unit leader changed while this was in flight")]
+pub struct LeaderChanged;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
 impl LeaderRoute {
     /// The client the follower's watches use.
     pub fn client(&self) -> kube::Client {
         kube::Client::new(Routed(self.clone()), "default")
     }
 
-    /// Sends every later request to `leader` (a [`leader_client_counted`]).
+    /// Sends every later request to `leader` (a [`leader_client_counted`]), and ends what
+    /// is still in flight with the previous one.
     pub fn set_leader(&self, leader: kube::Client) {
         self.route().leader = Some(leader);
+        self.0.generation.send_modify(|generation| *generation += 1);
     }
 
     fn route(&self) -> std::sync::MutexGuard<'_, Route> {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.0.route.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
+
+    async fn send(
+        &self,
+        parts: http::request::Parts,
+        body: kube::client::Body,
+    ) -> Result<Response<RoutedBody>, kube::Error> {
+        let stream =
+            received_stream(parts.uri.path(), parts.headers.get(http::header::ACCEPT).and_then(|a| a.to_str().ok()));
+        let watch =
+            parts.uri.query().is_some_and(|query| query.split('&').any(|p| p == "watch=true" || p == "watch=1"));
+        let mut generations = self.0.generation.subscribe();
+        let mut body = Some(body);
+        loop {
+            let generation = *generations.borrow_and_update();
+            let (leader, term) = {
+                let route = self.route();
+                (route.leader.clone(), route.terms.get(stream).cloned())
+            };
+            let leader = leader.ok_or_else(|| kube::Error::Service("no unit leader chosen yet".into()))?;
+            let mut request = Request::from_parts(parts.clone(), body.take().unwrap_or_else(kube::client::Body::empty));
+            if let Some(term) = term {
+                request.headers_mut().insert(crate::unit_server::TERM_HEADER, term);
+            }
+            tokio::select! {
+                biased;
+                // the leader changed before it answered: ask the new one
+                _ = generations.changed() => continue,
+                response = leader.send(request) => {
+                    let response = response?;
+                    if let Some(term) = response.headers().get(crate::unit_server::TERM_HEADER) {
+                        self.route().terms.insert(stream, term.clone());
+                    }
+                    let changed = self.0.generation.subscribe();
+                    return Ok(response.map(|body| cut_on_change(body, changed, generation, watch)));
+                }
+            }
+        }
+    }
+}
+
+type RoutedBody = UnsyncBoxBody<Bytes, BoxError>;
+
+/// `body`, ended when the leader changes from `generation`: cleanly for a watch, with
+/// [`LeaderChanged`] for anything else (a list cut short must not decode as a whole one).
+fn cut_on_change(
+    body: kube::client::Body,
+    mut generations: tokio::sync::watch::Receiver<u64>,
+    generation: u64,
+    watch: bool,
+) -> RoutedBody {
+    use futures::StreamExt as _;
+    let changed: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(async move {
+        let _ = generations.wait_for(|now| *now != generation).await;
+    });
+    let data = body.into_data_stream().map(|chunk| chunk.map(Frame::data).map_err(BoxError::from)).boxed();
+    let frames = futures::stream::unfold((data, changed, false), move |(mut data, mut changed, ended)| async move {
+        if ended {
+            return None;
+        }
+        tokio::select! {
+            biased;
+            () = &mut changed => (!watch).then(|| (Err(BoxError::from(LeaderChanged)), (data, changed, true))),
+            chunk = data.next() => chunk.map(|chunk| (chunk, (data, changed, false))),
+        }
+    });
+    http_body_util::StreamBody::new(frames).boxed_unsync()
 }
 
 #[derive(Clone)]
 struct Routed(LeaderRoute);
 
 impl Service<Request<kube::client::Body>> for Routed {
-    type Response = Response<kube::client::Body>;
+    type Response = Response<RoutedBody>;
     type Error = kube::Error;
-    type Future = ResponseFuture<kube::client::Body, kube::Error>;
+    type Future = ResponseFuture<RoutedBody, kube::Error>;
 
     fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, mut request: Request<kube::client::Body>) -> Self::Future {
-        let accept = request.headers().get(http::header::ACCEPT).and_then(|a| a.to_str().ok());
-        let stream = received_stream(request.uri().path(), accept);
-        let (leader, term) = {
-            let route = self.0.route();
-            (route.leader.clone(), route.terms.get(stream).cloned())
-        };
-        if let Some(term) = term {
-            request.headers_mut().insert(crate::unit_server::TERM_HEADER, term);
-        }
+    fn call(&mut self, request: Request<kube::client::Body>) -> Self::Future {
         let route = self.0.clone();
-        Box::pin(async move {
-            let leader = leader.ok_or_else(|| kube::Error::Service("no unit leader chosen yet".into()))?;
-            let response = leader.send(request).await?;
-            if let Some(term) = response.headers().get(crate::unit_server::TERM_HEADER) {
-                route.route().terms.insert(stream, term.clone());
-            }
-            Ok(response)
-        })
+        let (parts, body) = request.into_parts();
+        Box::pin(async move { route.send(parts, body).await })
     }
 }
 

@@ -263,7 +263,10 @@ fn serve(
     let sent = served.metrics.served_bytes.get_or_create(&ResourceLabel { resource: kind.name() }).clone();
     // a version (or continue token) of another leader's log means nothing in this one
     let foreign = resumes(query) && term.is_some_and(|term| !takes(&log, term, query));
-    let foreign_version = || listwatch::Error::Expired { requested: 0, oldest: log.read(|log| log.current_rv()) };
+    let foreign_version = || {
+        let requested = query.get("resourceVersion").and_then(|rv| rv.parse().ok()).unwrap_or_default();
+        listwatch::Error::Expired { requested, oldest: log.read(|log| log.current_rv()) }
+    };
     if !listwatch::is_watch(query) {
         let opts = ListOptions::from_query(query, None)?;
         if foreign {
@@ -290,13 +293,21 @@ fn serve(
     };
     let events = listwatch::watch_stream(start, opts, representation, served.watch, stop);
     let headers = [(header::CONTENT_TYPE, content_type)];
-    Ok((headers, [term_header(&log)], counted(events, sent, follower)).into_response())
+    // a foreign answer (410 in the stream) names no term: a client cut off before that
+    // line must not resume its version as this log's
+    let mut response = (headers, counted(events, sent, follower)).into_response();
+    if !foreign {
+        let (name, value) = term_header(&log);
+        response.headers_mut().insert(name, value);
+    }
+    Ok(response)
 }
 
 /// Which log a list or watch was answered from (its term, [`UpstreamLog::term`]), and, on
 /// a request, which log the version or continue token it resumes from belongs to: a log
-/// of another term answers 410 (the client relists) instead of taking the version for one
-/// of its own. A leader's replica keeps its term, so followers resume on it.
+/// that does not take it ([`UpstreamLog::resumes`]) answers 410 (the client relists)
+/// instead of taking the version for one of its own. A standby leading from its replica
+/// takes its old leader's versions up to the last it replicated, so followers resume on it.
 pub const TERM_HEADER: &str = "edgegrid-unit-log-term";
 
 fn term_header(log: &UpstreamLog) -> (axum::http::HeaderName, HeaderValue) {
@@ -311,10 +322,13 @@ fn takes(log: &UpstreamLog, term: &str, query: &HashMap<String, String>) -> bool
 }
 
 /// Whether a request continues from a version: a continue token, or a resourceVersion
-/// other than "any" (`0`) and "latest" (empty).
+/// other than "any" (`0`) and "latest" (empty), unless it asks for the initial events
+/// (a streaming list, which starts over).
 fn resumes(query: &HashMap<String, String>) -> bool {
     let given = |name: &str| query.get(name).is_some_and(|value| !value.is_empty());
-    given("continue") || (given("resourceVersion") && query.get("resourceVersion").is_some_and(|rv| rv != "0"))
+    let initial_events = query.get("sendInitialEvents").is_some_and(|value| value == "true");
+    given("continue")
+        || (given("resourceVersion") && query.get("resourceVersion").is_some_and(|rv| rv != "0") && !initial_events)
 }
 
 /// The log to the unit's standby ([`crate::replication`]): only a synced log is replicated

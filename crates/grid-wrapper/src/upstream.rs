@@ -179,10 +179,21 @@ impl LinkHealth {
     }
 }
 
-/// How a failed watch counts: `None` for what a healthy upstream says too (410: resume
-/// too old, relist; 504: a version from another upstream's clock, relist), which the
-/// watch handles by relisting.
-fn classify(error: &watcher::Error) -> Option<LinkFailure> {
+/// What a failed watch says of the link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Outcome {
+    /// The link failed.
+    Failed(LinkFailure),
+    /// The upstream answered what a healthy one says too (410: resume too old, relist;
+    /// 504: a version from another upstream's clock, relist): the watch relists, and the
+    /// link works.
+    Answered,
+    /// What a previous leader left in flight
+    /// ([`LeaderChanged`](crate::unit_client::LeaderChanged)): nothing of the current one.
+    LeftOver,
+}
+
+fn classify(error: &watcher::Error) -> Outcome {
     let response = match error {
         watcher::Error::InitialListFailed(kube::Error::Api(response))
         | watcher::Error::WatchStartFailed(kube::Error::Api(response))
@@ -190,29 +201,35 @@ fn classify(error: &watcher::Error) -> Option<LinkFailure> {
         watcher::Error::WatchError(response) => Some(response.code),
         _ => None,
     };
+    let refused = |e: &(dyn std::error::Error + 'static)| {
+        e.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+    };
+    let left_over = |e: &(dyn std::error::Error + 'static)| e.is::<crate::unit_client::LeaderChanged>();
     match response {
-        Some(410 | 504) => None,
-        Some(503) => Some(LinkFailure::NotReady),
-        Some(_) => Some(LinkFailure::Unreachable),
-        None if connection_refused(error) => Some(LinkFailure::NotListening),
-        None => Some(LinkFailure::Unreachable),
+        Some(410 | 504) => Outcome::Answered,
+        Some(503) => Outcome::Failed(LinkFailure::NotReady),
+        Some(_) => Outcome::Failed(LinkFailure::Unreachable),
+        None if caused_by(error, &left_over) => Outcome::LeftOver,
+        None if caused_by(error, &refused) => Outcome::Failed(LinkFailure::NotListening),
+        None => Outcome::Failed(LinkFailure::Unreachable),
     }
 }
 
-/// Whether `error`, or an error it was caused by, is a refused TCP connection.
-fn connection_refused(error: &(dyn std::error::Error + 'static)) -> bool {
+/// Whether `error`, or an error it was caused by, is one `what` recognises.
+fn caused_by(
+    error: &(dyn std::error::Error + 'static),
+    what: &dyn Fn(&(dyn std::error::Error + 'static)) -> bool,
+) -> bool {
     let mut next = Some(error);
     while let Some(error) = next {
-        if let Some(io) = error.downcast_ref::<std::io::Error>() {
-            if io.kind() == std::io::ErrorKind::ConnectionRefused {
-                return true;
-            }
-            // an io::Error's `source()` skips the error it wraps
-            if let Some(wrapped) = io.get_ref()
-                && connection_refused(wrapped)
-            {
-                return true;
-            }
+        if what(error) {
+            return true;
+        }
+        // an io::Error's `source()` skips the error it wraps
+        if let Some(wrapped) = error.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref())
+            && caused_by(wrapped, what)
+        {
+            return true;
         }
         next = error.source();
     }
@@ -352,8 +369,10 @@ impl<K: Resource + serde::Serialize> Index<K> for Feed<'_, K> {
         let metrics = self.wrapper.metrics();
         metrics.upstream_errors.get_or_create(&label).inc();
         metrics.upstream_synced.get_or_create(&label).set(0);
-        if let Some(failure) = classify(error) {
-            self.health.failed(self.stream, failure);
+        match classify(error) {
+            Outcome::Failed(failure) => self.health.failed(self.stream, failure),
+            Outcome::Answered => self.health.working(self.stream),
+            Outcome::LeftOver => {}
         }
     }
 }
@@ -385,12 +404,24 @@ mod tests {
         watcher::Error::InitialListFailed(error)
     }
 
+    /// What a previous leader left in flight (ended by the follower's route) is not the
+    /// current leader's failure, however it is wrapped.
+    #[test]
+    fn what_a_previous_leader_left_in_flight_is_no_failure() {
+        use crate::unit_client::LeaderChanged;
+        let direct = watcher::Error::InitialListFailed(kube::Error::Service(Box::new(LeaderChanged)));
+        let in_io = watcher::Error::WatchFailed(kube::Error::Service(Box::new(std::io::Error::other(LeaderChanged))));
+        assert_eq!((classify(&direct), classify(&in_io)), (Outcome::LeftOver, Outcome::LeftOver));
+        let other = watcher::Error::WatchFailed(kube::Error::Service(Box::new(std::io::Error::other("reset"))));
+        assert_eq!(classify(&other), Outcome::Failed(LinkFailure::Unreachable));
+    }
+
     #[tokio::test]
     async fn a_refused_connection_is_told_from_a_link_that_fails_otherwise() {
         // a port nothing listens on: bound, then closed
         let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("address").port();
         let closed = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-        assert_eq!(classify(&list_error(closed).await), Some(LinkFailure::NotListening));
+        assert_eq!(classify(&list_error(closed).await), Outcome::Failed(LinkFailure::NotListening));
 
         // a listener that takes connections and closes them unanswered (as a leader refusing
         // the follower's key does, after the handshake)
@@ -401,7 +432,7 @@ mod tests {
                 drop(connection);
             }
         });
-        assert_eq!(classify(&list_error(address).await), Some(LinkFailure::Unreachable));
+        assert_eq!(classify(&list_error(address).await), Outcome::Failed(LinkFailure::Unreachable));
         closer.abort();
     }
 }

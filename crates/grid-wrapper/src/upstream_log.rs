@@ -233,6 +233,10 @@ impl UpstreamLog {
 
     /// The replica holds its source's state as of its snapshot: it may be served.
     pub fn replica_synced(&self) {
+        self.mark_synced();
+    }
+
+    fn mark_synced(&self) {
         self.synced.send_if_modified(|synced| !std::mem::replace(synced, true));
     }
 
@@ -309,7 +313,7 @@ impl UpstreamLog {
                 state.listed.insert(kind);
                 if UpstreamKind::ALL.iter().all(|k| state.listed.contains(k)) {
                     drop(state);
-                    self.synced.send_if_modified(|synced| !std::mem::replace(synced, true));
+                    self.mark_synced();
                 }
             }
         }

@@ -682,3 +682,41 @@ async fn a_follower_ahead_of_the_standby_relists_on_it() {
     let events = events_until_applied(&mut slices, "web-1").await;
     assert_eq!(events, ["init", "apply api-1", "apply web-1"], "relisted");
 }
+
+/// The route set to another leader while the previous one is still alive (a split
+/// decision, a member coming back): the follower's open watch ends there and resumes on the
+/// new leader at once, rather than staying on the previous one until its watch times out.
+#[tokio::test]
+async fn a_followers_watch_moves_to_the_new_leader_while_the_old_one_lives() {
+    let cluster = Cluster::new();
+    let log = new_log();
+    cluster.list_into(&log, &UpstreamKind::ALL);
+    let (follower, standby) = (identity("n2"), identity("n3"));
+    let leader = Leader::start(log.clone(), &[&follower, &standby]).await;
+    // the standby's replica, promoted: it serves the old leader's versions
+    let config = LogConfig { history_limit: 1000, watch_buffer: 1000 };
+    let (rv, objects, _) = log.snapshot();
+    let replica = UpstreamLog::replica(config, log.term(), rv);
+    for (kind, object) in objects {
+        replica.restore(kind, object.value()).expect("restored");
+    }
+    replica.replica_synced();
+    replica.promote();
+    let next = Leader::start_as(standby, replica.clone(), &[&follower]).await;
+    let route = grid_wrapper::unit_client::LeaderRoute::default();
+    route.set_leader(follower_client(&leader.url(), &follower, expecting(&leader.identity)));
+    let mut slices = watch_all(Api::<EndpointSlice>::all(route.client()));
+    assert_eq!(names(&initial(&mut slices).await), ["api-1", "web-1"]);
+    // the watch opened on the old leader (polled, it asks; bookmarks yield nothing)
+    let quiet = tokio::time::timeout(Duration::from_millis(500), slices.next()).await;
+    assert!(quiet.is_err(), "no event yet: {quiet:?}");
+    assert_eq!(leader.metrics.followers.get(), 1, "watching the old leader");
+    route.set_leader(follower_client(&next.url(), &follower, expecting(&next.identity)));
+    let mut changed = cluster.slices[1].clone();
+    changed["endpoints"][0]["addresses"] = json!(["10.1.0.8"]);
+    replica.apply(UpstreamInput::Upsert(UpstreamKind::EndpointSlices, changed)).expect("upsert");
+    let moved = tokio::time::timeout(Duration::from_secs(3), events_until_applied(&mut slices, "web-1")).await;
+    assert_eq!(moved.expect("the new leader's change within 3 s"), ["apply web-1"], "resumed there");
+    // the old leader holds no watch of this follower any more
+    eventually("the old leader's followers", 0, || leader.metrics.followers.get()).await;
+}

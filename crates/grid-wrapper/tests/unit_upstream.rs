@@ -367,6 +367,12 @@ async fn unit_of_five() -> (Site, tokio::sync::MutexGuard<'static, ()>) {
     // `--unit-upstream-retry-after` (5 s here) before following it again
     tokio::time::sleep(Duration::from_secs(6)).await;
     site.until_led_by("u1", &MEMBERS[1..]).await;
+    // and every follower watches u1 itself (not another member it took for the leader)
+    let leader = site.member("u1");
+    eventually("u1's four followers", || async {
+        (leader.metric("grid_wrapper_unit_followers").await.as_deref() == Some("4")).then_some(())
+    })
+    .await;
     let expected = all_a();
     let expected: Vec<&str> = expected.iter().map(String::as_str).collect();
     site.until_served(&MEMBERS, &expected).await;
@@ -465,10 +471,13 @@ async fn the_leader_killed_the_next_member_leads_and_no_list_served_meanwhile_is
             lists
         }
     });
-    // u2, next in line, keeps a replica of u1's log; no one else does
+    // u2, next in line, keeps a replica of u1's log; no one else does (once each member
+    // reaches u2: one that passed it over at start-up takes itself for next meanwhile)
     site.until_standby("u2").await;
     for node in &remaining[1..] {
-        assert_eq!(site.member(node).metric(STANDBY).await.as_deref(), Some("0"), "{node}");
+        let member = site.member(node);
+        let what = format!("{node} not a standby");
+        eventually(&what, || async { (member.metric(STANDBY).await.as_deref() == Some("0")).then_some(()) }).await;
     }
     site.members.iter_mut().find(|m| m.node == "u1").expect("u1").kill();
     let killed = Instant::now();
@@ -520,6 +529,12 @@ async fn impostor_members_are_refused_as_leader_and_as_follower_and_serve_from_t
     // the followers stay with u1 (u0 is passed over for longer each time it fails)
     tokio::time::sleep(Duration::from_secs(6)).await;
     site.until_led_by("u1", &MEMBERS[1..]).await;
+    // and every follower watches u1 itself (not another member it took for the leader)
+    let leader = site.member("u1");
+    eventually("u1's four followers", || async {
+        (leader.metric("grid_wrapper_unit_followers").await.as_deref() == Some("4")).then_some(())
+    })
+    .await;
 }
 
 /// A wrapper started before its node's edge-health (a new node, or a restart of both):

@@ -34,6 +34,22 @@ pub enum ChangeKind {
     Deleted,
 }
 
+impl ChangeKind {
+    /// The watch event type (`ADDED`, `MODIFIED`, `DELETED`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Added => "ADDED",
+            Self::Modified => "MODIFIED",
+            Self::Deleted => "DELETED",
+        }
+    }
+
+    /// The change a watch event type names.
+    pub fn from_name(name: &str) -> Option<Self> {
+        [Self::Added, Self::Modified, Self::Deleted].into_iter().find(|kind| kind.name() == name)
+    }
+}
+
 /// One committed change.
 #[derive(Debug)]
 pub struct Change<K> {

@@ -206,3 +206,55 @@ async fn followers_are_the_addresses_watching_and_a_closed_log_ends_their_watche
     let refused = answer(&app, Method::GET, "/api/v1/services", None).await;
     assert_eq!(refused.status, 503);
 }
+
+/// The first line of a watch answered to `uri` with the term header `term`, and the term
+/// the answer names.
+async fn first_watch_line(app: &Router, uri: &str, term: Option<String>) -> (Option<String>, Value) {
+    let mut request = Request::builder().uri(uri);
+    if let Some(term) = term {
+        request = request.header(TERM_HEADER, term);
+    }
+    let response = app.clone().oneshot(request.body(Body::empty()).expect("a request")).await.expect("answered");
+    let named = response.headers().get(TERM_HEADER).and_then(|t| t.to_str().ok()).map(str::to_string);
+    let mut body = response.into_body();
+    let frame = tokio::time::timeout(Duration::from_secs(5), body.frame()).await.expect("a line in time");
+    let bytes = frame.expect("a line").expect("readable").into_data().expect("data");
+    (named, serde_json::from_slice(&bytes).expect("a JSON line"))
+}
+
+/// A watch resuming from a version of this log's term (or of no term named) is served and
+/// names the term; one naming another term gets 410 in the stream and no term (a client cut
+/// off before the 410 must not take the version for this log's); a promoted replica takes
+/// its source's versions up to its last one only.
+#[tokio::test]
+async fn resumes_are_taken_only_from_the_logs_own_versions() {
+    let log = synced_log();
+    let (app, _, _stop) = app(log.clone());
+    // services a and b, then three node changes: from a's version, b is next
+    let rv = log.read(|log| log.current_rv());
+    let uri = format!("/api/v1/services?watch=true&resourceVersion={}", rv - 4);
+    let own = log.term().to_string();
+    for term in [Some(own.clone()), None] {
+        let (named, line) = first_watch_line(&app, &uri, term).await;
+        assert_eq!((named.as_deref(), line["type"].as_str()), (Some(own.as_str()), Some("ADDED")));
+    }
+    let other = log.term().wrapping_add(1).to_string();
+    let (named, line) = first_watch_line(&app, &uri, Some(other.clone())).await;
+    assert_eq!((named, line["type"].as_str(), line["object"]["code"].as_u64()), (None, Some("ERROR"), Some(410)));
+    // "any version" and a list are no resumes
+    let (named, line) = first_watch_line(&app, "/api/v1/services?watch=true&resourceVersion=0", Some(other)).await;
+    assert_eq!((named.as_deref(), line["type"].as_str()), (Some(own.as_str()), Some("ADDED")));
+
+    // promoted: the old term's versions up to the last, then only its own
+    log.promote();
+    let new_term = log.term().to_string();
+    let (named, line) = first_watch_line(&app, &uri, Some(own.clone())).await;
+    assert_eq!((named.as_deref(), line["type"].as_str()), (Some(new_term.as_str()), Some("ADDED")));
+    log.apply(UpstreamInput::Upsert(UpstreamKind::Services, json(&service_object("c", None)))).expect("upsert");
+    let after = format!("/api/v1/services?watch=true&resourceVersion={}", rv + 1);
+    let (named, line) = first_watch_line(&app, &after, Some(own)).await;
+    assert_eq!((named, line["object"]["code"].as_u64()), (None, Some(410)));
+    let at_promotion = format!("/api/v1/services?watch=true&resourceVersion={rv}");
+    let (named, line) = first_watch_line(&app, &at_promotion, Some(new_term.clone())).await;
+    assert_eq!((named, line["object"]["metadata"]["name"].as_str()), (Some(new_term), Some("c")));
+}
