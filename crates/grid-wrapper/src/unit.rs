@@ -462,6 +462,11 @@ impl Supervisor {
             }
             if health.local_node_left() {
                 tracing::info!("the local node left its unit's stream: reading it from the cloud by name");
+                // a leader that does not serve this node (it moved, or that leader has not
+                // seen it join yet) is not followed again before its pass-over ends
+                if let Choice::Follow(leader) = &decided.choice {
+                    self.pass_over(&leader.node);
+                }
                 self.relocating = true;
                 self.wrapper.forget_local_unit();
                 return;
