@@ -2,19 +2,22 @@
 //! or the wrapper leading its unit) and whether it serves the unit's other wrappers.
 //!
 //! [`run`] re-decides with [`edgegrid_core::unit_upstream::choose`] whenever its inputs
-//! change: the unit's members (the Nodes' published identities, from the cache), the nodes
-//! the local edge-health votes down, and the members this wrapper failed to reach. The
+//! change: the unit's members (the identities the local edge-health read), the nodes the
+//! local edge-health votes down, and the members this wrapper failed to reach. The
 //! upstream it runs ([`crate::upstream::run_plan`]) is replaced only when the choice
 //! changes; the new one relists, and the cache turns the relist into differences, so the
 //! served view never goes empty or partial across a change and no client sees an event
-//! twice.
+//! twice. From one leader to another the follower's watches go on instead
+//! ([`LeaderRoute`]): they resume on a standby leading from its replica of the previous
+//! leader's log ([`crate::replication`]), and relist anywhere else.
 //!
-//! A followed leader is passed over (for `unreachable_for`) as soon as its link fails
-//! (refused, reset, or silent beyond the client's read timeout: the leader's bookmarks keep
-//! a healthy watch talking), or when it keeps answering "not ready" longer than
-//! `not_ready_for` (a leader that lost the cloud before its first sync). A leader that
+//! A followed leader is passed over (for `unreachable_for`) once its link has failed for
+//! a moment (refused, reset, or silent beyond the client's read timeout: the leader's
+//! bookmarks keep a healthy watch talking), or when it keeps answering "not ready" longer
+//! than `not_ready_for` (a leader that lost the cloud before its first sync). A leader that
 //! loses the cloud afterwards keeps serving its last view: the unit goes on working
-//! offline as one wrapper does.
+//! offline as one wrapper does. The member next in line keeps a replica of the leader's
+//! log meanwhile (the standby).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;

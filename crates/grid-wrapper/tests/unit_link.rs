@@ -572,41 +572,97 @@ async fn events_until_applied(watch: &mut Watcher<EndpointSlice>, name: &str) ->
     }
 }
 
+/// A unit in failover tests: the leader `n1` serving the cluster to the follower `n2` and
+/// the standby `n3`, and the follower's watch of slices through its route, listed.
+struct Failover {
+    cluster: Cluster,
+    log: Arc<UpstreamLog>,
+    leader: Leader,
+    follower: NodeIdentity,
+    standby: NodeIdentity,
+    route: grid_wrapper::unit_client::LeaderRoute,
+    slices: Watcher<EndpointSlice>,
+}
+
+const REPLICA_CONFIG: LogConfig = LogConfig { history_limit: 1000, watch_buffer: 1000 };
+
+impl Failover {
+    async fn start() -> Self {
+        let cluster = Cluster::new();
+        let log = new_log();
+        cluster.list_into(&log, &UpstreamKind::ALL);
+        let (follower, standby) = (identity("n2"), identity("n3"));
+        let leader = Leader::start(log.clone(), &[&follower, &standby]).await;
+        let route = grid_wrapper::unit_client::LeaderRoute::default();
+        route.set_leader(follower_client(&leader.url(), &follower, expecting(&leader.identity)));
+        let mut slices = watch_all(Api::<EndpointSlice>::all(route.client()));
+        assert_eq!(names(&initial(&mut slices).await), ["api-1", "web-1"]);
+        Self { cluster, log, leader, follower, standby, route, slices }
+    }
+
+    /// The standby replicating the leader's log, until the handle is aborted.
+    fn replicate(&self) -> (grid_wrapper::replication::ReplicaSlot, JoinHandle<()>) {
+        let slot = grid_wrapper::replication::ReplicaSlot::default();
+        let to_leader = follower_client(&self.leader.url(), &self.standby, expecting(&self.leader.identity));
+        let task = tokio::spawn(grid_wrapper::replication::replicate(to_leader, REPLICA_CONFIG, slot.clone()));
+        (slot, task)
+    }
+
+    /// The leader's server stopped (its connections close).
+    async fn stop_leader(&mut self) {
+        self.leader.stop.send_replace(true);
+        within("the leader's server stopping", &mut self.leader.server).await.expect("stopped");
+    }
+
+    /// `identity` leading from `log`, and the follower's route set to it.
+    async fn lead(&self, identity: NodeIdentity, log: Arc<UpstreamLog>) -> Leader {
+        let next = Leader::start_as(identity, log, &[&self.follower]).await;
+        self.route.set_leader(follower_client(&next.url(), &self.follower, expecting(&next.identity)));
+        next
+    }
+
+    /// `web-1` with its first endpoint at `address`.
+    fn web_at(&self, address: &str) -> UpstreamInput {
+        let mut changed = self.cluster.slices[1].clone();
+        changed["endpoints"][0]["addresses"] = json!([address]);
+        UpstreamInput::Upsert(UpstreamKind::EndpointSlices, changed)
+    }
+}
+
 /// A follower's watch through its [`LeaderRoute`], the leader's standby replicating, the
 /// leader stopped: the route set to the standby (leading from its replica), the watch
 /// resumes there, and the next change arrives as one event, not a relist.
 #[tokio::test]
 async fn a_followers_watch_resumes_on_the_standby_leading_from_its_replica() {
-    let cluster = Cluster::new();
-    let log = new_log();
-    cluster.list_into(&log, &UpstreamKind::ALL);
-    let (follower, standby) = (identity("n2"), identity("n3"));
-    let leader = Leader::start(log.clone(), &[&follower, &standby]).await;
-    let slot = grid_wrapper::replication::ReplicaSlot::default();
-    let config = LogConfig { history_limit: 1000, watch_buffer: 1000 };
-    let to_leader = follower_client(&leader.url(), &standby, expecting(&leader.identity));
-    let replicating = tokio::spawn(grid_wrapper::replication::replicate(to_leader, config, slot.clone()));
-    let route = grid_wrapper::unit_client::LeaderRoute::default();
-    route.set_leader(follower_client(&leader.url(), &follower, expecting(&leader.identity)));
-    let mut slices = watch_all(Api::<EndpointSlice>::all(route.client()));
-    assert_eq!(names(&initial(&mut slices).await), ["api-1", "web-1"]);
-    let mut changed = cluster.slices[1].clone();
-    changed["endpoints"][0]["addresses"] = json!(["10.1.0.7"]);
-    log.apply(UpstreamInput::Upsert(UpstreamKind::EndpointSlices, changed.clone())).expect("upsert");
-    assert_eq!(events_until_applied(&mut slices, "web-1").await, ["apply web-1"]);
+    let mut unit = Failover::start().await;
+    let (slot, replicating) = unit.replicate();
+    unit.log.apply(unit.web_at("10.1.0.7")).expect("upsert");
+    assert_eq!(events_until_applied(&mut unit.slices, "web-1").await, ["apply web-1"]);
+    let log = unit.log.clone();
     eventually("the replica", Some(log_contents(&log)), || slot.current().map(|r| log_contents(&r))).await;
 
     // the leader dies; the standby leads from its replica, and the route goes there
     let replica = slot.current().expect("a replica");
     replicating.abort();
-    leader.stop.send_replace(true);
-    within("the leader's server stopping", leader.server).await.expect("stopped");
+    unit.stop_leader().await;
     replica.promote();
-    let standby_leader = Leader::start_as(standby, replica.clone(), &[&follower]).await;
-    route.set_leader(follower_client(&standby_leader.url(), &follower, expecting(&standby_leader.identity)));
-    changed["endpoints"][0]["addresses"] = json!(["10.1.0.8"]);
-    replica.apply(UpstreamInput::Upsert(UpstreamKind::EndpointSlices, changed)).expect("upsert");
-    assert_eq!(events_until_applied(&mut slices, "web-1").await, ["apply web-1"], "resumed, not relisted");
+    let _standby_leader = unit.lead(unit.standby.clone(), replica.clone()).await;
+    replica.apply(unit.web_at("10.1.0.8")).expect("upsert");
+    assert_eq!(events_until_applied(&mut unit.slices, "web-1").await, ["apply web-1"], "resumed, not relisted");
+}
+
+/// A copy of `log` as a replica of `term` at its version, without the objects `leave_out`
+/// names, synced.
+fn replica_of(log: &UpstreamLog, term: u64, leave_out: &[&str]) -> Arc<UpstreamLog> {
+    let (rv, objects, _) = log.snapshot();
+    let replica = UpstreamLog::replica(REPLICA_CONFIG, term, rv);
+    for (kind, object) in objects {
+        if !leave_out.contains(&object.name()) {
+            replica.restore(kind, object.value()).expect("restored");
+        }
+    }
+    replica.replica_synced();
+    replica
 }
 
 /// A leader whose log is another (its term differs) answers a follower resuming from the
@@ -615,35 +671,14 @@ async fn a_followers_watch_resumes_on_the_standby_leading_from_its_replica() {
 /// watch would have kept for ever).
 #[tokio::test]
 async fn a_followers_watch_relists_on_a_leader_of_another_log_with_the_same_versions() {
-    let cluster = Cluster::new();
-    let log = new_log();
-    cluster.list_into(&log, &UpstreamKind::ALL);
-    let follower = identity("n2");
-    let leader = Leader::start(log.clone(), &[&follower]).await;
-    let route = grid_wrapper::unit_client::LeaderRoute::default();
-    route.set_leader(follower_client(&leader.url(), &follower, expecting(&leader.identity)));
-    let mut slices = watch_all(Api::<EndpointSlice>::all(route.client()));
-    assert_eq!(names(&initial(&mut slices).await), ["api-1", "web-1"]);
-    // another log at the same version: the same objects but api-1
-    let config = LogConfig { history_limit: 1000, watch_buffer: 1000 };
-    let (rv, objects, _) = log.snapshot();
-    let other = UpstreamLog::replica(config, log.term().wrapping_add(1), rv);
-    for (kind, object) in objects {
-        if object.name() != "api-1" {
-            other.restore(kind, object.value()).expect("restored");
-        }
-    }
-    other.replica_synced();
-    leader.stop.send_replace(true);
-    within("the leader's server stopping", leader.server).await.expect("stopped");
-    let next = Leader::start_as(identity("n3"), other.clone(), &[&follower]).await;
-    route.set_leader(follower_client(&next.url(), &follower, expecting(&next.identity)));
-    let mut changed = cluster.slices[1].clone();
-    changed["endpoints"][0]["addresses"] = json!(["10.1.0.8"]);
-    other.apply(UpstreamInput::Upsert(UpstreamKind::EndpointSlices, changed)).expect("upsert");
-    let events = events_until_applied(&mut slices, "web-1").await;
+    let mut unit = Failover::start().await;
+    let other = replica_of(&unit.log, unit.log.term().wrapping_add(1), &["api-1"]);
+    unit.stop_leader().await;
+    let _next = unit.lead(unit.standby.clone(), other.clone()).await;
+    other.apply(unit.web_at("10.1.0.8")).expect("upsert");
+    let events = events_until_applied(&mut unit.slices, "web-1").await;
     assert_eq!(events, ["init", "apply web-1"], "relisted, api-1 gone");
-    assert!(matches!(next_event(&mut slices).await, watcher::Event::InitDone));
+    assert!(matches!(next_event(&mut unit.slices).await, watcher::Event::InitDone));
 }
 
 /// A follower that saw more of the old leader than its standby did (a change the replica
@@ -651,35 +686,21 @@ async fn a_followers_watch_relists_on_a_leader_of_another_log_with_the_same_vers
 /// are its own: it relists, and serves the new leader's state.
 #[tokio::test]
 async fn a_follower_ahead_of_the_standby_relists_on_it() {
-    let cluster = Cluster::new();
-    let log = new_log();
-    cluster.list_into(&log, &UpstreamKind::ALL);
-    let (follower, standby) = (identity("n2"), identity("n3"));
-    let leader = Leader::start(log.clone(), &[&follower, &standby]).await;
-    let slot = grid_wrapper::replication::ReplicaSlot::default();
-    let config = LogConfig { history_limit: 1000, watch_buffer: 1000 };
-    let to_leader = follower_client(&leader.url(), &standby, expecting(&leader.identity));
-    let replicating = tokio::spawn(grid_wrapper::replication::replicate(to_leader, config, slot.clone()));
+    let mut unit = Failover::start().await;
+    let (slot, replicating) = unit.replicate();
+    let log = unit.log.clone();
     eventually("the replica", Some(log_contents(&log)), || slot.current().map(|r| log_contents(&r))).await;
-    let route = grid_wrapper::unit_client::LeaderRoute::default();
-    route.set_leader(follower_client(&leader.url(), &follower, expecting(&leader.identity)));
-    let mut slices = watch_all(Api::<EndpointSlice>::all(route.client()));
-    assert_eq!(names(&initial(&mut slices).await), ["api-1", "web-1"]);
     // the standby stops hearing the leader; the follower sees one more change
     replicating.abort();
     log.apply(UpstreamInput::Delete(UpstreamKind::EndpointSlices, ("ns".into(), "api-1".into()))).expect("delete");
-    assert!(matches!(next_event(&mut slices).await, watcher::Event::Delete(_)));
+    assert!(matches!(next_event(&mut unit.slices).await, watcher::Event::Delete(_)));
     let replica = slot.current().expect("a replica");
     replica.promote();
-    leader.stop.send_replace(true);
-    within("the leader's server stopping", leader.server).await.expect("stopped");
-    let standby_leader = Leader::start_as(standby, replica.clone(), &[&follower]).await;
-    route.set_leader(follower_client(&standby_leader.url(), &follower, expecting(&standby_leader.identity)));
-    let mut changed = cluster.slices[1].clone();
-    changed["endpoints"][0]["addresses"] = json!(["10.1.0.8"]);
-    replica.apply(UpstreamInput::Upsert(UpstreamKind::EndpointSlices, changed)).expect("upsert");
+    unit.stop_leader().await;
+    let _standby_leader = unit.lead(unit.standby.clone(), replica.clone()).await;
+    replica.apply(unit.web_at("10.1.0.8")).expect("upsert");
     // the promoted log never deleted api-1: relisted, it is the new leader's state
-    let events = events_until_applied(&mut slices, "web-1").await;
+    let events = events_until_applied(&mut unit.slices, "web-1").await;
     assert_eq!(events, ["init", "apply api-1", "apply web-1"], "relisted");
 }
 
@@ -688,35 +709,18 @@ async fn a_follower_ahead_of_the_standby_relists_on_it() {
 /// new leader at once, rather than staying on the previous one until its watch times out.
 #[tokio::test]
 async fn a_followers_watch_moves_to_the_new_leader_while_the_old_one_lives() {
-    let cluster = Cluster::new();
-    let log = new_log();
-    cluster.list_into(&log, &UpstreamKind::ALL);
-    let (follower, standby) = (identity("n2"), identity("n3"));
-    let leader = Leader::start(log.clone(), &[&follower, &standby]).await;
+    let mut unit = Failover::start().await;
     // the standby's replica, promoted: it serves the old leader's versions
-    let config = LogConfig { history_limit: 1000, watch_buffer: 1000 };
-    let (rv, objects, _) = log.snapshot();
-    let replica = UpstreamLog::replica(config, log.term(), rv);
-    for (kind, object) in objects {
-        replica.restore(kind, object.value()).expect("restored");
-    }
-    replica.replica_synced();
+    let replica = replica_of(&unit.log, unit.log.term(), &[]);
     replica.promote();
-    let next = Leader::start_as(standby, replica.clone(), &[&follower]).await;
-    let route = grid_wrapper::unit_client::LeaderRoute::default();
-    route.set_leader(follower_client(&leader.url(), &follower, expecting(&leader.identity)));
-    let mut slices = watch_all(Api::<EndpointSlice>::all(route.client()));
-    assert_eq!(names(&initial(&mut slices).await), ["api-1", "web-1"]);
     // the watch opened on the old leader (polled, it asks; bookmarks yield nothing)
-    let quiet = tokio::time::timeout(Duration::from_millis(500), slices.next()).await;
+    let quiet = tokio::time::timeout(Duration::from_millis(500), unit.slices.next()).await;
     assert!(quiet.is_err(), "no event yet: {quiet:?}");
-    assert_eq!(leader.metrics.followers.get(), 1, "watching the old leader");
-    route.set_leader(follower_client(&next.url(), &follower, expecting(&next.identity)));
-    let mut changed = cluster.slices[1].clone();
-    changed["endpoints"][0]["addresses"] = json!(["10.1.0.8"]);
-    replica.apply(UpstreamInput::Upsert(UpstreamKind::EndpointSlices, changed)).expect("upsert");
-    let moved = tokio::time::timeout(Duration::from_secs(3), events_until_applied(&mut slices, "web-1")).await;
+    assert_eq!(unit.leader.metrics.followers.get(), 1, "watching the old leader");
+    let _next = unit.lead(unit.standby.clone(), replica.clone()).await;
+    replica.apply(unit.web_at("10.1.0.8")).expect("upsert");
+    let moved = tokio::time::timeout(Duration::from_secs(3), events_until_applied(&mut unit.slices, "web-1")).await;
     assert_eq!(moved.expect("the new leader's change within 3 s"), ["apply web-1"], "resumed there");
     // the old leader holds no watch of this follower any more
-    eventually("the old leader's followers", 0, || leader.metrics.followers.get()).await;
+    eventually("the old leader's followers", 0, || unit.leader.metrics.followers.get()).await;
 }

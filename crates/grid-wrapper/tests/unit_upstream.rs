@@ -348,6 +348,44 @@ impl Site {
     }
 }
 
+/// kube-proxy's watch of its own Node, on a node's wrapper.
+type NodeWatch = futures::stream::BoxStream<'static, Result<WatchEvent<k8s_openapi::api::core::v1::Node>, kube::Error>>;
+
+impl Site {
+    /// What kube-proxy on `node` watches of its Node.
+    async fn node_watch(&self, node: &str) -> NodeWatch {
+        let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(self.member(node).client());
+        let params = kube::api::WatchParams::default().fields(&format!("metadata.name={node}"));
+        nodes.watch(&params, "0").await.expect("kube-proxy's node watch").boxed()
+    }
+}
+
+/// Waits until the Node is served in `unit`; it must never be served deleted meanwhile.
+async fn until_node_in_unit(watch: &mut NodeWatch, unit: &str) {
+    let relabelled = async {
+        loop {
+            match watch.try_next().await.expect("watch ok").expect("stream open") {
+                WatchEvent::Added(node) | WatchEvent::Modified(node) => {
+                    if node.metadata.labels.as_ref().and_then(|l| l.get("unit")).map(String::as_str) == Some(unit) {
+                        return;
+                    }
+                }
+                WatchEvent::Bookmark(_) => {}
+                other => panic!("kube-proxy saw {other:?}"),
+            }
+        }
+    };
+    within_for(Duration::from_secs(15), &format!("the Node served in unit {unit}"), relabelled).await;
+}
+
+/// Nothing more on the watch (for half a second) is a deletion or an error.
+async fn never_deleted(watch: &mut NodeWatch) {
+    while let Ok(event) = tokio::time::timeout(Duration::from_millis(500), watch.try_next()).await {
+        let Some(event) = event.expect("watch ok") else { break };
+        assert!(!matches!(event, WatchEvent::Deleted(_) | WatchEvent::Error(_)), "kube-proxy saw {event:?}");
+    }
+}
+
 fn ips(nodes: &[&str]) -> Vec<String> {
     nodes.iter().map(|n| format!("10.1.0.{}", host_of(n).octets()[3])).collect()
 }
@@ -572,25 +610,10 @@ async fn a_wrapper_started_before_its_key_exists_serves_alone_then_joins_its_uni
 #[tokio::test]
 async fn a_follower_relabelled_into_another_unit_leaves_its_leader_and_never_serves_its_node_deleted() {
     let (site, _turn) = unit_of_five().await;
-    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(site.member("u5").client());
-    let params = kube::api::WatchParams::default().fields("metadata.name=u5");
-    let mut watch = nodes.watch(&params, "0").await.expect("kube-proxy's node watch").boxed();
+    let mut watch = site.node_watch("u5").await;
     site.relabel("u5", "b").await;
     // what kube-proxy on u5 sees: its Node, then the same Node in unit b, never deleted
-    let relabelled = async {
-        loop {
-            match watch.try_next().await.expect("watch ok").expect("stream open") {
-                WatchEvent::Added(node) | WatchEvent::Modified(node) => {
-                    if node.metadata.labels.as_ref().and_then(|l| l.get("unit")).map(String::as_str) == Some("b") {
-                        return;
-                    }
-                }
-                WatchEvent::Bookmark(_) => {}
-                other => panic!("kube-proxy on u5 saw {other:?}"),
-            }
-        }
-    };
-    within_for(Duration::from_secs(15), "u5 serving its Node in unit b", relabelled).await;
+    until_node_in_unit(&mut watch, "b").await;
     site.until_led_by("u5", &[]).await;
     site.until_led_by("u1", &["u2", "u3", "u4"]).await;
     site.until_served(&["u5"], &["10.1.0.5", "10.1.0.9"]).await;
@@ -598,10 +621,7 @@ async fn a_follower_relabelled_into_another_unit_leaves_its_leader_and_never_ser
     let followers = site.member("u1").metric("grid_wrapper_unit_followers").await;
     assert_eq!(followers.as_deref(), Some("3"));
     // nothing else came on u5's node watch meanwhile but bookmarks or its Node in unit b
-    while let Ok(event) = tokio::time::timeout(Duration::from_millis(500), watch.try_next()).await {
-        let Some(event) = event.expect("watch ok") else { break };
-        assert!(!matches!(event, WatchEvent::Deleted(_) | WatchEvent::Error(_)), "kube-proxy on u5 saw {event:?}");
-    }
+    never_deleted(&mut watch).await;
 }
 
 /// The same relabel, the other way round: the edge-health daemons see u5 in unit `b`
@@ -611,9 +631,7 @@ async fn a_follower_relabelled_into_another_unit_leaves_its_leader_and_never_ser
 #[tokio::test]
 async fn a_wrapper_leading_a_unit_its_node_left_reads_its_node_again_and_never_serves_it_deleted() {
     let (site, _turn) = unit_of_five().await;
-    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(site.member("u5").client());
-    let params = kube::api::WatchParams::default().fields("metadata.name=u5");
-    let mut watch = nodes.watch(&params, "0").await.expect("kube-proxy's node watch").boxed();
+    let mut watch = site.node_watch("u5").await;
     site.member("u1").link.set_cut(true);
     relabel(&site.upstream, "u5", "b").await;
     // u1 cannot tell u5; the daemons' next read of the Nodes can
@@ -621,24 +639,8 @@ async fn a_wrapper_leading_a_unit_its_node_left_reads_its_node_again_and_never_s
     if let Some((unit, _)) = site.published.lock().expect("published").get_mut("u5") {
         *unit = "b".into();
     }
-    let relabelled = async {
-        loop {
-            match watch.try_next().await.expect("watch ok").expect("stream open") {
-                WatchEvent::Added(node) | WatchEvent::Modified(node) => {
-                    if node.metadata.labels.as_ref().and_then(|l| l.get("unit")).map(String::as_str) == Some("b") {
-                        return;
-                    }
-                }
-                WatchEvent::Bookmark(_) => {}
-                other => panic!("kube-proxy on u5 saw {other:?}"),
-            }
-        }
-    };
-    within_for(Duration::from_secs(15), "u5 serving its Node in unit b", relabelled).await;
+    until_node_in_unit(&mut watch, "b").await;
     site.until_led_by("u5", &[]).await;
     site.until_served(&["u5"], &["10.1.0.5", "10.1.0.9"]).await;
-    while let Ok(event) = tokio::time::timeout(Duration::from_millis(500), watch.try_next()).await {
-        let Some(event) = event.expect("watch ok") else { break };
-        assert!(!matches!(event, WatchEvent::Deleted(_) | WatchEvent::Error(_)), "kube-proxy on u5 saw {event:?}");
-    }
+    never_deleted(&mut watch).await;
 }
