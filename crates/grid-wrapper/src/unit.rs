@@ -210,6 +210,7 @@ pub async fn run(wrapper: Arc<Wrapper>, cloud: Client, unit: Option<Unit>, stop:
         previous: None,
         relocating: false,
         standby: None,
+        next_in_line: false,
         route: None,
     };
     loop {
@@ -262,6 +263,8 @@ struct Supervisor {
     relocating: bool,
     /// Next in line after the followed leader: the replica of its log kept meanwhile.
     standby: Option<Standby>,
+    /// Whether the last decision found this wrapper next in line after the leader.
+    next_in_line: bool,
     /// Following: where the watches' requests go.
     route: Option<LeaderRoute>,
 }
@@ -296,8 +299,18 @@ impl Supervisor {
         self.unit
             .members
             .replace(members.iter().filter(|m| m.node != local).map(|m| (m.node.clone(), m.key)).collect());
-        let unreachable: BTreeSet<String> = self.unreachable.keys().cloned().collect();
-        let choice = choose(local, &members, &self.wrapper.nodes_down(), &unreachable);
+        let mut unreachable: BTreeSet<String> = self.unreachable.keys().cloned().collect();
+        let down = self.wrapper.nodes_down();
+        let choice = choose(local, &members, &down, &unreachable);
+        // next in line: this wrapper would lead without the leader (decided here, from the
+        // same inputs, rather than read again for the standby)
+        self.next_in_line = match &choice {
+            Choice::Follow(leader) => {
+                unreachable.insert(leader.node.clone());
+                choose(local, &members, &down, &unreachable) == Choice::Lead
+            }
+            Choice::Lead | Choice::Alone => false,
+        };
         Decided { choice, unit }
     }
 
@@ -376,12 +389,7 @@ impl Supervisor {
     /// Keeps a replica of `leader`'s log while this wrapper would lead without it (the
     /// next in line), and none otherwise.
     fn keep_standby(&mut self, leader: &UnitMember, unit: Option<&str>) {
-        let (members, _) = self.wrapper.unit_members();
-        let local = self.wrapper.local_node();
-        let mut without_leader: BTreeSet<String> = self.unreachable.keys().cloned().collect();
-        without_leader.insert(leader.node.clone());
-        let next_in_line = choose(local, &members, &self.wrapper.nodes_down(), &without_leader) == Choice::Lead;
-        if !next_in_line {
+        if !self.next_in_line {
             return self.drop_standby();
         }
         if self.standby.as_ref().is_some_and(|standby| standby.leader == leader.node && standby.unit.as_deref() == unit)
@@ -459,10 +467,6 @@ impl Supervisor {
                     self.failures.remove(&leader.node);
                 }
             }
-            match &decided.choice {
-                Choice::Follow(leader) => self.keep_standby(leader, decided.unit.as_deref()),
-                Choice::Lead | Choice::Alone => self.drop_standby(),
-            }
             if health.local_node_left() {
                 tracing::info!("the local node left its unit's stream: reading it from the cloud by name");
                 // a leader that does not serve this node (it moved, or that leader has not
@@ -496,7 +500,13 @@ impl Supervisor {
                     return;
                 }
             }
-            if self.decide() != *decided {
+            let now = self.decide();
+            match &decided.choice {
+                Choice::Follow(leader) if now == *decided => self.keep_standby(leader, decided.unit.as_deref()),
+                Choice::Follow(_) => {}
+                Choice::Lead | Choice::Alone => self.drop_standby(),
+            }
+            if now != *decided {
                 return;
             }
         }
