@@ -18,11 +18,10 @@
 //! current at its handshake (the kube-apiserver's and kube-proxy's Go clients do not
 //! resume sessions anyway; they keep connections open).
 
-use std::collections::HashMap;
 use std::error::Error as _;
 use std::fmt;
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -50,9 +49,6 @@ pub const PROTOCOL_VERSIONS: &[&SupportedProtocolVersion] = &[&rustls::version::
 pub const ALPN_PROTOCOLS: &[&[u8]] = &[b"http/1.1"];
 /// Handshakes in progress at once; connections beyond are closed at once.
 const MAX_PENDING_HANDSHAKES: usize = 1024;
-/// Handshakes in progress at once from one address: one host cannot take every slot
-/// (and keep every other client out) by opening connections it never completes.
-pub const MAX_PENDING_HANDSHAKES_PER_ADDRESS: usize = 128;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
@@ -687,39 +683,20 @@ async fn accept(
     metrics: TlsMetrics,
 ) {
     let mut handshakes = JoinSet::new();
-    let mut pending: HashMap<IpAddr, usize> = HashMap::new();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((connection, peer))
-                    if handshakes.len() < MAX_PENDING_HANDSHAKES
-                        && pending.get(&peer.ip()).is_none_or(|n| *n < MAX_PENDING_HANDSHAKES_PER_ADDRESS) =>
-                {
-                    *pending.entry(peer.ip()).or_default() += 1;
+                Ok((connection, peer)) if handshakes.len() < MAX_PENDING_HANDSHAKES => {
                     let acceptor = TlsAcceptor::from(configs.borrow().clone());
-                    let handshake = handshake(acceptor, connection, peer, handshake_timeout, ready.clone(), metrics.clone());
-                    handshakes.spawn(async move {
-                        handshake.await;
-                        peer.ip()
-                    });
+                    handshakes.spawn(handshake(acceptor, connection, peer, handshake_timeout, ready.clone(), metrics.clone()));
                 }
                 Ok((_, peer)) => {
                     metrics.handshake_errors.inc();
-                    tracing::debug!(%peer, "too many TLS handshakes in progress (from this address, or in all): closing the connection");
+                    tracing::debug!(%peer, "too many TLS handshakes in progress: closing the connection");
                 }
                 Err(error) => accept_failed(error).await,
             },
-            Some(done) = handshakes.join_next(), if !handshakes.is_empty() => {
-                // a handshake task never panics; one that did leaves its count (a slot lost)
-                if let Ok(address) = done
-                    && let Some(n) = pending.get_mut(&address)
-                {
-                    *n -= 1;
-                    if *n == 0 {
-                        pending.remove(&address);
-                    }
-                }
-            }
+            Some(_) = handshakes.join_next(), if !handshakes.is_empty() => {}
             _ = ready.closed() => return,
         }
     }

@@ -534,37 +534,3 @@ async fn with_one_address_for_both_everything_is_https() {
     assert!(metrics.status == 200 && metrics.body.contains("tls_test_tls_reloads_total 0"), "{metrics:?}");
     assert_eq!(http_get(address, "/metrics").await, None, "no plain HTTP");
 }
-
-/// A connection from `source` to `address` that never starts its handshake.
-async fn stalled_from(source: [u8; 4], address: SocketAddr) -> TcpStream {
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.bind(SocketAddr::from((source, 0))).unwrap();
-    socket.connect(address).await.unwrap()
-}
-
-/// One host opening connections it never completes gets at most
-/// `MAX_PENDING_HANDSHAKES_PER_ADDRESS` handshake slots: beyond them its connections are
-/// closed at once, and other hosts are still served.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_address_cannot_take_every_handshake_slot() {
-    use controller_support::tls::MAX_PENDING_HANDSHAKES_PER_ADDRESS;
-    let dir = TempDir::new("tls-per-address").unwrap();
-    let ca = TestCa::new("per-address-ca");
-    write_files(&dir, &ca.server_cert(1));
-    let served = serve(files_config(&dir)).await;
-    let client = ca.client_config(None);
-    let mut stalled = Vec::new();
-    for _ in 0..MAX_PENDING_HANDSHAKES_PER_ADDRESS {
-        stalled.push(stalled_from([127, 0, 0, 3], served.https).await);
-    }
-    // the listener takes them up in order: once the last is pending, the next is refused
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let mut refused = stalled_from([127, 0, 0, 3], served.https).await;
-    let mut byte = [0u8; 1];
-    let closed = tokio::time::timeout(Duration::from_secs(2), refused.read(&mut byte)).await;
-    assert!(matches!(closed, Ok(Ok(0) | Err(_))), "closed at once: {closed:?}");
-    // a slot of that address held by a stalled client is not one of another host's
-    let answered = tokio::time::timeout(Duration::from_secs(2), https_get(served.https, "/api", client)).await;
-    assert_eq!(answered.expect("another host is answered").unwrap().status, 200);
-    drop(stalled);
-}
