@@ -19,7 +19,8 @@
 //! full cluster, about 10 minutes; a unit of 500 on a tenth of it, as 500 in-process
 //! wrappers each holding the full cluster's view would need about 40 GB);
 //! `WRAPPER_BENCH_QUICK=1` runs small units as a smoke test; `UNIT_BENCH_FAILOVER_ONLY=<slices>`
-//! only the leader killed in the unit of 50 on that many slices. Timings need an otherwise
+//! only the leader killed in the unit of 50 on that many slices; `UNIT_BENCH_LARGE_ONLY=1` only
+//! the unit of 500. Timings need an otherwise
 //! idle machine (the header prints the load average); byte counts do not.
 
 #[path = "../../../tests/src/bench_table.rs"]
@@ -51,6 +52,8 @@ use prost::Message as _;
 /// Set to a number of slices: only the leader-killed measurement of the unit of 50, on
 /// that many slices (no not-shared phase, no unit of 500, no encodings).
 const FAILOVER_ONLY_ENV: &str = "UNIT_BENCH_FAILOVER_ONLY";
+/// Set: only the unit of 500 (not shared, then shared).
+const LARGE_ONLY_ENV: &str = "UNIT_BENCH_LARGE_ONLY";
 
 /// What kube-proxy sends (`../shared/design/kube-proxy-protocol.md`).
 const KUBE_PROXY_ACCEPT: &str = "application/vnd.kubernetes.protobuf, */*";
@@ -538,8 +541,10 @@ fn main() {
         if scale.quick { [(5, small, true), (20, small, false)] } else { [(50, scale, true), (500, small, false)] };
     // only the failover of the unit of 50, on this many slices (the shared phase alone)
     let failover_only: Option<usize> = std::env::var(FAILOVER_ONLY_ENV).ok().and_then(|v| v.parse().ok());
+    let large_only = std::env::var(LARGE_ONLY_ENV).is_ok_and(|v| !v.is_empty() && v != "0");
     let units = match failover_only {
         Some(services) => vec![(50, Scale { services, ..scale }, true)],
+        None if large_only => units[1..].to_vec(),
         None => units.to_vec(),
     };
     let phases: &[bool] = if failover_only.is_some() { &[true] } else { &[false, true] };
@@ -622,7 +627,7 @@ fn main() {
             );
         }
     }
-    if failover_only.is_some() {
+    if failover_only.is_some() || large_only {
         table.print();
         return;
     }
