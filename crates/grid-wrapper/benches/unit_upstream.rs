@@ -537,8 +537,9 @@ fn main() {
     );
     let mut table = Table::new(["shared / protobuf", "not shared / JSON", "ratio", "target", "result"]);
     let small = Scale { nodes: scale.nodes / 10, units: scale.units / 10, services: scale.services / 10, ..scale };
-    let units =
+    let all_units =
         if scale.quick { [(5, small, true), (20, small, false)] } else { [(50, scale, true), (500, small, false)] };
+    let units = all_units;
     // only the failover of the unit of 50, on this many slices (the shared phase alone)
     let failover_only: Option<usize> = std::env::var(FAILOVER_ONLY_ENV).ok().and_then(|v| v.parse().ok());
     let large_only = std::env::var(LARGE_ONLY_ENV).is_ok_and(|v| !v.is_empty() && v != "0");
@@ -550,7 +551,7 @@ fn main() {
     let phases: &[bool] = if failover_only.is_some() { &[true] } else { &[false, true] };
     for &(count, unit_scale, failover) in &units {
         let measured = runtime.block_on(sharing(&unit_scale, count, failover, phases));
-        let id = if count == units[0].0 { "1a" } else { "1b" };
+        let id = if count == all_units[0].0 { "1a" } else { "1b" };
         let watch_ratio = measured.alone.0 as f64 / measured.shared.0.max(1) as f64;
         let unit_size = measured.members as f64;
         let within = |ratio: f64| (ratio / unit_size - 1.0).abs() <= 0.10;
