@@ -595,8 +595,12 @@ async fn a_wrapper_started_before_its_key_exists_serves_alone_then_joins_its_uni
     // the key is written and published: u6 follows u1, which admits it
     site.edge_health_starts(node).await;
     site.until_led_by("u1", &["u2", "u3", "u4", "u5", "u6"]).await;
-    let followers = site.member("u1").metric("grid_wrapper_unit_followers").await;
-    assert_eq!(followers.as_deref(), Some("5"));
+    // u6's watches open on u1 just after it chose u1
+    let leader = site.member("u1");
+    eventually("u1's five followers", || async {
+        (leader.metric("grid_wrapper_unit_followers").await.as_deref() == Some("5")).then_some(())
+    })
+    .await;
     // and what it serves comes through u1 now
     site.set_endpoints(&[("10.1.0.2", "u2"), ("10.1.0.6", "u6"), ("10.1.0.9", "n9")]).await;
     site.until_served(&["u1", "u6"], &["10.1.0.2", "10.1.0.6"]).await;
