@@ -306,9 +306,19 @@ impl Site {
 
     /// Waits until `node` keeps a replica of its leader's log.
     async fn until_standby(&self, node: &str) {
+        self.until_metric(node, STANDBY, "1").await;
+    }
+
+    /// Waits until `node` has `followers` followers watching it.
+    async fn until_followers(&self, node: &str, followers: usize) {
+        self.until_metric(node, "grid_wrapper_unit_followers", &followers.to_string()).await;
+    }
+
+    /// Waits until `node`'s metric `name` reads `value`.
+    async fn until_metric(&self, node: &str, name: &str, value: &str) {
         let member = self.member(node);
-        let what = format!("{node} the standby");
-        eventually(&what, || async { (member.metric(STANDBY).await.as_deref() == Some("1")).then_some(()) }).await;
+        let what = format!("{node}'s {name} = {value}");
+        eventually(&what, || async { (member.metric(name).await.as_deref() == Some(value)).then_some(()) }).await;
     }
 
     /// Waits until each of `nodes` serves `expected` as the addresses of `web-1` (in any
@@ -406,11 +416,7 @@ async fn unit_of_five() -> (Site, tokio::sync::MutexGuard<'static, ()>) {
     tokio::time::sleep(Duration::from_secs(6)).await;
     site.until_led_by("u1", &MEMBERS[1..]).await;
     // and every follower watches u1 itself (not another member it took for the leader)
-    let leader = site.member("u1");
-    eventually("u1's four followers", || async {
-        (leader.metric("grid_wrapper_unit_followers").await.as_deref() == Some("4")).then_some(())
-    })
-    .await;
+    site.until_followers("u1", 4).await;
     let expected = all_a();
     let expected: Vec<&str> = expected.iter().map(String::as_str).collect();
     site.until_served(&MEMBERS, &expected).await;
@@ -513,9 +519,7 @@ async fn the_leader_killed_the_next_member_leads_and_no_list_served_meanwhile_is
     // reaches u2: one that passed it over at start-up takes itself for next meanwhile)
     site.until_standby("u2").await;
     for node in &remaining[1..] {
-        let member = site.member(node);
-        let what = format!("{node} not a standby");
-        eventually(&what, || async { (member.metric(STANDBY).await.as_deref() == Some("0")).then_some(()) }).await;
+        site.until_metric(node, STANDBY, "0").await;
     }
     site.members.iter_mut().find(|m| m.node == "u1").expect("u1").kill();
     let killed = Instant::now();
@@ -568,11 +572,7 @@ async fn impostor_members_are_refused_as_leader_and_as_follower_and_serve_from_t
     tokio::time::sleep(Duration::from_secs(6)).await;
     site.until_led_by("u1", &MEMBERS[1..]).await;
     // and every follower watches u1 itself (not another member it took for the leader)
-    let leader = site.member("u1");
-    eventually("u1's four followers", || async {
-        (leader.metric("grid_wrapper_unit_followers").await.as_deref() == Some("4")).then_some(())
-    })
-    .await;
+    site.until_followers("u1", 4).await;
 }
 
 /// A wrapper started before its node's edge-health (a new node, or a restart of both):
@@ -596,11 +596,7 @@ async fn a_wrapper_started_before_its_key_exists_serves_alone_then_joins_its_uni
     site.edge_health_starts(node).await;
     site.until_led_by("u1", &["u2", "u3", "u4", "u5", "u6"]).await;
     // u6's watches open on u1 just after it chose u1
-    let leader = site.member("u1");
-    eventually("u1's five followers", || async {
-        (leader.metric("grid_wrapper_unit_followers").await.as_deref() == Some("5")).then_some(())
-    })
-    .await;
+    site.until_followers("u1", 5).await;
     // and what it serves comes through u1 now
     site.set_endpoints(&[("10.1.0.2", "u2"), ("10.1.0.6", "u6"), ("10.1.0.9", "n9")]).await;
     site.until_served(&["u1", "u6"], &["10.1.0.2", "10.1.0.6"]).await;
@@ -622,8 +618,8 @@ async fn a_follower_relabelled_into_another_unit_leaves_its_leader_and_never_ser
     site.until_led_by("u1", &["u2", "u3", "u4"]).await;
     site.until_served(&["u5"], &["10.1.0.5", "10.1.0.9"]).await;
     site.until_served(&["u1", "u2", "u3", "u4"], &["10.1.0.1", "10.1.0.2", "10.1.0.3", "10.1.0.4"]).await;
-    let followers = site.member("u1").metric("grid_wrapper_unit_followers").await;
-    assert_eq!(followers.as_deref(), Some("3"));
+    // u5's watches on u1 end as its plan changes: u1 notices when their connections close
+    site.until_followers("u1", 3).await;
     // nothing else came on u5's node watch meanwhile but bookmarks or its Node in unit b
     never_deleted(&mut watch).await;
 }
