@@ -22,7 +22,7 @@
 //! Objects are sent as the leader stored them (its JSON bytes, never re-encoded).
 
 use std::future::Future;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -147,25 +147,14 @@ pub struct Replicating {
     config: LogConfig,
     /// The snapshot being received.
     building: Option<Arc<UpstreamLog>>,
-    /// The replica being kept up to date (the last snapshot that completed).
+    /// The replica kept up to date (the last snapshot that completed), for the supervisor.
     replica: ReplicaSlot,
-    /// Whether changes go to `replica` (its snapshot completed on this stream).
-    following: bool,
+    /// The replica changes go to: the one whose snapshot completed on this stream.
+    following: Option<Arc<UpstreamLog>>,
 }
 
 /// Where the standby keeps its replica for the supervisor.
-#[derive(Clone, Debug, Default)]
-pub struct ReplicaSlot(Arc<Mutex<Option<Arc<UpstreamLog>>>>);
-
-impl ReplicaSlot {
-    pub fn current(&self) -> Option<Arc<UpstreamLog>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).clone()
-    }
-
-    fn set(&self, replica: Arc<UpstreamLog>) {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(replica);
-    }
-}
+pub type ReplicaSlot = crate::upstream_log::LogSlot;
 
 fn number(what: &'static str, value: &str) -> Result<u64, ReplicationError> {
     value.parse().map_err(|_| ReplicationError::BadNumber { what, value: value.to_string() })
@@ -177,13 +166,13 @@ fn kind(name: &str) -> Result<UpstreamKind, ReplicationError> {
 
 impl Replicating {
     pub fn new(config: LogConfig, replica: ReplicaSlot) -> Self {
-        Self { config, building: None, replica, following: false }
+        Self { config, building: None, replica, following: None }
     }
 
     /// A new stream begins: nothing goes to the replica until its snapshot completes.
     pub fn restart(&mut self) {
         self.building = None;
-        self.following = false;
+        self.following = None;
     }
 
     /// Takes one line of the stream.
@@ -192,7 +181,7 @@ impl Replicating {
             Record::Snapshot { term, resource_version } => {
                 let (term, rv) = (number("term", &term)?, number("resourceVersion", &resource_version)?);
                 self.building = Some(UpstreamLog::replica(self.config, term, rv));
-                self.following = false;
+                self.following = None;
             }
             Record::Object { kind: name, object } => {
                 let building = self.building.as_ref().ok_or(ReplicationError::OutOfOrder("an object"))?;
@@ -201,12 +190,11 @@ impl Replicating {
             Record::Synced => {
                 let replica = self.building.take().ok_or(ReplicationError::OutOfOrder("its end"))?;
                 replica.replica_synced();
-                self.replica.set(replica);
-                self.following = true;
+                self.replica.set(Some(replica.clone()));
+                self.following = Some(replica);
             }
             Record::Change { kind: name, change, resource_version, object } => {
-                let replica = self.replica.current().filter(|_| self.following);
-                let replica = replica.ok_or(ReplicationError::OutOfOrder("a change"))?;
+                let replica = self.following.as_ref().ok_or(ReplicationError::OutOfOrder("a change"))?;
                 let Some(change) = ChangeKind::from_name(&change) else {
                     return Err(ReplicationError::UnknownChange(change));
                 };
@@ -256,7 +244,7 @@ pub async fn replicate(client: kube::Client, config: LogConfig, replica: Replica
     loop {
         replicating.restart();
         let ended = follow(&client, &mut replicating).await;
-        retry = if replicating.following { RETRY } else { (retry * 2).min(MAX_RETRY) };
+        retry = if replicating.following.is_some() { RETRY } else { (retry * 2).min(MAX_RETRY) };
         if let Err(error) = ended {
             tracing::info!(%error, retry_in = ?retry, "the leader's log stream ended: asking again");
         }

@@ -21,7 +21,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use controller_support::node_identity::{ExpectedServer, MemberKeys, NodeIdentity, client_config};
@@ -52,18 +52,7 @@ pub struct UnitConfig {
 }
 
 /// What the unit server serves: the log while this wrapper leads, nothing otherwise (503).
-#[derive(Clone, Debug, Default)]
-pub struct LeaderSlot(Arc<RwLock<Option<Arc<UpstreamLog>>>>);
-
-impl LeaderSlot {
-    pub fn current(&self) -> Option<Arc<UpstreamLog>> {
-        self.0.read().unwrap_or_else(PoisonError::into_inner).clone()
-    }
-
-    fn set(&self, log: Option<Arc<UpstreamLog>>) {
-        *self.0.write().unwrap_or_else(PoisonError::into_inner) = log;
-    }
-}
+pub type LeaderSlot = crate::upstream_log::LogSlot;
 
 /// The shared state of a wrapper in a shared unit, between [`run`] and the unit server.
 #[derive(Clone, Debug)]
@@ -212,6 +201,7 @@ pub async fn run(wrapper: Arc<Wrapper>, cloud: Client, unit: Option<Unit>, stop:
         standby: None,
         next_in_line: false,
         route: None,
+        leader_link: None,
     };
     loop {
         let mut decided = supervisor.decide();
@@ -267,6 +257,8 @@ struct Supervisor {
     next_in_line: bool,
     /// Following: where the watches' requests go.
     route: Option<LeaderRoute>,
+    /// The link to the leader followed last (the standby replicates over it too).
+    leader_link: Option<(String, Client)>,
 }
 
 /// A replica of the followed leader's log, kept while this wrapper is next in line.
@@ -360,7 +352,10 @@ impl Supervisor {
     /// A client of `leader`; `None` (and the leader passed over) when it cannot be set up.
     fn link_to(&mut self, leader: &UnitMember) -> Option<Client> {
         match self.leader_client(leader) {
-            Ok(client) => Some(client),
+            Ok(client) => {
+                self.leader_link = Some((leader.node.clone(), client.clone()));
+                Some(client)
+            }
             Err(error) => {
                 tracing::warn!(leader = %leader.node, %error, "cannot set up the link to the unit leader");
                 self.pass_over(&leader.node);
@@ -369,7 +364,7 @@ impl Supervisor {
         }
     }
 
-    /// The replica kept as standby, if it is synced: the log this wrapper leads from, so
+    /// The replica kept as standby, if there is one: the log this wrapper leads from, so
     /// that its followers resume where they were (its cloud watches' relist reaches them
     /// as differences).
     fn promoted(&mut self, unit: &str) -> Option<Arc<UpstreamLog>> {
@@ -377,8 +372,8 @@ impl Supervisor {
         self.wrapper.metrics().unit_standby.set(0);
         // a replica of another unit's leader (the unit changed as this one took over) is
         // not this unit's log
-        let replica =
-            standby.replica.current().filter(|replica| replica.synced() && standby.unit.as_deref() == Some(unit))?;
+        // (only a synced replica is ever put in the slot)
+        let replica = standby.replica.current().filter(|_| standby.unit.as_deref() == Some(unit))?;
         let rv = replica.read(|log| log.current_rv());
         replica.promote();
         tracing::info!(leader = %standby.leader, resource_version = rv, "leading from the replica of the previous leader's log");
@@ -396,20 +391,14 @@ impl Supervisor {
         {
             return;
         }
-        match self.leader_client(leader) {
-            Ok(client) => {
-                tracing::info!(leader = %leader.node, "next in line: replicating the leader's log");
-                let replica = ReplicaSlot::default();
-                let task = tokio::spawn(crate::replication::replicate(client, self.unit.config.log, replica.clone()));
-                let unit = unit.map(str::to_string);
-                self.standby = Some(Standby { leader: leader.node.clone(), unit, replica, task });
-                self.wrapper.metrics().unit_standby.set(1);
-            }
-            // (the link to follow it was set up from the same settings: this does not happen)
-            Err(error) => {
-                tracing::debug!(leader = %leader.node, %error, "cannot set up the link to replicate the leader's log")
-            }
-        }
+        // the standby's stream goes over the follower's own link to the leader
+        let Some((_, client)) = self.leader_link.as_ref().filter(|(node, _)| *node == leader.node) else { return };
+        tracing::info!(leader = %leader.node, "next in line: replicating the leader's log");
+        let replica = ReplicaSlot::default();
+        let task = tokio::spawn(crate::replication::replicate(client.clone(), self.unit.config.log, replica.clone()));
+        let unit = unit.map(str::to_string);
+        self.standby = Some(Standby { leader: leader.node.clone(), unit, replica, task });
+        self.wrapper.metrics().unit_standby.set(1);
     }
 
     fn drop_standby(&mut self) {

@@ -262,15 +262,24 @@ fn serve(
     }
     let sent = served.metrics.served_bytes.get_or_create(&ResourceLabel { resource: kind.name() }).clone();
     // a version (or continue token) of another leader's log means nothing in this one
-    let foreign = resumes(query) && term.is_some_and(|term| !takes(&log, term, query));
-    let foreign_version = || {
-        let requested = query.get("resourceVersion").and_then(|rv| rv.parse().ok()).unwrap_or_default();
-        listwatch::Error::Expired { requested, oldest: log.read(|log| log.current_rv()) }
+    let term: Option<u64> = term.map(|term| term.parse().unwrap_or(u64::MAX));
+    let foreign = |resumed: Option<u64>| {
+        let taken = term.is_none_or(|term| log.resumes(term, resumed));
+        (!taken).then(|| listwatch::Error::Expired {
+            requested: resumed.unwrap_or_default(),
+            oldest: log.read(|log| log.current_rv()),
+        })
     };
     if !listwatch::is_watch(query) {
         let opts = ListOptions::from_query(query, None)?;
-        if foreign {
-            return Err(foreign_version());
+        // a continue token, or a version other than "any" (0) and "latest" (none)
+        let expired = match (&opts.continue_token, opts.resource_version) {
+            (Some(_), _) => foreign(None),
+            (None, Some(rv)) if rv > 0 => foreign(Some(rv)),
+            (None, _) => None,
+        };
+        if let Some(expired) = expired {
+            return Err(expired);
         }
         let page = log.read(|log| log.list(&kind, &opts))?;
         let content_type = representation.content_type(false);
@@ -280,7 +289,12 @@ fn serve(
     }
     let opts = WatchOptions::from_query(query, None)?;
     // as kube-apiserver answers a version it no longer has: 410 in the watch stream
-    let start = if foreign { Err(foreign_version()) } else { log.read(|log| log.watch(&kind, &opts)) };
+    let expired = opts.resume_after().and_then(|rv| foreign(Some(rv)));
+    let answered_here = expired.is_none();
+    let start = match expired {
+        Some(expired) => Err(expired),
+        None => log.read(|log| log.watch(&kind, &opts)),
+    };
     tracing::debug!(peer = ?peer, resource = kind.name(), "follower watch started");
     let follower = peer.map(|peer| served.metrics.watching(peer));
     let content_type = representation.content_type(true);
@@ -296,7 +310,7 @@ fn serve(
     // a foreign answer (410 in the stream) names no term: a client cut off before that
     // line must not resume its version as this log's
     let mut response = (headers, counted(events, sent, follower)).into_response();
-    if !foreign {
+    if answered_here {
         let (name, value) = term_header(&log);
         response.headers_mut().insert(name, value);
     }
@@ -312,23 +326,6 @@ pub const TERM_HEADER: &str = "edgegrid-unit-log-term";
 
 fn term_header(log: &UpstreamLog) -> (axum::http::HeaderName, HeaderValue) {
     (axum::http::HeaderName::from_static(TERM_HEADER), HeaderValue::from(log.term()))
-}
-
-/// Whether `log` takes the version a request resumes from, told it is of the log of `term`.
-fn takes(log: &UpstreamLog, term: &str, query: &HashMap<String, String>) -> bool {
-    let Ok(term) = term.parse() else { return false };
-    let rv = query.get("resourceVersion").filter(|_| !query.contains_key("continue")).and_then(|rv| rv.parse().ok());
-    log.resumes(term, rv)
-}
-
-/// Whether a request continues from a version: a continue token, or a resourceVersion
-/// other than "any" (`0`) and "latest" (empty), unless it asks for the initial events
-/// (a streaming list, which starts over).
-fn resumes(query: &HashMap<String, String>) -> bool {
-    let given = |name: &str| query.get(name).is_some_and(|value| !value.is_empty());
-    let initial_events = query.get("sendInitialEvents").is_some_and(|value| value == "true");
-    given("continue")
-        || (given("resourceVersion") && query.get("resourceVersion").is_some_and(|rv| rv != "0") && !initial_events)
 }
 
 /// The log to the unit's standby ([`crate::replication`]): only a synced log is replicated

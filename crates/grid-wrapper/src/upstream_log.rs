@@ -109,6 +109,22 @@ pub enum UpstreamLogError {
     },
 }
 
+/// Where a log is kept for others to read: the unit server's current term of leadership
+/// (`unit::LeaderSlot`, empty while not leading: 503), the standby's replica
+/// (`replication::ReplicaSlot`, empty until its first snapshot completes).
+#[derive(Clone, Debug, Default)]
+pub struct LogSlot(Arc<std::sync::RwLock<Option<Arc<UpstreamLog>>>>);
+
+impl LogSlot {
+    pub fn current(&self) -> Option<Arc<UpstreamLog>> {
+        self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    pub(crate) fn set(&self, log: Option<Arc<UpstreamLog>>) {
+        *self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner) = log;
+    }
+}
+
 /// [`UpstreamLog::snapshot`]: the version, the objects, the feed of later changes.
 pub type Snapshot = (
     u64,

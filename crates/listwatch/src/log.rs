@@ -199,10 +199,7 @@ impl<K: ResourceKey> Log<K> {
             let message = format!("a restored object's resourceVersion must be at most the snapshot's {}", self.rv);
             return Err(Error::Internal(message));
         };
-        let objects = self.objects.entry(key).or_default();
-        let like = objects.get(&id).or_else(|| objects.values().next());
-        let stored = Arc::new(StoredObject::new(object, rv, like.map(|o| &**o)));
-        objects.insert(id, stored);
+        self.store(key, id, object, rv);
         Ok(())
     }
 
@@ -234,15 +231,27 @@ impl<K: ResourceKey> Log<K> {
             return Err(Error::Internal("an object without metadata cannot be stored".into()));
         }
         self.rv = rv;
-        let object = stamped(object, rv);
-        let objects = self.objects.entry(key.clone()).or_default();
-        // what the new version shares: its previous version's, else a neighbour's
-        let like = objects.get(&id).or_else(|| objects.values().next());
-        let stored = Arc::new(StoredObject::new(object, rv, like.map(|o| &**o)));
-        let old = objects.insert(id.clone(), stored.clone());
+        let (stored, old) = self.store(key.clone(), id.clone(), stamped(object, rv), rv);
         let kind = if old.is_some() { ChangeKind::Modified } else { ChangeKind::Added };
         self.publish(key, id, kind, stored.clone(), old);
         Ok(stored)
+    }
+
+    /// Keeps `object` as the version `rv` of `id`, encoded once; returns it and the version
+    /// it replaces.
+    fn store(
+        &mut self,
+        key: K,
+        id: ObjectId,
+        object: Value,
+        rv: u64,
+    ) -> (Arc<StoredObject>, Option<Arc<StoredObject>>) {
+        let objects = self.objects.entry(key).or_default();
+        // what the new version shares: its previous version's, else a neighbour's
+        let like = objects.get(&id).or_else(|| objects.values().next());
+        let stored = Arc::new(StoredObject::new(object, rv, like.map(|o| &**o)));
+        let old = objects.insert(id, stored.clone());
+        (stored, old)
     }
 
     /// Removes `id` as the version `rv` (above every version so far), if it is there.
