@@ -278,8 +278,26 @@ impl Site {
 
     /// [`Site::until_led_by`] with a bound of its own (passing over impostors takes a while).
     async fn until_led_by_within(&self, bound: Duration, leader: &str, followers: &[&str]) {
-        let what = format!("{leader} leading {followers:?}");
-        within_for(bound, &what, self.led_by(leader, followers)).await;
+        if tokio::time::timeout(bound, self.led_by(leader, followers)).await.is_err() {
+            panic!("timed out after {bound:?}: {leader} leading {followers:?}\n{}", self.logs());
+        }
+    }
+
+    /// The last lines each running member logged, for a failure message.
+    fn logs(&self) -> String {
+        let mut logs = String::new();
+        for member in &self.members {
+            if let Some(binary) = &member.binary {
+                let all = binary.logs_so_far();
+                let lines: Vec<&str> = all.lines().collect();
+                logs.push_str(&format!(
+                    "=== {}\n{}\n",
+                    member.node,
+                    lines[lines.len().saturating_sub(40)..].join("\n")
+                ));
+            }
+        }
+        logs
     }
 
     async fn led_by(&self, leader: &str, followers: &[&str]) {
@@ -410,7 +428,9 @@ async fn unit_of_five() -> (Site, tokio::sync::MutexGuard<'static, ()>) {
     for node in MEMBERS {
         site.start(node, None).await;
     }
-    site.until_led_by("u1", &MEMBERS[1..]).await;
+    // members that start before u1 listens, or before u1's edge-health read names them
+    // (u1 refuses them meanwhile), pass u1 over for 5 s, 10 s after a second failure
+    site.until_led_by_within(Duration::from_secs(30), "u1", &MEMBERS[1..]).await;
     // settled: a member that started before u1 listened may have passed it over and led for
     // `--unit-upstream-retry-after` (5 s here) before following it again
     tokio::time::sleep(Duration::from_secs(6)).await;

@@ -15,7 +15,7 @@ pub mod objects;
 pub mod protobuf;
 pub mod tls;
 
-use std::io::Read;
+use std::io::BufRead;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -195,7 +195,9 @@ pub fn unreachable_url() -> String {
 /// A binary under test; killed if dropped while running.
 pub struct RunningBinary {
     child: Child,
-    logs: Option<std::thread::JoinHandle<String>>,
+    /// stderr so far, appended by a reader thread until the binary closes it.
+    logs: std::sync::Arc<std::sync::Mutex<String>>,
+    reader: Option<std::thread::JoinHandle<()>>,
 }
 
 /// How a binary ended.
@@ -213,14 +215,31 @@ impl RunningBinary {
     pub fn start(program: impl AsRef<Path>, args: &[String]) -> std::io::Result<Self> {
         let mut child =
             Command::new(program.as_ref()).args(args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn()?;
-        let logs = child.stderr.take().map(|mut stderr| {
+        let logs = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let reader = child.stderr.take().map(|stderr| {
+            let logs = std::sync::Arc::clone(&logs);
             std::thread::spawn(move || {
-                let mut text = String::new();
-                let _ = stderr.read_to_string(&mut text);
-                text
+                for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+                    let mut logs = logs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    logs.push_str(&line);
+                    logs.push('\n');
+                }
             })
         });
-        Ok(Self { child, logs })
+        Ok(Self { child, logs, reader })
+    }
+
+    /// What it wrote to stderr so far.
+    pub fn logs_so_far(&self) -> String {
+        self.logs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Everything it wrote to stderr, once it has exited.
+    fn all_logs(&mut self) -> String {
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+        self.logs_so_far()
     }
 
     pub fn pid(&self) -> u32 {
@@ -231,7 +250,7 @@ impl RunningBinary {
     /// what a waiting test expects).
     pub fn assert_running(&mut self) {
         if let Ok(Some(status)) = self.child.try_wait() {
-            let logs = self.logs.take().and_then(|l| l.join().ok()).unwrap_or_default();
+            let logs = self.all_logs();
             panic!("the binary exited early ({status}):\n{logs}");
         }
     }
@@ -259,14 +278,14 @@ impl RunningBinary {
             match self.child.try_wait() {
                 Ok(Some(status)) => {
                     let took = start.elapsed();
-                    let logs = self.logs.take().and_then(|l| l.join().ok()).unwrap_or_default();
+                    let logs = self.all_logs();
                     return Ok(Exit { status, took, logs });
                 }
                 Ok(None) if start.elapsed() < limit => tokio::time::sleep(Duration::from_millis(50)).await,
                 _ => {
                     let _ = self.child.kill();
                     let _ = self.child.wait();
-                    let logs = self.logs.take().and_then(|l| l.join().ok()).unwrap_or_default();
+                    let logs = self.all_logs();
                     return Err(format!("still running {limit:?} after {signal}; killed. Logs:\n{logs}"));
                 }
             }
