@@ -12,3 +12,4 @@ pub mod protection;
 pub mod topology;
 pub mod unit_upstream;
 pub mod unit_verdict;
+pub mod vouch;
