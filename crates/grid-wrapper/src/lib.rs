@@ -18,6 +18,7 @@ pub mod persist;
 pub mod proxy;
 pub mod replication;
 pub mod server;
+pub mod signer;
 pub mod status;
 pub mod unit;
 pub mod unit_client;
@@ -25,6 +26,7 @@ pub mod unit_server;
 pub mod upstream;
 pub mod upstream_log;
 pub mod verdicts;
+pub mod vouching;
 
 #[cfg(test)]
 mod cache_tests;
