@@ -257,6 +257,7 @@ async fn start(
             read_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(2),
             log: config.log,
+            vouch: None,
         });
         let metrics = grid_wrapper::unit_server::UnitServerMetrics::default();
         let router = grid_wrapper::unit_server::router(

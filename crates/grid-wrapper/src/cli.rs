@@ -97,6 +97,36 @@ pub struct Flags {
     /// How long a leader may answer "not synced" before it is passed over.
     #[arg(long, default_value = "15s", value_parser = parse_duration)]
     unit_upstream_sync_timeout: Duration,
+    /// Vouched sharing: the unit signer's public keys (base64 Ed25519, comma-separated;
+    /// two while the key rotates; `unit-signer --print-public-key` prints one). A follower
+    /// then serves only states of its leader's streams that the signer vouched for, so a
+    /// compromised leader cannot feed its unit endpoints the cloud does not hold. Off when
+    /// empty.
+    #[arg(long, value_name = "BASE64", value_delimiter = ',', value_parser = parse_public_key)]
+    unit_vouch_keys: Vec<[u8; 32]>,
+    /// The namespace of the signer's ConfigMap `edgegrid-unit-digests`.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "kube-system")]
+    unit_vouch_namespace: String,
+    /// How long a follower holds a step of its leader's streams for the signer's batch
+    /// before it passes the leader over (and serves its last vouched view meanwhile).
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    unit_vouch_patience: Duration,
+    /// How far a batch's signing time may be from this node's clock (older batches kept
+    /// back by a leader are refused).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    unit_vouch_max_clock_skew: Duration,
+    /// How long a state vouched for stays good after its batch arrived (the signer names
+    /// the current state in every batch).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    unit_vouch_window: Duration,
+}
+
+/// A base64 Ed25519 public key.
+fn parse_public_key(text: &str) -> Result<[u8; 32], String> {
+    use base64::Engine as _;
+    let bytes =
+        base64::engine::general_purpose::STANDARD.decode(text.trim()).map_err(|e| format!("not base64 ({e})"))?;
+    bytes.try_into().map_err(|bytes: Vec<u8>| format!("{} bytes, not an Ed25519 public key's 32", bytes.len()))
 }
 
 /// Flags that would expose the wrapper's identity.
@@ -193,6 +223,7 @@ impl Flags {
         let (port, read_timeout) = (self.unit_upstream_bind_address.port(), self.unit_upstream_read_timeout);
         let (retry_after, sync_timeout) = (self.unit_upstream_retry_after, self.unit_upstream_sync_timeout);
         let log = LogConfig { history_limit: self.history_size, watch_buffer: self.watch_buffer };
+        let vouch = self.vouch_config().map(|config| std::sync::Arc::new(crate::vouched::Vouching::new(config)));
         Some(crate::unit::Joining {
             key_file: self.node_key_file.clone().unwrap_or_default(),
             unit_config: Box::new(move |identity| crate::unit::UnitConfig {
@@ -204,6 +235,7 @@ impl Flags {
                 read_timeout,
                 connect_timeout: read_timeout.min(Duration::from_secs(2)),
                 log,
+                vouch,
             }),
             address: self.unit_upstream_bind_address,
             // a new leader holds its followers' relists for its first sync, for less than
@@ -220,6 +252,19 @@ impl Flags {
             tls_metrics,
             served,
             stop,
+        })
+    }
+
+    /// Vouched sharing's configuration, when `--unit-vouch-keys` are given.
+    pub fn vouch_config(&self) -> Option<crate::vouched::VouchConfig> {
+        (!self.unit_vouch_keys.is_empty()).then(|| crate::vouched::VouchConfig {
+            namespace: self.unit_vouch_namespace.clone(),
+            voucher: edgegrid_core::vouch::VoucherConfig {
+                keys: self.unit_vouch_keys.clone(),
+                max_skew: self.unit_vouch_max_clock_skew,
+                window: self.unit_vouch_window,
+            },
+            patience: self.unit_vouch_patience,
         })
     }
 

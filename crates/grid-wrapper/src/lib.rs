@@ -26,6 +26,7 @@ pub mod unit_server;
 pub mod upstream;
 pub mod upstream_log;
 pub mod verdicts;
+pub mod vouched;
 pub mod vouching;
 
 #[cfg(test)]

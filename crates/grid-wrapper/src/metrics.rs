@@ -91,6 +91,9 @@ pub struct Metrics {
     pub unit_standby_promotions: Counter,
     /// Changes of where the upstream comes from (another leader, leading, the cloud).
     pub unit_leader_changes: Counter,
+    /// The unit signer's batches a leader served this follower, by result (`taken`,
+    /// `again`, or why refused).
+    pub unit_vouch_batches: Family<ResultLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -117,6 +120,7 @@ impl Default for Metrics {
             unit_standby: Gauge::default(),
             unit_standby_promotions: Counter::default(),
             unit_leader_changes: Counter::default(),
+            unit_vouch_batches: Family::default(),
         }
     }
 }
@@ -196,6 +200,11 @@ impl Register for Metrics {
             "unit_standby_promotions",
             "Terms of leadership this wrapper began from its replica of the previous leader's log",
             self.unit_standby_promotions.clone(),
+        );
+        registry.register(
+            "unit_vouch_batches",
+            "Signed batches of the unit signer a leader served, by result (taken, again, or why refused)",
+            self.unit_vouch_batches.clone(),
         );
         registry.register(
             "unit_leader_changes",

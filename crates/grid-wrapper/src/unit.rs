@@ -49,6 +49,8 @@ pub struct UnitConfig {
     pub read_timeout: Duration,
     pub connect_timeout: Duration,
     pub log: listwatch::LogConfig,
+    /// Vouched sharing: followers check every stream against the unit signer's batches.
+    pub vouch: Option<Arc<crate::vouched::Vouching>>,
 }
 
 /// What the unit server serves: the log while this wrapper leads, nothing otherwise (503).
@@ -317,20 +319,25 @@ impl Supervisor {
                 self.unit.slot.set(Some(log.clone()));
                 let local_node =
                     LocalNodeWatch::Unit { label_key: self.unit.config.label_key.clone(), value: value.clone() };
-                Plan { client, local_node, log: Some(log), health: Arc::default(), from_leader: false }
+                let vouch = self.unit.config.vouch.clone();
+                Plan { client, local_node, log: Some(log), health: Arc::default(), from_leader: false, vouch }
             }
-            (Choice::Follow(leader), _) => {
+            // vouched, a follower reads its Node with its unit's (the signer vouches for a
+            // unit's Nodes, not for each one): alone until its unit is known
+            (Choice::Follow(_), None) if self.unit.config.vouch.is_some() => Plan::alone(client),
+            (Choice::Follow(leader), unit) => {
                 let route = LeaderRoute::default();
                 route.set_leader(self.link_to(leader)?);
                 let client = route.client();
                 self.route = Some(route);
-                Plan {
-                    client,
-                    local_node: LocalNodeWatch::ByName,
-                    log: None,
-                    health: Arc::default(),
-                    from_leader: true,
-                }
+                let vouch = self.unit.config.vouch.clone();
+                let local_node = match (unit, &vouch) {
+                    (Some(value), Some(_)) => {
+                        LocalNodeWatch::Unit { label_key: self.unit.config.label_key.clone(), value: value.clone() }
+                    }
+                    _ => LocalNodeWatch::ByName,
+                };
+                Plan { client, local_node, log: None, health: Arc::default(), from_leader: true, vouch }
             }
             _ => Plan::alone(client),
         };
@@ -342,6 +349,10 @@ impl Supervisor {
     /// must be made again.
     fn refollow(&mut self, decided: &Decided, next: &Decided) -> bool {
         let (Choice::Follow(_), Choice::Follow(leader)) = (&decided.choice, &next.choice) else { return false };
+        // vouched, the local node is watched with its unit's Nodes: another unit, another watch
+        if self.unit.config.vouch.is_some() && decided.unit != next.unit {
+            return false;
+        }
         let Some(route) = self.route.clone() else { return false };
         let Some(client) = self.link_to(leader) else { return false };
         route.set_leader(client);
@@ -479,7 +490,8 @@ impl Supervisor {
                 // pass-overs end, and then lead itself
                 let patience = match failure {
                     LinkFailure::NotListening if !self.reached.contains(&leader.node) => FIRST_CONTACT,
-                    LinkFailure::NotListening | LinkFailure::Unreachable => FAIL_AFTER,
+                    // the gate held steps for its own patience already
+                    LinkFailure::NotListening | LinkFailure::Unreachable | LinkFailure::Unvouched => FAIL_AFTER,
                     LinkFailure::NotReady => self.unit.config.not_ready_for,
                 };
                 let given_up = since.elapsed() >= patience;

@@ -183,6 +183,8 @@ enum Resource {
     Endpoints,
     /// Node metadata or the unit's Nodes, by the `Accept` header.
     Nodes,
+    /// The unit signer's ConfigMap (any namespace's path: the leader holds one object).
+    ConfigMaps,
 }
 
 fn resource(path: &str) -> Option<Resource> {
@@ -191,7 +193,11 @@ fn resource(path: &str) -> Option<Resource> {
         "/apis/discovery.k8s.io/v1/endpointslices" => Some(Resource::EndpointSlices),
         "/api/v1/endpoints" => Some(Resource::Endpoints),
         "/api/v1/nodes" => Some(Resource::Nodes),
-        _ => None,
+        _ => path
+            .strip_prefix("/api/v1/namespaces/")
+            .and_then(|rest| rest.strip_suffix("/configmaps"))
+            .filter(|namespace| !namespace.is_empty() && !namespace.contains('/'))
+            .map(|_| Resource::ConfigMaps),
     }
 }
 
@@ -247,6 +253,7 @@ fn serve(
         Resource::Endpoints => UpstreamKind::Endpoints,
         // both node kinds are served as v1 Node: the negotiated shape picks one
         Resource::Nodes => UpstreamKind::UnitNodes,
+        Resource::ConfigMaps => UpstreamKind::Digests,
     };
     let representation = Representation::negotiate(kind.served(), accept)?;
     let kind = match (resource, representation.shape) {

@@ -27,10 +27,15 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 
+use edgegrid_core::vouch::{BATCH_CONFIG_MAP, ElementDigest};
+use k8s_openapi::api::core::v1::ConfigMap;
+
 use crate::Wrapper;
 use crate::cache::{Input, Object, Stream};
 use crate::metrics::StreamLabel;
 use crate::upstream_log::{UpstreamInput, UpstreamKind, UpstreamLog};
+use crate::vouched::Vouching;
+use crate::vouching::{self, metadata_element, object_element};
 
 /// Where a wrapper's upstream objects come from and where they go besides its cache.
 pub struct Plan {
@@ -43,12 +48,22 @@ pub struct Plan {
     pub health: Arc<LinkHealth>,
     /// Whether `client` is the unit leader's wrapper (not the cloud).
     pub from_leader: bool,
+    /// Vouched sharing: leading, the signer's ConfigMap goes to the log; following, every
+    /// stream is checked against it.
+    pub vouch: Option<Arc<Vouching>>,
 }
 
 impl Plan {
     /// Alone on `client`, as a wrapper outside any shared unit.
     pub fn alone(client: Client) -> Self {
-        Self { client, local_node: LocalNodeWatch::ByName, log: None, health: Arc::default(), from_leader: false }
+        Self {
+            client,
+            local_node: LocalNodeWatch::ByName,
+            log: None,
+            health: Arc::default(),
+            from_leader: false,
+            vouch: None,
+        }
     }
 }
 
@@ -70,7 +85,7 @@ pub async fn run(wrapper: Arc<Wrapper>, client: Client, stop: impl Future<Output
 /// Runs every upstream watch of `plan` until `stop` resolves.
 pub async fn run_plan(wrapper: Arc<Wrapper>, plan: Plan, stop: impl Future<Output = ()>) {
     let local = wrapper.local_node().to_string();
-    let client = plan.client;
+    let client = plan.client.clone();
     let local_deletes_are_real = plan.local_node == LocalNodeWatch::ByName && !plan.from_leader;
     let feed = |stream, log_kind| Feeds {
         wrapper: &wrapper,
@@ -79,8 +94,9 @@ pub async fn run_plan(wrapper: Arc<Wrapper>, plan: Plan, stop: impl Future<Outpu
         health: &plan.health,
         local_deletes_are_real,
     };
-    // `Api<PartialObjectMeta<_>>` makes kube-rs ask for metadata only
-    let remote_nodes = Watch::new(Api::<PartialObjectMeta<Node>>::all(client.clone()));
+    // following with vouching, each stream passes through a gate (see `vouched`)
+    let gates = plan.vouch.as_deref().filter(|_| plan.from_leader);
+    let health = &plan.health;
     let local_node = async {
         match &plan.local_node {
             LocalNodeWatch::ByName => {
@@ -96,25 +112,142 @@ pub async fn run_plan(wrapper: Arc<Wrapper>, plan: Plan, stop: impl Future<Outpu
                     local: &local,
                     feed: feed(Stream::LocalNode, UpstreamKind::UnitNodes).of(Object::LocalNode),
                 };
-                watch.named("unit nodes").run(nodes).await;
+                let gate = gates.map(|vouching| (vouching, vouching::unit_nodes(value)));
+                checked(watch.named("unit nodes"), nodes, gate, object_element, health, Stream::LocalNode).await;
             }
         }
     };
+    let gate = |stream: &str| gates.map(|vouching| (vouching, stream.to_string()));
     let streams = futures::future::join5(
-        Watch::new(Api::<Service>::all(client.clone()))
-            .run(feed(Stream::Services, UpstreamKind::Services).of(Object::Service)),
-        Watch::new(Api::<EndpointSlice>::all(client.clone()))
-            .run(feed(Stream::EndpointSlices, UpstreamKind::EndpointSlices).of(Object::Slice)),
-        Watch::new(Api::<Endpoints>::all(client.clone()))
-            .run(feed(Stream::Endpoints, UpstreamKind::Endpoints).of(Object::Endpoints)),
-        remote_nodes
-            .named("nodes (metadata)")
-            .run(feed(Stream::RemoteNodes, UpstreamKind::NodeMetadata).of(remote_node)),
+        checked(
+            Watch::new(Api::<Service>::all(client.clone())),
+            feed(Stream::Services, UpstreamKind::Services).of(Object::Service),
+            gate(vouching::SERVICES),
+            object_element,
+            health,
+            Stream::Services,
+        ),
+        checked(
+            Watch::new(Api::<EndpointSlice>::all(client.clone())),
+            feed(Stream::EndpointSlices, UpstreamKind::EndpointSlices).of(Object::Slice),
+            gate(vouching::ENDPOINT_SLICES),
+            object_element,
+            health,
+            Stream::EndpointSlices,
+        ),
+        checked(
+            Watch::new(Api::<Endpoints>::all(client.clone())),
+            feed(Stream::Endpoints, UpstreamKind::Endpoints).of(Object::Endpoints),
+            gate(vouching::ENDPOINTS),
+            object_element,
+            health,
+            Stream::Endpoints,
+        ),
+        // `Api<PartialObjectMeta<_>>` makes kube-rs ask for metadata only
+        checked(
+            Watch::new(Api::<PartialObjectMeta<Node>>::all(client.clone())).named("nodes (metadata)"),
+            feed(Stream::RemoteNodes, UpstreamKind::NodeMetadata).of(remote_node),
+            gate(vouching::NODE_METADATA),
+            |stream, node: &PartialObjectMeta<Node>| metadata_element(stream, &node.metadata),
+            health,
+            Stream::RemoteNodes,
+        ),
         local_node,
     );
+    let digests = digests(&wrapper, &client, &plan);
     tokio::select! {
-        _ = streams => tracing::error!("upstream watches ended"),
+        _ = futures::future::join(streams, digests) => tracing::error!("upstream watches ended"),
         () = stop => {}
+    }
+}
+
+/// Runs `watch` into `index`, through a gate when `gate` names the voucher and the
+/// stream's name in the batches.
+async fn checked<K, I>(
+    watch: Watch<K>,
+    index: I,
+    gate: Option<(&Vouching, String)>,
+    element: fn(&str, &K) -> ElementDigest,
+    health: &LinkHealth,
+    stream: Stream,
+) where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    K::DynamicType: Default,
+    I: Index<K>,
+{
+    match gate {
+        Some((vouching, name)) => {
+            let unvouched = |held: std::time::Duration| {
+                tracing::warn!(
+                    stream = stream.name(),
+                    ?held,
+                    "the unit leader's stream is not vouched for by the signer"
+                );
+                health.failed(stream, LinkFailure::Unvouched);
+            };
+            crate::vouched::run(watch, name, element, index, vouching, unvouched).await;
+        }
+        None => watch.run(index).await,
+    }
+}
+
+/// The unit signer's ConfigMap: leading, from the cloud into the log (an empty kind when
+/// nothing is vouched for, so that the log syncs); following with vouching, from the
+/// leader into the voucher.
+async fn digests(wrapper: &Wrapper, client: &Client, plan: &Plan) {
+    let selector = format!("metadata.name={BATCH_CONFIG_MAP}");
+    match (&plan.log, plan.vouch.as_deref()) {
+        (Some(log), Some(vouching)) => {
+            let configmaps = Api::<ConfigMap>::namespaced(client.clone(), vouching.namespace());
+            Watch::new(configmaps)
+                .fields(&selector)
+                .named("unit digests")
+                .run(LogOnly { log, kind: UpstreamKind::Digests })
+                .await;
+        }
+        (Some(log), None) => {
+            for input in [UpstreamInput::Begin(UpstreamKind::Digests), UpstreamInput::Done(UpstreamKind::Digests)] {
+                if let Err(error) = log.apply(input) {
+                    tracing::warn!(%error, "the unit log refused its empty digests");
+                }
+            }
+            std::future::pending().await
+        }
+        (None, Some(vouching)) if plan.from_leader => {
+            let configmaps = Api::<ConfigMap>::namespaced(client.clone(), vouching.namespace());
+            let feed = crate::vouched::DigestsFeed { vouching, metrics: wrapper.metrics() };
+            Watch::new(configmaps).fields(&selector).named("unit digests").run(feed).await;
+        }
+        (None, _) => std::future::pending().await,
+    }
+}
+
+/// A kind the leader only passes on to its followers.
+struct LogOnly<'a> {
+    log: &'a UpstreamLog,
+    kind: UpstreamKind,
+}
+
+impl LogOnly<'_> {
+    fn log(&self, input: UpstreamInput) {
+        if let Err(error) = self.log.apply(input) {
+            tracing::warn!(%error, kind = self.kind.name(), "upstream object not served to the unit");
+        }
+    }
+}
+
+impl<K: Resource + serde::Serialize> Index<K> for LogOnly<'_> {
+    fn begin(&mut self) {
+        self.log(UpstreamInput::Begin(self.kind));
+    }
+    fn apply(&mut self, object: K) {
+        self.log(UpstreamInput::Upsert(self.kind, serde_json::to_value(&object).unwrap_or_default()));
+    }
+    fn delete(&mut self, key: Key) {
+        self.log(UpstreamInput::Delete(self.kind, (key.namespace.unwrap_or_default(), key.name)));
+    }
+    fn done(&mut self) {
+        self.log(UpstreamInput::Done(self.kind));
     }
 }
 
@@ -141,6 +274,10 @@ pub enum LinkFailure {
     /// Anything else: reset, timed out, refused by TLS (a key that is not the member's, on
     /// either side), or an error answer.
     Unreachable,
+    /// What the leader sends was not vouched for by the unit signer within the patience
+    /// (see [`crate::vouched`]): a leader serving what the cloud does not hold, or
+    /// withholding the signer's batches.
+    Unvouched,
 }
 
 impl LinkHealth {

@@ -31,15 +31,19 @@ pub enum UpstreamKind {
     NodeMetadata,
     /// The whole Node objects of the unit's members (a follower reads its own).
     UnitNodes,
+    /// The unit signer's ConfigMap of signed batches (vouched sharing): one object, or
+    /// none where the cloud runs no signer.
+    Digests,
 }
 
 impl UpstreamKind {
-    pub const ALL: [UpstreamKind; 5] = [
+    pub const ALL: [UpstreamKind; 6] = [
         UpstreamKind::Services,
         UpstreamKind::EndpointSlices,
         UpstreamKind::Endpoints,
         UpstreamKind::NodeMetadata,
         UpstreamKind::UnitNodes,
+        UpstreamKind::Digests,
     ];
 
     pub fn served(self) -> ServedType {
@@ -48,6 +52,7 @@ impl UpstreamKind {
             Self::EndpointSlices => ServedType::new("discovery.k8s.io/v1", "EndpointSlice"),
             Self::Endpoints => ServedType::new("v1", "Endpoints"),
             Self::NodeMetadata | Self::UnitNodes => ServedType::new("v1", "Node"),
+            Self::Digests => ServedType::new("v1", "ConfigMap"),
         }
     }
 
@@ -58,6 +63,7 @@ impl UpstreamKind {
             Self::EndpointSlices => "endpointslices",
             Self::Endpoints => "endpoints",
             Self::NodeMetadata | Self::UnitNodes => "nodes",
+            Self::Digests => "configmaps",
         }
     }
 
@@ -74,6 +80,7 @@ impl UpstreamKind {
             Self::Endpoints => "endpoints",
             Self::NodeMetadata => "nodemetadata",
             Self::UnitNodes => "unitnodes",
+            Self::Digests => "digests",
         }
     }
 }

@@ -99,6 +99,7 @@ impl Cluster {
             UpstreamKind::Endpoints => &self.endpoints,
             UpstreamKind::NodeMetadata => &self.nodes,
             UpstreamKind::UnitNodes => &self.unit_nodes,
+            UpstreamKind::Digests => &[],
         }
     }
 

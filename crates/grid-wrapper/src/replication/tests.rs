@@ -18,12 +18,13 @@ fn service(name: &str, ip: &str) -> Value {
 /// A synced leader log: two services, a slice, node metadata and a unit node.
 fn leader() -> Arc<UpstreamLog> {
     let log = UpstreamLog::new(CONFIG);
-    let lists: [(UpstreamKind, Vec<Value>); 5] = [
+    let lists: [(UpstreamKind, Vec<Value>); 6] = [
         (UpstreamKind::Services, vec![service("api", "10.96.0.1"), service("web", "10.96.0.2")]),
         (UpstreamKind::EndpointSlices, vec![json(&slice_object("web-1", "web", &[("10.1.0.1", "n1")]))]),
         (UpstreamKind::Endpoints, vec![]),
         (UpstreamKind::NodeMetadata, vec![json(&node_object("n1", &[("site", "a")]))]),
         (UpstreamKind::UnitNodes, vec![json(&node_object("n1", &[("site", "a")]))]),
+        (UpstreamKind::Digests, vec![]),
     ];
     for (kind, objects) in lists {
         log.apply(UpstreamInput::Begin(kind)).expect("taken");
