@@ -853,7 +853,18 @@ fn node_restriction_policy(helm: &std::path::Path, all: &[Value]) {
 fn unit_upstream(helm: &std::path::Path, all: &[Value]) {
     let wrapper = args(find(all, "DaemonSet", "grid-wrapper"));
     assert!(!wrapper.iter().any(|a| a.starts_with("--unit-")), "off by default: {wrapper:?}");
-    let on = ["--set", "gridWrapper.unitUpstream.enabled=true", "--set", "edgeHealth.unitLabelKey=site"];
+    const SIGNER_KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+    let signer_keys = format!("gridWrapper.unitUpstream.signerPublicKeys={{{SIGNER_KEY}}}");
+    let on = [
+        "--set",
+        "gridWrapper.unitUpstream.enabled=true",
+        "--set",
+        "edgeHealth.unitLabelKey=site",
+        "--set",
+        &signer_keys,
+        "--set",
+        "unitSigner.signingKeySecret=unit-signer-key",
+    ];
     // the unit's members come from edge-health, whatever service autonomy says
     let shared = render(
         helm,
@@ -866,9 +877,44 @@ fn unit_upstream(helm: &std::path::Path, all: &[Value]) {
         "--unit-upstream-bind-address=0.0.0.0:51010",
         "--node-key-file=/var/lib/edge-health/signing-key",
         "--edge-health-url=http://127.0.0.1:51005/verdicts",
+        &format!("--unit-vouch-keys={SIGNER_KEY}"),
     ] {
         assert!(wrapper.contains(&arg.to_string()), "{arg}: {wrapper:?}");
     }
+    // vouched: the signer runs in the cloud with its key, the wrappers read its ConfigMap
+    let signer = find(&shared, "Deployment", "unit-signer");
+    let signer_args = args(signer);
+    for arg in ["--signing-key-file=/etc/unit-signer/signing-key", "--unit-label-key=site", "--leader-elect=true"] {
+        assert!(signer_args.contains(&arg.to_string()), "{arg}: {signer_args:?}");
+    }
+    assert_eq!(
+        signer["spec"]["template"]["spec"]["volumes"],
+        json!([{"name": "signing-key", "secret": {"secretName": "unit-signer-key", "defaultMode": 0o400,
+                "items": [{"key": "signing-key", "path": "signing-key"}]}}])
+    );
+    assert_eq!(
+        find(&shared, "Role", "edgegrid:grid-wrapper-unit-digests")["rules"],
+        json!([{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["edgegrid-unit-digests"],
+                "verbs": ["list", "watch"]}])
+    );
+    // not vouched (the operator's choice): no signer, no check
+    let trusting = render(helm, &[&on[..], &["--set", "gridWrapper.unitUpstream.vouched=false"]].concat());
+    assert!(!trusting.iter().any(|o| o["metadata"]["name"] == "unit-signer"));
+    let wrapper_trusting = args(find(&trusting, "DaemonSet", "grid-wrapper"));
+    assert!(!wrapper_trusting.iter().any(|a| a.starts_with("--unit-vouch")), "{wrapper_trusting:?}");
+    // vouched without the signer's keys: refused, saying how to make them
+    let keyless = Command::new(helm)
+        .args(["template", "edgegrid", "charts/edgegrid"])
+        .args(&on[..4])
+        .current_dir(workspace_root())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&keyless.stderr);
+    assert!(
+        !keyless.status.success()
+            && stderr.contains("gridWrapper.unitUpstream.vouched needs gridWrapper.unitUpstream.signerPublicKeys"),
+        "{stderr}"
+    );
     assert_eq!(
         daemon["containers"][0]["volumeMounts"],
         json!([{"name": "edge-health-state", "mountPath": "/var/lib/edge-health", "readOnly": true}])

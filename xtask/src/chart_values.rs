@@ -25,6 +25,7 @@ pub struct Values {
     /// Labels of the edge nodes the per-node components run on (empty: every node).
     pub edge_node_selector: BTreeMap<String, String>,
     pub grid_wrapper: GridWrapper,
+    pub unit_signer: UnitSigner,
     pub edge_health: EdgeHealth,
     pub admission: Admission,
     pub metrics: Metrics,
@@ -142,6 +143,28 @@ pub struct UnitUpstream {
     /// The port every wrapper serves its unit on (the node's addresses, hostNetwork).
     #[schemars(range(min = 1))]
     pub port: u16,
+    /// Followers serve only states the unit signer vouched for (`--unit-vouch-keys`).
+    pub vouched: bool,
+    /// The unit signer's Ed25519 public keys, base64.
+    pub signer_public_keys: Vec<PublicKey>,
+}
+
+/// A base64 Ed25519 public key (32 bytes: 43 characters and one `=`).
+#[derive(Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub struct PublicKey(#[schemars(regex(pattern = r"^[A-Za-z0-9+/]{43}=$"))] pub String);
+
+/// The unit signer (vouched sharing's cloud side).
+#[derive(Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UnitSigner {
+    /// The Secret (release namespace) whose `signing-key` is the Ed25519 key, PKCS#8 PEM.
+    pub signing_key_secret: String,
+    #[schemars(range(min = 1))]
+    pub replicas: u32,
+    #[schemars(regex(pattern = DURATION))]
+    pub period: String,
+    pub resources: serde_json::Value,
 }
 
 #[derive(Deserialize, JsonSchema)]

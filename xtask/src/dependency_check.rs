@@ -13,7 +13,8 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-/// The binaries the Containerfile builds into images (one package each, same name).
+/// The packages whose binaries the Containerfile builds into images (one binary each, same
+/// name, but grid-wrapper's `unit-signer` too: it shares the package's dependencies).
 pub const SHIPPED_BINARIES: [&str; 5] =
     ["grid-controller", "grid-wrapper", "edge-health", "edge-health-admission", "edge-node-lifecycle"];
 

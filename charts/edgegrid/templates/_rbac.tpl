@@ -53,6 +53,46 @@
   resources: ["endpointslices"]
   verbs: ["list", "watch"]
 {{- end }}
+{{- /* grid-wrapper (Role in the release namespace; gridWrapper.unitUpstream.enabled and gridWrapper.unitUpstream.vouched) */}}
+{{- define "edgegrid.rules.grid-wrapper-unit-digests" -}}
+# the unit signer's batches, which a leader passes on to its followers (who check its streams against them)
+- apiGroups: [""]
+  resources: ["configmaps"]
+  resourceNames: ["edgegrid-unit-digests"]
+  verbs: ["list", "watch"]
+{{- end }}
+{{- /* unit-signer (ClusterRole; gridWrapper.unitUpstream.enabled and gridWrapper.unitUpstream.vouched) */}}
+{{- define "edgegrid.rules.unit-signer" -}}
+# what unit leaders watch, whose states it signs (list/watch only)
+- apiGroups: [""]
+  resources: ["services", "endpoints", "nodes"]
+  verbs: ["list", "watch"]
+# the EndpointSlices unit leaders watch
+- apiGroups: ["discovery.k8s.io"]
+  resources: ["endpointslices"]
+  verbs: ["list", "watch"]
+{{- end }}
+{{- /* unit-signer (Role in the release namespace; gridWrapper.unitUpstream.enabled and gridWrapper.unitUpstream.vouched) */}}
+{{- define "edgegrid.rules.unit-signer-digests" -}}
+# its batch ConfigMap, written by server-side apply
+- apiGroups: [""]
+  resources: ["configmaps"]
+  resourceNames: ["edgegrid-unit-digests"]
+  verbs: ["get", "patch"]
+# the first apply creates it (create cannot be limited by name)
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["create"]
+# its own Lease only
+- apiGroups: ["coordination.k8s.io"]
+  resources: ["leases"]
+  resourceNames: ["unit-signer"]
+  verbs: ["get", "update"]
+# the first replica creates it (create cannot be limited by name)
+- apiGroups: ["coordination.k8s.io"]
+  resources: ["leases"]
+  verbs: ["create"]
+{{- end }}
 {{- /* edge-health (ClusterRole; always) */}}
 {{- define "edgegrid.rules.edge-health" -}}
 # Node metadata for membership (a metadata-only list/watch); patch for the nodeunhealth verdicts and its own Node's address and public-key annotations. RBAC cannot narrow patch to a node or a field: the ValidatingAdmissionPolicy edge-health-node-restriction.edgegrid.io (edgeHealth.nodeRestrictionPolicy) keeps each daemon's token to exactly these writes, keyed on the node name the token carries
