@@ -27,6 +27,16 @@ use serde::Serialize;
 
 use crate::vouching::{self, metadata_element, object_element};
 
+/// A unit's unchanged state is named once in this many batches (followers keep a digest
+/// for `--unit-vouch-window`, 10 s by default: more than 5 periods of 1 s).
+pub const UNIT_REFRESH: u64 = 5;
+
+/// Whether batch `sequence` names `unit`'s state even if unchanged: one batch in
+/// [`UNIT_REFRESH`], the units spread over them by a hash of their name.
+pub fn refreshes_in(unit: &str, sequence: u64) -> bool {
+    u64::from(edgegrid_core::vouch::sha256(unit.as_bytes())[0]) % UNIT_REFRESH == sequence % UNIT_REFRESH
+}
+
 /// The field manager of the batch ConfigMap.
 pub const FIELD_MANAGER: &str = "edgegrid-unit-signer";
 
@@ -57,8 +67,11 @@ pub struct Records {
 impl Records {
     /// The states each stream went through since the last call, by the streams' names
     /// in a batch (a stream not listed yet is left out; a unit whose last Node left is
-    /// forgotten after its empty state went out once).
-    pub fn take_states(&mut self) -> Vec<(String, Vec<StateDigest>)> {
+    /// forgotten after its empty state went out once). A unit's unchanged state is named
+    /// in one batch of [`UNIT_REFRESH`] only, each unit in its turn (`sequence`): at a
+    /// thousand units, naming every one each second would make the batch most of what a
+    /// leader receives.
+    pub fn take_states(&mut self, sequence: u64) -> Vec<(String, Vec<StateDigest>)> {
         let mut states = Vec::new();
         let cluster = [
             (vouching::SERVICES, &mut self.services),
@@ -72,7 +85,9 @@ impl Records {
             }
         }
         for (unit, recorder) in &mut self.units {
-            if let Some(digests) = recorder.take_states() {
+            if let Some(digests) =
+                recorder.take_states_refreshing(refreshes_in(unit, sequence)).filter(|d| !d.is_empty())
+            {
                 states.push((vouching::unit_nodes(unit), digests));
             }
         }
@@ -284,7 +299,7 @@ pub async fn run(
                 for (stream, size) in records.sizes() {
                     metrics.objects.get_or_create(&StreamLabel { stream }).set(i64::try_from(size).unwrap_or(i64::MAX));
                 }
-                records.take_states()
+                records.take_states(sequence)
             };
             if states.is_empty() {
                 continue;

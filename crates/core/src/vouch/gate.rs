@@ -90,12 +90,19 @@ impl<K: Ord + Clone> Recorder<K> {
     /// The states for the next batch, the current one last (also when nothing changed,
     /// so that a state that lasts stays vouched for); `None` until the stream is listed.
     pub fn take_states(&mut self) -> Option<Vec<StateDigest>> {
+        self.take_states_refreshing(true)
+    }
+
+    /// [`Recorder::take_states`], naming the current state when nothing changed only if
+    /// `refresh` (a stream of many, e.g. one per unit, refreshed in turns to keep batches
+    /// small: followers must then keep a digest for longer than a round of refreshes).
+    pub fn take_states_refreshing(&mut self, refresh: bool) -> Option<Vec<StateDigest>> {
         if !self.synced {
             return None;
         }
         let mut states = std::mem::take(&mut self.since_batch);
         // a list under way: the state before it began is still the last whole one
-        if !self.tracked.listing {
+        if !self.tracked.listing && (refresh || !states.is_empty()) {
             let current = self.tracked.set.digest();
             if states.last() != Some(&current) {
                 states.push(current);
@@ -130,12 +137,15 @@ pub struct Gate<K: Ord, T> {
     stream: String,
     tracked: Tracked<K>,
     held: VecDeque<Held<K, T>>,
+    /// The state passed on last (vouched for then): a held state equal to it (a relist
+    /// from another leader of what is served) passes without a new batch.
+    passed: Option<StateDigest>,
 }
 
 impl<K: Ord + Clone, T> Gate<K, T> {
     /// A gate for `stream` (its name in the batches).
     pub fn new(stream: impl Into<String>) -> Self {
-        Self { stream: stream.into(), tracked: Tracked::default(), held: VecDeque::new() }
+        Self { stream: stream.into(), tracked: Tracked::default(), held: VecDeque::new(), passed: None }
     }
 
     /// Takes the next step from the leader, arrived at `now`; it is held until
@@ -145,19 +155,20 @@ impl<K: Ord + Clone, T> Gate<K, T> {
         self.held.push_back(Held { op, at: now, point });
     }
 
-    /// The steps up to the last held state the voucher vouches for at `now` (none if no
-    /// held state is vouched for), as that state's differences: each object's last step
+    /// The steps up to the last held state the voucher vouches for at `now`, or that is
+    /// the state passed on last (none if there is no such state), as that state's
+    /// differences: each object's last step
     /// only, in key order, inside `Begin`/`Done` if a list was among them. The states in
     /// between were not vouched for (a forger may put an object in and take it out again
     /// before a vouched state), so no step leads to one: only the vouched state is served.
     /// A list among the steps applied every object of the state (the list/watch does, and
     /// deletes each one missing), so the differences of a list are the whole state again.
     pub fn release(&mut self, voucher: &Voucher, now: Instant) -> Vec<Op<K, T>> {
-        let last = self
-            .held
-            .iter()
-            .rposition(|held| held.point.as_ref().is_some_and(|point| voucher.vouches(&self.stream, point, now)));
+        let passes =
+            |point: &StateDigest| self.passed.as_ref() == Some(point) || voucher.vouches(&self.stream, point, now);
+        let last = self.held.iter().rposition(|held| held.point.as_ref().is_some_and(passes));
         let Some(last) = last else { return Vec::new() };
+        self.passed = self.held[last].point;
         let (mut listed, mut last_steps) = (false, BTreeMap::new());
         for held in self.held.drain(..=last) {
             match held.op {

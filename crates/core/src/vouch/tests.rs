@@ -308,6 +308,13 @@ fn a_recorder_vouches_for_nothing_before_its_first_list_and_for_the_current_stat
     with_b.put("b".to_string(), element_of(2));
     // each state once in a row (the same version twice is one state), the current last
     assert_eq!(recorder.take_states(), Some(vec![with_b.digest(), listed.digest()]));
+    // a stream refreshed in turns: its unchanged state only when its turn comes
+    assert_eq!(recorder.take_states_refreshing(false), Some(vec![]));
+    assert_eq!(recorder.take_states_refreshing(true), Some(vec![listed.digest()]));
+    recorder.step(&apply("b", 2));
+    assert_eq!(recorder.take_states_refreshing(false), Some(vec![with_b.digest()]), "a change goes out at once");
+    recorder.step(&delete("b"));
+    assert_eq!(recorder.take_states(), Some(vec![listed.digest()]));
     // a relist under way: the last whole state is the current one
     recorder.step(&Op::<String, u8>::Begin);
     recorder.step(&apply("c", 3));
@@ -414,6 +421,30 @@ fn a_relist_passes_as_the_vouched_state_whole() {
         .receive(&recorded(&mut recorder, &[apply("a", 3), delete("b"), apply("c", 4)], 2, &signer), t0, WALL)
         .expect("taken");
     assert_eq!(gate.release(&voucher, t0), vec![Op::Begin, apply("a", 3), delete("b"), apply("c", 4), Op::Done]);
+}
+
+#[test]
+fn a_relist_of_the_state_passed_last_passes_without_a_new_batch() {
+    let signer = key_pair();
+    let mut voucher = voucher(&[&signer]);
+    let mut recorder = Recorder::default();
+    let mut gate = Gate::new("slices");
+    let t0 = Instant::now();
+    let list = [Op::Begin, apply("a", 1), Op::Done];
+    for step in list.clone() {
+        gate.take(step, t0);
+    }
+    voucher.receive(&recorded(&mut recorder, &list, 1, &signer), t0, WALL).expect("taken");
+    assert_eq!(gate.release(&voucher, t0).len(), 3);
+    // long after (the digest expired), another leader lists the same state: it passes
+    let later = t0 + Duration::from_secs(60);
+    for step in list.clone() {
+        gate.take(step, later);
+    }
+    assert_eq!(gate.release(&voucher, later), list.to_vec());
+    // but a state other than the one passed still needs a batch
+    gate.take(apply("a", 2), later);
+    assert_eq!(gate.release(&voucher, later), vec![]);
 }
 
 #[test]
