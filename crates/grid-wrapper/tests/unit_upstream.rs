@@ -111,6 +111,10 @@ struct Site {
     /// (no one voted down).
     published: Published,
     edge_health: SocketAddr,
+    /// Flags every member starts with besides the site's own.
+    extra_args: Vec<String>,
+    /// The unit signer, when the site's sharing is vouched.
+    signer: Option<RunningBinary>,
 }
 
 /// Each node's unit and published identity, as the edge-health daemons know them.
@@ -172,7 +176,17 @@ impl Site {
         create_namespaced(&upstream, edgegrid_testing::objects::slice_object("web-1", "web", &pairs)).await;
         let published = Published::default();
         let edge_health = edge_health(Arc::clone(&published)).await;
-        Self { server, upstream, dir, unit_port: free_unit_port(), members: Vec::new(), published, edge_health }
+        Self {
+            server,
+            upstream,
+            dir,
+            unit_port: free_unit_port(),
+            members: Vec::new(),
+            published,
+            edge_health,
+            extra_args: Vec::new(),
+            signer: None,
+        }
     }
 
     /// Publishes `node`'s identity (`published` key, else the one its file holds) and
@@ -255,6 +269,7 @@ impl Site {
         ]
         .iter()
         .map(|s| s.to_string())
+        .chain(self.extra_args.iter().cloned())
         .collect();
         let binary = RunningBinary::start(env!("CARGO_BIN_EXE_grid-wrapper"), &args).expect("the binary starts");
         self.members.push(Member {
@@ -477,6 +492,71 @@ async fn a_unit_elects_one_wrapper_to_watch_the_cloud_and_serves_every_change_th
     assert!(leader_bytes.is_some_and(|b| b != "0"), "followers count the bytes the leader sends them");
     let followers = site.member("u1").metric("grid_wrapper_unit_followers").await;
     assert_eq!(followers.as_deref(), Some("4"));
+}
+
+/// The unit of five with vouched sharing: the unit-signer binary signs the cloud's
+/// states, every member checks its leader's streams against them (`--unit-vouch-keys`).
+async fn vouched_unit_of_five() -> (Site, tokio::sync::MutexGuard<'static, ()>) {
+    let turn = ONE_SITE_AT_A_TIME.lock().await;
+    let mut site = Site::new(&[]).await;
+    create_namespace(&site.upstream, "edgegrid").await;
+    let document = ring::signature::Ed25519KeyPair::generate_pkcs8(&ring::rand::SystemRandom::new()).expect("a key");
+    let key_path = site.dir.join("signing-key");
+    std::fs::write(&key_path, document.as_ref()).expect("write the signing key");
+    let public = ring::signature::Ed25519KeyPair::from_pkcs8(document.as_ref()).expect("the key");
+    let public = base64::engine::general_purpose::STANDARD.encode(ring::signature::KeyPair::public_key(&public));
+    let kubeconfig = site.dir.join("signer.kubeconfig");
+    std::fs::write(&kubeconfig, edgegrid_testing::kubeconfig(&site.server.url())).expect("write the kubeconfig");
+    let args: Vec<String> = [
+        "--kubeconfig",
+        &kubeconfig.display().to_string(),
+        "--signing-key-file",
+        &key_path.display().to_string(),
+        "--namespace",
+        "edgegrid",
+        "--unit-label-key",
+        "unit",
+        "--period",
+        "200ms",
+        "--bind-address",
+        &format!("127.0.0.1:{}", edgegrid_testing::free_port()),
+        "--metrics-bind-address",
+        &format!("127.0.0.1:{}", edgegrid_testing::free_port()),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    site.signer = Some(RunningBinary::start(env!("CARGO_BIN_EXE_unit-signer"), &args).expect("the signer starts"));
+    site.extra_args = vec![format!("--unit-vouch-keys={public}"), "--unit-vouch-namespace=edgegrid".into()];
+    for node in MEMBERS {
+        site.start(node, None).await;
+    }
+    site.until_led_by_within(Duration::from_secs(30), "u1", &MEMBERS[1..]).await;
+    site.until_followers("u1", 4).await;
+    let expected = all_a();
+    let expected: Vec<&str> = expected.iter().map(String::as_str).collect();
+    site.until_served(&MEMBERS, &expected).await;
+    (site, turn)
+}
+
+/// Vouched, the unit still shares one upstream (the leader watches the signer's ConfigMap
+/// too), and every change reaches every member once the signer vouched for it.
+#[tokio::test]
+async fn a_vouched_unit_serves_every_change_its_signer_vouched_for_through_one_upstream() {
+    let (site, _turn) = vouched_unit_of_five().await;
+    let mark = site.server.requests().mark();
+    site.server.drop_watches();
+    eventually("the leader's six watches again", || async { (site.watches_since(mark, "u1") == 6).then_some(()) })
+        .await;
+    site.set_endpoints(&[("10.1.0.2", "u2"), ("10.1.0.4", "u4"), ("10.1.0.9", "n9")]).await;
+    site.until_served(&MEMBERS, &["10.1.0.2", "10.1.0.4"]).await;
+    let watches: Vec<usize> = MEMBERS.iter().map(|m| site.watches_since(mark, m)).collect();
+    assert_eq!(watches, [6, 0, 0, 0, 0], "cloud watches per member");
+    for follower in &MEMBERS[1..] {
+        let taken = site.member(follower).metric("grid_wrapper_unit_vouch_batches_total{result=\"taken\"}").await;
+        assert!(taken.is_some_and(|n| n != "0"), "{follower} checks the signer's batches");
+        assert_eq!(site.member(follower).role().await, Some((false, true)), "{follower} still follows");
+    }
 }
 
 #[tokio::test]
