@@ -1,12 +1,15 @@
 //! What vouched sharing costs (see `edgegrid_core::vouch`): a follower's and the signer's
 //! hashing of the benchmark cluster's EndpointSlices (10k, shaped as
-//! kube-controller-manager writes them), and the signed batch's size and check at fleet
-//! scale. Prints one table; medians. `WRAPPER_BENCH_QUICK=1` for a smoke run.
+//! kube-controller-manager writes them), the signed batch's size and check at fleet
+//! scale, and the time a change takes to reach every follower of a unit of five
+//! in-process wrappers on 1k slices, vouched (the signer in process, its period 1 s) or
+//! not. Prints one table; medians. `WRAPPER_BENCH_QUICK=1` for a smoke run.
 
 #[path = "../../../tests/src/bench_table.rs"]
 #[allow(dead_code, reason = "the table's helpers this bench does not use")]
 mod bench_table;
 mod fleet;
+mod unit_site;
 
 use std::time::{Duration, Instant};
 
@@ -17,6 +20,7 @@ use grid_wrapper::signer::{UNIT_REFRESH, refreshes_in};
 use grid_wrapper::vouching::{self, object_element};
 use ring::rand::SystemRandom;
 use ring::signature::{Ed25519KeyPair, KeyPair};
+use unit_site::{members, publish, served_first, start, unit_members, visible_slice, write_change};
 
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
@@ -39,7 +43,9 @@ fn main() {
     let scale = Scale::from_env();
     let slices: Vec<_> = (0..scale.services).map(|i| slice_object(i, &scale, None, 0)).collect();
     let stream = vouching::ENDPOINT_SLICES;
-    let mut table = Table::new(["median, or size", "per object", "sign", "sign and verify", ""]);
+    let mut table = Table::new(["median", "per object", "", "", ""]);
+    let mut batches = Table::new(["mean size", "sign", "sign and verify", "", ""]);
+    let mut latency = Table::new(["not vouched", "vouched", "added", "", ""]);
 
     // a follower's (and the signer's) first list: every slice's element, into the set
     let list = timed(scale.list_runs, || {
@@ -111,10 +117,23 @@ fn main() {
             sequence += 1;
             voucher.receive(&signed, Instant::now(), 1_790_000_000).expect("taken");
         });
-        table.row(
+        batches.row(
             "3",
-            format!("a batch, {units} units, 20 slice changes/s: mean bytes; sign; sign and verify"),
-            [&format!("{:.1} KiB", mean / 1024.0), "", &duration(sign), &duration(check), ""],
+            format!("a batch, {units} units, 20 slice changes/s"),
+            [&format!("{:.1} KiB", mean / 1024.0), &duration(sign), &duration(check), "", ""],
+        );
+    }
+    // a change's way to every follower, vouched or not
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    let small = Scale { services: scale.services / 10, nodes: scale.nodes / 10, units: scale.units / 10, ..scale };
+    let unchecked = runtime.block_on(change_latency(&small, false));
+    let vouched = runtime.block_on(change_latency(&small, true));
+    for (what, q) in [("median", 0.5), ("p90", 0.9)] {
+        let (a, b) = (bench_table::percentile(&unchecked, q), bench_table::percentile(&vouched, q));
+        latency.row(
+            "4",
+            format!("a change to every follower of 5 ({} slices, {} changes), {what}", small.services, vouched.len()),
+            [&duration(a), &duration(b), &format!("+{}", duration(b.saturating_sub(a))), "", ""],
         );
     }
     println!(
@@ -124,4 +143,88 @@ fn main() {
         bench_table::load_average().unwrap_or_else(|| "unknown".into())
     );
     table.print();
+    batches.print();
+    latency.print();
+}
+
+/// The time each of `CHANGES` changes (one every half second) takes to be served by every
+/// follower of a unit of five, sorted.
+async fn change_latency(scale: &Scale, vouched: bool) -> Vec<Duration> {
+    const CHANGES: usize = 20;
+    let members = members(5);
+    let server = fake_apiserver::FakeApiServer::start().await.expect("bind 127.0.0.1");
+    fleet::populate(&server, scale);
+    publish(&server, &members);
+    let store = server.store();
+    let namespaces = store.resolve("", "v1", "namespaces").expect("namespaces");
+    store.create(&namespaces, "", serde_json::json!({"metadata": {"name": "edgegrid"}})).expect("namespace");
+    let cloud = kube::Client::try_from(kube::Config::new(server.url().parse().expect("url"))).expect("client");
+    let key = Ed25519KeyPair::from_pkcs8(Ed25519KeyPair::generate_pkcs8(&SystemRandom::new()).expect("a key").as_ref())
+        .expect("the key");
+    let public: [u8; 32] = key.public_key().as_ref().try_into().expect("32 bytes");
+    let signer = tokio::spawn(grid_wrapper::signer::run(
+        cloud,
+        std::sync::Arc::new(key),
+        grid_wrapper::signer::SignerConfig {
+            namespace: "edgegrid".into(),
+            unit_label_key: fleet::UNIT_LABEL.into(),
+            period: Duration::from_secs(1),
+        },
+        grid_wrapper::signer::SignerMetrics::default(),
+        std::future::pending(),
+    ));
+    let vouching = || {
+        std::sync::Arc::new(grid_wrapper::vouched::Vouching::new(grid_wrapper::vouched::VouchConfig {
+            namespace: "edgegrid".into(),
+            voucher: VoucherConfig {
+                keys: vec![public],
+                max_skew: Duration::from_secs(30),
+                window: Duration::from_secs(10),
+            },
+            patience: Duration::from_secs(5),
+        }))
+    };
+    let peers = unit_members(&members);
+    let port = edgegrid_testing::free_port();
+    let mut running = Vec::new();
+    for member in &members {
+        running.push(start(member, &peers, server.addr(), true, port, 256, vouched.then(vouching)).await);
+    }
+    let started = Instant::now();
+    loop {
+        let following = running.iter().skip(1).all(|r| {
+            let metrics = r.wrapper.metrics();
+            let leader =
+                metrics.upstream_source.get_or_create(&grid_wrapper::metrics::SourceLabel { source: "leader" });
+            let taken =
+                metrics.unit_vouch_batches.get_or_create(&grid_wrapper::metrics::ResultLabel { result: "taken" });
+            leader.get() == 1 && (!vouched || taken.get() > 0)
+        });
+        let synced = running.iter().all(|r| r.wrapper.serving() == grid_wrapper::cache::ViewSource::Upstream);
+        if following && synced {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(120), "the unit follows its leader within 2 minutes");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut latencies = Vec::new();
+    for change in 0..CHANGES {
+        let (slice, pod) = (visible_slice(change), 7_000_000 + change);
+        let address = fleet::pod_ip(pod);
+        write_change(&server, scale, slice, pod);
+        let written = Instant::now();
+        while !running[1..].iter().all(|r| served_first(&r.wrapper, slice).as_deref() == Some(address.as_str())) {
+            assert!(written.elapsed() < Duration::from_secs(30), "a change reaches the followers within 30 s");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        latencies.push(written.elapsed());
+        // not in step with the signer's period: the changes meet its batches at every phase
+        tokio::time::sleep(Duration::from_millis(250 + (change as u64 * 373) % 1_000)).await;
+    }
+    for r in running {
+        r.kill();
+    }
+    signer.abort();
+    latencies.sort();
+    latencies
 }
