@@ -142,6 +142,11 @@ impl<K: Ord> KeyedSet<K> {
         }
     }
 
+    /// Whether `key` is in the set.
+    pub fn contains(&self, key: &K) -> bool {
+        self.elements.contains_key(key)
+    }
+
     /// The digest of the set as it is.
     pub fn digest(&self) -> StateDigest {
         self.hash.digest()

@@ -107,9 +107,11 @@ pub struct Flags {
     /// The namespace of the signer's ConfigMap `edgegrid-unit-digests`.
     #[arg(long, env = "POD_NAMESPACE", default_value = "kube-system")]
     unit_vouch_namespace: String,
-    /// How long a follower holds a step of its leader's streams for the signer's batch
-    /// before it passes the leader over (and serves its last vouched view meanwhile).
-    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    /// How long a follower holds a step of its leader's streams for the signer's batch, or
+    /// serves a state no batch vouches for any more, before it passes the leader over (it
+    /// serves its last vouched view meanwhile).
+    // more than a round of the signer's per-unit refreshes (5 periods of 1 s)
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
     unit_vouch_patience: Duration,
     /// How far a batch's signing time may be from this node's clock (older batches kept
     /// back by a leader are refused).

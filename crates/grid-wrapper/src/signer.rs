@@ -34,7 +34,9 @@ pub const UNIT_REFRESH: u64 = 5;
 /// Whether batch `sequence` names `unit`'s state even if unchanged: one batch in
 /// [`UNIT_REFRESH`], the units spread over them by a hash of their name.
 pub fn refreshes_in(unit: &str, sequence: u64) -> bool {
-    u64::from(edgegrid_core::vouch::sha256(unit.as_bytes())[0]) % UNIT_REFRESH == sequence % UNIT_REFRESH
+    // a run's first batch names every unit (followers of a restarted signer wait for none)
+    sequence == 0
+        || u64::from(edgegrid_core::vouch::sha256(unit.as_bytes())[0]) % UNIT_REFRESH == sequence % UNIT_REFRESH
 }
 
 /// The field manager of the batch ConfigMap.
@@ -62,6 +64,10 @@ pub struct Records {
     units: BTreeMap<String, Recorder<Key>>,
     /// Each Node's unit, to take it out of the old one when relabelled.
     unit_of: BTreeMap<String, String>,
+    /// Whether the Node watch has completed a list, and whether one is under way: a unit
+    /// first seen outside a list (a new label value) starts listed, empty.
+    nodes_listed: bool,
+    nodes_listing: bool,
 }
 
 impl Records {
@@ -95,6 +101,23 @@ impl Records {
         states
     }
 
+    /// Takes back states a batch that could not be written carried, ahead of those
+    /// recorded since (they go out with the next batch).
+    pub fn give_back(&mut self, states: Vec<(String, Vec<StateDigest>)>) {
+        for (stream, digests) in states {
+            let recorder = match stream.as_str() {
+                vouching::SERVICES => Some(&mut self.services),
+                vouching::ENDPOINT_SLICES => Some(&mut self.slices),
+                vouching::ENDPOINTS => Some(&mut self.endpoints),
+                vouching::NODE_METADATA => Some(&mut self.node_metadata),
+                other => other.strip_prefix("unit-nodes/").and_then(|unit| self.units.get_mut(unit)),
+            };
+            if let Some(recorder) = recorder {
+                recorder.give_back(digests);
+            }
+        }
+    }
+
     /// Objects per stream, for the metrics.
     fn sizes(&self) -> Vec<(String, usize)> {
         let mut sizes = vec![
@@ -110,8 +133,14 @@ impl Records {
     /// One step of the whole-Node stream, split by unit.
     fn node_step(&mut self, label_key: &str, step: NodeStep) {
         match step {
-            NodeStep::Begin => self.units.values_mut().for_each(|r| r.step(&Op::<Key, ()>::Begin)),
-            NodeStep::Done => self.units.values_mut().for_each(|r| r.step(&Op::<Key, ()>::Done)),
+            NodeStep::Begin => {
+                self.nodes_listing = true;
+                self.units.values_mut().for_each(|r| r.step(&Op::<Key, ()>::Begin));
+            }
+            NodeStep::Done => {
+                (self.nodes_listed, self.nodes_listing) = (true, false);
+                self.units.values_mut().for_each(|r| r.step(&Op::<Key, ()>::Done));
+            }
             NodeStep::Apply(node) => {
                 let key = Key::of(&*node);
                 let unit = node.labels().get(label_key).cloned();
@@ -124,7 +153,15 @@ impl Records {
                     Some(unit) => {
                         let element = object_element(&vouching::unit_nodes(&unit), &*node);
                         self.unit_of.insert(key.name.clone(), unit.clone());
-                        let recorder = self.units.entry(unit).or_default();
+                        let listed = self.nodes_listed && !self.nodes_listing;
+                        let recorder = self.units.entry(unit).or_insert_with(|| {
+                            let mut recorder = Recorder::default();
+                            if listed {
+                                recorder.step(&Op::<Key, ()>::Begin);
+                                recorder.step(&Op::<Key, ()>::Done);
+                            }
+                            recorder
+                        });
                         recorder.step(&Op::Apply(key, element, ()));
                     }
                     None => {
@@ -305,7 +342,7 @@ pub async fn run(
                 continue;
             }
             let issued = jiff::Timestamp::now().as_second();
-            let signed = Batch::new(&run, sequence, issued, states).sign(&key);
+            let signed = Batch::new(&run, sequence, issued, states.clone()).sign(&key);
             let object = serde_json::json!({
                 "apiVersion": "v1",
                 "kind": "ConfigMap",
@@ -322,6 +359,8 @@ pub async fn run(
                 Err(error) => {
                     metrics.batches.get_or_create(&ResultLabel { result: "failed" }).inc();
                     tracing::warn!(%error, sequence, "cannot write the signed batch");
+                    // its states go out with the next one
+                    records.lock().unwrap_or_else(PoisonError::into_inner).give_back(states);
                 }
             }
         }

@@ -295,7 +295,11 @@ impl Supervisor {
             .replace(members.iter().filter(|m| m.node != local).map(|m| (m.node.clone(), m.key)).collect());
         let mut unreachable: BTreeSet<String> = self.unreachable.keys().cloned().collect();
         let down = self.wrapper.nodes_down();
-        let choice = choose(local, &members, &down, &unreachable);
+        let mut choice = choose(local, &members, &down, &unreachable);
+        // vouched, a follower reads its Node with its unit's: alone until its unit is known
+        if matches!(choice, Choice::Follow(_)) && unit.is_none() && self.unit.config.vouch.is_some() {
+            choice = Choice::Alone;
+        }
         // next in line: this wrapper would lead without the leader (decided here, from the
         // same inputs, rather than read again for the standby)
         self.next_in_line = match &choice {
@@ -322,9 +326,6 @@ impl Supervisor {
                 let vouch = self.unit.config.vouch.clone();
                 Plan { client, local_node, log: Some(log), health: Arc::default(), from_leader: false, vouch }
             }
-            // vouched, a follower reads its Node with its unit's (the signer vouches for a
-            // unit's Nodes, not for each one): alone until its unit is known
-            (Choice::Follow(_), None) if self.unit.config.vouch.is_some() => Plan::alone(client),
             (Choice::Follow(leader), unit) => {
                 let route = LeaderRoute::default();
                 route.set_leader(self.link_to(leader)?);

@@ -34,7 +34,7 @@ use crate::Wrapper;
 use crate::cache::{Input, Object, Stream};
 use crate::metrics::StreamLabel;
 use crate::upstream_log::{UpstreamInput, UpstreamKind, UpstreamLog};
-use crate::vouched::Vouching;
+use crate::vouched::{Vouched, Vouching};
 use crate::vouching::{self, metadata_element, object_element};
 
 /// Where a wrapper's upstream objects come from and where they go besides its cache.
@@ -177,15 +177,19 @@ async fn checked<K, I>(
 {
     match gate {
         Some((vouching, name)) => {
-            let unvouched = |held: std::time::Duration| {
-                tracing::warn!(
-                    stream = stream.name(),
-                    ?held,
-                    "the unit leader's stream is not vouched for by the signer"
-                );
-                health.failed(stream, LinkFailure::Unvouched);
+            let report = |vouched| match vouched {
+                Vouched::Yes => health.vouched(stream),
+                Vouched::No(waited) => {
+                    if health.unvouched(stream) {
+                        tracing::warn!(
+                            stream = stream.name(),
+                            ?waited,
+                            "the unit leader's stream is not vouched for by the signer"
+                        );
+                    }
+                }
             };
-            crate::vouched::run(watch, name, element, index, vouching, unvouched).await;
+            crate::vouched::run(watch, name, element, index, vouching, || health.since_reset(), report).await;
         }
         None => watch.run(index).await,
     }
@@ -257,6 +261,11 @@ impl<K: Resource + serde::Serialize> Index<K> for LogOnly<'_> {
 #[derive(Debug, Default)]
 pub struct LinkHealth {
     failing: Mutex<BTreeMap<Stream, (Instant, LinkFailure)>>,
+    /// Streams whose gate holds what the signer did not vouch for, since when: apart from
+    /// `failing`, which an answer (a 410 relist) clears; only the gate clears these.
+    unvouched: Mutex<BTreeMap<Stream, Instant>>,
+    /// When the link was last [`reset`](Self::reset) to another leader.
+    reset_at: Mutex<Option<Instant>>,
     /// Whether anything came through the link yet.
     worked: AtomicBool,
     /// The local node left a unit-scoped or leader-served stream: its unit changed.
@@ -285,7 +294,27 @@ impl LinkHealth {
     /// every stream works.
     pub fn failing(&self) -> Option<(Instant, LinkFailure)> {
         let failing = self.failing.lock().unwrap_or_else(PoisonError::into_inner);
-        failing.values().min_by_key(|(since, _)| *since).copied()
+        let unvouched = self.unvouched.lock().unwrap_or_else(PoisonError::into_inner);
+        let unvouched = unvouched.values().map(|since| (*since, LinkFailure::Unvouched));
+        failing.values().copied().chain(unvouched).min_by_key(|(since, _)| *since)
+    }
+
+    /// A gate holds what the signer did not vouch for; true when it was not so already.
+    fn unvouched(&self, stream: Stream) -> bool {
+        let mut unvouched = self.unvouched.lock().unwrap_or_else(PoisonError::into_inner);
+        let new = !unvouched.contains_key(&stream);
+        unvouched.entry(stream).or_insert_with(Instant::now);
+        new
+    }
+
+    /// A gate passes what it gets again.
+    fn vouched(&self, stream: Stream) {
+        self.unvouched.lock().unwrap_or_else(PoisonError::into_inner).remove(&stream);
+    }
+
+    /// How long ago the link was reset to another leader (`None`: never).
+    fn since_reset(&self) -> Option<std::time::Duration> {
+        self.reset_at.lock().unwrap_or_else(PoisonError::into_inner).map(|at| at.elapsed())
     }
 
     fn failed(&self, stream: Stream, failure: LinkFailure) {
@@ -307,6 +336,8 @@ impl LinkHealth {
     /// Forgets every failure and success (the link now goes to another leader).
     pub fn reset(&self) {
         self.failing.lock().unwrap_or_else(PoisonError::into_inner).clear();
+        self.unvouched.lock().unwrap_or_else(PoisonError::into_inner).clear();
+        *self.reset_at.lock().unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
         self.worked.store(false, Ordering::Relaxed);
     }
 

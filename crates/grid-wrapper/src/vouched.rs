@@ -1,9 +1,11 @@
 //! A follower's vouched streams ([`edgegrid_core::vouch`]): each stream from the leader
 //! goes through a [`Gate`] that passes a step on to the cache only once the unit signer
 //! vouched for the state after it (or a later one), as the signed batches the leader
-//! serves ([`DigestsFeed`]) say. Steps held longer than the patience mark the stream
-//! failing (`Unvouched`), and the supervisor passes the leader over: the follower goes to
-//! the next member or the cloud, and its cache serves the last vouched state meanwhile.
+//! serves ([`DigestsFeed`]) say. Steps held longer than the patience, or a served state
+//! no batch vouched for within the patience (a leader withholding changes or batches),
+//! mark the stream failing (`Unvouched`), and the supervisor passes the leader over: the
+//! follower goes to the next member or the cloud, and its cache serves the last vouched
+//! state meanwhile.
 
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -105,8 +107,23 @@ struct Gated<K, I> {
 }
 
 impl<K, I: Index<K>> Gated<K, I> {
+    /// Passes on what the batches vouch for now (a scan of every held step).
     fn pass(&mut self, vouching: &Vouching) {
-        for op in vouching.release(&mut self.gate) {
+        let released = vouching.release(&mut self.gate);
+        self.pass_on(released);
+    }
+
+    /// Passes on the newest step if its state is vouched for (one check).
+    fn pass_newest(&mut self, vouching: &Vouching) {
+        let released = {
+            let voucher = vouching.voucher.lock().unwrap_or_else(PoisonError::into_inner);
+            self.gate.release_newest(&voucher, Instant::now())
+        };
+        self.pass_on(released);
+    }
+
+    fn pass_on(&mut self, released: Vec<Op<Key, K>>) {
+        for op in released {
             match op {
                 Op::Begin => self.inner.begin(),
                 Op::Apply(_, _, object) => self.inner.apply(object),
@@ -128,7 +145,7 @@ impl<K, I: Index<K>> Taking<'_, K, I> {
     fn take(&self, op: Op<Key, K>) {
         let mut gated = self.gated.lock().unwrap_or_else(PoisonError::into_inner);
         gated.gate.take(op, Instant::now());
-        gated.pass(self.vouching);
+        gated.pass_newest(self.vouching);
     }
 }
 
@@ -153,37 +170,66 @@ impl<K: Resource, I: Index<K>> Index<K> for Taking<'_, K, I> {
     }
 }
 
+/// How the gate on a stream fares, told to the link's health every check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Vouched {
+    /// Nothing held past the patience, and the state served is still vouched for.
+    Yes,
+    /// For this long: a step held without a batch vouching for it, or the state served no
+    /// longer vouched for (the leader withholds the signer's batches, or the stream's
+    /// changes), or more steps held than [`MAX_HELD`].
+    No(Duration),
+}
+
+/// The most steps a gate holds before its leader is given up (a leader streaming what
+/// is never vouched for must not grow a follower's memory without bound).
+pub const MAX_HELD: usize = 500_000;
+
 /// Runs `watch` into `inner` through a gate on `stream` (its name in the batches), until
-/// the watch ends. `unvouched` is called while a step has been held past the patience.
+/// the watch ends. Every check tells `report` how the stream fares; waits are counted
+/// from `since_leader()` ago at most (a new leader gets a whole patience).
 pub async fn run<K, I>(
     watch: Watch<K>,
     stream: String,
     element: fn(&str, &K) -> ElementDigest,
     inner: I,
     vouching: &Vouching,
-    unvouched: impl Fn(Duration),
+    since_leader: impl Fn() -> Option<Duration>,
+    report: impl Fn(Vouched),
 ) where
     K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
     K::DynamicType: Default,
     I: Index<K>,
 {
-    let gated = Mutex::new(Gated { gate: Gate::new(stream), inner });
+    let gated = Mutex::new(Gated { gate: Gate::new(stream.clone()), inner });
     let taking = watch.run(Taking { gated: &gated, vouching, element });
     let releasing = async {
         let mut taken = vouching.taken.subscribe();
         let mut ticks = tokio::time::interval(CHECK);
+        // since when the state served has not been vouched for
+        let mut stale_since: Option<Instant> = None;
         loop {
             tokio::select! {
                 _ = taken.changed() => {}
                 _ = ticks.tick() => {}
             }
-            let held = {
+            let now = Instant::now();
+            let (held, too_many, fresh) = {
                 let mut gated = gated.lock().unwrap_or_else(PoisonError::into_inner);
                 gated.pass(vouching);
-                gated.gate.held_since().map(|since| since.elapsed())
+                let voucher = vouching.voucher.lock().unwrap_or_else(PoisonError::into_inner);
+                let fresh = gated.gate.passed().is_none_or(|passed| voucher.vouches(&stream, passed, now));
+                (gated.gate.held_since(), gated.gate.held() > MAX_HELD, fresh)
             };
-            if let Some(held) = held.filter(|held| *held >= vouching.patience) {
-                unvouched(held);
+            stale_since = if fresh { None } else { Some(stale_since.unwrap_or(now)) };
+            let waited = [held, stale_since].into_iter().flatten().map(|since| now - since).max();
+            let waited = match (waited, since_leader()) {
+                (Some(waited), Some(leader)) => Some(waited.min(leader)),
+                (waited, _) => waited,
+            };
+            match waited {
+                Some(waited) if waited >= vouching.patience || too_many => report(Vouched::No(waited)),
+                _ => report(Vouched::Yes),
             }
         }
     };

@@ -31,7 +31,7 @@ fn signing_key() -> Ed25519KeyPair {
 }
 
 /// The latest batch in the ConfigMap, if any.
-async fn latest(client: &Client) -> Option<SignedBatch> {
+async fn latest_batch(client: &Client) -> Option<SignedBatch> {
     let configmap = Api::<ConfigMap>::namespaced(client.clone(), NAMESPACE).get_opt(BATCH_CONFIG_MAP).await.ok()??;
     let data = configmap.data?;
     Some(SignedBatch { batch: data.get(BATCH_DATA_KEY)?.clone(), signature: data.get(SIGNATURE_DATA_KEY)?.clone() })
@@ -46,8 +46,9 @@ fn digest_of(elements: impl IntoIterator<Item = (String, [u8; 32])>) -> StateDig
     set.digest()
 }
 
-/// Every stream's current state, as a follower reading `client` computes it.
-async fn expected_states(client: &Client) -> Vec<(String, StateDigest)> {
+/// Every stream's current state, as a follower reading `client` computes it (of the
+/// units, `units`).
+async fn expected_states(client: &Client, units: &[&str]) -> Vec<(String, StateDigest)> {
     let params = ListParams::default();
     let key = |ns: Option<String>, name: String| format!("{}/{name}", ns.unwrap_or_default());
     let services = Api::<Service>::all(client.clone()).list(&params).await.expect("services");
@@ -78,7 +79,7 @@ async fn expected_states(client: &Client) -> Vec<(String, StateDigest)> {
             digest_of(metadata.iter().map(|o| (o.name_any(), metadata_element(vouching::NODE_METADATA, &o.metadata)))),
         ),
     ];
-    for unit in ["a", "b"] {
+    for unit in units {
         let stream = vouching::unit_nodes(unit);
         let nodes = Api::<Node>::all(client.clone()).list(&ListParams::default().labels(&format!("unit={unit}"))).await;
         let nodes = nodes.expect("unit nodes");
@@ -90,16 +91,25 @@ async fn expected_states(client: &Client) -> Vec<(String, StateDigest)> {
 /// Waits until a batch verified by `voucher` names, as each stream's current state, what
 /// a follower computes now.
 async fn until_vouched(client: &Client, voucher: &mut Voucher, what: &str) -> Batch {
-    let expected = expected_states(client).await;
+    until_vouched_units(client, voucher, &["a", "b"], what).await
+}
+
+/// [`until_vouched`] for the units `units` (each unit's state may be in another batch:
+/// the signer names unchanged units in turns).
+async fn until_vouched_units(client: &Client, voucher: &mut Voucher, units: &[&str], what: &str) -> Batch {
+    let expected = expected_states(client, units).await;
+    let mut latest = std::collections::BTreeMap::new();
     within(what, async {
         loop {
-            if let Some(signed) = latest(client).await
+            if let Some(signed) = latest_batch(client).await
                 // a batch seen before is no news (and refused as not newer)
                 && voucher.receive(&signed, Instant::now(), jiff::Timestamp::now().as_second()).is_ok()
             {
                 let batch: Batch = serde_json::from_str(&signed.batch).expect("a verified batch parses");
-                let current = |stream: &str| batch.states.get(stream).and_then(|states| states.last().cloned());
-                if expected.iter().all(|(stream, digest)| current(stream) == Some(hex(digest))) {
+                for (stream, states) in &batch.states {
+                    latest.insert(stream.clone(), states.last().cloned());
+                }
+                if expected.iter().all(|(stream, digest)| latest.get(stream) == Some(&Some(hex(digest)))) {
                     return batch;
                 }
             }
@@ -139,6 +149,9 @@ async fn the_signer_vouches_for_the_states_a_follower_computes_and_follows_every
     // a relabel moves the node from one unit's stream to the other's
     relabel(&client, "n2", "b").await;
     until_vouched(&client, &mut voucher, "n2 vouched for in unit b, not a").await;
+    // a unit that appears after the signer listed the Nodes is vouched for too
+    relabel(&client, "n1", "c").await;
+    until_vouched_units(&client, &mut voucher, &["b", "c"], "the new unit c vouched for").await;
 
     // a batch is refused by a follower trusting another key
     let mut stranger = Voucher::new(VoucherConfig {
@@ -146,7 +159,7 @@ async fn the_signer_vouches_for_the_states_a_follower_computes_and_follows_every
         max_skew: Duration::from_secs(30),
         window: Duration::from_secs(10),
     });
-    let signed = latest(&client).await.expect("a batch");
+    let signed = latest_batch(&client).await.expect("a batch");
     assert!(stranger.receive(&signed, Instant::now(), jiff::Timestamp::now().as_second()).is_err());
     signer.abort();
     drop(server);

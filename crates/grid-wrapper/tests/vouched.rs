@@ -18,6 +18,7 @@ use controller_support::server::{ServerLimits, ServerMetrics};
 use controller_support::tls::TlsMetrics;
 use edgegrid_core::unit_upstream::UnitMember;
 use edgegrid_core::vouch::VoucherConfig;
+use edgegrid_testing::link::Link;
 use edgegrid_testing::objects::slice_object;
 use grid_wrapper::cache::Kind;
 use grid_wrapper::metrics::{Metrics, ResultLabel, SourceLabel};
@@ -146,6 +147,9 @@ struct Site {
     cloud: kube::Client,
     leader: Running,
     follower: Running,
+    /// The leader's link to the cloud (fault injection).
+    leader_link: edgegrid_testing::link::Link,
+    _follower_link: edgegrid_testing::link::Link,
     _signer: tokio::task::JoinHandle<()>,
 }
 
@@ -170,7 +174,7 @@ async fn site(gated: bool) -> Site {
             voucher: VoucherConfig {
                 keys: vec![public],
                 max_skew: Duration::from_secs(30),
-                window: Duration::from_secs(10),
+                window: Duration::from_secs(3),
             },
             patience: Duration::from_secs(2),
         }))
@@ -178,8 +182,11 @@ async fn site(gated: bool) -> Site {
     let (n1, n2) = (Member::new("n1", 71), Member::new("n2", 72));
     let peers = [n1.as_unit_member(), n2.as_unit_member()];
     let port = free_unit_port(&[&n1, &n2]);
-    let leader = start(&n1, &peers, &server.url(), port, Some(vouching())).await;
-    let follower = start(&n2, &peers, &server.url(), port, gated.then(vouching)).await;
+    let (leader_link, follower_link) =
+        (Link::to(server.addr()).await.expect("a link"), Link::to(server.addr()).await.expect("a link"));
+    let url = |link: &Link| format!("http://{}", link.address);
+    let leader = start(&n1, &peers, &url(&leader_link), port, Some(vouching())).await;
+    let follower = start(&n2, &peers, &url(&follower_link), port, gated.then(vouching)).await;
     // (a decision is made before the wrappers know their unit: they watch the cloud alone
     // until then, whatever the metrics say)
     eventually("n2 follows n1 and serves the cloud's slices", || async {
@@ -188,7 +195,7 @@ async fn site(gated: bool) -> Site {
         (following && checked && follower.served_slices() == ["plain-1", "web-1", "web-2"]).then_some(())
     })
     .await;
-    Site { _server: server, cloud, leader, follower, _signer: signer }
+    Site { _server: server, cloud, leader, follower, leader_link, _follower_link: follower_link, _signer: signer }
 }
 
 /// Batches the follower took from its leader.
@@ -242,6 +249,22 @@ async fn an_unchecked_follower_serves_what_its_leader_forged() {
     forge(&site.leader);
     eventually("the forged slice served", || async {
         site.follower.served_slices().contains(&"evil-1".to_string()).then_some(())
+    })
+    .await;
+}
+
+/// A leader that withholds (here: its cloud link is cut, so it has neither the change
+/// nor new batches; a compromised one could do the same on purpose): the state its
+/// follower serves is no longer vouched for after the window, and after the patience the
+/// follower leaves it and serves the change from the cloud itself.
+#[tokio::test]
+async fn a_follower_leaves_a_leader_that_withholds_what_the_signer_vouches_for() {
+    let site = site(true).await;
+    site.leader_link.set_cut(true);
+    create_namespaced(&site.cloud, slice_object("web-3", "web", &[("10.0.0.9", "n2")])).await;
+    eventually("n2 leaves n1 and serves the change from the cloud", || async {
+        let served = site.follower.served_slices() == ["plain-1", "web-1", "web-2", "web-3"];
+        (served && site.follower.source("cloud") == 1).then_some(())
     })
     .await;
 }

@@ -2,7 +2,7 @@
 //! through; a follower's [`Gate`] holds what its leader sends until a state at or after it
 //! is vouched for.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Instant;
 
 use super::KeyedSet;
@@ -111,6 +111,13 @@ impl<K: Ord + Clone> Recorder<K> {
         Some(states)
     }
 
+    /// Takes back `states` a batch could not carry: they go out, before the states
+    /// recorded since, with the next one.
+    pub fn give_back(&mut self, mut states: Vec<StateDigest>) {
+        states.append(&mut self.since_batch);
+        self.since_batch = states;
+    }
+
     /// How many objects the stream holds.
     pub fn len(&self) -> usize {
         self.tracked.set.len()
@@ -140,19 +147,47 @@ pub struct Gate<K: Ord, T> {
     /// The state passed on last (vouched for then): a held state equal to it (a relist
     /// from another leader of what is served) passes without a new batch.
     passed: Option<StateDigest>,
+    /// The keys of that state: a delete passes on only for a key it holds.
+    passed_keys: BTreeSet<K>,
 }
 
 impl<K: Ord + Clone, T> Gate<K, T> {
     /// A gate for `stream` (its name in the batches).
     pub fn new(stream: impl Into<String>) -> Self {
-        Self { stream: stream.into(), tracked: Tracked::default(), held: VecDeque::new(), passed: None }
+        Self {
+            stream: stream.into(),
+            tracked: Tracked::default(),
+            held: VecDeque::new(),
+            passed: None,
+            passed_keys: BTreeSet::new(),
+        }
     }
 
     /// Takes the next step from the leader, arrived at `now`; it is held until
-    /// [`Gate::release`] finds it vouched for.
+    /// [`Gate::release`] finds it vouched for. A delete of a key the stream does not
+    /// hold changes no state and is dropped (passed on, it could reach an object the cache
+    /// keys otherwise, e.g. a Node by name).
     pub fn take(&mut self, op: Op<K, T>, now: Instant) {
+        if let Op::Delete(key) = &op
+            && !self.tracked.set.contains(key)
+        {
+            return;
+        }
         let point = self.tracked.step(&op);
         self.held.push_back(Held { op, at: now, point });
+    }
+
+    /// [`Gate::release`] when only the newest held step can have made a difference (a
+    /// step taken since the last release; the batches are unchanged): one check, not a
+    /// scan of everything held.
+    pub fn release_newest(&mut self, voucher: &Voucher, now: Instant) -> Vec<Op<K, T>> {
+        let newest = self.held.back().and_then(|held| held.point);
+        match newest {
+            Some(point) if self.passed == Some(point) || voucher.vouches(&self.stream, &point, now) => {
+                self.release_through(self.held.len() - 1)
+            }
+            _ => Vec::new(),
+        }
     }
 
     /// The steps up to the last held state the voucher vouches for at `now`, or that is
@@ -167,7 +202,14 @@ impl<K: Ord + Clone, T> Gate<K, T> {
         let passes =
             |point: &StateDigest| self.passed.as_ref() == Some(point) || voucher.vouches(&self.stream, point, now);
         let last = self.held.iter().rposition(|held| held.point.as_ref().is_some_and(passes));
-        let Some(last) = last else { return Vec::new() };
+        match last {
+            Some(last) => self.release_through(last),
+            None => Vec::new(),
+        }
+    }
+
+    /// The held steps up to `last` (a passing point), as its state's differences.
+    fn release_through(&mut self, last: usize) -> Vec<Op<K, T>> {
         self.passed = self.held[last].point;
         let (mut listed, mut last_steps) = (false, BTreeMap::new());
         for held in self.held.drain(..=last) {
@@ -185,7 +227,18 @@ impl<K: Ord + Clone, T> Gate<K, T> {
         if listed {
             released.push(Op::Begin);
         }
-        released.extend(last_steps.into_values());
+        for (key, step) in last_steps {
+            match step {
+                Op::Apply(..) => {
+                    self.passed_keys.insert(key);
+                    released.push(step);
+                }
+                // an object put in and taken out between two passed states never reached
+                // the cache: nothing to delete there
+                Op::Delete(_) if self.passed_keys.remove(&key) => released.push(step),
+                Op::Delete(_) | Op::Begin | Op::Done => {}
+            }
+        }
         if listed {
             released.push(Op::Done);
         }
@@ -205,5 +258,10 @@ impl<K: Ord + Clone, T> Gate<K, T> {
     /// The stream's name in the batches.
     pub fn stream(&self) -> &str {
         &self.stream
+    }
+
+    /// The digest of the state passed on last, if any.
+    pub fn passed(&self) -> Option<&StateDigest> {
+        self.passed.as_ref()
     }
 }
