@@ -439,7 +439,11 @@ fn all_a() -> Vec<String> {
 
 async fn unit_of_five() -> (Site, tokio::sync::MutexGuard<'static, ()>) {
     let turn = ONE_SITE_AT_A_TIME.lock().await;
-    let mut site = Site::new(&[]).await;
+    (led_unit_of_five(Site::new(&[]).await).await, turn)
+}
+
+/// Starts the five members on `site` and waits until u1 leads them all, settled.
+async fn led_unit_of_five(mut site: Site) -> Site {
     for node in MEMBERS {
         site.start(node, None).await;
     }
@@ -455,7 +459,7 @@ async fn unit_of_five() -> (Site, tokio::sync::MutexGuard<'static, ()>) {
     let expected = all_a();
     let expected: Vec<&str> = expected.iter().map(String::as_str).collect();
     site.until_served(&MEMBERS, &expected).await;
-    (site, turn)
+    site
 }
 
 #[tokio::test]
@@ -528,15 +532,7 @@ async fn vouched_unit_of_five() -> (Site, tokio::sync::MutexGuard<'static, ()>) 
     .collect();
     site.signer = Some(RunningBinary::start(env!("CARGO_BIN_EXE_unit-signer"), &args).expect("the signer starts"));
     site.extra_args = vec![format!("--unit-vouch-keys={public}"), "--unit-vouch-namespace=edgegrid".into()];
-    for node in MEMBERS {
-        site.start(node, None).await;
-    }
-    site.until_led_by_within(Duration::from_secs(30), "u1", &MEMBERS[1..]).await;
-    site.until_followers("u1", 4).await;
-    let expected = all_a();
-    let expected: Vec<&str> = expected.iter().map(String::as_str).collect();
-    site.until_served(&MEMBERS, &expected).await;
-    (site, turn)
+    (led_unit_of_five(site).await, turn)
 }
 
 /// Vouched, the unit still shares one upstream (the leader watches the signer's ConfigMap

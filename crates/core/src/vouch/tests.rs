@@ -322,126 +322,137 @@ fn a_recorder_vouches_for_nothing_before_its_first_list_and_for_the_current_stat
     assert_eq!(recorder.len(), 2);
 }
 
+/// The signer, a follower's voucher and gate on one stream, and the time.
+struct Follower {
+    signer: Ed25519KeyPair,
+    voucher: Voucher,
+    recorder: Recorder<String>,
+    gate: Gate<String, u8>,
+    t0: Instant,
+    sequence: u64,
+}
+
+impl Follower {
+    fn new() -> Self {
+        let signer = key_pair();
+        let voucher = voucher(&[&signer]);
+        Self {
+            signer,
+            voucher,
+            recorder: Recorder::default(),
+            gate: Gate::new("slices"),
+            t0: Instant::now(),
+            sequence: 0,
+        }
+    }
+
+    /// The cloud lists `objects`, the signer vouches for it and the gate passes the list.
+    fn listed(objects: &[(&str, u8)]) -> Self {
+        let mut follower = Self::new();
+        let list: Vec<Step> =
+            [Op::Begin].into_iter().chain(objects.iter().map(|(k, v)| apply(k, *v))).chain([Op::Done]).collect();
+        follower.take(&list, Duration::ZERO);
+        follower.vouch(&list, Duration::ZERO);
+        assert_eq!(follower.release(Duration::ZERO), list);
+        follower
+    }
+
+    /// The leader's steps reach the gate `after` t0.
+    fn take(&mut self, steps: &[Step], after: Duration) {
+        for step in steps {
+            self.gate.take(step.clone(), self.t0 + after);
+        }
+    }
+
+    /// The cloud's steps reach the signer, whose batch the voucher takes `after` t0.
+    fn vouch(&mut self, steps: &[Step], after: Duration) {
+        self.sequence += 1;
+        let batch = recorded(&mut self.recorder, steps, self.sequence, &self.signer);
+        self.voucher.receive(&batch, self.t0 + after, WALL).expect("taken");
+    }
+
+    fn release(&mut self, after: Duration) -> Vec<Step> {
+        self.gate.release(&self.voucher, self.t0 + after)
+    }
+}
+
+const NOW: Duration = Duration::ZERO;
+
 #[test]
 fn a_gate_passes_what_the_cloud_vouched_for_and_holds_the_rest() {
-    let signer = key_pair();
-    let mut voucher = voucher(&[&signer]);
-    let mut recorder = Recorder::default();
-    let mut gate = Gate::new("slices");
-    let t0 = Instant::now();
+    let mut follower = Follower::new();
     let list = [Op::Begin, apply("a", 1), apply("b", 2), Op::Done];
-    for step in list.clone() {
-        gate.take(step, t0);
-    }
-    assert_eq!(gate.release(&voucher, t0), vec![], "nothing vouched yet");
-    assert_eq!(gate.held_since(), Some(t0));
-    voucher.receive(&recorded(&mut recorder, &list, 1, &signer), t0, WALL).expect("taken");
-    assert_eq!(gate.release(&voucher, t0), list.to_vec());
-    assert_eq!((gate.held(), gate.held_since()), (0, None));
+    follower.take(&list, NOW);
+    assert_eq!(follower.release(NOW), vec![], "nothing vouched yet");
+    assert_eq!(follower.gate.held_since(), Some(follower.t0));
+    follower.vouch(&list, NOW);
+    assert_eq!(follower.release(NOW), list.to_vec());
+    assert_eq!((follower.gate.held(), follower.gate.held_since()), (0, None));
 
     // the leader is ahead of the signer: held until a batch names the state
-    let t1 = t0 + Duration::from_millis(300);
-    gate.take(apply("a", 3), t1);
-    gate.take(delete("b"), t1);
-    assert_eq!(gate.release(&voucher, t1), vec![]);
-    assert_eq!(gate.held_since(), Some(t1));
+    let t1 = Duration::from_millis(300);
+    follower.take(&[apply("a", 3), delete("b")], t1);
+    assert_eq!(follower.release(t1), vec![]);
+    assert_eq!(follower.gate.held_since(), Some(follower.t0 + t1));
     // the signer saw the first change only: that much passes
-    voucher.receive(&recorded(&mut recorder, &[apply("a", 3)], 2, &signer), t1, WALL).expect("taken");
-    assert_eq!(gate.release(&voucher, t1), vec![apply("a", 3)]);
-    voucher.receive(&recorded(&mut recorder, &[delete("b")], 3, &signer), t1, WALL).expect("taken");
-    assert_eq!(gate.release(&voucher, t1), vec![delete("b")]);
+    follower.vouch(&[apply("a", 3)], t1);
+    assert_eq!(follower.release(t1), vec![apply("a", 3)]);
+    follower.vouch(&[delete("b")], t1);
+    assert_eq!(follower.release(t1), vec![delete("b")]);
 }
 
 #[test]
 fn a_forged_object_is_never_passed_nor_anything_after_it() {
-    let signer = key_pair();
-    let mut voucher = voucher(&[&signer]);
-    let mut recorder = Recorder::default();
-    let mut gate = Gate::new("slices");
-    let t0 = Instant::now();
-    let list = [Op::Begin, apply("a", 1), Op::Done];
-    for step in list.clone() {
-        gate.take(step, t0);
-    }
-    voucher.receive(&recorded(&mut recorder, &list, 1, &signer), t0, WALL).expect("taken");
-    assert_eq!(gate.release(&voucher, t0).len(), 3);
+    let mut follower = Follower::listed(&[("a", 1)]);
     // the cloud changes a to 2; the leader serves a forged 66 instead, then the real b
-    let t1 = t0 + Duration::from_secs(1);
-    gate.take(apply("a", 66), t1);
-    gate.take(apply("b", 5), t1);
-    for (sequence, steps) in (2..).zip([vec![apply("a", 2)], vec![apply("b", 5)], vec![]]) {
-        voucher.receive(&recorded(&mut recorder, &steps, sequence, &signer), t1, WALL).expect("taken");
-        assert_eq!(gate.release(&voucher, t1), vec![], "the forged state and every state built on it");
+    let t1 = Duration::from_secs(1);
+    follower.take(&[apply("a", 66), apply("b", 5)], t1);
+    for steps in [vec![apply("a", 2)], vec![apply("b", 5)], vec![]] {
+        follower.vouch(&steps, t1);
+        assert_eq!(follower.release(t1), vec![], "the forged state and every state built on it");
     }
-    assert_eq!(gate.held_since(), Some(t1));
+    assert_eq!(follower.gate.held_since(), Some(follower.t0 + t1));
 }
 
 #[test]
 fn a_forgery_taken_back_before_a_vouched_state_is_never_passed_on() {
-    let signer = key_pair();
-    let mut voucher = voucher(&[&signer]);
-    let mut recorder = Recorder::default();
-    let mut gate = Gate::new("slices");
-    let t0 = Instant::now();
-    let list = [Op::Begin, apply("a", 1), Op::Done];
-    for step in list.clone() {
-        gate.take(step, t0);
-    }
-    voucher.receive(&recorded(&mut recorder, &list, 1, &signer), t0, WALL).expect("taken");
-    gate.release(&voucher, t0);
+    let mut follower = Follower::listed(&[("a", 1)]);
     // a forged endpoint slips in and out again between two vouched states
-    for step in [apply("evil", 66), apply("a", 66), apply("a", 2), delete("evil")] {
-        gate.take(step, t0);
-    }
-    voucher.receive(&recorded(&mut recorder, &[apply("a", 2)], 2, &signer), t0, WALL).expect("taken");
+    follower.take(&[apply("evil", 66), apply("a", 66), apply("a", 2), delete("evil")], NOW);
+    follower.vouch(&[apply("a", 2)], NOW);
     // only the vouched state's differences: the forged versions never reach the cache
     // (nor a delete of the forged object, which the cache never held)
-    assert_eq!(gate.release(&voucher, t0), vec![apply("a", 2)]);
+    assert_eq!(follower.release(NOW), vec![apply("a", 2)]);
 }
 
 #[test]
 fn a_delete_of_an_object_the_stream_does_not_hold_is_dropped() {
-    let signer = key_pair();
-    let mut voucher = voucher(&[&signer]);
-    let mut recorder = Recorder::default();
-    let mut gate = Gate::new("slices");
-    let t0 = Instant::now();
-    let list = [Op::Begin, apply("n1", 1), Op::Done];
-    for step in list.clone() {
-        gate.take(step, t0);
-    }
-    voucher.receive(&recorded(&mut recorder, &list, 1, &signer), t0, WALL).expect("taken");
-    assert_eq!(gate.release(&voucher, t0).len(), 3);
+    let mut follower = Follower::listed(&[("n1", 1)]);
     // a leader's delete of a key the stream never held (say, the Node under another
     // namespace, which the cache would take for n1) changes no state: it is not passed on
-    gate.take(delete("x/n1"), t0);
-    assert_eq!((gate.held(), gate.release(&voucher, t0)), (0, vec![]));
+    follower.take(&[delete("x/n1")], NOW);
+    assert_eq!((follower.gate.held(), follower.release(NOW)), (0, vec![]));
     // a forged delete of a real object changes the state, which no batch vouches for
-    gate.take(delete("n1"), t0);
-    assert_eq!(gate.release(&voucher, t0), vec![]);
-    assert_eq!(gate.held(), 1);
+    follower.take(&[delete("n1")], NOW);
+    assert_eq!(follower.release(NOW), vec![]);
+    assert_eq!(follower.gate.held(), 1);
 }
 
 #[test]
 fn the_newest_step_is_checked_alone_and_a_batch_checks_them_all() {
-    let signer = key_pair();
-    let mut voucher = voucher(&[&signer]);
-    let mut recorder = Recorder::default();
-    let mut gate = Gate::new("slices");
-    let t0 = Instant::now();
-    let list = [Op::Begin, apply("a", 1), Op::Done];
-    for step in list.clone() {
-        gate.take(step, t0);
-    }
-    voucher.receive(&recorded(&mut recorder, &list, 1, &signer), t0, WALL).expect("taken");
-    assert_eq!(gate.release_newest(&voucher, t0).len(), 3, "the newest state is vouched for");
-    gate.take(apply("a", 2), t0);
-    voucher.receive(&recorded(&mut recorder, &[apply("a", 2)], 2, &signer), t0, WALL).expect("taken");
-    gate.take(apply("a", 3), t0);
+    let mut follower = Follower::listed(&[("a", 1)]);
+    follower.take(&[apply("a", 2)], NOW);
+    follower.vouch(&[apply("a", 2)], NOW);
+    follower.take(&[apply("a", 3)], NOW);
     // the newest (a=3) is not vouched for: the newest check passes nothing, a scan does
-    assert_eq!(gate.release_newest(&voucher, t0), vec![]);
-    assert_eq!(gate.release(&voucher, t0), vec![apply("a", 2)]);
-    assert_eq!(gate.passed(), Some(&recorded_digest(&[("a", 2)])));
+    let at = follower.t0;
+    assert_eq!(follower.gate.release_newest(&follower.voucher, at), vec![]);
+    assert_eq!(follower.release(NOW), vec![apply("a", 2)]);
+    assert_eq!(follower.gate.passed(), Some(&recorded_digest(&[("a", 2)])));
+    // and a newest state that is vouched for passes with one check
+    follower.take(&[apply("a", 4)], NOW);
+    follower.vouch(&[apply("a", 3), apply("a", 4)], NOW);
+    assert_eq!(follower.gate.release_newest(&follower.voucher, at), vec![apply("a", 4)]);
 }
 
 fn recorded_digest(objects: &[(&str, u8)]) -> StateDigest {
@@ -454,68 +465,36 @@ fn recorded_digest(objects: &[(&str, u8)]) -> StateDigest {
 
 #[test]
 fn a_relist_passes_as_the_vouched_state_whole() {
-    let signer = key_pair();
-    let mut voucher = voucher(&[&signer]);
-    let mut recorder = Recorder::default();
-    let mut gate = Gate::new("slices");
-    let t0 = Instant::now();
-    let first = [Op::Begin, apply("a", 1), apply("b", 2), Op::Done];
-    for step in first.clone() {
-        gate.take(step, t0);
-    }
-    voucher.receive(&recorded(&mut recorder, &first, 1, &signer), t0, WALL).expect("taken");
-    gate.release(&voucher, t0);
+    let mut follower = Follower::listed(&[("a", 1), ("b", 2)]);
     // a change, then a relist from another leader (b gone, c new), as the list/watch
     // delivers it: every listed object applied, the missing one deleted
-    let steps = [apply("a", 3), Op::Begin, apply("c", 4), apply("a", 3), delete("b"), Op::Done];
-    for step in steps.clone() {
-        gate.take(step, t0);
-    }
-    voucher
-        .receive(&recorded(&mut recorder, &[apply("a", 3), delete("b"), apply("c", 4)], 2, &signer), t0, WALL)
-        .expect("taken");
-    assert_eq!(gate.release(&voucher, t0), vec![Op::Begin, apply("a", 3), delete("b"), apply("c", 4), Op::Done]);
+    follower.take(&[apply("a", 3), Op::Begin, apply("c", 4), apply("a", 3), delete("b"), Op::Done], NOW);
+    follower.vouch(&[apply("a", 3), delete("b"), apply("c", 4)], NOW);
+    assert_eq!(follower.release(NOW), vec![Op::Begin, apply("a", 3), delete("b"), apply("c", 4), Op::Done]);
 }
 
 #[test]
 fn a_relist_of_the_state_passed_last_passes_without_a_new_batch() {
-    let signer = key_pair();
-    let mut voucher = voucher(&[&signer]);
-    let mut recorder = Recorder::default();
-    let mut gate = Gate::new("slices");
-    let t0 = Instant::now();
     let list = [Op::Begin, apply("a", 1), Op::Done];
-    for step in list.clone() {
-        gate.take(step, t0);
-    }
-    voucher.receive(&recorded(&mut recorder, &list, 1, &signer), t0, WALL).expect("taken");
-    assert_eq!(gate.release(&voucher, t0).len(), 3);
+    let mut follower = Follower::listed(&[("a", 1)]);
     // long after (the digest expired), another leader lists the same state: it passes
-    let later = t0 + Duration::from_secs(60);
-    for step in list.clone() {
-        gate.take(step, later);
-    }
-    assert_eq!(gate.release(&voucher, later), list.to_vec());
+    let later = Duration::from_secs(60);
+    follower.take(&list, later);
+    assert_eq!(follower.release(later), list.to_vec());
     // but a state other than the one passed still needs a batch
-    gate.take(apply("a", 2), later);
-    assert_eq!(gate.release(&voucher, later), vec![]);
+    follower.take(&[apply("a", 2)], later);
+    assert_eq!(follower.release(later), vec![]);
 }
 
 #[test]
 fn a_state_vouched_for_too_long_ago_passes_nothing() {
-    let signer = key_pair();
-    let mut voucher = voucher(&[&signer]);
-    let mut recorder = Recorder::default();
-    let mut gate = Gate::new("slices");
-    let t0 = Instant::now();
+    let mut follower = Follower::new();
     let list = [Op::Begin, apply("a", 1), Op::Done];
-    voucher.receive(&recorded(&mut recorder, &list, 1, &signer), t0, WALL).expect("taken");
+    follower.vouch(&list, NOW);
     // a leader serving, late, a state the cloud left long ago
-    let late = t0 + Duration::from_secs(11);
-    for step in list {
-        gate.take(step, late);
-    }
-    assert_eq!(gate.release(&voucher, late), vec![]);
+    let late = Duration::from_secs(11);
+    follower.take(&list, late);
+    assert_eq!(follower.release(late), vec![]);
 }
 
 proptest! {
