@@ -183,8 +183,16 @@ impl FakeApiServer {
         if let Some(shutdown) = self.shutdown.take() {
             let _ = shutdown.send(());
         }
-        if let Some(task) = self.task.take() {
-            let _ = task.await;
+        if let Some(mut task) = self.task.take() {
+            // a watch a client opened in between (a reconnection once the faults are gone)
+            // would hold the graceful shutdown open for its whole timeout: end watches until
+            // the server has stopped
+            loop {
+                tokio::select! {
+                    _ = &mut task => break,
+                    () = tokio::time::sleep(std::time::Duration::from_millis(100)) => self.drop_watches(),
+                }
+            }
         }
     }
 }
