@@ -23,7 +23,6 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use ring::signature::Ed25519KeyPair;
-use serde::Serialize;
 
 use crate::vouching::{self, metadata_element, object_element};
 
@@ -187,51 +186,28 @@ enum NodeStep {
     Done,
 }
 
-/// Feeds one stream's recorder from its watch.
-struct Recording<'a> {
+/// Feeds one stream's recorder from its watch, each object's element as a follower
+/// computes it ([`crate::vouching`]).
+struct Recording<'a, K> {
     records: &'a Mutex<Records>,
     recorder: fn(&mut Records) -> &mut Recorder<Key>,
     stream: &'static str,
+    element: fn(&str, &K) -> edgegrid_core::vouch::ElementDigest,
 }
 
-impl Recording<'_> {
+impl<K> Recording<'_, K> {
     fn step(&self, op: Op<Key, ()>) {
         let mut records = self.records.lock().unwrap_or_else(PoisonError::into_inner);
         (self.recorder)(&mut records).step(&op);
     }
 }
 
-impl<K: Resource + Serialize> Index<K> for Recording<'_> {
+impl<K: Resource> Index<K> for Recording<'_, K> {
     fn begin(&mut self) {
         self.step(Op::Begin);
     }
     fn apply(&mut self, object: K) {
-        let element = object_element(self.stream, &object);
-        self.step(Op::Apply(Key::of(&object), element, ()));
-    }
-    fn delete(&mut self, key: Key) {
-        self.step(Op::Delete(key));
-    }
-    fn done(&mut self) {
-        self.step(Op::Done);
-    }
-}
-
-/// Every Node's metadata.
-struct MetadataRecording<'a>(&'a Mutex<Records>);
-
-impl MetadataRecording<'_> {
-    fn step(&self, op: Op<Key, ()>) {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).node_metadata.step(&op);
-    }
-}
-
-impl Index<PartialObjectMeta<Node>> for MetadataRecording<'_> {
-    fn begin(&mut self) {
-        self.step(Op::Begin);
-    }
-    fn apply(&mut self, object: PartialObjectMeta<Node>) {
-        let element = metadata_element(vouching::NODE_METADATA, &object.metadata);
+        let element = (self.element)(self.stream, &object);
         self.step(Op::Apply(Key::of(&object), element, ()));
     }
     fn delete(&mut self, key: Key) {
@@ -309,16 +285,31 @@ pub async fn run(
     let records = Mutex::new(Records::default());
     let run = run_id();
     tracing::info!(run, namespace = config.namespace, period = ?config.period, "signing the unit streams");
-    let recording =
-        |recorder: fn(&mut Records) -> &mut Recorder<Key>, stream| Recording { records: &records, recorder, stream };
     let watches = futures::future::join5(
-        Watch::new(Api::<Service>::all(client.clone())).run(recording(|r| &mut r.services, vouching::SERVICES)),
-        Watch::new(Api::<EndpointSlice>::all(client.clone()))
-            .run(recording(|r| &mut r.slices, vouching::ENDPOINT_SLICES)),
-        Watch::new(Api::<Endpoints>::all(client.clone())).run(recording(|r| &mut r.endpoints, vouching::ENDPOINTS)),
-        Watch::new(Api::<PartialObjectMeta<Node>>::all(client.clone()))
-            .named("nodes (metadata)")
-            .run(MetadataRecording(&records)),
+        Watch::new(Api::<Service>::all(client.clone())).run(Recording {
+            records: &records,
+            recorder: |r| &mut r.services,
+            stream: vouching::SERVICES,
+            element: object_element,
+        }),
+        Watch::new(Api::<EndpointSlice>::all(client.clone())).run(Recording {
+            records: &records,
+            recorder: |r| &mut r.slices,
+            stream: vouching::ENDPOINT_SLICES,
+            element: object_element,
+        }),
+        Watch::new(Api::<Endpoints>::all(client.clone())).run(Recording {
+            records: &records,
+            recorder: |r| &mut r.endpoints,
+            stream: vouching::ENDPOINTS,
+            element: object_element,
+        }),
+        Watch::new(Api::<PartialObjectMeta<Node>>::all(client.clone())).named("nodes (metadata)").run(Recording {
+            records: &records,
+            recorder: |r| &mut r.node_metadata,
+            stream: vouching::NODE_METADATA,
+            element: |stream, node: &PartialObjectMeta<Node>| metadata_element(stream, &node.metadata),
+        }),
         Watch::new(Api::<Node>::all(client.clone()))
             .labels(&config.unit_label_key)
             .named("unit nodes")

@@ -138,6 +138,7 @@ impl<K, I: Index<K>> Gated<K, I> {
 struct Taking<'a, K, I> {
     gated: &'a Mutex<Gated<K, I>>,
     vouching: &'a Vouching,
+    stream: &'a str,
     element: fn(&str, &K) -> ElementDigest,
 }
 
@@ -154,9 +155,7 @@ impl<K: Resource, I: Index<K>> Index<K> for Taking<'_, K, I> {
         self.take(Op::Begin);
     }
     fn apply(&mut self, object: K) {
-        let gated = self.gated.lock().unwrap_or_else(PoisonError::into_inner);
-        let element = (self.element)(gated.gate.stream(), &object);
-        drop(gated);
+        let element = (self.element)(self.stream, &object);
         self.take(Op::Apply(Key::of(&object), element, object));
     }
     fn delete(&mut self, key: Key) {
@@ -202,7 +201,7 @@ pub async fn run<K, I>(
     I: Index<K>,
 {
     let gated = Mutex::new(Gated { gate: Gate::new(stream.clone()), inner });
-    let taking = watch.run(Taking { gated: &gated, vouching, element });
+    let taking = watch.run(Taking { gated: &gated, vouching, stream: &stream, element });
     let releasing = async {
         let mut taken = vouching.taken.subscribe();
         let mut ticks = tokio::time::interval(CHECK);
