@@ -58,7 +58,7 @@ pub async fn run(flags: Flags, legacy: LegacyFlags) -> anyhow::Result<()> {
     let settings = flags.settings(node_name).context("invalid configuration")?;
     let key_file = settings.key_file.clone();
     let key = read_key(&key_file)?;
-    let signing = signing_key::load_or_generate(&settings.signing_key_file)?;
+    let (signing, signing_origin) = signing_key::load_or_generate(&settings.signing_key_file)?;
     let metrics = Arc::new(Metrics::default());
     let daemon = Daemon::new(settings, metrics.clone(), &key, signing, wall_clock())
         .with_context(|| format!("--hmac-key-file {}", key_file.display()))?;
@@ -86,6 +86,7 @@ pub async fn run(flags: Flags, legacy: LegacyFlags) -> anyhow::Result<()> {
     tracing::info!(node = %settings.node_name, %advertised, units = ?settings.unit_source,
         period = ?settings.protocol.period, probes_per_period = settings.protocol.probes_per_period,
         checks = settings.checks.checks().len(), "edge-health starting");
+    signing_origin.log(&settings.signing_key_file, &daemon.public_key_annotation());
 
     let client = runtime.client();
     // writes: a refusal is counted and retried next period from the then observed Node

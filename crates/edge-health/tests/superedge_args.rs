@@ -1,16 +1,18 @@
 //! The shipped `edge-health` started with SuperEdge's DaemonSet arguments, as an operator
-//! who swapped SuperEdge's image for ours runs it (plus the HMAC key Secret and the
-//! signing key the migration adds): it starts, becomes ready, publishes its address on
-//! its Node, answers its node's `/verdicts`, and logs each SuperEdge flag exactly once as
-//! deprecated. SuperEdge's kubelet check (5 s timeout, 3 attempts) does not fit its 10 s
+//! who swapped SuperEdge's image for ours runs it (plus the HMAC key Secret the migration
+//! adds; SuperEdge read its key from a ConfigMap): it makes its signing key in its state
+//! directory (0600), starts, becomes ready, publishes its address and that key's public
+//! half on its Node, answers its node's `/verdicts`, and logs each SuperEdge flag exactly
+//! once as deprecated. SuperEdge's kubelet check (5 s timeout, 3 attempts) does not fit its 10 s
 //! check period here: the translated period holds it (25 s), so the daemon does not refuse
 //! SuperEdge's own manifest. A bad value of a SuperEdge flag is a usage error (exit 2).
 
 use std::net::SocketAddr;
+use std::os::unix::fs::PermissionsExt as _;
 use std::time::Duration;
 
 use controller_support::legacy_flags::DEPRECATED;
-use edgegrid_core::keys::{EDGE_HEALTH_ADDRESS_ANNOTATION, NODE_UNIT_LABEL_VALUE};
+use edgegrid_core::keys::{EDGE_HEALTH_ADDRESS_ANNOTATION, EDGE_HEALTH_PUBLIC_KEY_ANNOTATION, NODE_UNIT_LABEL_VALUE};
 use edgegrid_testing::{KubeconfigFile, RunningBinary, TempDir, http_get, logged_values};
 use fake_apiserver::FakeApiServer;
 use k8s_openapi::api::core::v1::Node;
@@ -40,8 +42,9 @@ struct Daemon {
 /// address (the DaemonSet's downward-API `NODE_NAME`, and the `POD_IP` the README asks to
 /// add to SuperEdge's DaemonSet, which has none, given as flags: the test process's
 /// environment is shared), a loopback address and free ports instead of
-/// SuperEdge's `:51005` (tests run in parallel), the unit's HMAC key Secret and the node's
-/// signing key file (which SuperEdge did not have: it read a key from a ConfigMap).
+/// SuperEdge's `:51005` (tests run in parallel), a state directory of the test's own
+/// instead of `/var/lib/edge-health`, and the unit's HMAC key Secret (SuperEdge read a
+/// key from a ConfigMap). No signing key file: SuperEdge's DaemonSet names none.
 fn start(kubeconfig: &KubeconfigFile, dir: &TempDir, extra: &[&str]) -> Daemon {
     let ip = [127, 0, 0, 91];
     let address = SocketAddr::from((ip, edgegrid_testing::free_port()));
@@ -54,7 +57,7 @@ fn start(kubeconfig: &KubeconfigFile, dir: &TempDir, extra: &[&str]) -> Daemon {
         format!("--bind-address={address}"),
         format!("--metrics-bind-address={metrics}"),
         format!("--hmac-key-file={}", dir.join("key").display()),
-        format!("--signing-key-file={}", dir.join("signing-key").display()),
+        format!("--state-dir={}", dir.join("state").display()),
     ]);
     args.extend(extra.iter().map(|a| a.to_string()));
     let binary = RunningBinary::start(env!("CARGO_BIN_EXE_edge-health"), &args).expect("the binary starts");
@@ -94,6 +97,17 @@ async fn superedge_daemonset_arguments_start_publish_and_serve() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert_eq!(published, daemon.address.to_string());
+    // the key made in the state directory, the owner's only, and published as its Node's
+    let key_file = dir.join("state").join("signing-key");
+    let mode = std::fs::metadata(&key_file).expect("the signing key was made").permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{}", key_file.display());
+    let key = edge_health::ballot::SigningKey::from_pkcs8(&std::fs::read(&key_file).expect("read")).expect("a key");
+    let annotations = nodes.get(NODE).await.expect("get node").metadata.annotations.unwrap_or_default();
+    assert_eq!(
+        annotations.get(EDGE_HEALTH_PUBLIC_KEY_ANNOTATION),
+        Some(&key.public_key().to_annotation()),
+        "the made key is the one published"
+    );
     // what the node's grid wrapper reads (SuperEdge's /localinfo)
     let (status, body) = http_get(daemon.address, "/verdicts").await.expect("/verdicts answers");
     assert_eq!(status, 200, "{body}");
@@ -113,6 +127,11 @@ async fn superedge_daemonset_arguments_start_publish_and_serve() {
         exit.logs
     );
     assert!(exit.logs.contains(&format!("period={PERIOD:?}")), "{}", exit.logs);
+    // where the key is, said once
+    let generated: Vec<&str> =
+        exit.logs.lines().filter(|line| line.contains("no signing key: generated one")).collect();
+    assert_eq!(generated.len(), 1, "{}", exit.logs);
+    assert!(generated[0].contains(&key_file.display().to_string()), "{}", generated[0]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

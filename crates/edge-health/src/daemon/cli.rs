@@ -22,6 +22,12 @@ use crate::membership::UnitSource;
 /// peer's address).
 pub const SERVICE_ACCOUNT_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
 
+/// The default --state-dir: where the chart mounts the node's hostPath.
+pub const DEFAULT_STATE_DIR: &str = "/var/lib/edge-health";
+
+/// The signing key's file name in --state-dir.
+pub const SIGNING_KEY_FILE_NAME: &str = "signing-key";
+
 /// Every evaluation walks the assignments of the whole window; 1,000 periods of 10 s are
 /// nearly three hours of ballots, far more than says anything about a node now.
 pub const MAX_VOTE_WINDOW: u64 = 1000;
@@ -55,12 +61,19 @@ pub struct Flags {
     /// when it changes. There is no default key.
     #[arg(long)]
     pub hmac_key_file: PathBuf,
+    /// Where this daemon keeps what must outlive a restart on this node: its signing key,
+    /// unless --signing-key-file names another place. Made (mode 0700) when absent. In a
+    /// DaemonSet, a hostPath: a directory inside the container is lost with the pod, and
+    /// the node then starts under a new key (which it publishes, as a re-imaged node does).
+    #[arg(long, default_value = DEFAULT_STATE_DIR)]
+    pub state_dir: PathBuf,
     /// This node's own Ed25519 key (PKCS#8), which signs its ballots: generated on first
-    /// start (mode 0600) and kept, so on the node's disk (a hostPath such as
-    /// /var/lib/edge-health/signing-key). A re-imaged node makes a new one and publishes it
-    /// on its Node; peers take it without a restart.
+    /// start (mode 0600) and kept, so on the node's disk. A re-imaged node makes a new one
+    /// and publishes it on its Node; peers take it without a restart. Default:
+    /// `signing-key` in --state-dir (SuperEdge's DaemonSet, which has no such flag, starts
+    /// so).
     #[arg(long)]
-    pub signing_key_file: PathBuf,
+    pub signing_key_file: Option<PathBuf>,
     /// A check run on each assigned peer, repeatable:
     /// `kind=<kubelet|http|https|tcp|grpc>,port=N,timeout=300ms[,retries=N][,weight=W]`
     /// `[,path=/healthz]` (http, https) `[,service=NAME]` (grpc) `[,ca-file=PEM]` (https,
@@ -285,7 +298,10 @@ impl Flags {
             unit_source,
             namespace: self.namespace.clone(),
             key_file: self.hmac_key_file.clone(),
-            signing_key_file: self.signing_key_file.clone(),
+            signing_key_file: self
+                .signing_key_file
+                .clone()
+                .unwrap_or_else(|| self.state_dir.join(SIGNING_KEY_FILE_NAME)),
             checks,
             protocol,
             message_timeout: self.message_timeout,
@@ -526,10 +542,20 @@ mod tests {
         .unwrap_err();
         assert!(matches!(no_address, SettingsError::NoAdvertiseAddress(_)), "{no_address}");
         assert!(Flags::try_parse_from(["edge-health", "--check", HTTP]).is_err(), "--hmac-key-file is required");
-        assert!(
-            Flags::try_parse_from(["edge-health", "--hmac-key-file", "/k", "--check", HTTP]).is_err(),
-            "--signing-key-file is required"
-        );
+    }
+
+    /// SuperEdge's DaemonSet names no key file: the key lives in the state directory.
+    #[test]
+    fn the_signing_key_defaults_to_the_state_directory() {
+        let settings = |args: &[&str]| {
+            let all =
+                [&["edge-health", "--hmac-key-file", "/k", "--advertise-address", "10.244.0.5", "--check", HTTP], args]
+                    .concat();
+            Flags::try_parse_from(all).unwrap().settings("edge-1".into()).unwrap().signing_key_file
+        };
+        assert_eq!(settings(&[]), Path::new("/var/lib/edge-health/signing-key"));
+        assert_eq!(settings(&["--state-dir", "/srv/eh"]), Path::new("/srv/eh/signing-key"));
+        assert_eq!(settings(&["--state-dir", "/srv/eh", "--signing-key-file", "/s"]), Path::new("/s"));
     }
 
     #[test]

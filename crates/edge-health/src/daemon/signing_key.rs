@@ -1,7 +1,7 @@
 //! This node's own signing key on disk: made on first start, kept across restarts, the
 //! owner's only.
 
-use std::os::unix::fs::PermissionsExt as _;
+use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
 use std::path::Path;
 
 use controller_support::state_file;
@@ -29,10 +29,31 @@ pub enum KeyFileError {
     Generate(SigningKeyError),
 }
 
-/// The key in `path`, or a new one written there (mode 0600) when there is no file. A
-/// file that exists but is not the owner's only or not a key stops the start: making a
-/// new key silently would hide the problem (and change the node's identity to its peers).
-pub fn load_or_generate(path: &Path) -> Result<SigningKey, KeyFileError> {
+/// Where the signing key came from, said once logging is set up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyOrigin {
+    Loaded,
+    Generated,
+}
+
+impl KeyOrigin {
+    /// Says where the key of `path` came from (the key files are read before logging
+    /// starts, so that a bad one stops the start before anything listens).
+    pub fn log(self, path: &Path, public_key: &str) {
+        match self {
+            Self::Loaded => tracing::info!(path = %path.display(), %public_key, "signing key loaded"),
+            Self::Generated => tracing::info!(path = %path.display(), %public_key,
+                "no signing key: generated one (keep this file on the node's disk: a new key after a restart \
+                 is a new identity to the peers until it is published)"),
+        }
+    }
+}
+
+/// The key in `path`, or a new one written there (mode 0600, its directory made 0700 if
+/// absent) when there is no file. A file that exists but is not the owner's only or not a
+/// key stops the start: making a new key silently would hide the problem (and change the
+/// node's identity to its peers).
+pub fn load_or_generate(path: &Path) -> Result<(SigningKey, KeyOrigin), KeyFileError> {
     let shown = || path.display().to_string();
     let io = |source| KeyFileError::Io { path: shown(), source };
     match state_file::read_bounded(path, MAX_KEY_FILE_BYTES).map_err(io)? {
@@ -43,15 +64,16 @@ pub fn load_or_generate(path: &Path) -> Result<SigningKey, KeyFileError> {
             }
             let key =
                 SigningKey::from_pkcs8(&document).map_err(|source| KeyFileError::Invalid { path: shown(), source })?;
-            tracing::info!(path = %path.display(), public_key = %key.public_key().to_annotation(), "signing key loaded");
-            Ok(key)
+            Ok((key, KeyOrigin::Loaded))
         }
         None => {
             let (key, document) = SigningKey::generate().map_err(KeyFileError::Generate)?;
+            // the state directory of a first start (SuperEdge's DaemonSet mounts none)
+            if let Some(directory) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+                std::fs::DirBuilder::new().recursive(true).mode(0o700).create(directory).map_err(io)?;
+            }
             state_file::write_private(path, &document).map_err(io)?;
-            tracing::info!(path = %path.display(), public_key = %key.public_key().to_annotation(),
-                "no signing key: generated one");
-            Ok(key)
+            Ok((key, KeyOrigin::Generated))
         }
     }
 }
@@ -64,12 +86,19 @@ mod tests {
     fn a_key_is_generated_once_kept_private_and_reloaded() {
         let dir = tempfile_dir();
         let path = dir.join("signing-key");
-        let first = load_or_generate(&path).unwrap();
+        let (first, origin) = load_or_generate(&path).unwrap();
+        assert_eq!(origin, KeyOrigin::Generated);
         assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
-        let again = load_or_generate(&path).unwrap();
+        let (again, origin) = load_or_generate(&path).unwrap();
+        assert_eq!(origin, KeyOrigin::Loaded);
         assert_eq!(first.public_key(), again.public_key(), "the same key after a restart");
         std::fs::remove_file(&path).unwrap();
-        let reimaged = load_or_generate(&path).unwrap();
+        let (reimaged, _) = load_or_generate(&path).unwrap();
+        // a first start without its state directory makes it, the owner's only
+        let fresh = dir.join("state").join("signing-key");
+        load_or_generate(&fresh).unwrap();
+        assert_eq!(std::fs::metadata(dir.join("state")).unwrap().permissions().mode() & 0o777, 0o700);
+        assert_eq!(std::fs::metadata(&fresh).unwrap().permissions().mode() & 0o777, 0o600);
         assert_ne!(first.public_key(), reimaged.public_key(), "a re-imaged node has a new key");
         std::fs::remove_dir_all(dir).unwrap();
     }
