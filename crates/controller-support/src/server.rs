@@ -7,9 +7,12 @@
 //!   it arrives (counted), before any byte of it is read (over TLS, once its handshake is
 //!   done: handshakes in progress have their own bound, see [`TlsListener`](crate::tls::TlsListener));
 //! - a request with a body is read whole before its handler runs, under the binary's body
-//!   limit (413) and within `--read-body-timeout` (408), by at most
-//!   `--max-requests-inflight` requests at once per listener; the others wait unread (a
-//!   few KiB of headers each) and are answered 503 when the wait outlasts the body timeout.
+//!   limit (413), by at most `--max-requests-inflight` requests at once per listener; the
+//!   others wait unread (a few KiB of headers each). Waiting and reading together end
+//!   within `--read-body-timeout` of the headers' arrival: 503 if the request was still
+//!   waiting, 408 if its body was still arriving. So a client trickling a body is cut
+//!   within the header and body timeouts (plus a moment's linger) of connecting, however
+//!   many such clients queue behind the in-flight limit.
 //!   Bodies held at once are thus bounded by `max-requests-inflight` times the body limit.
 //! - requests without a body (every GET: probes, lists, long watches) never wait for that
 //!   limit, so `/healthz` answers while bodies trickle.
@@ -83,8 +86,8 @@ pub struct ServerFlags {
     /// idle keep-alive connection is closed after it too.
     #[arg(long, default_value = "10s", value_parser = positive_duration)]
     pub read_header_timeout: Duration,
-    /// How long a client may take to send a request's body once its headers arrived (then
-    /// 408), and how long a request may wait for --max-requests-inflight (then 503).
+    /// How long a request may take, from its headers' arrival, to wait for
+    /// --max-requests-inflight (then 503) and send its whole body (then 408).
     #[arg(long, default_value = "30s", value_parser = positive_duration)]
     pub read_body_timeout: Duration,
     /// Most connections open at once per listener; more are closed as they arrive.
@@ -327,15 +330,18 @@ async fn read_body_first(State(guard): State<BodyGuard>, request: Request, next:
     if request.body().size_hint().exact() == Some(0) {
         return next.run(request).await;
     }
-    let Ok(Ok(permit)) = tokio::time::timeout(guard.read_body_timeout, guard.inflight.clone().acquire_owned()).await
-    else {
+    // one deadline for the wait and the read: a request that got its turn just before its
+    // wait ran out must not start a whole body timeout anew (slow bodies queued behind the
+    // in-flight limit would otherwise be held twice as long, and so on down the queue)
+    let deadline = tokio::time::Instant::now() + guard.read_body_timeout;
+    let Ok(Ok(permit)) = tokio::time::timeout_at(deadline, guard.inflight.clone().acquire_owned()).await else {
         guard.metrics.reject(Rejection::inflight_wait_timeout);
         let mut response = closing(StatusCode::SERVICE_UNAVAILABLE, "too many requests in flight, retry later");
         response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         return response;
     };
     let (parts, body) = request.into_parts();
-    let read = tokio::time::timeout(guard.read_body_timeout, Limited::new(body, guard.max_body_bytes).collect());
+    let read = tokio::time::timeout_at(deadline, Limited::new(body, guard.max_body_bytes).collect());
     let body = match read.await {
         Ok(Ok(collected)) => collected.to_bytes(),
         Err(_) => {
