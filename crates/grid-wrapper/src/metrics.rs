@@ -94,6 +94,13 @@ pub struct Metrics {
     /// The unit signer's batches a leader served this follower, by result (`taken`,
     /// `again`, or why refused).
     pub unit_vouch_batches: Family<ResultLabel, Counter>,
+    /// 1 while no key of --unit-vouch-keys verifies the signer's batches, the cloud's copy
+    /// included (this wrapper then watches the cloud alone), until a batch is taken.
+    pub unit_vouch_keys_refused: Gauge,
+    /// Unit members edge-health sees alive whose unit port refuses connections from here
+    /// for longer than a pass-over (their wrapper is down, not sharing, or serves another
+    /// port: every member must use the same --unit-upstream-bind-address port).
+    pub unit_members_not_listening: Gauge,
 }
 
 impl Default for Metrics {
@@ -121,6 +128,8 @@ impl Default for Metrics {
             unit_standby_promotions: Counter::default(),
             unit_leader_changes: Counter::default(),
             unit_vouch_batches: Family::default(),
+            unit_vouch_keys_refused: Gauge::default(),
+            unit_members_not_listening: Gauge::default(),
         }
     }
 }
@@ -205,6 +214,18 @@ impl Register for Metrics {
             "unit_vouch_batches",
             "Signed batches of the unit signer a leader served, by result (taken, again, or why refused)",
             self.unit_vouch_batches.clone(),
+        );
+        registry.register(
+            "unit_vouch_keys_refused",
+            "1 while no key of --unit-vouch-keys verifies the unit signer's batches, the cloud's copy \
+             included (the wrapper watches the cloud alone meanwhile)",
+            self.unit_vouch_keys_refused.clone(),
+        );
+        registry.register(
+            "unit_members_not_listening",
+            "Unit members seen alive whose unit port has refused connections from here for long: \
+             their wrapper is down, not sharing, or uses another --unit-upstream-bind-address port",
+            self.unit_members_not_listening.clone(),
         );
         registry.register(
             "unit_leader_changes",

@@ -204,6 +204,9 @@ pub async fn run(wrapper: Arc<Wrapper>, cloud: Client, unit: Option<Unit>, stop:
         next_in_line: false,
         route: None,
         leader_link: None,
+        keys_refused_until: None,
+        keys_refusals: (0, 0),
+        not_listening: BTreeMap::new(),
     };
     loop {
         let mut decided = supervisor.decide();
@@ -261,7 +264,34 @@ struct Supervisor {
     route: Option<LeaderRoute>,
     /// The link to the leader followed last (the standby replicates over it too).
     leader_link: Option<(String, Client)>,
+    /// Vouched: no key of this wrapper verifies the signer's batches, the cloud's copy
+    /// included: it watches the cloud alone until then, and tries a leader again after.
+    keys_refused_until: Option<Instant>,
+    /// Refusals of the keys in a row (the wait doubles), and the batches taken at the last
+    /// one (a batch taken since ends the row).
+    keys_refusals: (u32, u64),
+    /// Members never reached whose unit port refused connections, how many times in a row
+    /// (see [`Supervisor::refused_connections`]).
+    not_listening: BTreeMap<String, u32>,
 }
+
+/// What the cloud's copy of the signer's batch says of a batch the leader served that no
+/// trusted key verifies.
+enum RefusedBatch {
+    /// The cloud's copy verifies: the leader served a batch of its own making.
+    Forged,
+    /// The cloud's copy is refused too: this wrapper's keys are not the signer's.
+    KeysRefused,
+    /// The cloud could not be asked.
+    Unknown,
+}
+
+/// How long the cloud is given to answer for the signer's batch.
+const CLOUD_CHECK: Duration = Duration::from_secs(5);
+
+/// After how many refused connections in a row a member never reached is said to refuse
+/// them (the second: it had a whole pass-over to start).
+const NOT_LISTENING_SAID_AFTER: u32 = 2;
 
 /// A replica of the followed leader's log, kept while this wrapper is next in line.
 struct Standby {
@@ -300,6 +330,14 @@ impl Supervisor {
         if matches!(choice, Choice::Follow(_)) && unit.is_none() && self.unit.config.vouch.is_some() {
             choice = Choice::Alone;
         }
+        // keys that verify none of the signer's batches: no leader can be checked
+        if matches!(choice, Choice::Follow(_)) && self.keys_refused_until.is_some_and(|until| until > now) {
+            choice = Choice::Alone;
+        }
+        // the members still refusing connections are still the unit's
+        self.not_listening.retain(|node, _| members.iter().any(|m| m.node == *node));
+        let said = self.not_listening.values().filter(|refused| **refused >= NOT_LISTENING_SAID_AFTER).count();
+        self.wrapper.metrics().unit_members_not_listening.set(said as i64);
         // next in line: this wrapper would lead without the leader (decided here, from the
         // same inputs, rather than read again for the standby)
         self.next_in_line = match &choice {
@@ -464,8 +502,30 @@ impl Supervisor {
                 && health.worked()
             {
                 self.reached.insert(leader.node.clone());
+                self.not_listening.remove(&leader.node);
                 if health.failing().is_none() {
                     self.failures.remove(&leader.node);
+                }
+            }
+            if let (Choice::Follow(leader), Some(vouching)) = (&decided.choice, self.unit.config.vouch.clone()) {
+                if vouching.taken() > self.keys_refusals.1 {
+                    self.keys_refusals = (0, vouching.taken());
+                }
+                // every member refuses the same batches when the keys are wrong: that is not
+                // the leader's fault, and no other leader would do better
+                if vouching.take_signature_refused() {
+                    match self.refused_batch(&vouching).await {
+                        RefusedBatch::Forged => {
+                            tracing::warn!(leader = %leader.node, "the unit leader served a signer's batch the cloud does not hold: passing it over");
+                            self.pass_over(&leader.node);
+                            return;
+                        }
+                        RefusedBatch::KeysRefused => {
+                            self.refuse_keys(vouching.taken());
+                            return;
+                        }
+                        RefusedBatch::Unknown => {}
+                    }
                 }
             }
             if health.local_node_left() {
@@ -498,6 +558,9 @@ impl Supervisor {
                 let given_up = since.elapsed() >= patience;
                 if given_up {
                     tracing::warn!(leader = %leader.node, ?failure, "passing over the unit leader");
+                    if failure == LinkFailure::NotListening && !self.reached.contains(&leader.node) {
+                        self.refused_connections(&leader.node);
+                    }
                     self.pass_over(&leader.node);
                     return;
                 }
@@ -511,6 +574,66 @@ impl Supervisor {
             if now != *decided {
                 return;
             }
+        }
+    }
+
+    /// Asks the cloud for the signer's batch after the leader served one that no trusted
+    /// key verifies.
+    async fn refused_batch(&self, vouching: &crate::vouched::Vouching) -> RefusedBatch {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        let configmaps = kube::Api::<ConfigMap>::namespaced(self.cloud.clone(), vouching.namespace());
+        let by_name = kube::api::ListParams::default()
+            .fields(&format!("metadata.name={}", edgegrid_core::vouch::BATCH_CONFIG_MAP));
+        let listed = match tokio::time::timeout(CLOUD_CHECK, configmaps.list(&by_name)).await {
+            Ok(Ok(listed)) => listed,
+            Ok(Err(error)) => {
+                tracing::info!(%error, "the unit leader served a batch no trusted key verifies; the cloud's copy could not be read");
+                return RefusedBatch::Unknown;
+            }
+            Err(_) => {
+                tracing::info!(timeout = ?CLOUD_CHECK, "the unit leader served a batch no trusted key verifies; the cloud did not answer for its copy");
+                return RefusedBatch::Unknown;
+            }
+        };
+        match listed.items.first().map(|configmap| vouching.signed_by_a_trusted_key(configmap)) {
+            Some(Err(error)) if error.is_signature() => RefusedBatch::KeysRefused,
+            // the cloud's copy verifies, or the cloud has none: the leader made its own
+            _ => RefusedBatch::Forged,
+        }
+    }
+
+    /// Watches the cloud alone for a while: no key of this wrapper verifies the signer's
+    /// batches. The wait doubles (from `unreachable_for`, up to [`MAX_PASS_OVER`]) while
+    /// no batch is taken in between; then a leader is tried again.
+    fn refuse_keys(&mut self, taken: u64) {
+        let factor = 2u32.saturating_pow(self.keys_refusals.0);
+        self.keys_refusals = (self.keys_refusals.0.saturating_add(1), taken);
+        let wait = self.unit.config.unreachable_for.saturating_mul(factor).min(MAX_PASS_OVER);
+        self.keys_refused_until = Some(Instant::now() + wait);
+        self.wrapper.metrics().unit_vouch_keys_refused.set(1);
+        tracing::error!(
+            ?wait,
+            "no key of --unit-vouch-keys verifies the unit signer's batches, the cloud's copy included: watching \
+             the cloud alone (check the keys against `unit-signer --print-public-key`)"
+        );
+    }
+
+    /// Counts a refused connection of `node`, a member never reached; from the
+    /// [`NOT_LISTENING_SAID_AFTER`]th in a row it is said (once) and counted in
+    /// `unit_members_not_listening`: the member is alive to edge-health (a member voted
+    /// down is never followed), so its wrapper is down, not sharing, or serves another
+    /// port than this one dials.
+    fn refused_connections(&mut self, node: &str) {
+        let refused = self.not_listening.entry(node.to_string()).or_default();
+        *refused = refused.saturating_add(1);
+        if *refused == NOT_LISTENING_SAID_AFTER {
+            tracing::warn!(
+                member = node,
+                port = self.unit.config.port,
+                "a unit member edge-health sees alive refuses connections on the unit port: its grid wrapper is \
+                 down, does not share its unit's upstream, or serves another port (every member must use the same \
+                 --unit-upstream-bind-address port)"
+            );
         }
     }
 

@@ -7,6 +7,7 @@
 //! follower goes to the next member or the cloud, and its cache serves the last vouched
 //! state meanwhile.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -42,6 +43,10 @@ pub struct Vouching {
     voucher: Mutex<Voucher>,
     /// Counts batches taken, for the streams waiting on one.
     taken: watch::Sender<u64>,
+    /// A served batch was refused for its signature since the supervisor last looked: no
+    /// trusted key signed it, which is the leader's doing (a forgery) or this wrapper's
+    /// (keys that are not the signer's); the supervisor tells which by the cloud's copy.
+    signature_refused: AtomicBool,
 }
 
 impl Vouching {
@@ -51,7 +56,23 @@ impl Vouching {
             patience: config.patience,
             voucher: Mutex::new(Voucher::new(config.voucher)),
             taken: watch::Sender::new(0),
+            signature_refused: AtomicBool::new(false),
         }
+    }
+
+    /// Whether a batch was refused for its signature since the last call.
+    pub fn take_signature_refused(&self) -> bool {
+        self.signature_refused.swap(false, Ordering::Relaxed)
+    }
+
+    /// Batches taken so far.
+    pub fn taken(&self) -> u64 {
+        *self.taken.borrow()
+    }
+
+    /// Whether a trusted key signed the batch in `configmap` (the signer's ConfigMap).
+    pub fn signed_by_a_trusted_key(&self, configmap: &ConfigMap) -> Result<(), BatchError> {
+        self.voucher.lock().unwrap_or_else(PoisonError::into_inner).verify(&signed_batch(configmap))
     }
 
     /// The namespace of the signer's ConfigMap.
@@ -61,20 +82,31 @@ impl Vouching {
 
     /// Takes the batch in `configmap`, if it verifies.
     fn receive(&self, configmap: &ConfigMap) -> Result<u64, BatchError> {
-        let data = configmap.data.as_ref();
-        let field = |key: &str| data.and_then(|data| data.get(key)).cloned().unwrap_or_default();
-        let signed = SignedBatch { batch: field(BATCH_DATA_KEY), signature: field(SIGNATURE_DATA_KEY) };
         let wall = jiff::Timestamp::now().as_second();
-        let sequence =
-            self.voucher.lock().unwrap_or_else(PoisonError::into_inner).receive(&signed, Instant::now(), wall)?;
-        self.taken.send_modify(|taken| *taken += 1);
-        Ok(sequence)
+        let received = self.voucher.lock().unwrap_or_else(PoisonError::into_inner).receive(
+            &signed_batch(configmap),
+            Instant::now(),
+            wall,
+        );
+        match &received {
+            Ok(_) => self.taken.send_modify(|taken| *taken += 1),
+            Err(error) if error.is_signature() => self.signature_refused.store(true, Ordering::Relaxed),
+            Err(_) => {}
+        }
+        received
     }
 
     fn release<K: Ord + Clone, T>(&self, gate: &mut Gate<K, T>) -> Vec<Op<K, T>> {
         let voucher = self.voucher.lock().unwrap_or_else(PoisonError::into_inner);
         gate.release(&voucher, Instant::now())
     }
+}
+
+/// The signed batch the signer's ConfigMap holds (empty fields where it holds none).
+fn signed_batch(configmap: &ConfigMap) -> SignedBatch {
+    let data = configmap.data.as_ref();
+    let field = |key: &str| data.and_then(|data| data.get(key)).cloned().unwrap_or_default();
+    SignedBatch { batch: field(BATCH_DATA_KEY), signature: field(SIGNATURE_DATA_KEY) }
 }
 
 /// The signer's ConfigMap, as the leader serves it, into the voucher.
@@ -86,7 +118,10 @@ pub struct DigestsFeed<'a> {
 impl Index<ConfigMap> for DigestsFeed<'_> {
     fn apply(&mut self, configmap: ConfigMap) {
         let result = match self.vouching.receive(&configmap) {
-            Ok(_) => "taken",
+            Ok(_) => {
+                self.metrics.unit_vouch_keys_refused.set(0);
+                "taken"
+            }
             // the same batch again (a relist): no news
             Err(BatchError::NotNewer { .. }) => "again",
             Err(error) => {

@@ -6,141 +6,25 @@
 //! over and serves the cloud's view.
 
 mod common;
+#[path = "common/unit_site.rs"]
+mod unit_site;
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine as _;
 use common::*;
-use controller_support::node_identity::{NodeIdentity, server_config};
-use controller_support::server::{ServerLimits, ServerMetrics};
-use controller_support::tls::TlsMetrics;
-use edgegrid_core::unit_upstream::UnitMember;
 use edgegrid_core::vouch::VoucherConfig;
 use edgegrid_testing::link::Link;
 use edgegrid_testing::objects::slice_object;
-use grid_wrapper::cache::Kind;
-use grid_wrapper::metrics::{Metrics, ResultLabel, SourceLabel};
+use grid_wrapper::metrics::ResultLabel;
 use grid_wrapper::signer::{SignerConfig, SignerMetrics};
-use grid_wrapper::unit::{Unit, UnitConfig};
 use grid_wrapper::upstream_log::{UpstreamInput, UpstreamKind};
 use grid_wrapper::vouched::{VouchConfig, Vouching};
-use grid_wrapper::{Wrapper, WrapperConfig};
-use ring::rand::SystemRandom;
 use ring::signature::{Ed25519KeyPair, KeyPair};
+use unit_site::{Member, Running, free_unit_port, key_document, start};
 
 const NAMESPACE: &str = "edgegrid";
-
-fn key_document() -> Vec<u8> {
-    Ed25519KeyPair::generate_pkcs8(&SystemRandom::new()).expect("a key").as_ref().to_vec()
-}
-
-/// A member of unit `a` on its own loopback address.
-struct Member {
-    node: &'static str,
-    host: Ipv4Addr,
-    key: Vec<u8>,
-}
-
-impl Member {
-    fn new(node: &'static str, host: u8) -> Self {
-        Self { node, host: Ipv4Addr::new(127, 0, 0, host), key: key_document() }
-    }
-
-    fn as_unit_member(&self) -> UnitMember {
-        let identity = NodeIdentity::from_pkcs8(self.node, &self.key).expect("identity");
-        let public = base64::engine::general_purpose::STANDARD.encode(identity.public_key());
-        UnitMember::from_annotations(self.node, Some(&public), Some(&format!("{}:51005", self.host))).expect("member")
-    }
-}
-
-struct Running {
-    wrapper: Arc<Wrapper>,
-    unit: Unit,
-    _stop: tokio::sync::watch::Sender<bool>,
-    tasks: Vec<tokio::task::JoinHandle<()>>,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        for task in &self.tasks {
-            task.abort();
-        }
-    }
-}
-
-impl Running {
-    fn source(&self, source: &'static str) -> i64 {
-        self.wrapper.metrics().upstream_source.get_or_create(&SourceLabel { source }).get()
-    }
-
-    fn served_slices(&self) -> Vec<String> {
-        let cache = self.wrapper.lock();
-        let mut names: Vec<String> = cache.log().objects(&Kind::EndpointSlices).map(|(id, _)| id.1.clone()).collect();
-        names.sort();
-        names
-    }
-}
-
-async fn start(
-    member: &Member,
-    peers: &[UnitMember],
-    cloud: &str,
-    unit_port: u16,
-    vouch: Option<Arc<Vouching>>,
-) -> Running {
-    let config = WrapperConfig { unit_label_key: Some("unit".into()), ..common::config(member.node) };
-    let upstream = kube::Config::new(cloud.parse().expect("url"));
-    let wrapper = Wrapper::new(&config, &upstream, Arc::new(Metrics::default())).expect("wrapper");
-    wrapper.set_unit_peers(peers.to_vec());
-    let client = kube::Client::try_from(controller_support::runtime::without_retries(upstream)).expect("client");
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let unit = Unit::new(UnitConfig {
-        identity: NodeIdentity::from_pkcs8(member.node, &member.key).expect("identity"),
-        label_key: "unit".into(),
-        port: unit_port,
-        unreachable_for: Duration::from_secs(30),
-        not_ready_for: Duration::from_secs(10),
-        read_timeout: Duration::from_secs(5),
-        connect_timeout: Duration::from_secs(2),
-        log: config.log,
-        vouch,
-    });
-    let router = grid_wrapper::unit_server::router(
-        unit.slot.clone(),
-        grid_wrapper::unit_server::UNIT_SERVE,
-        grid_wrapper::unit_server::UnitServerMetrics::default(),
-        stopped.clone(),
-    );
-    let tls = server_config(&unit.config.identity, unit.members.clone()).expect("tls");
-    let (_, server) = grid_wrapper::unit_server::listen(
-        SocketAddr::new(IpAddr::V4(member.host), unit_port),
-        tls,
-        router,
-        ServerLimits::default(),
-        ServerMetrics::default(),
-        TlsMetrics::default(),
-        stopped.clone(),
-    )
-    .await
-    .expect("the unit listener");
-    let mut until_stopped = stopped.clone();
-    let run = tokio::spawn(grid_wrapper::unit::run(wrapper.clone(), client, Some(unit.clone()), async move {
-        let _ = until_stopped.wait_for(|stop| *stop).await;
-    }));
-    Running { wrapper, unit, _stop: stop, tasks: vec![server, run] }
-}
-
-/// A free port on both members' addresses.
-fn free_unit_port(members: &[&Member]) -> u16 {
-    loop {
-        let port = edgegrid_testing::free_port();
-        if members.iter().all(|m| std::net::TcpListener::bind(SocketAddr::new(IpAddr::V4(m.host), port)).is_ok()) {
-            return port;
-        }
-    }
-}
 
 struct Site {
     _server: fake_apiserver::FakeApiServer,
@@ -155,6 +39,19 @@ struct Site {
 
 /// The cloud with its signer, and `n1` leading `n2`, which checks (`gated`) or not.
 async fn site(gated: bool) -> Site {
+    site_with(gated, FollowerKeys::Signer, Duration::from_secs(2)).await
+}
+
+/// What the follower takes for the signer's key.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum FollowerKeys {
+    Signer,
+    /// A key that is not the signer's (an operator's mistake).
+    Wrong,
+}
+
+/// [`site`] with the follower's keys and the patience of both.
+async fn site_with(gated: bool, follower_keys: FollowerKeys, patience: Duration) -> Site {
     let (server, cloud) = two_unit_cluster().await;
     create_namespace(&cloud, NAMESPACE).await;
     let signing = Ed25519KeyPair::from_pkcs8(&key_document()).expect("a key");
@@ -168,17 +65,23 @@ async fn site(gated: bool) -> Site {
         SignerMetrics::default(),
         std::future::pending(),
     ));
-    let vouching = || {
+    let vouching_with = |key: [u8; 32]| {
         Arc::new(Vouching::new(VouchConfig {
             namespace: NAMESPACE.into(),
             voucher: VoucherConfig {
-                keys: vec![public],
+                keys: vec![key],
                 max_skew: Duration::from_secs(30),
                 window: Duration::from_secs(3),
             },
-            patience: Duration::from_secs(2),
+            patience,
         }))
     };
+    let wrong = Ed25519KeyPair::from_pkcs8(&key_document()).expect("a key");
+    let follower_key = match follower_keys {
+        FollowerKeys::Signer => public,
+        FollowerKeys::Wrong => wrong.public_key().as_ref().try_into().expect("32 bytes"),
+    };
+    let vouching = || vouching_with(public);
     let (n1, n2) = (Member::new("n1", 71), Member::new("n2", 72));
     let peers = [n1.as_unit_member(), n2.as_unit_member()];
     let port = free_unit_port(&[&n1, &n2]);
@@ -186,15 +89,17 @@ async fn site(gated: bool) -> Site {
         (Link::to(server.addr()).await.expect("a link"), Link::to(server.addr()).await.expect("a link"));
     let url = |link: &Link| format!("http://{}", link.address);
     let leader = start(&n1, &peers, &url(&leader_link), port, Some(vouching())).await;
-    let follower = start(&n2, &peers, &url(&follower_link), port, gated.then(vouching)).await;
+    let follower = start(&n2, &peers, &url(&follower_link), port, gated.then(|| vouching_with(follower_key))).await;
     // (a decision is made before the wrappers know their unit: they watch the cloud alone
     // until then, whatever the metrics say)
-    eventually("n2 follows n1 and serves the cloud's slices", || async {
-        let following = follower.source("leader") == 1 && leader.unit.slot.current().is_some();
-        let checked = !gated || taken(&follower) > 0;
-        (following && checked && follower.served_slices() == ["plain-1", "web-1", "web-2"]).then_some(())
-    })
-    .await;
+    if follower_keys == FollowerKeys::Signer {
+        eventually("n2 follows n1 and serves the cloud's slices", || async {
+            let following = follower.source("leader") == 1 && leader.unit.slot.current().is_some();
+            let checked = !gated || taken(&follower) > 0;
+            (following && checked && follower.served_slices() == ["plain-1", "web-1", "web-2"]).then_some(())
+        })
+        .await;
+    }
     Site { _server: server, cloud, leader, follower, leader_link, _follower_link: follower_link, _signer: signer }
 }
 
@@ -267,4 +172,57 @@ async fn a_follower_leaves_a_leader_that_withholds_what_the_signer_vouches_for()
         (served && site.follower.source("cloud") == 1).then_some(())
     })
     .await;
+}
+
+/// Refused batches of the signer, by result label.
+fn refused(follower: &Running, result: &'static str) -> u64 {
+    follower.wrapper.metrics().unit_vouch_batches.get_or_create(&ResultLabel { result }).get()
+}
+
+/// A follower given a key that is not the signer's refuses every batch, and so would every
+/// other member: it watches the cloud alone at once (the cloud's copy of the batch is
+/// refused too), without waiting out the patience (60 s here) and without passing its
+/// leader over (it does not lead instead), and says so in a metric.
+#[tokio::test]
+async fn a_follower_whose_keys_verify_no_batch_watches_the_cloud_at_once() {
+    let site = site_with(true, FollowerKeys::Wrong, Duration::from_secs(60)).await;
+    eventually("n2 refuses n1's batches and watches the cloud alone", || async {
+        let metrics = site.follower.wrapper.metrics();
+        let alone = site.follower.source("cloud") == 1 && metrics.unit_leading.get() == 0;
+        (alone && refused(&site.follower, "signature") > 0 && metrics.unit_vouch_keys_refused.get() == 1).then_some(())
+    })
+    .await;
+    assert_eq!(site.follower.source("leader"), 0);
+    create_namespaced(&site.cloud, slice_object("web-3", "web", &[("10.0.0.9", "n2")])).await;
+    eventually("web-3 served from the cloud", || async {
+        (site.follower.served_slices() == ["plain-1", "web-1", "web-2", "web-3"]).then_some(())
+    })
+    .await;
+    assert_eq!(site.follower.source("cloud"), 1, "still alone: the keys' wait is 30 s");
+}
+
+/// A compromised leader serving a batch of its own making (its key is not the signer's):
+/// the cloud's copy verifies, so the fault is the leader's, and the follower passes it
+/// over at once (here it then leads itself, the unit's only other member); its keys are
+/// not said to be refused.
+#[tokio::test]
+async fn a_follower_passes_over_a_leader_serving_a_batch_the_signer_did_not_sign() {
+    let site = site_with(true, FollowerKeys::Signer, Duration::from_secs(60)).await;
+    let log = site.leader.unit.slot.current().expect("n1 leads");
+    let forged = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": edgegrid_core::vouch::BATCH_CONFIG_MAP, "namespace": NAMESPACE},
+        "data": {
+            (edgegrid_core::vouch::BATCH_DATA_KEY): "{}",
+            (edgegrid_core::vouch::SIGNATURE_DATA_KEY): base64::engine::general_purpose::STANDARD.encode([7u8; 64]),
+        },
+    });
+    log.apply(UpstreamInput::Upsert(UpstreamKind::Digests, forged)).expect("into the log");
+    eventually("n2 passes n1 over and leads", || async {
+        (site.follower.wrapper.metrics().unit_leading.get() == 1).then_some(())
+    })
+    .await;
+    assert_eq!(site.follower.wrapper.metrics().unit_vouch_keys_refused.get(), 0);
+    assert!(refused(&site.follower, "signature") > 0);
 }

@@ -93,6 +93,11 @@ impl BatchError {
             Self::Skewed { .. } => "skewed",
         }
     }
+
+    /// Whether no trusted key signed the batch (rather than its content being refused).
+    pub fn is_signature(&self) -> bool {
+        matches!(self, Self::SignatureEncoding | Self::BadSignature)
+    }
 }
 
 /// What a follower trusts.
@@ -121,21 +126,25 @@ impl Voucher {
         Self { config, last: None, vouched: BTreeMap::new() }
     }
 
-    /// Verifies `signed` and takes the digests it vouches for, at local time `now` (`wall`:
-    /// this node's clock in Unix seconds). Returns the batch's sequence. A batch that is
-    /// not signed by a trusted key, is not newer than the last one taken (a replay), or
-    /// was issued too far from this node's clock (an old one kept back) is refused and
-    /// changes nothing.
-    pub fn receive(&mut self, signed: &SignedBatch, now: Instant, wall: i64) -> Result<u64, BatchError> {
+    /// Whether a trusted key signed `signed` (nothing else about the batch is checked, and
+    /// nothing is taken).
+    pub fn verify(&self, signed: &SignedBatch) -> Result<(), BatchError> {
         let signature = STANDARD.decode(signed.signature.trim()).map_err(|_| BatchError::SignatureEncoding)?;
         let trusted = self
             .config
             .keys
             .iter()
             .any(|key| UnparsedPublicKey::new(&ED25519, key).verify(signed.batch.as_bytes(), &signature).is_ok());
-        if !trusted {
-            return Err(BatchError::BadSignature);
-        }
+        if trusted { Ok(()) } else { Err(BatchError::BadSignature) }
+    }
+
+    /// Verifies `signed` and takes the digests it vouches for, at local time `now` (`wall`:
+    /// this node's clock in Unix seconds). Returns the batch's sequence. A batch that is
+    /// not signed by a trusted key, is not newer than the last one taken (a replay), or
+    /// was issued too far from this node's clock (an old one kept back) is refused and
+    /// changes nothing.
+    pub fn receive(&mut self, signed: &SignedBatch, now: Instant, wall: i64) -> Result<u64, BatchError> {
+        self.verify(signed)?;
         let batch: Batch = serde_json::from_str(&signed.batch).map_err(|e| BatchError::Malformed(e.to_string()))?;
         let skew = batch.issued.saturating_sub(wall).saturating_abs();
         if skew.unsigned_abs() > self.config.max_skew.as_secs() {
