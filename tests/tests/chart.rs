@@ -163,19 +163,22 @@ async fn chart_lints_renders_and_applies() {
             "ServiceAccount/grid-controller",
             "ServiceAccount/grid-wrapper",
             "ValidatingAdmissionPolicy/edge-health-node-restriction.edgegrid.io",
+            "ValidatingAdmissionPolicy/edgegrid-unit-labels.edgegrid.io",
             "ValidatingAdmissionPolicyBinding/edge-health-node-restriction.edgegrid.io",
+            "ValidatingAdmissionPolicyBinding/edgegrid-unit-labels.edgegrid.io",
         ]
     );
     for object in &all {
         typed(object);
     }
     per_node_components(&helm, &all);
-    cloud_components_stay_off_edge_nodes(&helm, &all);
+    cloud_components_run_only_where_no_kubelet_can_label_itself(&helm);
     superedge_migration_values(&helm);
     images_are_built_here(&all);
     admission_webhook(&helm, &all);
     hmac_key(&helm, &all);
     node_restriction_policy(&helm, &all);
+    unit_label_policy(&helm, &all);
     bad_values_are_refused(&helm);
     unit_upstream(&helm, &all);
     let deployment =
@@ -319,7 +322,7 @@ async fn chart_lints_renders_and_applies() {
             object["metadata"]["name"]
         );
     }
-    // cloud components can be kept off edge nodes; one replica survives a drain
+    // cloud components placed further by their own values; one replica survives a drain
     let placed = render(
         &helm,
         &[
@@ -334,9 +337,16 @@ async fn chart_lints_renders_and_applies() {
         ],
     );
     let pod = |name: &str| find(&placed, "Deployment", name)["spec"]["template"]["spec"].clone();
-    assert_eq!(pod("grid-controller")["nodeSelector"], json!({"tier": "cloud"}));
+    assert_eq!(
+        pod("grid-controller")["nodeSelector"],
+        json!({"node-role.kubernetes.io/control-plane": "", "tier": "cloud"})
+    );
     assert_eq!(pod("edge-health-admission")["priorityClassName"], "system-cluster-critical");
-    assert_eq!(pod("edge-health-admission")["tolerations"], json!([{"operator": "Exists"}]));
+    assert_eq!(
+        pod("edge-health-admission")["tolerations"],
+        json!([{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"},
+            {"operator": "Exists"}])
+    );
     assert!(
         !kind_names(&placed).contains(&"PodDisruptionBudget/grid-controller".to_string()),
         "no PDB for one replica"
@@ -643,38 +653,91 @@ fn per_node_components(helm: &std::path::Path, all: &[Value]) {
     );
 }
 
-/// The cloud components (grid controller, node lifecycle, admission webhook) stay off the
-/// edge nodes unless given an affinity of their own.
-fn cloud_components_stay_off_edge_nodes(helm: &std::path::Path, all: &[Value]) {
-    let off_edge = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-        {"matchExpressions": [{"key": "node-role.kubernetes.io/edge", "operator": "NotIn", "values": [""]}]}
-    ]}}});
-    for name in ["grid-controller", "edge-node-lifecycle", "edge-health-admission"] {
-        let pod = &find(all, "Deployment", name)["spec"]["template"]["spec"];
-        assert_eq!(pod["affinity"], off_edge, "{name}");
-    }
-    // two labels: a node lacking either is not an edge node
-    let two = render(helm, &["--set-json", r#"edgeNodeSelector={"edge":"true","site":"a"}"#]);
-    assert_eq!(
-        find(&two, "Deployment", "edge-health-admission")["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-            ["nodeSelectorTerms"],
-        json!([
-            {"matchExpressions": [{"key": "edge", "operator": "NotIn", "values": ["true"]}]},
-            {"matchExpressions": [{"key": "site", "operator": "NotIn", "values": ["a"]}]},
-        ])
-    );
-    // an affinity of its own replaces the default; no edge nodes named, nothing to avoid
-    let own = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-        {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["cloud"]}]}
-    ]}}});
-    let placed = render(helm, &["--set-json", EDGE_NODES, "--set-json", &format!("admission.affinity={own}")]);
-    assert_eq!(find(&placed, "Deployment", "edge-health-admission")["spec"]["template"]["spec"]["affinity"], own);
-    assert_eq!(find(&placed, "Deployment", "grid-controller")["spec"]["template"]["spec"]["affinity"], off_edge);
-    let defaults = render(helm, &[]);
-    for name in ["grid-controller", "edge-health-admission"] {
-        let pod = &find(&defaults, "Deployment", name)["spec"]["template"]["spec"];
+/// The cloud Deployments a compromised edge node must never attract (their tokens, Secrets
+/// and the unit signer's key).
+const CLOUD_DEPLOYMENTS: [&str; 4] = ["grid-controller", "edge-node-lifecycle", "edge-health-admission", "unit-signer"];
+
+/// Every cloud Deployment runs only on nodes carrying `cloudNodeSelector`'s labels (the
+/// control-plane role unless told otherwise), with the control-plane taint tolerated: keys
+/// no kubelet may set on its own Node, so an edge node cannot relabel itself into
+/// their placement. A component's own nodeSelector, affinity and tolerations add to
+/// that; a key a kubelet could set is refused with the reason.
+fn cloud_components_run_only_where_no_kubelet_can_label_itself(helm: &std::path::Path) {
+    let every = [
+        "--set",
+        "nodeLifecycle.enabled=true",
+        "--set",
+        "gridWrapper.unitUpstream.enabled=true",
+        "--set",
+        "edgeHealth.unitLabelKey=site",
+        "--set",
+        "gridWrapper.unitUpstream.signerPublicKeys={AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=}",
+        "--set",
+        "unitSigner.signingKeySecret=unit-signer-key",
+        "--set-json",
+        EDGE_NODES,
+    ];
+    let pod = |objects: &[Value], name: &str| find(objects, "Deployment", name)["spec"]["template"]["spec"].clone();
+    let control_plane =
+        json!([{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}]);
+    let defaults = render(helm, &every);
+    for name in CLOUD_DEPLOYMENTS {
+        let pod = pod(&defaults, name);
+        assert_eq!(pod["nodeSelector"], json!({"node-role.kubernetes.io/control-plane": ""}), "{name}");
+        assert_eq!(pod["tolerations"], control_plane, "{name}");
         assert!(pod.get("affinity").is_none(), "{name}: {pod}");
         assert_eq!(pod["securityContext"]["runAsNonRoot"], true, "{name}");
+    }
+    // the operator's own label (managed Kubernetes: no control-plane nodes to run on), and
+    // each component's own placement on top of it
+    let own_affinity = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["cloud"]}]}
+    ]}}});
+    let own_toleration = json!({"key": "dedicated", "operator": "Equal", "value": "cloud", "effect": "NoSchedule"});
+    let placed = render(
+        helm,
+        &[
+            &every[..],
+            &[
+                "--set-json",
+                r#"cloudNodeSelector={"node-restriction.kubernetes.io/edgegrid-cloud":"true"}"#,
+                "--set-json",
+                "cloudTolerations=[]",
+                "--set-json",
+                r#"unitSigner.nodeSelector={"disk":"ssd","node-restriction.kubernetes.io/edgegrid-cloud":"no"}"#,
+                "--set-json",
+                &format!("admission.affinity={own_affinity}"),
+                "--set-json",
+                &format!("gridController.tolerations=[{own_toleration}]"),
+            ],
+        ]
+        .concat(),
+    );
+    for name in CLOUD_DEPLOYMENTS {
+        let pod = pod(&placed, name);
+        let selector = match name {
+            // the cloud label wins over a component's own value for it
+            "unit-signer" => json!({"node-restriction.kubernetes.io/edgegrid-cloud": "true", "disk": "ssd"}),
+            _ => json!({"node-restriction.kubernetes.io/edgegrid-cloud": "true"}),
+        };
+        assert_eq!(pod["nodeSelector"], selector, "{name}");
+        let tolerations = if name == "grid-controller" { json!([own_toleration]) } else { Value::Null };
+        assert_eq!(pod["tolerations"], tolerations, "{name}");
+        let affinity = if name == "edge-health-admission" { own_affinity.clone() } else { Value::Null };
+        assert_eq!(pod["affinity"], affinity, "{name}");
+    }
+    // keys a kubelet may set on its own Node: refused, whichever Deployment renders first
+    for key in ["zone1", "node-role.kubernetes.io.evil.com/cloud", "node.kubernetes.io/cloud", "edgegrid.io/cloud"] {
+        let output = Command::new(helm)
+            .args(["template", "edgegrid", "charts/edgegrid"])
+            .args(every)
+            .args(["--set-json", &format!(r#"cloudNodeSelector={{"{key}":"true"}}"#)])
+            .current_dir(workspace_root())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let says = format!("cloudNodeSelector key \"{key}\": a kubelet may set it on its own Node");
+        assert!(!output.status.success() && stderr.contains(&says), "{key}: {stderr}");
     }
 }
 
@@ -843,8 +906,39 @@ fn node_restriction_policy(helm: &std::path::Path, all: &[Value]) {
     }
     for off in ["edgeHealth.nodeRestrictionPolicy=false", "edgeHealth.enabled=false"] {
         let kinds = kind_names(&render(helm, &["--set", off]));
-        assert!(!kinds.iter().any(|k| k.starts_with("ValidatingAdmissionPolicy")), "{off}: {kinds:?}");
+        assert!(
+            !kinds.iter().any(|k| k.ends_with(edgegrid_testing::chart::EDGE_HEALTH_NODE_POLICY)),
+            "{off}: {kinds:?}"
+        );
     }
+}
+
+/// The unit label restriction, rendered as the tests evaluate it (`tests/unit_label_policy.rs`,
+/// from the same file): on by default, keeping the unit label key and the grids' keys
+/// named in `unitLabelPolicy.labelKeys` (none without a unit label key: SuperEdge's node
+/// units, which the policy keeps whatever the keys).
+fn unit_label_policy(helm: &std::path::Path, all: &[Value]) {
+    use edgegrid_testing::chart::{UNIT_LABEL_POLICY, unit_label_policy};
+    let cases: [(&[&str], Vec<Value>); 2] = [
+        (&[], all.to_vec()),
+        (
+            &["site", "zone1"],
+            render(
+                helm,
+                &["--set", "edgeHealth.unitLabelKey=zone1", "--set", "unitLabelPolicy.labelKeys={site,zone1}"],
+            ),
+        ),
+    ];
+    for (keys, objects) in cases {
+        for expected in unit_label_policy(keys) {
+            let mut rendered = find(&objects, expected["kind"].as_str().unwrap(), UNIT_LABEL_POLICY).clone();
+            assert_eq!(rendered["metadata"]["labels"]["app.kubernetes.io/name"], "unit-label-policy");
+            rendered["metadata"].as_object_mut().unwrap().remove("labels");
+            assert_eq!(rendered, expected, "{keys:?}");
+        }
+    }
+    let kinds = kind_names(&render(helm, &["--set", "unitLabelPolicy.enabled=false"]));
+    assert!(!kinds.iter().any(|k| k.ends_with(UNIT_LABEL_POLICY)), "{kinds:?}");
 }
 
 /// One upstream per unit: off by default; on, the wrapper gets the unit label, its peer

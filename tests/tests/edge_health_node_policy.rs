@@ -15,9 +15,13 @@ use edgegrid_testing::chart::{EDGE_HEALTH_NODE_POLICY, edge_health_node_policy};
 use fake_apiserver::{FakeApiServer, UserInfo};
 use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
 use k8s_openapi::api::core::v1::Node;
+use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
+
+#[path = "support/token_client.rs"]
+mod token_client;
+use token_client::client;
 
 /// The release namespace the policy is rendered for.
 const NAMESPACE: &str = "edgegrid";
@@ -29,20 +33,6 @@ const EDGE_HEALTH_UNBOUND: &str = "edge-health-unbound";
 const GRID_CONTROLLER: &str = "grid-controller";
 /// No token: `system:admin`.
 const ADMIN: &str = "";
-
-/// A client sending `token` (none for [`ADMIN`]).
-async fn client(server: &FakeApiServer, token: &str) -> Client {
-    let user = if token.is_empty() { "{}".to_string() } else { format!("{{token: {token}}}") };
-    let kubeconfig = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {}\n\
-         contexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\ncurrent-context: fake\n\
-         users:\n- name: fake\n  user: {user}\n",
-        server.url()
-    );
-    let kubeconfig = kube::config::Kubeconfig::from_yaml(&kubeconfig).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.unwrap();
-    Client::try_from(config).unwrap()
-}
 
 /// A Node of `unit` (none: in no unit); `cp` is a tainted control-plane node.
 fn node(name: &str, unit: Option<&str>) -> Node {

@@ -24,12 +24,37 @@ pub struct Values {
     pub node_lifecycle: NodeLifecycle,
     /// Labels of the edge nodes the per-node components run on (empty: every node).
     pub edge_node_selector: BTreeMap<String, String>,
+    /// Labels every cloud component's node must carry: keys no kubelet may set on its own
+    /// Node (`node-role.kubernetes.io/` or `node-restriction.kubernetes.io/`): the chart
+    /// refuses others with a message saying why (a schema pattern would only say "not
+    /// allowed").
+    pub cloud_node_selector: BTreeMap<String, String>,
+    /// Tolerations every cloud component gets (besides its own).
+    pub cloud_tolerations: Vec<serde_json::Value>,
+    pub unit_label_policy: UnitLabelPolicy,
     pub grid_wrapper: GridWrapper,
     pub unit_signer: UnitSigner,
     pub edge_health: EdgeHealth,
     pub admission: Admission,
     pub metrics: Metrics,
 }
+
+/// The ValidatingAdmissionPolicy keeping the labels that make units from kubelets.
+#[derive(Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UnitLabelPolicy {
+    pub enabled: bool,
+    /// Label keys that make units besides `edgeHealth.unitLabelKey` (grids' `gridUniqKey`s).
+    pub label_keys: Vec<LabelKey>,
+}
+
+/// A Kubernetes label key (`[prefix/]name`).
+#[derive(Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub struct LabelKey(
+    #[schemars(regex(pattern = r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"))]
+    pub String,
+);
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -164,6 +189,8 @@ pub struct UnitSigner {
     pub replicas: u32,
     #[schemars(regex(pattern = DURATION))]
     pub period: String,
+    #[serde(flatten)]
+    pub scheduling: Scheduling,
     pub resources: serde_json::Value,
 }
 

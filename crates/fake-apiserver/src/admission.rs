@@ -1,5 +1,6 @@
 //! Admission of CREATE and UPDATE (patches included), in the real server's order: first
-//! mutating webhooks, then validating admission policies.
+//! mutating webhooks, then validating admission policies; of DELETE (of one object),
+//! validating admission policies only ([`admit_delete`]).
 //!
 //! Mutating: a resource matched by a registered `MutatingWebhookConfiguration` is sent
 //! to the webhook as a real `admission.k8s.io/v1` AdmissionReview over HTTPS (trusting
@@ -54,6 +55,9 @@ pub struct Request<'a> {
 pub enum Operation {
     Create,
     Update,
+    /// `object` is null and `old` the object deleted (validating policies only: no
+    /// configuration of this repository's webhooks asks for DELETE).
+    Delete,
 }
 
 impl Operation {
@@ -61,6 +65,7 @@ impl Operation {
         match self {
             Self::Create => "CREATE",
             Self::Update => "UPDATE",
+            Self::Delete => "DELETE",
         }
     }
 }
@@ -111,6 +116,18 @@ pub async fn admit(store: &Store, mut request: Request<'_>) -> Result<Value, Api
             .map_err(|denial| denied(&request, &denial))?;
     }
     Ok(request.object)
+}
+
+/// Evaluates the validating admission policies on the DELETE of `old` (a request whose
+/// `object` is null), as the real server does before deleting.
+pub fn admit_delete(store: &Store, request: &Request<'_>) -> Result<(), ApiError> {
+    let policies = stored(store, "validatingadmissionpolicies")?;
+    if policies.is_empty() {
+        return Ok(());
+    }
+    let namespace_labels = namespace_labels(store, request.rt, request.namespace);
+    let bindings = stored(store, "validatingadmissionpolicybindings")?;
+    policy::check(&policies, &bindings, request, namespace_labels.as_ref()).map_err(|denial| denied(request, &denial))
 }
 
 /// The stored objects of an `admissionregistration.k8s.io/v1` resource.

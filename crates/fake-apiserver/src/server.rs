@@ -268,6 +268,18 @@ async fn handle(
         }
         (Method::DELETE, Some(name)) if !target.status => {
             let opts = delete_options(&body, query)?;
+            let old = store.get(rt, namespace, name)?;
+            let request = admission::Request {
+                rt,
+                operation: Operation::Delete,
+                namespace,
+                name,
+                status_only: false,
+                object: Value::Null,
+                old: Some(&old),
+                user,
+            };
+            admission::admit_delete(store, &request)?;
             let deleted = store.delete(rt, namespace, name, &opts)?;
             events::mirror_delete(store, rt, &deleted);
             Ok(ok(&deleted))

@@ -15,20 +15,43 @@ const POLICY_SPEC: &str = include_str!("../../../charts/edgegrid/files/edge-heal
 const RELEASE_NAMESPACE: &str = "{{ .Release.Namespace }}";
 const VERDICT_WRITER: &str = "{{ .Values.edgeHealth.verdictWriter }}";
 
+/// The name of the unit label restriction's ValidatingAdmissionPolicy and of its binding.
+pub const UNIT_LABEL_POLICY: &str = "edgegrid-unit-labels.edgegrid.io";
+
+/// Its spec, which `templates/unit-label-policy.yaml` renders with `tpl`.
+const UNIT_LABEL_POLICY_SPEC: &str = include_str!("../../../charts/edgegrid/files/unit-label-policy.yaml");
+
+/// Its one template expression: the unit label keys as a JSON (and CEL) list.
+const UNIT_LABEL_KEYS: &str = r#"{{ include "edgegrid.unitLabelKeys" . }}"#;
+
 /// The edge-health node restriction of a release in `namespace` whose daemons run with
 /// `--verdict-writer=<verdict_writer>` (`cloud`, the chart's default, or `edge`): its
 /// ValidatingAdmissionPolicy and ValidatingAdmissionPolicyBinding as the chart renders
 /// them, without the chart's labels.
 pub fn edge_health_node_policy(namespace: &str, verdict_writer: &str) -> [Value; 2] {
     let text = POLICY_SPEC.replace(RELEASE_NAMESPACE, namespace).replace(VERDICT_WRITER, verdict_writer);
-    let spec: Value = serde_saphyr::from_str(&text).expect("the chart's policy file is YAML");
-    let metadata = json!({"name": EDGE_HEALTH_NODE_POLICY});
+    policy_and_binding(EDGE_HEALTH_NODE_POLICY, &text)
+}
+
+/// The unit label restriction keeping `unit_keys` (and SuperEdge's node units) from
+/// kubelets, as the chart renders it for those keys (sorted, as Helm's `uniq` of the
+/// chart's list need not be: the order does not matter to the policy).
+pub fn unit_label_policy(unit_keys: &[&str]) -> [Value; 2] {
+    let keys = serde_json::to_string(unit_keys).expect("a list of strings");
+    policy_and_binding(UNIT_LABEL_POLICY, &UNIT_LABEL_POLICY_SPEC.replace(UNIT_LABEL_KEYS, &keys))
+}
+
+/// A ValidatingAdmissionPolicy named `name` with the spec in `text` (YAML), and its
+/// denying binding of the same name.
+fn policy_and_binding(name: &str, text: &str) -> [Value; 2] {
+    let spec: Value = serde_saphyr::from_str(text).expect("the chart's policy file is YAML");
+    let metadata = json!({"name": name});
     [
         json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
             "metadata": metadata, "spec": spec}),
         json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
             "metadata": metadata,
-            "spec": {"policyName": EDGE_HEALTH_NODE_POLICY, "validationActions": ["Deny"]}}),
+            "spec": {"policyName": name, "validationActions": ["Deny"]}}),
     ]
 }
 
@@ -46,5 +69,15 @@ mod tests {
             policy["spec"]["matchConditions"][0]["expression"],
             "request.userInfo.username == 'system:serviceaccount:ns:edge-health'"
         );
+    }
+
+    #[test]
+    fn the_unit_label_keys_are_the_unit_label_policys_only_template_expression() {
+        assert_eq!(
+            UNIT_LABEL_POLICY_SPEC.matches("{{").count(),
+            UNIT_LABEL_POLICY_SPEC.matches(UNIT_LABEL_KEYS).count()
+        );
+        let [policy, _] = unit_label_policy(&["zone1", "site"]);
+        assert_eq!(policy["spec"]["variables"][0]["expression"], r#"["zone1","site"]"#);
     }
 }
