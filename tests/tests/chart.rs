@@ -162,8 +162,10 @@ async fn chart_lints_renders_and_applies() {
             "ServiceAccount/edge-node-lifecycle",
             "ServiceAccount/grid-controller",
             "ServiceAccount/grid-wrapper",
+            "ValidatingAdmissionPolicy/edge-health-kubelet-check-token.edgegrid.io",
             "ValidatingAdmissionPolicy/edge-health-node-restriction.edgegrid.io",
             "ValidatingAdmissionPolicy/edgegrid-unit-labels.edgegrid.io",
+            "ValidatingAdmissionPolicyBinding/edge-health-kubelet-check-token.edgegrid.io",
             "ValidatingAdmissionPolicyBinding/edge-health-node-restriction.edgegrid.io",
             "ValidatingAdmissionPolicyBinding/edgegrid-unit-labels.edgegrid.io",
         ]
@@ -179,6 +181,7 @@ async fn chart_lints_renders_and_applies() {
     hmac_key(&helm, &all);
     node_restriction_policy(&helm, &all);
     unit_label_policy(&helm, &all);
+    kubelet_check_token_policy(&helm, &all);
     bad_values_are_refused(&helm);
     unit_upstream(&helm, &all);
     let deployment =
@@ -939,6 +942,25 @@ fn unit_label_policy(helm: &std::path::Path, all: &[Value]) {
     }
     let kinds = kind_names(&render(helm, &["--set", "unitLabelPolicy.enabled=false"]));
     assert!(!kinds.iter().any(|k| k.ends_with(UNIT_LABEL_POLICY)), "{kinds:?}");
+}
+
+/// The kubelet-check token bound, rendered as the tests evaluate it
+/// (`tests/kubelet_check_token_policy.rs`), with the kubelet-check account it bounds: with
+/// a kind=kubelet check (the default), not without one.
+fn kubelet_check_token_policy(helm: &std::path::Path, all: &[Value]) {
+    use edgegrid_testing::chart::{KUBELET_CHECK_TOKEN_POLICY, kubelet_check_token_policy};
+    for expected in kubelet_check_token_policy("edgegrid") {
+        let mut rendered = find(all, expected["kind"].as_str().unwrap(), KUBELET_CHECK_TOKEN_POLICY).clone();
+        assert_eq!(rendered["metadata"]["labels"]["app.kubernetes.io/name"], "edge-health");
+        rendered["metadata"].as_object_mut().unwrap().remove("labels");
+        assert_eq!(rendered, expected);
+    }
+    let http = render(helm, &["--set-json", r#"edgeHealth.checks=["kind=http,port=10248,timeout=1s"]"#]);
+    let kinds = kind_names(&http);
+    assert!(
+        !kinds.iter().any(|k| k.ends_with(KUBELET_CHECK_TOKEN_POLICY) || k.ends_with("edge-health-kubelet-check")),
+        "{kinds:?}"
+    );
 }
 
 /// One upstream per unit: off by default; on, the wrapper gets the unit label, its peer

@@ -1,6 +1,6 @@
 //! Admission of CREATE and UPDATE (patches included), in the real server's order: first
 //! mutating webhooks, then validating admission policies; of DELETE (of one object),
-//! validating admission policies only ([`admit_delete`]).
+//! validating admission policies only ([`admit_validating`]), as of a TokenRequest.
 //!
 //! Mutating: a resource matched by a registered `MutatingWebhookConfiguration` is sent
 //! to the webhook as a real `admission.k8s.io/v1` AdmissionReview over HTTPS (trusting
@@ -44,7 +44,8 @@ pub struct Request<'a> {
     pub operation: Operation,
     pub namespace: &'a str,
     pub name: &'a str,
-    pub status_only: bool,
+    /// The subresource written (`status`, or `token` for a TokenRequest), if any.
+    pub subresource: Option<&'a str>,
     pub object: Value,
     pub old: Option<&'a Value>,
     /// Who makes the request.
@@ -118,9 +119,10 @@ pub async fn admit(store: &Store, mut request: Request<'_>) -> Result<Value, Api
     Ok(request.object)
 }
 
-/// Evaluates the validating admission policies on the DELETE of `old` (a request whose
-/// `object` is null), as the real server does before deleting.
-pub fn admit_delete(store: &Store, request: &Request<'_>) -> Result<(), ApiError> {
+/// Evaluates the validating admission policies only: on the DELETE of `old` (a request
+/// whose `object` is null), as the real server does before deleting, and on a
+/// subresource CREATE no webhook of this repository asks for (a TokenRequest).
+pub fn admit_validating(store: &Store, request: &Request<'_>) -> Result<(), ApiError> {
     let policies = stored(store, "validatingadmissionpolicies")?;
     if policies.is_empty() {
         return Ok(());
@@ -223,9 +225,9 @@ async fn call(webhook: &Value, request: &Request<'_>) -> Result<Verdict, CallErr
     if rt.namespaced {
         review_request["namespace"] = json!(request.namespace);
     }
-    if request.status_only {
-        review_request["subResource"] = json!("status");
-        review_request["requestSubResource"] = json!("status");
+    if let Some(subresource) = request.subresource {
+        review_request["subResource"] = json!(subresource);
+        review_request["requestSubResource"] = json!(subresource);
     }
     let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": review_request});
     let ca_bundle = match client_config["caBundle"].as_str() {

@@ -17,10 +17,10 @@ pub fn rule_matches(rule: &Value, request: &Request<'_>) -> bool {
     let resource_matches = rule["resources"].as_array().is_some_and(|list| {
         list.iter().filter_map(Value::as_str).any(|r| match r.split_once('/') {
             _ if r == "*/*" => true,
-            None => !request.status_only && (r == "*" || r == rt.plural),
-            Some((res, sub)) => {
-                request.status_only && (res == "*" || res == rt.plural) && (sub == "*" || sub == "status")
-            }
+            None => request.subresource.is_none() && (r == "*" || r == rt.plural),
+            Some((res, sub)) => request
+                .subresource
+                .is_some_and(|written| (res == "*" || res == rt.plural) && (sub == "*" || sub == written)),
         })
     });
     let scope_matches = match rule["scope"].as_str().unwrap_or("*") {

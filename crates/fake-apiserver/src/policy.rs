@@ -178,9 +178,9 @@ fn admission_request(request: &Request<'_>) -> Value {
     if rt.namespaced && !request.namespace.is_empty() {
         out["namespace"] = json!(request.namespace);
     }
-    if request.status_only {
-        out["subResource"] = json!("status");
-        out["requestSubResource"] = json!("status");
+    if let Some(subresource) = request.subresource {
+        out["subResource"] = json!(subresource);
+        out["requestSubResource"] = json!(subresource);
     }
     out
 }

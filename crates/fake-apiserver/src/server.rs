@@ -150,6 +150,21 @@ async fn handle(
         let body = axum::body::to_bytes(body, app.config.max_body_bytes)
             .await
             .map_err(|_| ApiError::TooLarge { limit: app.config.max_body_bytes })?;
+        // validating policies see the TokenRequest as a CREATE of `serviceaccounts/token`,
+        // before anything is checked or defaulted (the real server's `createValidation`)
+        let object: Value = serde_json::from_slice(&body).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+        let accounts = resolve(&app.store, &["api", "v1", "serviceaccounts"])?;
+        let request = admission::Request {
+            rt: &accounts.rt,
+            operation: Operation::Create,
+            namespace,
+            name,
+            subresource: Some("token"),
+            object,
+            old: None,
+            user,
+        };
+        admission::admit_validating(&app.store, &request)?;
         let issued = crate::token_request::create(&app.store, &app.users, namespace, name, &body)?;
         return Ok(json_response(StatusCode::CREATED, &issued));
     }
@@ -200,7 +215,7 @@ async fn handle(
                 operation: Operation::Create,
                 namespace,
                 name: &name,
-                status_only: false,
+                subresource: None,
                 object,
                 old: None,
                 user,
@@ -218,7 +233,7 @@ async fn handle(
                 operation: Operation::Update,
                 namespace,
                 name,
-                status_only: target.status,
+                subresource: target.status.then_some("status"),
                 object: parse_json(&body)?,
                 old: Some(&old),
                 user,
@@ -274,12 +289,12 @@ async fn handle(
                 operation: Operation::Delete,
                 namespace,
                 name,
-                status_only: false,
+                subresource: None,
                 object: Value::Null,
                 old: Some(&old),
                 user,
             };
-            admission::admit_delete(store, &request)?;
+            admission::admit_validating(store, &request)?;
             let deleted = store.delete(rt, namespace, name, &opts)?;
             events::mirror_delete(store, rt, &deleted);
             Ok(ok(&deleted))
@@ -351,7 +366,7 @@ async fn patch_with_admission(
             operation,
             namespace,
             name,
-            status_only: target.status,
+            subresource: target.status.then_some("status"),
             object,
             old: old.as_ref(),
             user,

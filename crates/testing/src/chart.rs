@@ -24,6 +24,19 @@ const UNIT_LABEL_POLICY_SPEC: &str = include_str!("../../../charts/edgegrid/file
 /// Its one template expression: the unit label keys as a JSON (and CEL) list.
 const UNIT_LABEL_KEYS: &str = r#"{{ include "edgegrid.unitLabelKeys" . }}"#;
 
+/// The name of the kubelet-check token bound's ValidatingAdmissionPolicy and of its binding.
+pub const KUBELET_CHECK_TOKEN_POLICY: &str = "edge-health-kubelet-check-token.edgegrid.io";
+
+/// Its spec, which `templates/edge-health.yaml` renders with `tpl`.
+const KUBELET_CHECK_TOKEN_POLICY_SPEC: &str =
+    include_str!("../../../charts/edgegrid/files/kubelet-check-token-policy.yaml");
+
+/// The kubelet-check token bound of a release in `namespace`, as the chart renders it.
+pub fn kubelet_check_token_policy(namespace: &str) -> [Value; 2] {
+    let text = KUBELET_CHECK_TOKEN_POLICY_SPEC.replace(RELEASE_NAMESPACE, namespace);
+    policy_and_binding(KUBELET_CHECK_TOKEN_POLICY, &text)
+}
+
 /// The edge-health node restriction of a release in `namespace` whose daemons run with
 /// `--verdict-writer=<verdict_writer>` (`cloud`, the chart's default, or `edge`): its
 /// ValidatingAdmissionPolicy and ValidatingAdmissionPolicyBinding as the chart renders
@@ -69,6 +82,12 @@ mod tests {
             policy["spec"]["matchConditions"][0]["expression"],
             "request.userInfo.username == 'system:serviceaccount:ns:edge-health'"
         );
+    }
+
+    #[test]
+    fn the_namespace_is_the_token_policys_only_template_expression() {
+        let spec = KUBELET_CHECK_TOKEN_POLICY_SPEC;
+        assert_eq!(spec.matches("{{").count(), spec.matches(RELEASE_NAMESPACE).count());
     }
 
     #[test]

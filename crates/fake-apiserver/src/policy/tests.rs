@@ -38,7 +38,7 @@ fn verdict(policies: &[Value], bindings: &[Value], user: &UserInfo, old: Value, 
         operation: Operation::Update,
         namespace: "",
         name: "n1",
-        status_only: false,
+        subresource: None,
         object: node("n1", new),
         old: Some(&old),
         user,
@@ -72,12 +72,12 @@ fn match_constraints_select_operation_resource_and_subresource() {
     let never = [policy("p", json!([{"expression": "false"}]), json!({}))];
     let bound = [binding("b", "p", &["Deny"])];
     let (admin, old) = (UserInfo::admin(), node("n1", json!({})));
-    let request = |operation, status_only| Request {
+    let request = |operation, status_only: bool| Request {
         rt: &rt,
         operation,
         namespace: "",
         name: "n1",
-        status_only,
+        subresource: status_only.then_some("status"),
         object: node("n1", json!({})),
         old: Some(&old),
         user: &admin,
@@ -229,7 +229,7 @@ fn the_request_is_the_admission_request_as_cel_sees_it() {
         operation: Operation::Update,
         namespace: "",
         name: "n1",
-        status_only: true,
+        subresource: Some("status"),
         object: node("n1", json!({})),
         old: Some(&old),
         user: &user,
