@@ -13,15 +13,14 @@ use edgegrid_core::keys::{
 };
 use edgegrid_testing::chart::{EDGE_HEALTH_NODE_POLICY, edge_health_node_policy};
 use fake_apiserver::{FakeApiServer, UserInfo};
-use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-#[path = "support/token_client.rs"]
-mod token_client;
-use token_client::client;
+#[path = "support/policy_table.rs"]
+mod policy_table;
+use policy_table::{client, install};
 
 /// The release namespace the policy is rendered for.
 const NAMESPACE: &str = "edgegrid";
@@ -65,10 +64,7 @@ fn json_patch(ops: Value) -> Patch<Value> {
 
 /// The full message of a refusal of a write to Node `node`.
 fn refusal(node: &str, message: &str) -> String {
-    format!(
-        "nodes \"{node}\" is forbidden: ValidatingAdmissionPolicy '{EDGE_HEALTH_NODE_POLICY}' with binding \
-         '{EDGE_HEALTH_NODE_POLICY}' denied request: {message}"
-    )
+    policy_table::refusal("nodes", node, EDGE_HEALTH_NODE_POLICY, message)
 }
 
 #[tokio::test]
@@ -91,11 +87,7 @@ async fn table(writer: &str) {
     server.add_user(GRID_CONTROLLER, UserInfo::service_account(NAMESPACE, "grid-controller"));
 
     let admin = client(&server, ADMIN).await;
-    let [policy, binding] = edge_health_node_policy(NAMESPACE, writer);
-    let policy: ValidatingAdmissionPolicy = serde_json::from_value(policy).unwrap();
-    let binding: ValidatingAdmissionPolicyBinding = serde_json::from_value(binding).unwrap();
-    Api::all(admin.clone()).create(&PostParams::default(), &policy).await.unwrap();
-    Api::all(admin.clone()).create(&PostParams::default(), &binding).await.unwrap();
+    install(&server, edge_health_node_policy(NAMESPACE, writer)).await;
     let nodes: Api<Node> = Api::all(admin.clone());
     for (name, unit) in
         [("n1", Some("unit-a")), ("n2", Some("unit-a")), ("b1", Some("unit-b")), ("cp", None), ("lone", None)]

@@ -8,15 +8,14 @@
 
 use edgegrid_testing::chart::{KUBELET_CHECK_TOKEN_POLICY, kubelet_check_token_policy};
 use fake_apiserver::{FakeApiServer, UserInfo};
-use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
 use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
-#[path = "support/token_client.rs"]
-mod token_client;
-use token_client::client;
+#[path = "support/policy_table.rs"]
+mod policy_table;
+use policy_table::{client, install};
 
 const NAMESPACE: &str = "edgegrid";
 const CHECK_ACCOUNT: &str = "edge-health-kubelet-check";
@@ -24,10 +23,7 @@ const EDGE_HEALTH_N1: &str = "edge-health-n1";
 const ADMIN: &str = "";
 
 fn refusal(account: &str, message: &str) -> String {
-    format!(
-        "serviceaccounts \"{account}\" is forbidden: ValidatingAdmissionPolicy '{KUBELET_CHECK_TOKEN_POLICY}' with \
-         binding '{KUBELET_CHECK_TOKEN_POLICY}' denied request: {message}"
-    )
+    policy_table::refusal("serviceaccounts", account, KUBELET_CHECK_TOKEN_POLICY, message)
 }
 
 #[tokio::test]
@@ -35,11 +31,7 @@ async fn edge_health_mints_only_short_kubelet_check_tokens_for_the_api_servers_a
     let server = FakeApiServer::start().await.unwrap();
     server.add_user(EDGE_HEALTH_N1, UserInfo::service_account(NAMESPACE, "edge-health").on_node("n1"));
     let admin = client(&server, ADMIN).await;
-    let [policy, binding] = kubelet_check_token_policy(NAMESPACE);
-    let policy: ValidatingAdmissionPolicy = serde_json::from_value(policy).unwrap();
-    let binding: ValidatingAdmissionPolicyBinding = serde_json::from_value(binding).unwrap();
-    Api::all(admin.clone()).create(&PostParams::default(), &policy).await.unwrap();
-    Api::all(admin.clone()).create(&PostParams::default(), &binding).await.unwrap();
+    install(&server, kubelet_check_token_policy(NAMESPACE)).await;
     let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": NAMESPACE}})).unwrap();
     Api::all(admin.clone()).create(&PostParams::default(), &namespace).await.unwrap();
     let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), NAMESPACE);

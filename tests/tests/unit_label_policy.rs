@@ -9,14 +9,13 @@
 
 use edgegrid_testing::chart::{UNIT_LABEL_POLICY, unit_label_policy};
 use fake_apiserver::{FakeApiServer, UserInfo};
-use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-#[path = "support/token_client.rs"]
-mod token_client;
-use token_client::client;
+#[path = "support/policy_table.rs"]
+mod policy_table;
+use policy_table::{client, install};
 
 /// The unit label key (edgeHealth.unitLabelKey) and a grid's gridUniqKey (labelKeys).
 const UNIT_KEY: &str = "zone1";
@@ -47,10 +46,7 @@ fn in_order(message: &str) -> String {
 
 /// The full message of a refusal.
 fn refusal(node: &str, message: &str) -> String {
-    format!(
-        "nodes \"{node}\" is forbidden: ValidatingAdmissionPolicy '{UNIT_LABEL_POLICY}' with binding \
-         '{UNIT_LABEL_POLICY}' denied request: {message}"
-    )
+    policy_table::refusal("nodes", node, UNIT_LABEL_POLICY, message)
 }
 
 #[tokio::test]
@@ -59,11 +55,7 @@ async fn a_kubelet_cannot_move_its_node_into_another_unit() {
     let kubelet = UserInfo::new("system:node:n1").with_groups(&["system:nodes", "system:authenticated"]);
     server.add_user(KUBELET_N1, kubelet);
     let admin = client(&server, ADMIN).await;
-    let [policy, binding] = unit_label_policy(&[GRID_KEY, UNIT_KEY]);
-    let policy: ValidatingAdmissionPolicy = serde_json::from_value(policy).unwrap();
-    let binding: ValidatingAdmissionPolicyBinding = serde_json::from_value(binding).unwrap();
-    Api::all(admin.clone()).create(&PostParams::default(), &policy).await.unwrap();
-    Api::all(admin.clone()).create(&PostParams::default(), &binding).await.unwrap();
+    install(&server, unit_label_policy(&[GRID_KEY, UNIT_KEY])).await;
     let nodes: Api<Node> = Api::all(admin.clone());
     let in_unit = json!({"kubernetes.io/hostname": "n1", UNIT_KEY: "unit-a", GRID_KEY: "shop-1", "unit-a": "nodeunits.superedge.io"});
     nodes.create(&PostParams::default(), &node("n1", in_unit)).await.unwrap();
