@@ -117,8 +117,11 @@ pub struct Flags {
     /// back by a leader are refused).
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     unit_vouch_max_clock_skew: Duration,
-    /// How long a state vouched for stays good after its batch arrived (the signer names
-    /// the current state in every batch).
+    /// How long a state vouched for stays good after its batch was signed, by this node's
+    /// clock (the signer names a unit's current state at least every 5 periods): a leader
+    /// holding batches back gains nothing by serving them late. A node whose clock runs
+    /// ahead of the signer's by this much takes batches that vouch for nothing, and
+    /// watches the cloud.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     unit_vouch_window: Duration,
 }

@@ -65,6 +65,11 @@ impl Vouching {
         self.signature_refused.swap(false, Ordering::Relaxed)
     }
 
+    /// What was left of the last batch's window when it was taken.
+    fn last_window_left(&self) -> std::time::Duration {
+        self.voucher.lock().unwrap_or_else(PoisonError::into_inner).last_window_left()
+    }
+
     /// Batches taken so far.
     pub fn taken(&self) -> u64 {
         *self.taken.borrow()
@@ -118,6 +123,14 @@ pub struct DigestsFeed<'a> {
 impl Index<ConfigMap> for DigestsFeed<'_> {
     fn apply(&mut self, configmap: ConfigMap) {
         let result = match self.vouching.receive(&configmap) {
+            Ok(_) if self.vouching.last_window_left().is_zero() => {
+                self.metrics.unit_vouch_keys_refused.set(0);
+                tracing::warn!(
+                    "the unit leader served a signer's batch older than --unit-vouch-window by this node's clock: \
+                     it vouches for nothing (a leader holding batches back, or this clock ahead of the signer's)"
+                );
+                "too_old"
+            }
             Ok(_) => {
                 self.metrics.unit_vouch_keys_refused.set(0);
                 "taken"

@@ -107,7 +107,9 @@ pub struct VoucherConfig {
     pub keys: Vec<[u8; 32]>,
     /// How far a batch's issue time may be from this node's clock.
     pub max_skew: Duration,
-    /// How long a vouched digest stays good after the batch naming it was taken.
+    /// How long a vouched digest stays good after the batch naming it was *issued*, by this
+    /// node's clock (a batch received late vouches for what is left of its window; one older
+    /// than the window for nothing).
     pub window: Duration,
 }
 
@@ -117,13 +119,16 @@ pub struct Voucher {
     config: VoucherConfig,
     /// The last batch taken: (run, sequence, issued).
     last: Option<(String, u64, i64)>,
-    /// Per stream, each vouched digest and when the latest batch naming it was taken.
+    /// Per stream, each vouched digest and until when (local time) a batch naming it
+    /// vouches for it.
     vouched: BTreeMap<String, BTreeMap<StateDigest, Instant>>,
+    /// What was left of the last batch's window when it was taken.
+    last_left: Duration,
 }
 
 impl Voucher {
     pub fn new(config: VoucherConfig) -> Self {
-        Self { config, last: None, vouched: BTreeMap::new() }
+        Self { config, last: None, vouched: BTreeMap::new(), last_left: Duration::ZERO }
     }
 
     /// Whether a trusted key signed `signed` (nothing else about the batch is checked, and
@@ -183,30 +188,42 @@ impl Voucher {
             parsed.push((stream.clone(), stream_digests));
         }
         self.expire(now);
+        // good for the window from the batch's issue: a leader that holds batches back (up
+        // to the skew allowance) cannot stretch an old state's vouching by serving them late
+        let age = Duration::from_secs(u64::try_from(wall.saturating_sub(batch.issued)).unwrap_or(0));
+        let left = self.config.window.saturating_sub(age);
+        self.last_left = left;
+        // (taken all the same: its sequence moves the replay bound forward)
+        let parsed = if left.is_zero() { Vec::new() } else { parsed };
+        let until = now + left;
         for (stream, digests) in parsed {
             let vouched = self.vouched.entry(stream).or_default();
             for digest in digests {
-                vouched.insert(digest, now);
+                let good = vouched.entry(digest).or_insert(until);
+                *good = (*good).max(until);
             }
         }
         self.last = Some((batch.run, batch.sequence, batch.issued));
         Ok(batch.sequence)
     }
 
-    /// Whether a batch taken within the window before `now` vouched for `digest` of
-    /// `stream`.
+    /// Whether a batch issued within the window before `now` (by this node's clock)
+    /// vouched for `digest` of `stream`.
     pub fn vouches(&self, stream: &str, digest: &StateDigest, now: Instant) -> bool {
-        self.vouched
-            .get(stream)
-            .and_then(|vouched| vouched.get(digest))
-            .is_some_and(|taken| now.saturating_duration_since(*taken) <= self.config.window)
+        self.vouched.get(stream).and_then(|vouched| vouched.get(digest)).is_some_and(|until| now <= *until)
     }
 
-    /// Forgets digests older than the window.
+    /// What was left of the last batch's window when it was taken (by this node's clock):
+    /// zero when it came too late to vouch for anything (a leader holding batches back, or
+    /// this node's clock ahead of the signer's by more than the window).
+    pub fn last_window_left(&self) -> Duration {
+        self.last_left
+    }
+
+    /// Forgets digests no batch vouches for any more.
     fn expire(&mut self, now: Instant) {
-        let window = self.config.window;
         for vouched in self.vouched.values_mut() {
-            vouched.retain(|_, taken| now.saturating_duration_since(*taken) <= window);
+            vouched.retain(|_, until| now <= *until);
         }
         self.vouched.retain(|_, vouched| !vouched.is_empty());
     }

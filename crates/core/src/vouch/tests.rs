@@ -177,9 +177,38 @@ fn a_signed_batch_vouches_for_its_states_for_the_window() {
     assert!(!voucher.vouches("endpoints", &d1, now), "per stream");
     // a later batch naming a state again keeps it vouched for
     let later = now + Duration::from_secs(8);
-    voucher.receive(&batch(2, &[("services", &[d2])]).sign(&signer), later, WALL + 8).expect("taken");
+    let again = Batch::new("run-a", 2, WALL + 8, [("services".to_string(), vec![d2])]);
+    voucher.receive(&again.sign(&signer), later, WALL + 8).expect("taken");
     assert!(voucher.vouches("services", &d2, now + Duration::from_secs(15)));
     assert!(!voucher.vouches("services", &d1, now + Duration::from_secs(15)));
+}
+
+/// A leader holding the signer's batches back and serving them late (each within the skew
+/// allowance, so taken) gains nothing: a batch vouches for the window from its issue, so
+/// one received 6 s after it was issued vouches for 4 s more, one received after its
+/// window for nothing. (Counted from the receipt, a leader re-serving old batches one by one
+/// kept a withheld change hidden for the skew allowance plus the window plus the patience.)
+#[test]
+fn a_batch_served_late_vouches_only_for_what_is_left_of_its_window() {
+    let signer = key_pair();
+    let mut voucher = voucher(&[&signer]);
+    let now = Instant::now();
+    let d = element_of(1);
+    let issued_at =
+        |sequence: u64, issued: i64| Batch::new("run-a", sequence, issued, [("services".to_string(), vec![d])]);
+    // issued 6 s before it arrives
+    assert_eq!(voucher.receive(&issued_at(1, WALL - 6).sign(&signer), now, WALL), Ok(1));
+    assert!(voucher.vouches("services", &d, now + Duration::from_secs(4)));
+    assert!(!voucher.vouches("services", &d, now + Duration::from_millis(4_001)), "10 s from its issue");
+    // issued 25 s before it arrives (within the 30 s skew allowance: taken, but too old)
+    let later = now + Duration::from_secs(5);
+    assert_eq!(voucher.receive(&issued_at(2, WALL - 20).sign(&signer), later, WALL + 5), Ok(2));
+    assert!(!voucher.vouches("services", &d, later), "a batch older than the window vouches for nothing");
+    // a batch from the node's future (a clock behind the signer's) gets the whole window
+    let ahead = now + Duration::from_secs(6);
+    assert_eq!(voucher.receive(&issued_at(3, WALL + 9).sign(&signer), ahead, WALL + 6), Ok(3));
+    assert!(voucher.vouches("services", &d, ahead + Duration::from_secs(10)));
+    assert!(!voucher.vouches("services", &d, ahead + Duration::from_millis(10_001)));
 }
 
 #[test]
