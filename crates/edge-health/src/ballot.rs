@@ -82,6 +82,14 @@ impl SigningKey {
         self.public
     }
 
+    /// The signature of `bytes` (the caller's domain tag included: see
+    /// [`crate::message`]'s frames).
+    pub fn sign_bytes(&self, bytes: &[u8]) -> Signature {
+        let mut signature = [0; 64];
+        signature.copy_from_slice(self.pair.sign(bytes).as_ref());
+        Signature(signature)
+    }
+
     /// `checker`'s ballot about `target`, signed (the caller is `checker`).
     pub fn sign(&self, checker: &str, target: &str, ballot: Ballot) -> SignedBallot {
         let mut signature = [0; 64];
@@ -110,6 +118,11 @@ impl PublicKey {
     pub fn from_annotation(value: &str) -> Option<Self> {
         let bytes = STANDARD.decode(value.trim()).ok()?;
         Some(Self(bytes.try_into().ok()?))
+    }
+
+    /// Whether `signature` is this key's over `bytes`.
+    pub fn verifies_bytes(&self, bytes: &[u8], signature: &Signature) -> bool {
+        UnparsedPublicKey::new(&ED25519, &self.0).verify(bytes, &signature.0).is_ok()
     }
 
     /// Whether `signed` is `checker`'s ballot about `target` under this key.

@@ -1,7 +1,9 @@
 //! The messages members exchange, and their authentication.
 //!
-//! A frame on the wire is one JSON object, `{"body":{...},"mac":"<hex>"}`, where `mac` is
-//! HMAC-SHA256 over the exact bytes of `body` under the unit's shared key. The body names
+//! A frame on the wire is one JSON object, `{"body":{...},"mac":"<hex>","sig":"<base64>"}`,
+//! where `mac` is HMAC-SHA256 over the exact bytes of `body` under the unit's shared key and
+//! `sig` the sender's Ed25519 signature (its node key, published on its Node) over a
+//! domain tag and the same bytes. The body names
 //! its sender, the sender's wall-clock time and a sequence number, and carries either
 //! check results keyed by checker and target node NAME (SuperEdge keyed them by IP and
 //! looked them up by name, so they only matched where names were IPs) or an indirect
@@ -9,9 +11,10 @@
 //!
 //! A [`Verifier`] accepts a frame only if, in this order: it parses; its MAC is right
 //! (compared in constant time, before any field of the body is trusted); the body parses;
-//! the sender is a current member; it is meant for this node; its timestamp is within the
-//! allowed skew of now; and its sequence number has not been seen from that sender. Each
-//! refusal has its own [`Rejection`], a metric label.
+//! the sender is a current member publishing a key; it is meant for this node; its
+//! timestamp is within the allowed skew of now; its sequence number has not been seen from
+//! that sender; and the sender's key verifies its signature. Only then does the sender's
+//! replay state move. Each refusal has its own [`Rejection`], a metric label.
 //!
 //! Freshness without persisted state:
 //! - a sender's sequence starts at its start time in microseconds since the epoch and
@@ -29,9 +32,12 @@
 //!   replay.
 //!
 //! What the MAC cannot do: the key is shared by the unit, so it proves a frame comes from
-//! some holder of the key, not from the node it names. It is a transport check that keeps
-//! strangers out and frames fresh; what makes a ballot true is its checker's own signature
-//! ([`crate::ballot`]), verified per ballot whoever relays it.
+//! some holder of the key, not from the node it names. It is a cheap pre-filter that keeps
+//! strangers out; the frame's signature is what proves the sender, so a member holding the
+//! shared key cannot speak in another member's name: not send its probe answers, nor push
+//! its sequence ahead with one forged frame, which would make every real frame of it a
+//! replay (muting it for the rest of its run). What makes a ballot true is still its
+//! checker's own signature ([`crate::ballot`]), verified per ballot whoever relays it.
 //!
 //! There is no default key: [`HmacKey::new`] refuses keys shorter than
 //! [`HmacKey::MIN_LEN`] bytes (SuperEdge shipped a hard-coded 16-character key). A
@@ -46,8 +52,13 @@ use ring::hmac;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
+use crate::ballot::{PublicKey, Signature, SigningKey};
 use crate::relay::BallotsByChecker;
 use crate::time::{Period, Timestamp};
+
+/// The bytes a frame's signature covers start with this: a signature made for anything
+/// else (a ballot) never verifies as a frame's, nor the other way round.
+const FRAME_DOMAIN: &[u8] = b"edgegrid.io/edge-health frame v1\0";
 
 /// Frames larger than this are refused unread: a results message about a few dozen nodes
 /// is a few kilobytes.
@@ -131,6 +142,7 @@ pub struct Ballot {
 struct FrameOut<'a> {
     body: &'a RawValue,
     mac: String,
+    sig: Signature,
 }
 
 #[derive(Deserialize)]
@@ -139,6 +151,12 @@ struct FrameIn<'a> {
     #[serde(borrow)]
     body: &'a RawValue,
     mac: &'a str,
+    sig: Signature,
+}
+
+/// What a frame's signature covers: the domain tag, then the body's exact bytes.
+fn signed_frame_bytes(body: &[u8]) -> Vec<u8> {
+    [FRAME_DOMAIN, body].concat()
 }
 
 /// Seals the local node's messages.
@@ -172,19 +190,27 @@ impl Signer {
         Message { sender: self.sender.clone(), timestamp: now, sequence, recipient, payload }
     }
 
-    /// Builds, numbers and seals a message; the frame is sent as is to every recipient.
-    pub fn seal(&mut self, now: Timestamp, recipient: Option<String>, payload: Payload) -> Vec<u8> {
+    /// Builds, numbers, seals and signs (with `signing`, this node's key) a message; the
+    /// frame is sent as is to every recipient.
+    pub fn seal(
+        &mut self,
+        signing: &SigningKey,
+        now: Timestamp,
+        recipient: Option<String>,
+        payload: Payload,
+    ) -> Vec<u8> {
         let message = self.message(now, recipient, payload);
-        seal_message(&self.key, &message)
+        seal_message(&self.key, signing, &message)
     }
 }
 
-/// Seals an already built message (tests use it to forge, replay and tamper).
-pub fn seal_message(key: &HmacKey, message: &Message) -> Vec<u8> {
+/// Seals and signs an already built message (tests use it to forge, replay and tamper).
+pub fn seal_message(key: &HmacKey, signing: &SigningKey, message: &Message) -> Vec<u8> {
     let body = serde_json::to_string(message).expect("a message always serialises");
     let mac = hex(hmac::sign(&key.0, body.as_bytes()).as_ref());
+    let sig = signing.sign_bytes(&signed_frame_bytes(body.as_bytes()));
     let body = RawValue::from_string(body).expect("serde_json output is valid JSON");
-    serde_json::to_vec(&FrameOut { body: &body, mac }).expect("a frame always serialises")
+    serde_json::to_vec(&FrameOut { body: &body, mac, sig }).expect("a frame always serialises")
 }
 
 /// Why a frame was refused. Each is a metric label.
@@ -194,8 +220,12 @@ pub enum Rejection {
     Malformed,
     #[error("MAC does not match")]
     BadMac,
-    #[error("sender is not a current member")]
+    #[error("sender is not a current member publishing a key")]
     UnknownSender,
+    #[error("the signature is not the sender's")]
+    BadSignature,
+    #[error("the sender sent more frames than any honest member does")]
+    OverBudget,
     #[error("message is meant for another node")]
     Misdirected,
     #[error("timestamp outside the allowed clock skew")]
@@ -207,10 +237,12 @@ pub enum Rejection {
 }
 
 impl Rejection {
-    pub const ALL: [Rejection; 7] = [
+    pub const ALL: [Rejection; 9] = [
         Rejection::Malformed,
         Rejection::BadMac,
         Rejection::UnknownSender,
+        Rejection::BadSignature,
+        Rejection::OverBudget,
         Rejection::Misdirected,
         Rejection::Skew,
         Rejection::Replay,
@@ -222,6 +254,8 @@ impl Rejection {
             Self::Malformed => "malformed",
             Self::BadMac => "bad_mac",
             Self::UnknownSender => "unknown_sender",
+            Self::BadSignature => "bad_signature",
+            Self::OverBudget => "over_budget",
             Self::Misdirected => "misdirected",
             Self::Skew => "skew",
             Self::Replay => "replay",
@@ -259,6 +293,32 @@ impl ReplayWindow {
     }
 }
 
+/// How many frames a sender may have accepted: `per_second` on average, `burst` at once.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FrameBudget {
+    pub per_second: f64,
+    pub burst: f64,
+}
+
+impl FrameBudget {
+    /// Twice what an honest member sends one receiver at most: per period, one results
+    /// frame a relay round and, for each of its probes, an indirect request and an answer,
+    /// each sent up to `1 + send_retries` times.
+    pub fn for_protocol(protocol: &crate::config::ProtocolConfig) -> Self {
+        let attempts = 1.0 + f64::from(protocol.send_retries);
+        let per_period = attempts * (f64::from(protocol.relay_rounds) + 2.0 * protocol.probes_per_period as f64);
+        let burst = 2.0 * per_period;
+        Self { per_second: burst / protocol.period.as_secs_f64().max(0.001), burst }
+    }
+}
+
+/// A sender's budget left (a token bucket) and when it was last filled.
+#[derive(Clone, Copy, Debug)]
+struct Budget {
+    tokens: f64,
+    at: Timestamp,
+}
+
 /// Checks incoming frames for the local node.
 #[derive(Debug)]
 pub struct Verifier {
@@ -269,13 +329,43 @@ pub struct Verifier {
     max_skew: Duration,
     started: Timestamp,
     windows: HashMap<String, ReplayWindow>,
+    /// Frames a sender may have accepted, spent only by frames it signed (another member
+    /// cannot spend it); `None`: no bound.
+    budget: Option<FrameBudget>,
+    budgets: HashMap<String, Budget>,
 }
 
 impl Verifier {
     /// `started`: now, when the daemon starts; `max_skew`: the largest clock difference
     /// (plus transit time) tolerated between sender and receiver.
     pub fn new(key: HmacKey, local: impl Into<String>, max_skew: Duration, started: Timestamp) -> Self {
-        Self { key, previous: None, local: local.into(), max_skew, started, windows: HashMap::new() }
+        Self {
+            key,
+            previous: None,
+            local: local.into(),
+            max_skew,
+            started,
+            windows: HashMap::new(),
+            budget: None,
+            budgets: HashMap::new(),
+        }
+    }
+
+    /// Bounds the frames each sender may have accepted: the rest are refused before their
+    /// signature is checked, so a member flooding this node costs it no more verifications
+    /// than an honest member's frames do.
+    pub fn with_budget(mut self, budget: FrameBudget) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// The sender's budget filled up to `now`, if there is a bound.
+    fn budget_at(&self, sender: &str, now: Timestamp) -> Option<Budget> {
+        let limit = self.budget?;
+        let Some(budget) = self.budgets.get(sender) else { return Some(Budget { tokens: limit.burst, at: now }) };
+        let elapsed = now.as_unix_millis().saturating_sub(budget.at.as_unix_millis()) as f64 / 1000.0;
+        let at = if now > budget.at { now } else { budget.at };
+        Some(Budget { tokens: (budget.tokens + elapsed * limit.per_second).min(limit.burst), at })
     }
 
     /// A new unit key: frames under it are accepted from now on, and frames under the key
@@ -288,13 +378,13 @@ impl Verifier {
         self.previous = Some((previous, accept_previous_until));
     }
 
-    /// Verifies one frame. `is_member` says whether a sender is a current peer. Only an
-    /// accepted frame changes the verifier's state.
+    /// Verifies one frame. `sender_key` gives the key a current peer publishes (`None`:
+    /// not a peer, or no key yet). Only an accepted frame changes the verifier's state.
     pub fn open(
         &mut self,
         frame: &[u8],
         now: Timestamp,
-        is_member: impl Fn(&str) -> bool,
+        sender_key: impl Fn(&str) -> Option<PublicKey>,
     ) -> Result<Message, Rejection> {
         if frame.len() > MAX_FRAME_BYTES {
             return Err(Rejection::Malformed);
@@ -311,9 +401,10 @@ impl Verifier {
                 .and_then(|(key, _)| hmac::verify(&key.0, body, &mac).map_err(|_| Rejection::BadMac))?;
         }
         let message: Message = serde_json::from_str(frame.body.get()).map_err(|_| Rejection::Malformed)?;
-        if !is_member(&message.sender) || message.sender == self.local {
+        if message.sender == self.local {
             return Err(Rejection::UnknownSender);
         }
+        let key = sender_key(&message.sender).ok_or(Rejection::UnknownSender)?;
         if message.recipient.as_deref().is_some_and(|r| r != self.local) {
             return Err(Rejection::Misdirected);
         }
@@ -331,8 +422,24 @@ impl Verifier {
         if message.sequence > horizon {
             return Err(Rejection::FutureSequence);
         }
+        let window = self.windows.get(&message.sender);
+        if window.is_some_and(|window| !window.admits(message.sequence)) {
+            return Err(Rejection::Replay);
+        }
+        let budget = self.budget_at(&message.sender, now);
+        if budget.is_some_and(|budget| budget.tokens < 1.0) {
+            return Err(Rejection::OverBudget);
+        }
+        // last (it costs a verification), and before the replay state and the budget move:
+        // a frame in another member's name, sealed with the shared key, must not push its
+        // sequence nor spend its budget
+        if !key.verifies_bytes(&signed_frame_bytes(body), &frame.sig) {
+            return Err(Rejection::BadSignature);
+        }
+        if let Some(budget) = budget {
+            self.budgets.insert(message.sender.clone(), Budget { tokens: budget.tokens - 1.0, ..budget });
+        }
         match self.windows.get_mut(&message.sender) {
-            Some(window) if !window.admits(message.sequence) => return Err(Rejection::Replay),
             Some(window) => window.accept(message.sequence),
             None => {
                 self.windows.insert(message.sender.clone(), ReplayWindow { highest: message.sequence, below: 0 });
@@ -344,6 +451,7 @@ impl Verifier {
     /// Forgets senders that are no longer members (membership changes), bounding memory.
     pub fn retain_senders(&mut self, is_member: impl Fn(&str) -> bool) {
         self.windows.retain(|sender, _| is_member(sender));
+        self.budgets.retain(|sender, _| is_member(sender));
     }
 
     /// How many senders are remembered.

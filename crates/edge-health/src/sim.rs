@@ -230,7 +230,8 @@ impl Sim {
                 attacks: None,
                 captured: BTreeMap::new(),
                 signer: Signer::new(key.clone(), name.clone(), config.start),
-                verifier: Verifier::new(key.clone(), name.clone(), config.protocol.max_clock_skew, config.start),
+                verifier: Verifier::new(key.clone(), name.clone(), config.protocol.max_clock_skew, config.start)
+                    .with_budget(crate::message::FrameBudget::for_protocol(&config.protocol)),
                 indirect: IndirectProbes::new(config.protocol.indirect_timeout, config.start.as_unix_millis()),
                 table: VoteTable::new(config.protocol.vote_window),
                 schedule: Schedule::new(&members, config.protocol.probes_per_period, keep),
@@ -471,7 +472,7 @@ impl Sim {
     ) -> Option<Conclusion> {
         let h = self.index[&request.helper];
         for _ in 0..=self.config.protocol.send_retries {
-            let frame = self.nodes[c].signer.seal(
+            let frame = self.nodes[c].seal(
                 now,
                 Some(request.helper.clone()),
                 Payload::ProbeRequest { id: request.id, target: request.target.clone() },
@@ -488,11 +489,8 @@ impl Sim {
                 return None; // declined: asking again changes nothing
             }
             let reachable = self.check(self.index[&target], stats);
-            let answer = self.nodes[h].signer.seal(
-                now,
-                Some(opened.sender.clone()),
-                Payload::ProbeAnswer { id, target, reachable },
-            );
+            let answer =
+                self.nodes[h].seal(now, Some(opened.sender.clone()), Payload::ProbeAnswer { id, target, reachable });
             stats.frames_sent += 1;
             stats.bytes_sent += answer.len() as u64;
             if self.lost() {
@@ -512,8 +510,9 @@ impl Sim {
         now: Timestamp,
         stats: &mut PeriodStats,
     ) -> Option<crate::message::Message> {
-        let members = &self.index;
-        match self.nodes[receiver].verifier.open(frame, now, |n| members.contains_key(n)) {
+        let (members, published) = (&self.index, &self.published);
+        let sender_key = |n: &str| members.contains_key(n).then(|| published.get(n).copied()).flatten();
+        match self.nodes[receiver].verifier.open(frame, now, sender_key) {
             Ok(message) => {
                 stats.frames_accepted += 1;
                 Some(message)
@@ -574,7 +573,7 @@ impl Sim {
                     frames.extend((0..self.nodes.len()).filter(|&r| r != s).map(|r| (r, own.clone())));
                 }
                 for (r, ballots) in frames {
-                    let frame = self.nodes[s].signer.seal(sent_at, None, Payload::Results { ballots });
+                    let frame = self.nodes[s].seal(sent_at, None, Payload::Results { ballots });
                     stats.frames_sent += 1;
                     stats.bytes_sent += frame.len() as u64;
                     if self.nodes[r].alive && self.nodes[r].runs {
@@ -585,7 +584,7 @@ impl Sim {
             }
             let Some(ballots) = self.nodes[s].relay.round(window_start) else { continue };
             let carried: u64 = ballots.values().map(|b| b.len() as u64).sum();
-            let frame = std::rc::Rc::new(self.nodes[s].signer.seal(sent_at, None, Payload::Results { ballots }));
+            let frame = std::rc::Rc::new(self.nodes[s].seal(sent_at, None, Payload::Results { ballots }));
             let peers: Vec<usize> = {
                 let held = |h: &str| self.held_unhealthy(s, h) || !self.runs(h);
                 assignment
@@ -716,6 +715,11 @@ struct Attempts {
 }
 
 impl Member {
+    /// Seals and signs one message of this member's.
+    fn seal(&mut self, now: Timestamp, recipient: Option<String>, payload: Payload) -> Vec<u8> {
+        self.signer.seal(&self.key, now, recipient, payload)
+    }
+
     /// Records and signs one of its own ballots; a new one is passed on in the next rounds.
     fn cast(&mut self, target: &str, ballot: Ballot, now: Period) {
         let horizon = now.0.saturating_sub(2 * self.table.window());

@@ -107,7 +107,7 @@ impl Attacker {
             recipient: None,
             payload: Payload::Results { ballots },
         };
-        seal_message(&HmacKey::new(KEY).expect("key"), &message)
+        seal_message(&HmacKey::new(KEY).expect("key"), &self.key, &message)
     }
 
     /// The signed ballots honest members sent it.

@@ -21,12 +21,13 @@ use std::time::Duration;
 use common::{
     Cluster, KEY, Member, Protocol, client, expect, http_send, loopback, metric, until, verdicts, views_agree,
 };
+use edge_health::ballot::SigningKey;
 use edge_health::message::{HmacKey, Message, Payload, seal_message};
 use edge_health::time::Timestamp;
 use edgegrid_core::health::Verdict;
 use edgegrid_core::keys::{
-    EDGE_HEALTH_ADDRESS_ANNOTATION, EDGE_HEALTH_CONFIGMAP, EDGE_HEALTH_UNHEALTHY_VIEW_ANNOTATION,
-    NODE_UNHEALTH_ANNOTATION, NODE_UNIT_LABEL_VALUE,
+    EDGE_HEALTH_ADDRESS_ANNOTATION, EDGE_HEALTH_CONFIGMAP, EDGE_HEALTH_PUBLIC_KEY_ANNOTATION,
+    EDGE_HEALTH_UNHEALTHY_VIEW_ANNOTATION, NODE_UNHEALTH_ANNOTATION, NODE_UNIT_LABEL_VALUE,
 };
 use edgegrid_testing::{RunningBinary, TempDir};
 use fake_apiserver::Fault;
@@ -189,8 +190,10 @@ async fn forged_replayed_and_stray_frames_are_refused() {
     let ip = loopback(21);
     let cluster = Cluster::on_loopback("b", &[ip], LOOPBACK).await;
     // "ghost" is a member whose daemon the test plays (it forges its frames): it publishes
-    // an address on solo's host, whose check target answers for it
-    let ghost_address = json!({EDGE_HEALTH_ADDRESS_ANNOTATION: format!("{ip}:1")});
+    // an address on solo's host, whose check target answers for it, and its node key
+    let ghost = SigningKey::from_seed(&[21; 32]);
+    let ghost_address = json!({EDGE_HEALTH_ADDRESS_ANNOTATION: format!("{ip}:1"),
+        EDGE_HEALTH_PUBLIC_KEY_ANNOTATION: ghost.public_key().to_annotation()});
     cluster.create_node_annotated("ghost", json!({"site": "b"}), ghost_address).await;
     // "legacy" runs SuperEdge's edge-health: same unit, no address published
     cluster.create_node("legacy").await;
@@ -244,22 +247,39 @@ async fn forged_replayed_and_stray_frames_are_refused() {
         recipient: recipient.map(String::from),
         payload: Payload::Results { ballots: BTreeMap::new() },
     };
-    let valid = seal_message(&key, &message("ghost", now(), 1, None));
+    let valid = seal_message(&key, &ghost, &message("ghost", now(), 1, None));
     assert_eq!(http_post(address, "/exchange", &valid).await.0, 204, "a member's sealed results are taken");
     let other_key = HmacKey::new(&[7; 32]).expect("key");
     let hour = Duration::from_secs(3600);
     let cases: Vec<(&str, Vec<u8>, u16, &str)> = vec![
         ("replay", valid.clone(), 401, "replay"),
-        ("bad MAC", seal_message(&other_key, &message("ghost", now(), 2, None)), 401, "bad_mac"),
-        ("unknown sender", seal_message(&key, &message("stranger", now(), 3, None)), 401, "unknown_sender"),
+        ("bad MAC", seal_message(&other_key, &ghost, &message("ghost", now(), 2, None)), 401, "bad_mac"),
+        // a holder of the unit key writing in ghost's name: not ghost's signature
+        (
+            "another node's signature",
+            seal_message(&key, &SigningKey::from_seed(&[22; 32]), &message("ghost", now(), 2, None)),
+            401,
+            "bad_signature",
+        ),
+        ("unknown sender", seal_message(&key, &ghost, &message("stranger", now(), 3, None)), 401, "unknown_sender"),
         // a node of the unit not running this daemon is no member: its frames are a stranger's
-        ("no member", seal_message(&key, &message("legacy", now(), 3, None)), 401, "unknown_sender"),
-        ("old timestamp", seal_message(&key, &message("ghost", now().saturating_sub(hour), 4, None)), 401, "skew"),
-        ("for another node", seal_message(&key, &message("ghost", now(), 5, Some("edge-9"))), 401, "misdirected"),
+        ("no member", seal_message(&key, &ghost, &message("legacy", now(), 3, None)), 401, "unknown_sender"),
+        (
+            "old timestamp",
+            seal_message(&key, &ghost, &message("ghost", now().saturating_sub(hour), 4, None)),
+            401,
+            "skew",
+        ),
+        (
+            "for another node",
+            seal_message(&key, &ghost, &message("ghost", now(), 5, Some("edge-9"))),
+            401,
+            "misdirected",
+        ),
         // a holder of the unit key silencing a member: refused, the member's frames still count
         (
             "sequence ahead of the clock",
-            seal_message(&key, &message("ghost", now(), u64::MAX, None)),
+            seal_message(&key, &ghost, &message("ghost", now(), u64::MAX, None)),
             401,
             "future_sequence",
         ),
@@ -286,16 +306,16 @@ async fn forged_replayed_and_stray_frames_are_refused() {
     let next = || sequence.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     let rotated = HmacKey::new(new_key).expect("key");
     until("frames under the new key accepted", Duration::from_secs(5), || async {
-        let frame = seal_message(&rotated, &message("ghost", now(), next(), None));
+        let frame = seal_message(&rotated, &ghost, &message("ghost", now(), next(), None));
         (http_post(address, "/exchange", &frame).await.0 == 204).then_some(())
     })
     .await;
     assert_eq!(metric(address, r#"edge_health_key_reloads_total{result="loaded"}"#).await, 1.0);
     let rotated_at = Instant::now();
-    let old = seal_message(&key, &message("ghost", now(), next(), None));
+    let old = seal_message(&key, &ghost, &message("ghost", now(), next(), None));
     assert_eq!(http_post(address, "/exchange", &old).await.0, 204, "the old key within --key-rotation-overlap");
     until("the old key refused after the overlap", Duration::from_secs(5), || async {
-        let old = seal_message(&key, &message("ghost", now(), next(), None));
+        let old = seal_message(&key, &ghost, &message("ghost", now(), next(), None));
         (http_post(address, "/exchange", &old).await.0 == 401).then_some(())
     })
     .await;
@@ -307,7 +327,7 @@ async fn forged_replayed_and_stray_frames_are_refused() {
         (metric(address, r#"edge_health_key_reloads_total{result="invalid"}"#).await == 1.0).then_some(())
     })
     .await;
-    let frame = seal_message(&rotated, &message("ghost", now(), next(), None));
+    let frame = seal_message(&rotated, &ghost, &message("ghost", now(), next(), None));
     assert_eq!(http_post(address, "/exchange", &frame).await.0, 204, "still the rotated key");
 
     solo.stop().await;

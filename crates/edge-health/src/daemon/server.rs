@@ -148,7 +148,7 @@ mod tests {
 
     use super::*;
     use crate::daemon::cli::Flags;
-    use crate::daemon::test_support::{KEY, daemon, holding_port, member};
+    use crate::daemon::test_support::{KEY, daemon, holding_port, member, signing_key};
     use crate::message::{HmacKey, Payload, Signer};
 
     /// `request` as the runtime's server hands it over: from a client at `peer`.
@@ -269,8 +269,8 @@ mod tests {
         let now = wall_clock();
         let mut asker = Signer::new(HmacKey::new(KEY).unwrap(), "asker", now);
         let mut request = |id| {
-            let frame =
-                asker.seal(wall_clock(), Some("helper".into()), Payload::ProbeRequest { id, target: "target".into() });
+            let payload = Payload::ProbeRequest { id, target: "target".into() };
+            let frame = asker.seal(&signing_key("asker"), wall_clock(), Some("helper".into()), payload);
             Request::post(EXCHANGE_PATH).body(Body::from(frame)).unwrap()
         };
         let app = router(daemon.clone());

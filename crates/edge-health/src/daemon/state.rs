@@ -23,7 +23,7 @@ use super::peer_cache::{self, PeerCache};
 use crate::ballot::{ForgeryBudget, PublicKey, SignedBallot, SigningKey, check_signature};
 use crate::indirect::{Basis, Conclusion, DirectStep, IndirectProbes, should_help};
 use crate::membership::{Labels, MembershipChange, NodeUnitCheck, UnitId, UnitMembership};
-use crate::message::{Ballot, HmacKey, KeyError, Payload, Rejection, Signer, Verifier};
+use crate::message::{Ballot, FrameBudget, HmacKey, KeyError, Payload, Rejection, Signer, Verifier};
 use crate::relay::{Relay, relays_received};
 use crate::selection::Schedule;
 use crate::time::{Period, PeriodClock, Timestamp};
@@ -344,7 +344,10 @@ impl Daemon {
     pub fn receive(&self, frame: &[u8], now: Timestamp) -> Received {
         let mut st = self.lock();
         let st = &mut *st;
-        let opened = st.crypto.verifier.open(frame, now, |n| st.membership.is_peer(n));
+        let (membership, nodes) = (&st.membership, &st.nodes);
+        let sender_key =
+            |n: &str| membership.is_peer(n).then(|| nodes.get(n).and_then(|node| node.public_key)).flatten();
+        let opened = st.crypto.verifier.open(frame, now, sender_key);
         let message = match opened {
             Ok(message) => message,
             Err(rejection) => {
@@ -403,13 +406,13 @@ impl Daemon {
     /// Seals the answer to a probe request this node ran.
     pub fn seal_answer(&self, requester: &str, id: u64, target: &str, reachable: bool, now: Timestamp) -> Vec<u8> {
         let payload = Payload::ProbeAnswer { id, target: target.to_string(), reachable };
-        self.lock().crypto.signer.seal(now, Some(requester.to_string()), payload)
+        self.lock().crypto.seal(now, Some(requester.to_string()), payload)
     }
 
     /// A fresh frame (its own sequence number) for one attempt of an indirect probe request.
     pub fn seal_request(&self, request: &OutgoingRequest, now: Timestamp) -> Vec<u8> {
         let payload = Payload::ProbeRequest { id: request.id, target: request.target.clone() };
-        self.lock().crypto.signer.seal(now, Some(request.helper.clone()), payload)
+        self.lock().crypto.seal(now, Some(request.helper.clone()), payload)
     }
 
     /// A helper's reply to this node's probe request (a sealed answer, verified like any
@@ -601,7 +604,7 @@ impl Daemon {
             if peers.is_empty() {
                 continue;
             }
-            let frame = st.crypto.signer.seal(now, None, Payload::Results { ballots });
+            let frame = st.crypto.seal(now, None, Payload::Results { ballots });
             frames.push(RelayFrame { frame, peers });
         }
         frames
@@ -734,13 +737,19 @@ impl Daemon {
 }
 
 impl Crypto {
+    /// Seals and signs one message of this node's.
+    fn seal(&mut self, now: Timestamp, recipient: Option<String>, payload: Payload) -> Vec<u8> {
+        self.signer.seal(&self.signing, now, recipient, payload)
+    }
+
     fn new(key: &[u8], signing: SigningKey, settings: &Settings, now: Timestamp) -> Result<Self, KeyError> {
         let hmac = HmacKey::new(key)?;
         let local = settings.node_name.clone();
         Ok(Self {
             key: key.to_vec(),
             signer: Signer::new(hmac.clone(), local.clone(), now),
-            verifier: Verifier::new(hmac, local, settings.protocol.max_clock_skew, now),
+            verifier: Verifier::new(hmac, local, settings.protocol.max_clock_skew, now)
+                .with_budget(FrameBudget::for_protocol(&settings.protocol)),
             signing,
         })
     }

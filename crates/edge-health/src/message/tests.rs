@@ -1,5 +1,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
 use proptest::prelude::*;
 
 use super::*;
@@ -17,8 +19,19 @@ fn at(offset_ms: u64) -> Timestamp {
     Timestamp::from_unix_millis(STARTED.as_unix_millis() + offset_ms)
 }
 
-fn members(name: &str) -> bool {
-    ["a", "b", "c"].contains(&name)
+/// A member's node key (the tests' members are named by one letter).
+fn signing(name: &str) -> SigningKey {
+    SigningKey::from_seed(&[name.as_bytes()[0]; 32])
+}
+
+/// The key each current member publishes: a, b and c are members.
+fn members(name: &str) -> Option<PublicKey> {
+    ["a", "b", "c"].contains(&name).then(|| signing(name).public_key())
+}
+
+/// Seals and signs `message` as its sender would.
+fn seal(key: &HmacKey, message: &Message) -> Vec<u8> {
+    seal_message(key, &signing(&message.sender), message)
 }
 
 fn verifier() -> Verifier {
@@ -40,7 +53,7 @@ fn message(sender: &str, timestamp: Timestamp, sequence: u64) -> Message {
 #[test]
 fn a_valid_message_is_accepted_as_sent() {
     let mut signer = Signer::new(key(), "a", STARTED);
-    let frame = signer.seal(at(10), None, results("c", false));
+    let frame = signer.seal(&signing(signer.sender()), at(10), None, results("c", false));
     let opened = verifier().open(&frame, at(20), members).unwrap();
     assert_eq!(
         opened,
@@ -64,7 +77,7 @@ fn every_payload_round_trips() {
         (Some("b".to_string()), Payload::ProbeAnswer { id: 7, target: "c".into(), reachable: true }),
         (None, Payload::Results { ballots: BTreeMap::new() }),
     ] {
-        let frame = signer.seal(at(0), recipient.clone(), payload.clone());
+        let frame = signer.seal(&signing(signer.sender()), at(0), recipient.clone(), payload.clone());
         let opened = v.open(&frame, at(0), members).unwrap();
         assert_eq!((opened.recipient, opened.payload), (recipient, payload));
     }
@@ -92,19 +105,22 @@ fn wire_format_is_pinned() {
             )]),
         },
     };
-    let frame = String::from_utf8(seal_message(&key(), &message)).unwrap();
+    let frame = String::from_utf8(seal(&key(), &message)).unwrap();
     let sig = "BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBw==";
     let body = format!(
         r#"{{"sender":"edge-1","timestamp":1700000000123,"sequence":42,"payload":{{"results":{{"ballots":{{"edge-3":{{"edge-2":{{"period":170000000,"healthy":false,"sig":"{sig}"}}}}}}}}}}}}"#
     );
     let mac = hex(hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, KEY), body.as_bytes()).as_ref());
-    assert_eq!(frame, format!(r#"{{"body":{body},"mac":"{mac}"}}"#));
+    // Ed25519 is deterministic: the sender's signature over the domain tag and the body
+    let signed = [b"edgegrid.io/edge-health frame v1\0".as_slice(), body.as_bytes()].concat();
+    let frame_sig = STANDARD.encode(signing("edge-1").sign_bytes(&signed).0);
+    assert_eq!(frame, format!(r#"{{"body":{body},"mac":"{mac}","sig":"{frame_sig}"}}"#));
     let request = Message {
         recipient: Some("edge-3".into()),
         payload: Payload::ProbeRequest { id: 9, target: "edge-2".into() },
         ..message
     };
-    let frame = String::from_utf8(seal_message(&key(), &request)).unwrap();
+    let frame = String::from_utf8(seal(&key(), &request)).unwrap();
     assert!(frame.contains(r#""recipient":"edge-3","payload":{"probeRequest":{"id":9,"target":"edge-2"}}"#), "{frame}");
 }
 
@@ -120,7 +136,7 @@ fn keys_must_be_supplied_and_long_enough() {
 
 #[test]
 fn bad_macs_are_rejected() {
-    let good = seal_message(&key(), &message("a", at(0), 1));
+    let good = seal(&key(), &message("a", at(0), 1));
     let text = String::from_utf8(good.clone()).unwrap();
 
     // the body changed in transit: "healthy":false -> true
@@ -133,7 +149,7 @@ fn bad_macs_are_rejected() {
     assert_eq!(verifier().open(spaced.as_bytes(), at(0), members), Err(Rejection::BadMac));
 
     // signed under another key
-    let forged = seal_message(&HmacKey::new(OTHER_KEY).unwrap(), &message("a", at(0), 1));
+    let forged = seal(&HmacKey::new(OTHER_KEY).unwrap(), &message("a", at(0), 1));
     assert_eq!(verifier().open(&forged, at(0), members), Err(Rejection::BadMac));
 
     // a MAC of the right shape but wrong, one truncated, one empty
@@ -141,9 +157,10 @@ fn bad_macs_are_rejected() {
     let mut flipped = text.clone().into_bytes();
     flipped[mac_start] = if flipped[mac_start] == b'0' { b'1' } else { b'0' };
     assert_eq!(verifier().open(&flipped, at(0), members), Err(Rejection::BadMac));
-    let truncated = format!("{}\"}}", &text[..mac_start + 62]);
+    let sig_field = &text[text.rfind(r#"","sig":"#).unwrap()..];
+    let truncated = format!("{}{sig_field}", &text[..mac_start + 62]);
     assert_eq!(verifier().open(truncated.as_bytes(), at(0), members), Err(Rejection::BadMac));
-    let empty = format!("{}\"}}", &text[..mac_start]);
+    let empty = format!("{}{sig_field}", &text[..mac_start]);
     assert_eq!(verifier().open(empty.as_bytes(), at(0), members), Err(Rejection::BadMac));
 
     // and after all that, the genuine frame is still accepted: rejections change nothing
@@ -186,22 +203,26 @@ fn malformed_frames_are_rejected() {
 fn unknown_senders_are_rejected() {
     let mut v = verifier();
     // a node of another unit holding the same key
-    let stranger = seal_message(&key(), &message("z", at(0), 1));
+    let stranger = seal(&key(), &message("z", at(0), 1));
     assert_eq!(v.open(&stranger, at(0), members), Err(Rejection::UnknownSender));
     // a frame claiming to come from the receiver itself
-    let own = seal_message(&key(), &message("b", at(0), 1));
+    let own = seal(&key(), &message("b", at(0), 1));
     assert_eq!(v.open(&own, at(0), members), Err(Rejection::UnknownSender));
     // a former member
-    let former = seal_message(&key(), &message("a", at(0), 1));
-    assert_eq!(v.open(&former, at(0), |n| n == "c"), Err(Rejection::UnknownSender));
+    let former = seal(&key(), &message("a", at(0), 1));
+    assert_eq!(v.open(&former, at(0), |n| (n == "c").then(|| signing(n).public_key())), Err(Rejection::UnknownSender));
     assert_eq!(v.remembered_senders(), 0, "rejected senders leave no state");
 }
 
 #[test]
 fn messages_for_another_node_are_rejected() {
     let mut signer = Signer::new(key(), "a", STARTED);
-    let frame =
-        signer.seal(at(0), Some("c".into()), Payload::ProbeAnswer { id: 1, target: "c".into(), reachable: true });
+    let frame = signer.seal(
+        &signing(signer.sender()),
+        at(0),
+        Some("c".into()),
+        Payload::ProbeAnswer { id: 1, target: "c".into(), reachable: true },
+    );
     assert_eq!(verifier().open(&frame, at(0), members), Err(Rejection::Misdirected));
 }
 
@@ -216,7 +237,7 @@ fn timestamps_outside_the_skew_are_rejected() {
         ("an hour old", Timestamp::from_unix_millis(now.as_unix_millis() - 3_600_000), false),
     ];
     for (name, timestamp, accepted) in cases {
-        let frame = seal_message(&key(), &message("a", timestamp, 1));
+        let frame = seal(&key(), &message("a", timestamp, 1));
         let got = verifier().open(&frame, now, members);
         if accepted {
             assert!(got.is_ok(), "{name}: {got:?}");
@@ -229,29 +250,29 @@ fn timestamps_outside_the_skew_are_rejected() {
 #[test]
 fn replays_are_rejected() {
     let mut v = verifier();
-    let first = seal_message(&key(), &message("a", at(0), 100));
+    let first = seal(&key(), &message("a", at(0), 100));
     assert!(v.open(&first, at(0), members).is_ok());
     assert_eq!(v.open(&first, at(1), members), Err(Rejection::Replay), "the same frame again");
 
     // a later frame, then an earlier one delivered late: accepted once
-    let later = seal_message(&key(), &message("a", at(2), 103));
-    let late = seal_message(&key(), &message("a", at(1), 101));
+    let later = seal(&key(), &message("a", at(2), 103));
+    let late = seal(&key(), &message("a", at(1), 101));
     assert!(v.open(&later, at(2), members).is_ok());
     assert!(v.open(&late, at(3), members).is_ok(), "reordered, not replayed");
     assert_eq!(v.open(&late, at(3), members), Err(Rejection::Replay));
 
     // the same sequence under a new timestamp (re-signed by a key holder) is still a replay
-    let resigned = seal_message(&key(), &message("a", at(5), 103));
+    let resigned = seal(&key(), &message("a", at(5), 103));
     assert_eq!(v.open(&resigned, at(5), members), Err(Rejection::Replay));
 
     // beyond the window: too old to tell, refused
-    let far = seal_message(&key(), &message("a", at(6), 103 + REPLAY_WINDOW + 1));
+    let far = seal(&key(), &message("a", at(6), 103 + REPLAY_WINDOW + 1));
     assert!(v.open(&far, at(6), members).is_ok());
-    let ancient = seal_message(&key(), &message("a", at(6), 102));
+    let ancient = seal(&key(), &message("a", at(6), 102));
     assert_eq!(v.open(&ancient, at(6), members), Err(Rejection::Replay));
 
     // each sender has its own numbering
-    let other = seal_message(&key(), &message("c", at(7), 1));
+    let other = seal(&key(), &message("c", at(7), 1));
     assert!(v.open(&other, at(7), members).is_ok());
 }
 
@@ -260,29 +281,29 @@ fn a_rotated_key_overlaps_with_the_one_it_replaces_then_the_old_one_is_refused()
     let mut v = verifier();
     let other = HmacKey::new(OTHER_KEY).unwrap();
     let mut new_sender = Signer::new(key(), "a", STARTED);
-    let before = new_sender.seal(at(1), None, results("c", true));
+    let before = new_sender.seal(&signing(new_sender.sender()), at(1), None, results("c", true));
     assert!(v.open(&before, at(1), members).is_ok());
     // the receiver gets the new key: the old one is accepted until +60 s
     v.rotate(other.clone(), at(60_000));
     new_sender.rotate(other.clone());
-    let under_new = new_sender.seal(at(2), None, results("c", true));
+    let under_new = new_sender.seal(&signing(new_sender.sender()), at(2), None, results("c", true));
     assert!(v.open(&under_new, at(2), members).is_ok(), "the new key");
-    let under_old = seal_message(&key(), &message("c", at(3), 7));
+    let under_old = seal(&key(), &message("c", at(3), 7));
     assert!(v.open(&under_old, at(3), members).is_ok(), "a node still on the old key, within the overlap");
     // the replay window survived the rotation: the first frame is still a replay, and a
     // frame under the old key is not a way around it
     assert_eq!(v.open(&before, at(4), members), Err(Rejection::Replay));
-    let late = seal_message(&key(), &message("c", at(60_000), 8));
+    let late = seal(&key(), &message("c", at(60_000), 8));
     assert!(v.open(&late, at(60_000), members).is_ok(), "the overlap's last moment");
-    let too_late = seal_message(&key(), &message("c", at(60_001), 9));
+    let too_late = seal(&key(), &message("c", at(60_001), 9));
     assert_eq!(v.open(&too_late, at(60_001), members), Err(Rejection::BadMac), "after the overlap");
-    let neither = seal_message(&HmacKey::new(&[9; 32]).unwrap(), &message("c", at(4), 10));
+    let neither = seal(&HmacKey::new(&[9; 32]).unwrap(), &message("c", at(4), 10));
     assert_eq!(v.open(&neither, at(4), members), Err(Rejection::BadMac), "a key never used");
     // a second rotation replaces the previous key: only the one just replaced overlaps
     v.rotate(HmacKey::new(&[5; 32]).unwrap(), at(120_000));
-    let two_back = seal_message(&key(), &message("c", at(61_000), 11));
+    let two_back = seal(&key(), &message("c", at(61_000), 11));
     assert_eq!(v.open(&two_back, at(61_000), members), Err(Rejection::BadMac));
-    let one_back = seal_message(&other, &message("c", at(61_000), 12));
+    let one_back = seal(&other, &message("c", at(61_000), 12));
     assert!(v.open(&one_back, at(61_000), members).is_ok());
     // the sender's sequence went on across its rotation
     let next = new_sender.message(at(5), None, results("c", true));
@@ -292,7 +313,7 @@ fn a_rotated_key_overlaps_with_the_one_it_replaces_then_the_old_one_is_refused()
 #[test]
 fn messages_from_before_the_receiver_started_are_replays() {
     // the receiver restarted and forgot what it accepted: it cannot tell a replay
-    let frame = seal_message(&key(), &message("a", Timestamp::from_unix_millis(STARTED.as_unix_millis() - 1), 1));
+    let frame = seal(&key(), &message("a", Timestamp::from_unix_millis(STARTED.as_unix_millis() - 1), 1));
     assert_eq!(verifier().open(&frame, at(0), members), Err(Rejection::Replay));
 }
 
@@ -301,17 +322,19 @@ fn a_restarted_sender_continues_above_its_old_sequence() {
     let mut v = verifier();
     let mut before = Signer::new(key(), "a", at(0));
     for _ in 0..1000 {
-        assert!(v.open(&before.seal(at(0), None, results("c", true)), at(0), members).is_ok());
+        assert!(
+            v.open(&before.seal(&signing(before.sender()), at(0), None, results("c", true)), at(0), members).is_ok()
+        );
     }
     let mut after = Signer::new(key(), "a", at(1));
-    assert!(v.open(&after.seal(at(1), None, results("c", true)), at(1), members).is_ok());
+    assert!(v.open(&after.seal(&signing(after.sender()), at(1), None, results("c", true)), at(1), members).is_ok());
 }
 
 #[test]
 fn departed_senders_are_forgotten() {
     let mut v = verifier();
     for (sender, seq) in [("a", 1), ("c", 1)] {
-        assert!(v.open(&seal_message(&key(), &message(sender, at(0), seq)), at(0), members).is_ok());
+        assert!(v.open(&seal(&key(), &message(sender, at(0), seq)), at(0), members).is_ok());
     }
     assert_eq!(v.remembered_senders(), 2);
     v.retain_senders(|n| n == "c");
@@ -328,11 +351,11 @@ proptest! {
     /// Any change to any byte of a sealed frame is refused, never accepted as something else.
     #[test]
     fn any_corruption_is_rejected(index in any::<prop::sample::Index>(), flip in 1u8..=255) {
-        let mut frame = seal_message(&key(), &message("a", at(0), 1));
+        let mut frame = seal(&key(), &message("a", at(0), 1));
         let i = index.index(frame.len());
         frame[i] ^= flip;
         let got = verifier().open(&frame, at(0), members);
-        prop_assert!(matches!(got, Err(Rejection::BadMac | Rejection::Malformed)), "{:?}", got);
+        prop_assert!(matches!(got, Err(Rejection::BadMac | Rejection::Malformed | Rejection::BadSignature)), "{:?}", got);
     }
 
     /// The verifier accepts each sequence number at most once, and accepts exactly those
@@ -342,7 +365,7 @@ proptest! {
         let mut v = verifier();
         let mut seen: BTreeSet<u64> = BTreeSet::new();
         for seq in sequences {
-            let frame = seal_message(&key(), &message("a", at(0), seq));
+            let frame = seal(&key(), &message("a", at(0), seq));
             let highest = seen.last().copied();
             let want = !seen.contains(&seq) && highest.is_none_or(|h| seq + REPLAY_WINDOW >= h);
             let got = v.open(&frame, at(0), members);
@@ -361,18 +384,94 @@ proptest! {
 #[test]
 fn a_sequence_ahead_of_the_clock_cannot_silence_its_sender() {
     let mut receiver = verifier();
-    let forged = seal_message(&key(), &message("a", at(10), u64::MAX));
+    let forged = seal(&key(), &message("a", at(10), u64::MAX));
     assert_eq!(receiver.open(&forged, at(20), members), Err(Rejection::FutureSequence));
     // just past what the clock and the allowed skew allow: refused too
     let horizon = at(20).saturating_add(SKEW).as_unix_millis() * 1000;
-    let ahead = seal_message(&key(), &message("a", at(10), horizon + 1));
+    let ahead = seal(&key(), &message("a", at(10), horizon + 1));
     assert_eq!(receiver.open(&ahead, at(20), members), Err(Rejection::FutureSequence));
     // the real sender, started with the receiver, is heard
     let mut signer = Signer::new(key(), "a", STARTED);
-    let real = signer.seal(at(15), None, results("c", false));
+    let real = signer.seal(&signing(signer.sender()), at(15), None, results("c", false));
     assert!(receiver.open(&real, at(20), members).is_ok(), "the forged frames left no trace");
     // a sender whose clock runs ahead within the skew is heard as well
     let mut early = Signer::new(key(), "c", at(20).saturating_add(SKEW));
-    let frame = early.seal(at(20).saturating_add(SKEW), None, results("a", true));
+    let frame = early.seal(&signing(early.sender()), at(20).saturating_add(SKEW), None, results("a", true));
     assert!(receiver.open(&frame, at(20), members).is_ok());
+}
+
+/// Attack 2 of issue 35: a member holding the unit key seals a frame in another member's
+/// name with a sequence just inside the clock's horizon (now in microseconds): accepted, it
+/// would make every real frame of that member (its start time in microseconds plus its
+/// count) a replay for the rest of its run. Its signature is not the named member's, so it
+/// is refused and the member's replay state does not move.
+#[test]
+fn a_frame_in_another_members_name_cannot_mute_it() {
+    let mut receiver = verifier();
+    let mut real = Signer::new(key(), "a", STARTED);
+    assert!(receiver.open(&real.seal(&signing("a"), at(10), None, results("c", false)), at(10), members).is_ok());
+    // "c" holds the unit key and its own node key, and writes in "a"'s name
+    let muting = message("a", at(20), at(20).as_unix_millis() * 1000);
+    let forged = seal_message(&key(), &signing("c"), &muting);
+    assert_eq!(receiver.open(&forged, at(20), members), Err(Rejection::BadSignature));
+    // "a"'s next real frame is heard
+    let next = real.seal(&signing("a"), at(30), None, results("c", true));
+    assert!(receiver.open(&next, at(30), members).is_ok(), "the forged frame moved a's sequence");
+    // signed by "a" but under the key "a" no longer publishes (re-imaged): refused, no trace
+    let stale =
+        seal_message(&key(), &SigningKey::from_seed(&[7; 32]), &message("a", at(40), at(40).as_unix_millis() * 1000));
+    assert_eq!(receiver.open(&stale, at(40), members), Err(Rejection::BadSignature));
+    assert!(receiver.open(&real.seal(&signing("a"), at(50), None, results("c", true)), at(50), members).is_ok());
+}
+
+/// A member flooding this node with frames it signed has at most the budget taken (the
+/// rest refused before their signature is checked), gets it back as time passes, and
+/// another member forging frames in its name spends none of it.
+#[test]
+fn a_flooding_sender_is_held_to_its_budget_and_forgers_cannot_spend_anyones() {
+    let budget = FrameBudget { per_second: 10.0, burst: 5.0 };
+    let mut receiver = verifier().with_budget(budget);
+    let mut flooder = Signer::new(key(), "a", STARTED);
+    let mut send = |receiver: &mut Verifier, offset: u64| {
+        let frame = flooder.seal(&signing("a"), at(offset), None, results("c", false));
+        receiver.open(&frame, at(offset), members)
+    };
+    for _ in 0..5 {
+        assert!(send(&mut receiver, 0).is_ok());
+    }
+    assert_eq!(send(&mut receiver, 0), Err(Rejection::OverBudget), "the burst is spent");
+    // 10 a second: one more after 100 ms
+    assert!(send(&mut receiver, 100).is_ok());
+    assert_eq!(send(&mut receiver, 100), Err(Rejection::OverBudget));
+    // "c" forges frames in "a"'s name: refused, a's budget untouched
+    let mut other = verifier().with_budget(budget);
+    for sequence in 0..20 {
+        let forged =
+            seal_message(&key(), &signing("c"), &message("a", at(0), at(0).as_unix_millis() * 1000 + sequence));
+        assert_eq!(other.open(&forged, at(0), members), Err(Rejection::BadSignature));
+    }
+    let mut real = Signer::new(key(), "a", STARTED);
+    for _ in 0..5 {
+        assert!(other.open(&real.seal(&signing("a"), at(0), None, results("c", true)), at(0), members).is_ok());
+    }
+}
+
+/// The budget holds every frame an honest member sends a receiver at the protocol's most:
+/// twice that, per period.
+#[test]
+fn the_budget_is_twice_an_honest_members_most() {
+    let protocol = crate::config::ProtocolConfig {
+        period: Duration::from_secs(10),
+        probes_per_period: 3,
+        indirect_helpers: 3,
+        indirect_timeout: Duration::from_secs(2),
+        vote_window: 3,
+        max_clock_skew: SKEW,
+        send_retries: 1,
+        relay_rounds: 8,
+        relay_fanout: 3,
+        relay_spread: 2,
+    };
+    // (8 relay rounds + 3 requests + 3 answers) x 2 attempts = 28 a period at most
+    assert_eq!(FrameBudget::for_protocol(&protocol), FrameBudget { per_second: 5.6, burst: 56.0 });
 }

@@ -251,7 +251,7 @@ fn one_forged_message_has_no_effect() {
     // the receiver: a member that is neither the target nor one of its checkers
     let local = members.iter().find(|m| *m != "n04" && !assigned.contains(m)).unwrap();
     let mut verifier = Verifier::new(key.clone(), local.as_str(), Duration::from_secs(30), start);
-    let is_member = |n: &str| members.iter().any(|m| m == n);
+    let sender_key = |n: &str| members.iter().any(|m| m == n).then(|| member_key(n).public_key());
     let accuse = |sender: &str, sequence| Message {
         sender: sender.to_string(),
         timestamp: start,
@@ -265,7 +265,7 @@ fn one_forged_message_has_no_effect() {
         },
     };
     let deliver = |table: &mut VoteTable, s: &mut Schedule, verifier: &mut Verifier, frame: &[u8]| {
-        let message = verifier.open(frame, start, is_member)?;
+        let message = verifier.open(frame, start, sender_key)?;
         if let Payload::Results { ballots } = message.payload {
             for (checker, by_target) in ballots {
                 for (target, b) in by_target {
@@ -280,14 +280,14 @@ fn one_forged_message_has_no_effect() {
     // forged: the attacker does not have the key, and signs as each assigned checker
     let forger = HmacKey::new(&[8; 32]).unwrap();
     for c in &assigned {
-        let frame = seal_message(&forger, &accuse(c, 1));
+        let frame = seal_message(&forger, &member_key(c), &accuse(c, 1));
         assert_eq!(deliver(&mut table, &mut s, &mut verifier, &frame), Err(Rejection::BadMac));
     }
     assert!(table.evaluate(Period(20), &mut s).is_empty());
     assert_eq!(table.verdict("n04"), Verdict::Undecided);
 
     // one real checker's genuine accusation, replayed many times, is still one ballot
-    let genuine = seal_message(&key, &accuse(&assigned[0], 5));
+    let genuine = seal_message(&key, &member_key(&assigned[0]), &accuse(&assigned[0], 5));
     assert_eq!(deliver(&mut table, &mut s, &mut verifier, &genuine), Ok(()));
     for _ in 0..3 {
         assert_eq!(deliver(&mut table, &mut s, &mut verifier, &genuine), Err(Rejection::Replay));
