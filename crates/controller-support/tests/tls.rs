@@ -69,9 +69,18 @@ async fn serve(tls: TlsConfig) -> TlsTestServer {
 }
 
 /// `tls.crt` and `tls.key` in `dir`, written in place.
+/// Replaces `path` with `contents` at once (a sibling file renamed over it), as a kubelet
+/// updates a mounted Secret: a plain write truncates first, and a reload that reads the
+/// empty file in between counts an error of its own.
+fn replace(path: std::path::PathBuf, contents: impl AsRef<[u8]>) -> std::io::Result<()> {
+    let temporary = path.with_extension("tmp");
+    std::fs::write(&temporary, contents)?;
+    std::fs::rename(temporary, path)
+}
+
 fn write_files(dir: &TempDir, cert: &TestCert) {
-    std::fs::write(dir.join("tls.crt"), &cert.cert_pem).unwrap();
-    std::fs::write(dir.join("tls.key"), &cert.key_pem).unwrap();
+    replace(dir.join("tls.crt"), &cert.cert_pem).unwrap();
+    replace(dir.join("tls.key"), &cert.key_pem).unwrap();
 }
 
 fn files_config(dir: &TempDir) -> TlsConfig {
@@ -293,8 +302,8 @@ fn write_secret_volume(dir: &TempDir, cert: &TestCert, version: u32) {
     use std::os::unix::fs::symlink;
     let data = format!("..{version}");
     std::fs::create_dir(dir.join(&data)).unwrap();
-    std::fs::write(dir.join(&data).join("tls.crt"), &cert.cert_pem).unwrap();
-    std::fs::write(dir.join(&data).join("tls.key"), &cert.key_pem).unwrap();
+    replace(dir.join(&data).join("tls.crt"), &cert.cert_pem).unwrap();
+    replace(dir.join(&data).join("tls.key"), &cert.key_pem).unwrap();
     symlink(&data, dir.join("..data_tmp")).unwrap();
     std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();
     for name in ["tls.crt", "tls.key"] {
@@ -333,12 +342,12 @@ async fn rotated_files_reach_new_connections_and_no_request_fails() {
         // the same contents, now in regular files
         let contents = std::fs::read(dir.join(name)).unwrap();
         std::fs::remove_file(dir.join(name)).unwrap();
-        std::fs::write(dir.join(name), contents).unwrap();
+        replace(dir.join(name), contents).unwrap();
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
-    std::fs::write(dir.join("tls.crt"), &certs[2].cert_pem).unwrap();
+    replace(dir.join("tls.crt"), &certs[2].cert_pem).unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await;
-    std::fs::write(dir.join("tls.key"), &certs[2].key_pem).unwrap();
+    replace(dir.join("tls.key"), &certs[2].key_pem).unwrap();
     latencies.push(wait_for_cert(served.https, &client, &certs[2], Duration::from_secs(5)).await);
     tokio::time::sleep(Duration::from_millis(200)).await;
     write_files(&dir, &certs[3]);
@@ -376,12 +385,12 @@ async fn unusable_files_keep_the_certificate_served_and_are_reported_once() {
     write_files(&dir, &first);
     let served = serve(files_config(&dir)).await;
     let client = ca.client_config(None);
-    std::fs::write(dir.join("tls.crt"), "not a certificate").unwrap();
+    replace(dir.join("tls.crt"), "not a certificate").unwrap();
     // once for these contents, however many times they are read
     counts_once(served.plain, "tls_reload_errors", 1).await;
     assert_eq!(served_cert(served.https, &client).await, first.cert_der, "a broken certificate file");
 
-    std::fs::write(dir.join("tls.crt"), &second.cert_pem).unwrap();
+    replace(dir.join("tls.crt"), &second.cert_pem).unwrap();
     counts_once(served.plain, "tls_reload_errors", 2).await;
     assert_eq!(served_cert(served.https, &client).await, first.cert_der, "a key that is not the certificate's");
 
@@ -390,12 +399,12 @@ async fn unusable_files_keep_the_certificate_served_and_are_reported_once() {
     assert_eq!(served_cert(served.https, &client).await, first.cert_der, "a missing key file");
 
     let truncated = &second.key_pem[..second.key_pem.len() / 2];
-    std::fs::write(dir.join("tls.key"), truncated).unwrap();
+    replace(dir.join("tls.key"), truncated).unwrap();
     counts_once(served.plain, "tls_reload_errors", 4).await;
     assert_eq!(served_cert(served.https, &client).await, first.cert_der, "a truncated key");
     assert_eq!(counter(served.plain, "tls_reloads").await, 0);
 
-    std::fs::write(dir.join("tls.key"), &second.key_pem).unwrap();
+    replace(dir.join("tls.key"), &second.key_pem).unwrap();
     wait_for_cert(served.https, &client, &second, Duration::from_secs(5)).await;
     assert_eq!(counter(served.plain, "tls_reloads").await, 1);
     assert_eq!(counter(served.plain, "tls_reload_errors").await, 4);
@@ -408,11 +417,11 @@ async fn unusable_files_at_start_are_an_error() {
     let (first, second) = (ca.server_cert(1), ca.server_cert(2));
     let missing = TlsConfig::from_files(dir.join("tls.crt"), dir.join("tls.key")).unwrap_err();
     assert!(matches!(missing, TlsError::Read { .. }), "{missing:?}");
-    std::fs::write(dir.join("tls.crt"), &first.cert_pem).unwrap();
-    std::fs::write(dir.join("tls.key"), &second.key_pem).unwrap();
+    replace(dir.join("tls.crt"), &first.cert_pem).unwrap();
+    replace(dir.join("tls.key"), &second.key_pem).unwrap();
     let mismatched = TlsConfig::from_files(dir.join("tls.crt"), dir.join("tls.key")).unwrap_err();
     assert!(matches!(mismatched, TlsError::KeyMismatch { .. }), "{mismatched:?}");
-    std::fs::write(dir.join("ca.pem"), "no certificate here").unwrap();
+    replace(dir.join("ca.pem"), "no certificate here").unwrap();
     write_files(&dir, &first);
     let config = TlsConfig::from_files(dir.join("tls.crt"), dir.join("tls.key")).unwrap();
     let no_ca = config.with_client_ca_file(dir.join("ca.pem")).unwrap_err();
@@ -445,7 +454,7 @@ async fn with_a_client_ca_only_its_certificates_are_let_in() {
     let server_ca = TestCa::new("server-ca");
     let (clients_ca, other_ca) = (TestCa::new("clients-ca"), TestCa::new("other-ca"));
     write_files(&dir, &server_ca.server_cert(1));
-    std::fs::write(dir.join("client-ca.pem"), clients_ca.cert_pem()).unwrap();
+    replace(dir.join("client-ca.pem"), clients_ca.cert_pem()).unwrap();
     let tls = files_config(&dir).with_client_ca_file(dir.join("client-ca.pem")).unwrap();
     assert!(tls.requires_client_certificates());
     let served = serve(tls).await;
@@ -468,7 +477,7 @@ async fn with_a_client_ca_only_its_certificates_are_let_in() {
     assert_eq!(http_get(served.plain, "/readyz").await, Some((200, "ok".into())));
 
     // the bundle is re-read: now the other CA's clients only
-    std::fs::write(dir.join("client-ca.pem"), other_ca.cert_pem()).unwrap();
+    replace(dir.join("client-ca.pem"), other_ca.cert_pem()).unwrap();
     let start = Instant::now();
     let intruder_client = client_config(&roots, Some(&intruder), rustls::DEFAULT_VERSIONS);
     while https_get(served.https, "/api", intruder_client.clone()).await.is_err() {
@@ -478,7 +487,7 @@ async fn with_a_client_ca_only_its_certificates_are_let_in() {
     let apiserver_client = client_config(&roots, Some(&apiserver), rustls::DEFAULT_VERSIONS);
     assert!(https_get(served.https, "/api", apiserver_client).await.is_err());
     // an unusable bundle keeps the one in use
-    std::fs::write(dir.join("client-ca.pem"), "garbage").unwrap();
+    replace(dir.join("client-ca.pem"), "garbage").unwrap();
     counts_once(served.plain, "tls_reload_errors", 1).await;
     assert_eq!(get_ok(served.https, "/api", &intruder_client).await.status, 200);
 }
