@@ -10,15 +10,21 @@ use std::process::{Command, Stdio};
 use edgegrid_tests::{require_tool, workspace_root};
 use serde_json::{Value, json};
 
-fn render(helm: &std::path::Path, extra: &[&str]) -> Vec<Value> {
+/// `helm <command> edgegrid charts/edgegrid --namespace edgegrid <flags> <extra>`: its stdout.
+fn helm_run(helm: &std::path::Path, command: &str, flags: &[&str], extra: &[&str]) -> String {
     let output = Command::new(helm)
-        .args(["template", "edgegrid", "charts/edgegrid", "--namespace", "edgegrid", "--include-crds"])
+        .args([command, "edgegrid", "charts/edgegrid", "--namespace", "edgegrid"])
+        .args(flags)
         .args(extra)
         .current_dir(workspace_root())
         .output()
         .unwrap();
-    assert!(output.status.success(), "helm template: {}", String::from_utf8_lossy(&output.stderr));
-    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(output.status.success(), "helm {command}: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout).unwrap()
+}
+
+fn render(helm: &std::path::Path, extra: &[&str]) -> Vec<Value> {
+    let text = helm_run(helm, "template", &["--include-crds"], extra);
     serde_saphyr::from_multiple::<Value>(&text).unwrap().into_iter().filter(|d| !d.is_null()).collect()
 }
 
@@ -1121,4 +1127,34 @@ fn images_are_built_here(all: &[Value]) {
         let built_here = built.split_whitespace().any(|b| b.trim_end_matches(';') == binary);
         assert!(built_here, "the Containerfile does not build {binary}");
     }
+}
+
+/// `helm install`'s notes, rendered offline (`--dry-run=client`).
+fn install_notes(helm: &std::path::Path, extra: &[&str]) -> String {
+    let text = helm_run(helm, "install", &["--dry-run=client"], extra);
+    text.split_once("\nNOTES:\n").map(|(_, notes)| notes.to_string()).expect("notes")
+}
+
+/// A unit of two protects nobody unless the operator opts in: the install notes say so
+/// either way, and the opt-in reaches both places the vote is counted (every daemon and
+/// the cloud's verdict writer), never one without the other.
+#[test]
+#[cfg_attr(missing_helm, ignore = "helm not found at $HELM or .tools/bin: run .ci/install-tools")]
+fn units_of_two_are_an_explicit_opt_in() {
+    let helm = require_tool("helm");
+    let flag = "--allow-units-of-two".to_string();
+    let defaults = render(&helm, &[]);
+    assert!(!args(find(&defaults, "DaemonSet", "edge-health")).contains(&flag));
+    assert!(!args(find(&defaults, "Deployment", "edge-health-admission")).contains(&flag));
+    let notes = install_notes(&helm, &[]);
+    assert!(notes.contains("Units of two members protect nobody"), "{notes}");
+    assert!(notes.contains("edgeHealth.allowUnitsOfTwo=true"), "{notes}");
+    assert!(!notes.contains("WARNING"), "{notes}");
+
+    let opted = render(&helm, &["--set", "edgeHealth.allowUnitsOfTwo=true"]);
+    assert!(args(find(&opted, "DaemonSet", "edge-health")).contains(&flag));
+    assert!(args(find(&opted, "Deployment", "edge-health-admission")).contains(&flag));
+    let notes = install_notes(&helm, &["--set", "edgeHealth.allowUnitsOfTwo=true"]);
+    assert!(notes.contains("WARNING: edgeHealth.allowUnitsOfTwo is true"), "{notes}");
+    assert!(notes.contains("a compromised member can keep its dead partner protected"), "{notes}");
 }

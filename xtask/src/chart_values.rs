@@ -219,6 +219,8 @@ pub struct EdgeHealth {
     pub node_restriction_policy: bool,
     /// Who writes the nodeunhealth verdicts (`--verdict-writer`).
     pub verdict_writer: VerdictWriter,
+    /// Let the one peer decide in a unit of two (`--allow-units-of-two`, daemons and writer).
+    pub allow_units_of_two: bool,
     pub resources: serde_json::Value,
 }
 

@@ -70,9 +70,9 @@ unit-b   edge-b-1   default/echo-svc   echo-unit-b-0@edge-b-0 echo-unit-b-1@edge
 unit-b   edge-b-2   default/echo-svc   echo-unit-b-0@edge-b-0 echo-unit-b-1@edge-b-1
 What the cloud says of each node:
 NODE       UNIT     READY     NODEUNHEALTH   TAINTS                                         PODS READY
-edge-a-0   unit-a   True      -              -                                              2/2
+edge-a-0   unit-a   True      undecided      -                                              2/2
 edge-a-1   unit-a   Unknown   yes            unreachable:NoExecute,unreachable:NoSchedule   0/1
-edge-a-2   unit-a   True      -              -                                              0/0
+edge-a-2   unit-a   True      undecided      -                                              0/0
 edge-b-0   unit-b   True      -              -                                              2/2
 edge-b-1   unit-b   True      -              -                                              2/2
 edge-b-2   unit-b   True      -              -                                              1/1

@@ -49,13 +49,18 @@ pub const GRID_UNIQ_KEY_LABEL: &str = "superedge.io/grid-uniq-key";
 /// unchanged objects on every resync.
 pub const APPLIED_HASH_ANNOTATION: &str = "superedge.io/applied-hash";
 
-/// Node annotation written by edge-health: present (any value) means the node's unit
-/// voted it unhealthy, absent means healthy, as SuperEdge v0.9's readers read it (see
-/// `crate::protection::voted_unhealthy`).
+/// Node annotation written by edge-health: absent means the node's unit vouches for it
+/// (a majority of at least two peers see it alive); present (any value) means it does not,
+/// and the node gets stock handling, as SuperEdge v0.9's readers read it (see
+/// `crate::protection::voted_unhealthy`). The writers say why in the value:
+/// [`NODE_UNHEALTH_YES`] (voted unhealthy) or [`NODE_UNHEALTH_UNDECIDED`] (no verdict).
 pub const NODE_UNHEALTH_ANNOTATION: &str = "nodeunhealth";
 /// The value the writers set [`NODE_UNHEALTH_ANNOTATION`] to (SuperEdge's edge-health
 /// writes the same); readers do not look at the value.
 pub const NODE_UNHEALTH_YES: &str = "yes";
+/// The value of [`NODE_UNHEALTH_ANNOTATION`] on a node its unit has no verdict on (a tie,
+/// a single voice, too few ballots): its protection is not earned, so it is withheld.
+pub const NODE_UNHEALTH_UNDECIDED: &str = "undecided";
 /// Node annotation: the longest this node may stay Ready=Unknown and still be protected
 /// by the edge rule (see `crate::protection`), counted from the Ready condition's
 /// `lastTransitionTime`; past it the node is handled as stock Kubernetes would. A Go
@@ -132,6 +137,7 @@ mod tests {
             (super::APPLIED_HASH_ANNOTATION, "superedge.io/applied-hash"),
             (super::NODE_UNHEALTH_ANNOTATION, "nodeunhealth"),
             (super::NODE_UNHEALTH_YES, "yes"),
+            (super::NODE_UNHEALTH_UNDECIDED, "undecided"),
             (super::MAX_UNREACHABLE_PROTECTION_ANNOTATION, "superedge.io/max-unreachable-protection"),
             (super::TAINT_UNREACHABLE, "node.kubernetes.io/unreachable"),
             (super::TAINT_NOT_READY, "node.kubernetes.io/not-ready"),

@@ -4,8 +4,10 @@
 //!
 //! A node is protected when its Ready condition is Unknown, edge-health watches it (it is
 //! a member of a unit whose peers probe it and vote on it: [`crate::membership`]), it is
-//! not annotated `nodeunhealth` (any value), and it has not been Unknown for longer than its
-//! protection limit. The limit is the cluster-wide one (`--max-unreachable-protection`),
+//! not annotated `nodeunhealth` (any value: the vote's writers mark a node its unit voted
+//! down `"yes"` and one it reached no verdict on `"undecided"`, so the annotation is absent
+//! only where two peers vouch for the node, see [`crate::unit_verdict`]), and it has not
+//! been Unknown for longer than its protection limit. The limit is the cluster-wide one (`--max-unreachable-protection`),
 //! or the node's [`MAX_UNREACHABLE_PROTECTION_ANNOTATION`] when that is valid and shorter:
 //! a node may ask to be protected for less, never for more (the annotation is on the
 //! node's own object, which its edge identity may be able to write). Zero means unlimited.

@@ -43,6 +43,11 @@ pub struct Flags {
     /// daemons publish on their own Nodes (`--verdict-writer=cloud`); 0 turns that off.
     #[arg(long, default_value = "1s", value_parser = controller_support::parse_duration)]
     pub verdict_write_period: Duration,
+    /// In a unit of exactly two members, let each member's view alone decide about the
+    /// other (off: nobody in a unit of two is protected, nor voted down). Must match the
+    /// edge-health daemons' `--allow-units-of-two`.
+    #[arg(long)]
+    pub allow_units_of_two: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -74,6 +79,7 @@ impl Flags {
 
     pub fn node_cache(&self) -> NodeCache {
         NodeCache::new(self.edge_rule.unit_source())
+            .with_vote_rule(edgegrid_core::unit_verdict::VoteRule { allow_units_of_two: self.allow_units_of_two })
     }
 
     pub fn webhook(&self, nodes: Arc<NodeCache>, metrics: Arc<Metrics>) -> Webhook {

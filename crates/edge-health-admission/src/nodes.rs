@@ -17,7 +17,7 @@ use controller_support::watch::{Index, Key, Watch};
 use edgegrid_core::keys;
 use edgegrid_core::membership::{NodeUnitCheck, UnitSource, WatchedNodes};
 use edgegrid_core::protection::{NodeFacts, NodeReading};
-use edgegrid_core::unit_verdict::{self, AnnotationPatch, ObservedNode, annotation_patch};
+use edgegrid_core::unit_verdict::{self, AnnotationPatch, ObservedNode, ViewBook, VoteRule, annotation_patch};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use serde_json::json;
@@ -28,6 +28,8 @@ use crate::review::NodeVerdicts;
 pub struct NodeCache {
     synced: AtomicBool,
     nodes: RwLock<Known>,
+    /// How many agreeing views a verdict takes (`--allow-units-of-two`).
+    vote_rule: VoteRule,
 }
 
 impl Default for NodeCache {
@@ -52,14 +54,17 @@ struct Known {
     tainted: BTreeMap<String, Tainted>,
     /// What the verdict writer reads of each node in a unit (see [`crate::verdict_writer`]).
     voters: BTreeMap<String, VoterRecord>,
+    /// The memberships and last readable views the writer reads views against.
+    views: ViewBook,
 }
 
 /// A unit member as the verdict writer reads it: its labels (its units), the view its
-/// daemon publishes and its verdict annotation.
+/// daemon publishes, whether the cloud hears it (Ready `True`) and its verdict annotation.
 #[derive(Clone, Debug)]
 struct VoterRecord {
     labels: BTreeMap<String, String>,
-    view: Option<std::collections::BTreeSet<String>>,
+    view: Option<String>,
+    fresh: bool,
     observed: ObservedNode,
 }
 
@@ -120,8 +125,16 @@ impl NodeCache {
                 facts: BTreeMap::new(),
                 tainted: BTreeMap::new(),
                 voters: BTreeMap::new(),
+                views: ViewBook::default(),
             }),
+            vote_rule: VoteRule::default(),
         }
+    }
+
+    /// The cache with the vote's setting (`--allow-units-of-two`).
+    pub fn with_vote_rule(mut self, rule: VoteRule) -> Self {
+        self.vote_rule = rule;
+        self
     }
 
     /// Whether units are read from the `edge-health-config` ConfigMap.
@@ -160,9 +173,11 @@ impl NodeCache {
         } else {
             let view =
                 node.metadata.annotations.as_ref().and_then(|a| a.get(keys::EDGE_HEALTH_UNHEALTHY_VIEW_ANNOTATION));
+            let ready = NodeReading::of_node(node).ready;
             let record = VoterRecord {
                 labels: labels.clone(),
-                view: view.map(|v| unit_verdict::parse_view(v)),
+                view: view.cloned(),
+                fresh: ready.is_some_and(|r| r.status == Some(keys::CONDITION_TRUE)),
                 observed: ObservedNode::from_meta(&node.metadata),
             };
             known.voters.insert(name.clone(), record);
@@ -214,7 +229,7 @@ impl NodeCache {
     /// [`crate::verdict_writer`]): each conditional on the resourceVersion it was computed
     /// from.
     pub fn verdict_patches(&self) -> Vec<AnnotationPatch> {
-        let known = self.nodes.read().unwrap_or_else(|p| p.into_inner());
+        let mut known = self.nodes.write().unwrap_or_else(|p| p.into_inner());
         let voters: Vec<unit_verdict::Voter> = known
             .voters
             .iter()
@@ -222,10 +237,12 @@ impl NodeCache {
                 name: name.clone(),
                 units: known.watched.units_of(&record.labels),
                 view: record.view.clone(),
-                annotated_unhealthy: record.observed.annotated_unhealthy(),
+                condemned: record.observed.condemned(),
+                fresh: record.fresh,
             })
             .collect();
-        unit_verdict::verdicts(&voters)
+        let verdicts = unit_verdict::verdicts(&voters, &mut known.views, self.vote_rule);
+        verdicts
             .into_iter()
             .filter_map(|(name, verdict)| annotation_patch(&known.voters.get(&name)?.observed, verdict))
             .collect()
@@ -438,8 +455,18 @@ mod tests {
         assert_eq!(watched(&cache, "a"), (false, Some(false)), "u1 checked, but a is alone in it");
     }
 
-    /// A unit member publishing `view` (the names it holds unhealthy), at resourceVersion 7.
-    fn voter(name: &str, unit: &str, view: Option<&str>, unhealth: Option<&str>) -> serde_json::Value {
+    /// A view over `members` holding `unhealthy` Unhealthy (what a daemon publishes).
+    fn view(members: &[&str], unhealthy: &[&str]) -> String {
+        unit_verdict::View {
+            members: unit_verdict::members_version(members.iter().copied()),
+            unhealthy: unhealthy.iter().map(|s| s.to_string()).collect(),
+            undecided: Default::default(),
+        }
+        .format()
+    }
+
+    /// A unit member publishing `view`, at resourceVersion 7, Ready `ready`.
+    fn voter(name: &str, unit: &str, view: Option<&str>, unhealth: Option<&str>, ready: &str) -> serde_json::Value {
         let mut annotations = json!({keys::EDGE_HEALTH_ADDRESS_ANNOTATION: "10.0.0.1:51005"});
         if let Some(view) = view {
             annotations[keys::EDGE_HEALTH_UNHEALTHY_VIEW_ANNOTATION] = json!(view);
@@ -447,7 +474,8 @@ mod tests {
         if let Some(value) = unhealth {
             annotations[keys::NODE_UNHEALTH_ANNOTATION] = json!(value);
         }
-        json!({"metadata": {"name": name, "resourceVersion": "7", "labels": {"zone": unit}, "annotations": annotations}})
+        json!({"metadata": {"name": name, "resourceVersion": "7", "labels": {"zone": unit}, "annotations": annotations},
+            "status": {"conditions": [{"type": "Ready", "status": ready}]}})
     }
 
     fn apply_all(cache: &NodeCache, nodes: &[serde_json::Value]) {
@@ -456,29 +484,42 @@ mod tests {
         }
     }
 
-    /// The writer marks a node a majority of its unit's members hold unhealthy, and clears
-    /// it once a majority publish views without it; each patch applies to the node it was
-    /// computed from (and, by its resourceVersion test, to no later one). A node in another
-    /// unit, and one whose members publish nothing, is left alone.
+    fn written(patches: &[AnnotationPatch]) -> Vec<(&str, &str)> {
+        patches.iter().map(|p| (p.node.as_str(), p.verdict.as_str())).collect()
+    }
+
+    const U1: [&str; 4] = ["a1", "a2", "a3", "a4"];
+
+    /// The writer marks a node two agreeing views hold unhealthy, marks it undecided on a
+    /// tie, and clears it once two clear it; each patch applies to the node it was computed
+    /// from (and, by its resourceVersion test, to no later one). A node in no unit, and the
+    /// nodes of a unit whose members publish nothing, are left alone.
     #[test]
-    fn verdict_patches_follow_the_majority_of_published_views() {
+    fn verdict_patches_follow_the_published_views() {
         let cache = NodeCache::new(UnitSource::LabelKey("zone".into()));
+        let (accuse, clear) = (view(&U1, &["a4"]), view(&U1, &[]));
+        let unsure = unit_verdict::View {
+            members: unit_verdict::members_version(U1),
+            undecided: ["a4".to_string()].into(),
+            ..Default::default()
+        }
+        .format();
         let nodes = [
-            voter("a1", "u1", Some("a4"), None),
-            voter("a2", "u1", Some("a4"), None),
-            // a3's daemon publishes nothing yet: it counts, and holds nobody
-            voter("a3", "u1", None, None),
-            voter("a4", "u1", Some(""), None),
+            voter("a1", "u1", Some(&accuse), None, "True"),
+            voter("a2", "u1", Some(&accuse), None, "True"),
+            // a3 is undecided about a4: silent on it
+            voter("a3", "u1", Some(&unsure), None, "True"),
+            voter("a4", "u1", Some(&clear), None, "True"),
             // u2's members publish nothing (edge writers): b2's annotation stays
-            voter("b1", "u2", None, None),
-            voter("b2", "u2", None, Some("yes")),
+            voter("b1", "u2", None, None, "True"),
+            voter("b2", "u2", None, Some("yes"), "True"),
         ];
         apply_all(&cache, &nodes);
-        let mut lone = voter("lone", "", Some("a1,a2,a3"), None);
+        let mut lone = voter("lone", "", Some(&view(&["lone"], &[])), None, "True");
         lone["metadata"]["labels"] = json!({});
         apply_all(&cache, &[lone]);
         let patches = cache.verdict_patches();
-        assert_eq!(patches.iter().map(|p| (p.node.as_str(), p.unhealthy)).collect::<Vec<_>>(), [("a4", true)]);
+        assert_eq!(written(&patches), [("a4", "unhealthy")], "the others are cleared by two or three");
         let mut a4 = nodes[3].clone();
         json_patch::patch(&mut a4, &patches[0].patch).expect("applies to the node it was computed from");
         assert_eq!(a4["metadata"]["annotations"][keys::NODE_UNHEALTH_ANNOTATION], "yes");
@@ -486,16 +527,20 @@ mod tests {
         newer["metadata"]["resourceVersion"] = json!("8");
         assert!(json_patch::patch(&mut newer, &patches[0].patch).is_err(), "not to a newer node");
 
-        // written; then a1 and a2 see it back: a majority publish views without it
+        // written; then a1 sees it back: one against one is a tie, which protects nobody
         a4["metadata"]["resourceVersion"] = json!("9");
-        apply_all(&cache, &[a4.clone(), voter("a1", "u1", Some(""), None)]);
-        assert!(cache.verdict_patches().is_empty(), "a2 still holds it, a3 says nothing: 1 clearing view of 3");
-        apply_all(&cache, &[voter("a2", "u1", Some(""), None)]);
+        apply_all(&cache, &[a4.clone(), voter("a1", "u1", Some(&clear), None, "True")]);
         let patches = cache.verdict_patches();
-        assert_eq!(patches.iter().map(|p| (p.node.as_str(), p.unhealthy)).collect::<Vec<_>>(), [("a4", false)]);
+        assert_eq!(written(&patches), [("a4", "undecided")]);
+        json_patch::patch(&mut a4, &patches[0].patch).expect("applies");
+        assert_eq!(a4["metadata"]["annotations"][keys::NODE_UNHEALTH_ANNOTATION], "undecided");
+        a4["metadata"]["resourceVersion"] = json!("10");
+        apply_all(&cache, &[a4.clone(), voter("a2", "u1", Some(&clear), None, "True")]);
+        let patches = cache.verdict_patches();
+        assert_eq!(written(&patches), [("a4", "healthy")]);
         json_patch::patch(&mut a4, &patches[0].patch).expect("applies");
         assert_eq!(a4["metadata"]["annotations"].get(keys::NODE_UNHEALTH_ANNOTATION), None);
-        assert_eq!(a4["metadata"]["annotations"][keys::EDGE_HEALTH_UNHEALTHY_VIEW_ANNOTATION], "", "the rest stays");
+        assert_eq!(a4["metadata"]["annotations"][keys::EDGE_HEALTH_UNHEALTHY_VIEW_ANNOTATION], clear, "the rest stays");
     }
 
     /// A unit mid-migration: s1..s3 run SuperEdge's edge-health (no address, no view), a1
@@ -513,58 +558,93 @@ mod tests {
             }
             node
         };
+        let ours = ["a1", "a2", "a3"];
         let nodes = [
             superedge("s1", Some("yes")),
             superedge("s2", None),
             superedge("s3", None),
-            voter("a1", "u1", Some("a3"), None),
-            voter("a2", "u1", Some("a3"), None),
-            voter("a3", "u1", Some(""), None),
+            voter("a1", "u1", Some(&view(&ours, &["a3"])), None, "True"),
+            voter("a2", "u1", Some(&view(&ours, &["a3"])), None, "True"),
+            voter("a3", "u1", Some(&view(&ours, &[])), None, "Unknown"),
         ];
         apply_all(&cache, &nodes);
         let patches = cache.verdict_patches();
-        assert_eq!(patches.iter().map(|p| (p.node.as_str(), p.unhealthy)).collect::<Vec<_>>(), [("a3", true)]);
+        assert_eq!(written(&patches), [("a3", "unhealthy")]);
         let mut a3 = nodes[5].clone();
         json_patch::patch(&mut a3, &patches[0].patch).expect("applies to the node it was computed from");
         assert_eq!(a3["metadata"]["annotations"][keys::NODE_UNHEALTH_ANNOTATION], "yes");
-        // s2 starts our daemon (publishes its address) without a view yet: it counts, and
-        // 2 accusing views of 3 eligible still decide
-        apply_all(&cache, &[voter("s2", "u1", None, None)]);
+        // s2 starts our daemon (publishes its address) without a view yet: it is silent,
+        // and the views written before it joined still read
+        apply_all(&cache, &[voter("s2", "u1", None, None, "True")]);
         let patches = cache.verdict_patches();
-        assert_eq!(patches.iter().map(|p| (p.node.as_str(), p.unhealthy)).collect::<Vec<_>>(), [("a3", true)]);
+        assert_eq!(written(&patches), [("a3", "unhealthy"), ("s2", "undecided")], "nobody's view knew s2");
     }
 
     /// SuperEdge's readers: a present `nodeunhealth` is the vote whatever its value. A
-    /// member so annotated no longer votes (a1's accusation of a4 becomes a majority), and
-    /// its majority of clearing views removes the annotation, whatever its value; the
-    /// patches applied to the nodes they were computed from.
+    /// member so annotated (but "undecided") no longer votes (a1 and a3's accusation of a5
+    /// then outnumbers a4 alone), and two clearing views remove the annotation, whatever
+    /// its value; the patches applied to the nodes they were computed from.
     #[test]
     fn the_writer_reads_the_annotation_by_its_presence() {
-        for value in [None, Some("yes"), Some(""), Some("no"), Some("true")] {
+        let five = ["a1", "a2", "a3", "a4", "a5"];
+        for value in [None, Some("yes"), Some(""), Some("no"), Some("true"), Some("undecided")] {
             let cache = NodeCache::new(UnitSource::LabelKey("zone".into()));
+            let (accuse, clear) = (view(&five, &["a5"]), view(&five, &[]));
             let nodes = [
-                voter("a1", "u1", Some("a4"), None),
-                voter("a2", "u1", None, value),
-                voter("a4", "u1", Some(""), None),
+                voter("a1", "u1", Some(&accuse), None, "True"),
+                voter("a2", "u1", Some(&clear), value, "True"),
+                voter("a3", "u1", Some(&accuse), None, "True"),
+                voter("a4", "u1", Some(&clear), None, "True"),
+                voter("a5", "u1", Some(&clear), None, "True"),
             ];
             apply_all(&cache, &nodes);
             let patches = cache.verdict_patches();
-            let got: Vec<(&str, bool)> = patches.iter().map(|p| (p.node.as_str(), p.unhealthy)).collect();
-            if value.is_none() {
-                assert_eq!(got, [], "a2 votes: 1 accusing view of 2 decides nothing");
-                continue;
+            let condemned = value.is_some_and(|v| v != "undecided");
+            let a5 = if condemned { "unhealthy" } else { "undecided" };
+            let want: Vec<(&str, &str)> =
+                if value.is_none() { vec![("a5", a5)] } else { vec![("a2", "healthy"), ("a5", a5)] };
+            assert_eq!(written(&patches), want, "nodeunhealth {value:?}");
+            if value.is_some() {
+                let mut a2 = nodes[1].clone();
+                json_patch::patch(&mut a2, &patches[0].patch).expect("applies to the node it was computed from");
+                assert_eq!(
+                    a2["metadata"]["annotations"].get(keys::NODE_UNHEALTH_ANNOTATION),
+                    None,
+                    "{value:?} removed"
+                );
+                assert_eq!(a2["metadata"]["annotations"][keys::EDGE_HEALTH_UNHEALTHY_VIEW_ANNOTATION], clear);
             }
-            assert_eq!(got, [("a2", false), ("a4", true)], "nodeunhealth {value:?}");
-            let mut a2 = nodes[1].clone();
-            json_patch::patch(&mut a2, &patches[0].patch).expect("applies to the node it was computed from");
-            assert_eq!(
-                a2["metadata"]["annotations"],
-                json!({keys::EDGE_HEALTH_ADDRESS_ANNOTATION: "10.0.0.1:51005"}),
-                "nodeunhealth {value:?} removed, the rest kept"
-            );
-            let mut a4 = nodes[2].clone();
-            json_patch::patch(&mut a4, &patches[1].patch).expect("applies to the node it was computed from");
-            assert_eq!(a4["metadata"]["annotations"][keys::NODE_UNHEALTH_ANNOTATION], "yes");
+            let mut node = nodes[4].clone();
+            json_patch::patch(&mut node, &patches.last().unwrap().patch)
+                .expect("applies to the node it was computed from");
+            let want = if condemned { "yes" } else { "undecided" };
+            assert_eq!(node["metadata"]["annotations"][keys::NODE_UNHEALTH_ANNOTATION], want);
         }
+    }
+
+    /// Three members die at once and their last views clear each other; the two the cloud
+    /// still hears accuse them. The views of the members the cloud hears (Ready True) decide
+    /// first, so the dead are voted down (counted all together, two against two would be a
+    /// tie, and the stale views of a larger group would keep them protected).
+    #[test]
+    fn the_views_of_members_the_cloud_hears_decide_first() {
+        let five = ["a1", "a2", "a3", "a4", "a5"];
+        let cache = NodeCache::new(UnitSource::LabelKey("zone".into()));
+        let (accuse, stale) = (view(&five, &["a3", "a4", "a5"]), view(&five, &[]));
+        apply_all(
+            &cache,
+            &[
+                voter("a1", "u1", Some(&accuse), None, "True"),
+                voter("a2", "u1", Some(&accuse), None, "True"),
+                voter("a3", "u1", Some(&stale), None, "Unknown"),
+                voter("a4", "u1", Some(&stale), None, "Unknown"),
+                voter("a5", "u1", Some(&stale), None, "Unknown"),
+            ],
+        );
+        assert_eq!(written(&cache.verdict_patches()), [("a3", "unhealthy"), ("a4", "unhealthy"), ("a5", "unhealthy")]);
+        // a whole unit cut from the cloud: nobody fresh, the last views protect everyone
+        let cut = NodeCache::new(UnitSource::LabelKey("zone".into()));
+        apply_all(&cut, &five.map(|n| voter(n, "u1", Some(&stale), None, "Unknown")));
+        assert_eq!(written(&cut.verdict_patches()), []);
     }
 }

@@ -7,8 +7,8 @@
 //! writer of the verdicts, so no edge identity writes another node. Each write is an Event
 //! on the node and `edge_health_admission_verdict_writes_total{verdict,outcome}`.
 //!
-//! Nodes whose members publish no views (daemons at `--verdict-writer=edge`, SuperEdge's)
-//! get no majority either way here, so nothing is written over their own writers.
+//! Nodes whose home unit's members publish no views (daemons at `--verdict-writer=edge`,
+//! SuperEdge's) get no verdict here, so nothing is written over their own writers.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,6 +17,8 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Resource;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+
+use edgegrid_core::health::Verdict;
 
 use crate::metrics::{Metrics, VerdictWriteLabels};
 use crate::nodes::NodeCache;
@@ -35,20 +37,23 @@ pub async fn run(client: kube::Client, nodes: Arc<NodeCache>, metrics: Arc<Metri
             continue;
         }
         for write in nodes.verdict_patches() {
-            let verdict = if write.unhealthy { "unhealthy" } else { "healthy" };
+            let verdict = write.verdict.as_str();
             let outcome = match api.patch(&write.node, &PatchParams::default(), &Patch::<()>::Json(write.patch)).await {
                 Ok(node) => {
                     tracing::info!(node = %write.node, verdict, "verdict written from its unit's published views");
-                    let (reason, note) = if write.unhealthy {
-                        (
+                    let (reason, note) = match write.verdict {
+                        Verdict::Unhealthy => (
                             "VotedUnhealthy",
-                            "a majority of its unit's edge-health members hold it unhealthy: nodeunhealth=yes",
-                        )
-                    } else {
-                        (
+                            "at least two of its unit's edge-health members, a strict majority of those counted, hold it unhealthy: nodeunhealth=yes",
+                        ),
+                        Verdict::Healthy => (
                             "VotedHealthy",
-                            "a majority of its unit's edge-health members hold it healthy: nodeunhealth removed",
-                        )
+                            "at least two of its unit's edge-health members, a strict majority of those counted, hold it healthy: nodeunhealth removed",
+                        ),
+                        Verdict::Undecided => (
+                            "VoteUndecided",
+                            "its unit's edge-health members reach no verdict (a tie, a single voice or none): protection withheld, nodeunhealth=undecided",
+                        ),
                     };
                     let event = Event {
                         type_: EventType::Normal,

@@ -229,6 +229,8 @@ pub struct ProtocolConfig {
     pub relay_fanout: usize,
     /// In how many rounds each ballot is passed on.
     pub relay_spread: u32,
+    /// How many agreeing checkers a verdict takes (see [`crate::vote`]).
+    pub vote_rule: crate::vote::VoteRule,
 }
 
 /// The settings the simulation, its tests and the benchmark run, and sensible starting
@@ -251,6 +253,7 @@ impl Default for ProtocolConfig {
             relay_rounds: 8,
             relay_fanout: 3,
             relay_spread: 2,
+            vote_rule: crate::vote::VoteRule::default(),
         }
     }
 }

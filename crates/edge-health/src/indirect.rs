@@ -9,11 +9,15 @@
 //! (signed, see [`crate::message`]) and feeds back answers and the time.
 //!
 //! Only answers from the helpers actually asked, for the request actually made, count: a
-//! "reachable" answer nobody asked for cannot clear an accusation.
+//! "reachable" answer nobody asked for cannot clear an accusation. And a "reachable" counts
+//! only with the target's signature over this probe's own nonce ([`crate::liveness`]),
+//! which the daemon checks (against [`IndirectProbes::challenge`]) before feeding the
+//! answer: a helper cannot revive a dead node by saying so.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use crate::liveness::Nonce;
 use crate::time::{Period, Timestamp};
 
 /// A request for the daemon to send: ask `helper` to probe `target`, quoting `id`.
@@ -22,6 +26,8 @@ pub struct ProbeRequest {
     pub id: u64,
     pub helper: String,
     pub target: String,
+    /// The checker's challenge for the target, for the helper to pass on.
+    pub nonce: Nonce,
 }
 
 /// How a check of one target ended.
@@ -60,6 +66,7 @@ pub enum DirectStep {
 struct Pending {
     target: String,
     period: Period,
+    nonce: Nonce,
     waiting: BTreeSet<String>,
     deadline: Timestamp,
 }
@@ -79,13 +86,15 @@ impl IndirectProbes {
         Self { timeout, next_id: first_id, pending: BTreeMap::new() }
     }
 
-    /// The direct probe of `target` (for `period`) ended; `helpers` are the members to ask
-    /// if it failed (see [`crate::selection::Assignment::helpers`]).
+    /// The direct probe of `target` (for `period`, challenged with `nonce`) ended;
+    /// `helpers` are the members to ask if it failed (see
+    /// [`crate::selection::Assignment::helpers`]): they pass the same nonce on.
     pub fn direct_result(
         &mut self,
         target: &str,
         period: Period,
         reachable: bool,
+        nonce: Nonce,
         helpers: &[&str],
         now: Timestamp,
     ) -> DirectStep {
@@ -102,11 +111,11 @@ impl IndirectProbes {
         self.next_id = self.next_id.wrapping_add(1);
         let requests = waiting
             .iter()
-            .map(|helper| ProbeRequest { id, helper: helper.clone(), target: target.to_string() })
+            .map(|helper| ProbeRequest { id, helper: helper.clone(), target: target.to_string(), nonce })
             .collect();
         self.pending.insert(
             id,
-            Pending { target: target.to_string(), period, waiting, deadline: now.saturating_add(self.timeout) },
+            Pending { target: target.to_string(), period, nonce, waiting, deadline: now.saturating_add(self.timeout) },
         );
         DirectStep::Ask(requests)
     }
@@ -141,6 +150,12 @@ impl IndirectProbes {
         None
     }
 
+    /// The target and nonce of outstanding probe `id`: what a "reachable" answer to it
+    /// must carry the target's signature over.
+    pub fn challenge(&self, id: u64) -> Option<(&str, Nonce)> {
+        self.pending.get(&id).map(|p| (p.target.as_str(), p.nonce))
+    }
+
     /// Concludes (unhealthy) every probe whose deadline is at or before `now`.
     pub fn expire(&mut self, now: Timestamp) -> Vec<Conclusion> {
         let due: Vec<u64> = self.pending.iter().filter(|(_, p)| p.deadline <= now).map(|(id, _)| *id).collect();
@@ -172,6 +187,7 @@ mod tests {
 
     const T0: Timestamp = Timestamp::from_unix_millis(1_000_000);
     const P: Period = Period(7);
+    const N: Nonce = Nonce([7; 16]);
 
     fn probes() -> IndirectProbes {
         IndirectProbes::new(Duration::from_secs(3), 100)
@@ -192,7 +208,7 @@ mod tests {
     fn a_reachable_target_is_healthy_at_once() {
         let mut p = probes();
         assert_eq!(
-            p.direct_result("x", P, true, &["a", "b"], T0),
+            p.direct_result("x", P, true, N, &["a", "b"], T0),
             DirectStep::Concluded(conclusion(true, Basis::Direct))
         );
         assert_eq!(p.outstanding(), 0);
@@ -201,22 +217,24 @@ mod tests {
     #[test]
     fn a_failed_direct_probe_asks_every_helper_once() {
         let mut p = probes();
-        let requests = asked(p.direct_result("x", P, false, &["b", "a", "b", "x"], T0));
+        let requests = asked(p.direct_result("x", P, false, N, &["b", "a", "b", "x"], T0));
         assert_eq!(
             requests,
             vec![
-                ProbeRequest { id: 100, helper: "a".into(), target: "x".into() },
-                ProbeRequest { id: 100, helper: "b".into(), target: "x".into() },
+                ProbeRequest { id: 100, helper: "a".into(), target: "x".into(), nonce: N },
+                ProbeRequest { id: 100, helper: "b".into(), target: "x".into(), nonce: N },
             ],
             "duplicates and the target itself are not asked"
         );
         assert_eq!(p.next_deadline(), Some(T0.saturating_add(Duration::from_secs(3))));
+        assert_eq!(p.challenge(100), Some(("x", N)), "what a reachable answer must prove");
+        assert_eq!(p.challenge(101), None);
     }
 
     #[test]
     fn one_helper_reaching_the_target_clears_it() {
         let mut p = probes();
-        asked(p.direct_result("x", P, false, &["a", "b", "c"], T0));
+        asked(p.direct_result("x", P, false, N, &["a", "b", "c"], T0));
         assert_eq!(p.answer("a", 100, "x", false), None);
         assert_eq!(p.answer("b", 100, "x", true), Some(conclusion(true, Basis::Helper("b".into()))));
         assert_eq!(p.answer("c", 100, "x", false), None, "settled: late answers are ignored");
@@ -226,7 +244,7 @@ mod tests {
     #[test]
     fn the_accusation_stands_when_no_helper_reaches_it() {
         let mut p = probes();
-        asked(p.direct_result("x", P, false, &["a", "b"], T0));
+        asked(p.direct_result("x", P, false, N, &["a", "b"], T0));
         assert_eq!(p.answer("a", 100, "x", false), None);
         assert_eq!(p.answer("a", 100, "x", true), None, "a helper answers once");
         assert_eq!(p.answer("b", 100, "x", false), Some(conclusion(false, Basis::AllHelpersFailed)));
@@ -235,7 +253,7 @@ mod tests {
     #[test]
     fn silence_until_the_deadline_is_an_accusation() {
         let mut p = probes();
-        asked(p.direct_result("x", P, false, &["a", "b"], T0));
+        asked(p.direct_result("x", P, false, N, &["a", "b"], T0));
         assert_eq!(p.answer("a", 100, "x", false), None);
         assert!(p.expire(T0.saturating_add(Duration::from_millis(2_999))).is_empty());
         assert_eq!(p.expire(T0.saturating_add(Duration::from_secs(3))), vec![conclusion(false, Basis::Deadline)]);
@@ -246,9 +264,12 @@ mod tests {
     #[test]
     fn without_helpers_the_direct_result_stands() {
         let mut p = probes();
-        assert_eq!(p.direct_result("x", P, false, &[], T0), DirectStep::Concluded(conclusion(false, Basis::NoHelpers)));
         assert_eq!(
-            p.direct_result("x", P, false, &["x"], T0),
+            p.direct_result("x", P, false, N, &[], T0),
+            DirectStep::Concluded(conclusion(false, Basis::NoHelpers))
+        );
+        assert_eq!(
+            p.direct_result("x", P, false, N, &["x"], T0),
             DirectStep::Concluded(conclusion(false, Basis::NoHelpers))
         );
     }
@@ -256,7 +277,7 @@ mod tests {
     #[test]
     fn answers_nobody_asked_for_are_ignored() {
         let mut p = probes();
-        asked(p.direct_result("x", P, false, &["a"], T0));
+        asked(p.direct_result("x", P, false, N, &["a"], T0));
         assert_eq!(p.answer("stranger", 100, "x", true), None, "helper not asked");
         assert_eq!(p.answer("a", 999, "x", true), None, "unknown id");
         assert_eq!(p.answer("a", 100, "y", true), None, "another target");
@@ -267,8 +288,8 @@ mod tests {
     #[test]
     fn concurrent_accusations_are_independent() {
         let mut p = probes();
-        let rx = asked(p.direct_result("x", P, false, &["a"], T0));
-        let ry = asked(p.direct_result("y", Period(8), false, &["a"], T0.saturating_add(Duration::from_secs(1))));
+        let rx = asked(p.direct_result("x", P, false, N, &["a"], T0));
+        let ry = asked(p.direct_result("y", Period(8), false, N, &["a"], T0.saturating_add(Duration::from_secs(1))));
         assert_ne!(rx[0].id, ry[0].id);
         assert_eq!(p.answer("a", ry[0].id, "y", true).map(|c| (c.target, c.period)), Some(("y".into(), Period(8))));
         let expired = p.expire(T0.saturating_add(Duration::from_secs(10)));

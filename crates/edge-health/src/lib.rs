@@ -1,7 +1,8 @@
 //! edge-health's domain core: the decisions of the per-node daemon that lets the nodes of
 //! a unit judge, among themselves and independently of the cloud link, which of them are
-//! alive, and writes the verdict as the Node annotation `nodeunhealth: "yes"` (read, as
-//! SuperEdge reads it, by its presence: a clearing verdict removes any value).
+//! alive, and writes the verdict as the Node annotation `nodeunhealth` (`"yes"`, or
+//! `"undecided"` when the unit reaches no verdict; read, as SuperEdge reads it, by its
+//! presence: only a Healthy verdict removes it).
 //!
 //! Everything here is pure: no async runtime, no sockets, no clock. Time is passed in as
 //! values ([`time`]), inputs are fed as data, decisions come back as data (probe
@@ -13,8 +14,10 @@
 //! 1. [`membership`] says which units the node is in and who its peers are;
 //! 2. [`selection`] says which `k` peers it probes this period (every member is probed by
 //!    `k` others);
-//! 3. it runs the [`config`] checks on them; when one fails, [`indirect`] asks a few other
-//!    members to try before accusing;
+//! 3. it challenges them for a signature over a fresh nonce ([`liveness`]: an address
+//!    answers for nobody, only the peer's own key does) and runs the [`config`] checks on
+//!    them; when either fails, [`indirect`] asks a few other members to try, relaying the
+//!    peer's signature over the same nonce, before accusing;
 //! 4. it signs its verdicts with its own key ([`ballot`]) and passes them, and those it
 //!    learned from others (their signatures unchanged), on to a few peers at a time in
 //!    sealed [`message`]s ([`relay`]: push gossip, so messages per member stay constant as
@@ -29,6 +32,7 @@ pub mod ballot;
 pub mod config;
 pub mod daemon;
 pub mod indirect;
+pub mod liveness;
 pub mod membership;
 pub mod message;
 pub mod relay;

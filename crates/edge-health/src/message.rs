@@ -53,6 +53,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use crate::ballot::{PublicKey, Signature, SigningKey};
+use crate::liveness::{LivenessProof, Nonce};
 use crate::relay::BallotsByChecker;
 use crate::time::{Period, Timestamp};
 
@@ -122,10 +123,23 @@ pub enum Payload {
     /// Signed ballots by checker and target node name: the sender's own and those it
     /// relays (see [`crate::relay`], [`crate::ballot`]).
     Results { ballots: BallotsByChecker },
-    /// "Probe `target` for me": an indirect probe (see [`crate::indirect`]).
-    ProbeRequest { id: u64, target: String },
-    /// The answer to a [`Payload::ProbeRequest`].
-    ProbeAnswer { id: u64, target: String, reachable: bool },
+    /// "Probe `target` for me": an indirect probe (see [`crate::indirect`]), with the
+    /// asking checker's challenge for the target.
+    ProbeRequest { id: u64, target: String, nonce: Nonce },
+    /// The answer to a [`Payload::ProbeRequest`]: "reachable" counts only with the
+    /// target's proof over the asker's nonce (see [`crate::liveness`]).
+    ProbeAnswer {
+        id: u64,
+        target: String,
+        reachable: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        proof: Option<LivenessProof>,
+    },
+    /// "Prove you are alive to `checker`": sent to the target by the checker itself, or by
+    /// a helper on the checker's behalf. Answered in the reply with a [`Payload::Proof`].
+    Challenge { checker: String, nonce: Nonce },
+    /// The target's answer to a [`Payload::Challenge`].
+    Proof { proof: LivenessProof },
 }
 
 /// One checker's verdict about one node.
@@ -302,11 +316,14 @@ pub struct FrameBudget {
 
 impl FrameBudget {
     /// Twice what an honest member sends one receiver at most: per period, one results
-    /// frame a relay round and, for each of its probes, an indirect request and an answer,
-    /// each sent up to `1 + send_retries` times.
+    /// frame a relay round; for each of its `k` probes, an indirect request and an answer;
+    /// challenges to the receiver and proofs answering the receiver's challenges, one for
+    /// its own probe of it and one for each of the receiver's `k` checkers it helps (so
+    /// `2k + 2`); each sent up to `1 + send_retries` times.
     pub fn for_protocol(protocol: &crate::config::ProtocolConfig) -> Self {
         let attempts = 1.0 + f64::from(protocol.send_retries);
-        let per_period = attempts * (f64::from(protocol.relay_rounds) + 2.0 * protocol.probes_per_period as f64);
+        let k = protocol.probes_per_period as f64;
+        let per_period = attempts * (f64::from(protocol.relay_rounds) + 2.0 * k + 2.0 * k + 2.0);
         let burst = 2.0 * per_period;
         Self { per_second: burst / protocol.period.as_secs_f64().max(0.001), burst }
     }

@@ -32,6 +32,7 @@ use crate::ballot::{ForgeryBudget, check_signature};
 use crate::ballot::{PublicKey, SignedBallot, SigningKey};
 use crate::config::{CheckConfig, CheckKind, CheckSpec, ProtocolConfig};
 use crate::indirect::{Conclusion, DirectStep, IndirectProbes, should_help};
+use crate::liveness::{self, Nonce};
 use crate::membership::{Labels, UnitMembership, UnitSource};
 use crate::message::{Ballot, HmacKey, Payload, Signer, Verifier};
 use crate::relay::{BallotsByChecker, Relay, next_round, relays_received};
@@ -89,7 +90,8 @@ impl SimConfig {
 pub struct Write {
     pub writer: String,
     pub node: String,
-    pub unhealthy: bool,
+    /// What the write makes the Node say.
+    pub verdict: Verdict,
 }
 
 /// What happened in one period.
@@ -111,6 +113,9 @@ pub struct PeriodStats {
     pub frames_accepted: u64,
     /// Frames a verifier refused, by reason.
     pub frames_rejected: BTreeMap<&'static str, u64>,
+    /// Helpers' "reachable" answers not believed: without the target's proof over the
+    /// checker's nonce.
+    pub proofs_refused: u64,
     /// Received ballots a vote table refused, by reason.
     pub ballots_refused: BTreeMap<&'static str, u64>,
     /// Signature verifications the members made: every received ballot new to its
@@ -140,10 +145,14 @@ pub enum Attack {
     /// Every signed ballot it ever received, sent again every round (dead nodes' old
     /// "healthy" ones included).
     Replay,
+    /// Asked to help, it answers every target "reachable", dead ones included, with a
+    /// "proof" signed by the only key it has, its own (see [`crate::liveness`]).
+    ReviveDead,
 }
 
 impl Attack {
-    pub const ALL: [Attack; 4] = [Attack::Forge, Attack::ClaimReceivers, Attack::Future, Attack::Replay];
+    pub const ALL: [Attack; 5] =
+        [Attack::Forge, Attack::ClaimReceivers, Attack::Future, Attack::Replay, Attack::ReviveDead];
 }
 
 struct Member {
@@ -180,8 +189,12 @@ pub struct Sim {
     index: BTreeMap<String, usize>,
     /// The shared schedule every member probes by (each computes the same one).
     schedule: Schedule,
-    /// The apiserver's view of the annotation: node -> annotated unhealthy, with a version.
-    annotations: BTreeMap<String, (bool, u64)>,
+    /// The apiserver's view of the annotation: node -> its `nodeunhealth` value, with a
+    /// version.
+    annotations: BTreeMap<String, (Option<String>, u64)>,
+    /// The first period whose verdicts are written: a whole window after the start (as the
+    /// daemon: an empty table must not write Undecided over the unit).
+    warm_from: Period,
     /// The public keys the members publish on their Nodes, as every member sees them.
     published: BTreeMap<String, PublicKey>,
     /// Signatures verified this period: each distinct one is verified once for every
@@ -233,18 +246,20 @@ impl Sim {
                 verifier: Verifier::new(key.clone(), name.clone(), config.protocol.max_clock_skew, config.start)
                     .with_budget(crate::message::FrameBudget::for_protocol(&config.protocol)),
                 indirect: IndirectProbes::new(config.protocol.indirect_timeout, config.start.as_unix_millis()),
-                table: VoteTable::new(config.protocol.vote_window),
+                table: VoteTable::new(config.protocol.vote_window, config.protocol.vote_rule),
                 schedule: Schedule::new(&members, config.protocol.probes_per_period, keep),
                 relay: Relay::new(config.protocol.relay_spread),
             })
             .collect();
         let index = members.iter().enumerate().map(|(i, n)| (n.clone(), i)).collect();
         let schedule = Schedule::new(&members, config.protocol.probes_per_period, keep);
-        let annotations = members.iter().chain(&superedge).map(|n| (n.clone(), (false, 1))).collect();
+        let annotations = members.iter().chain(&superedge).map(|n| (n.clone(), (None, 1))).collect();
         let published = nodes.iter().filter(|m| m.runs).map(|m| (m.name.clone(), m.key.public_key())).collect();
         // start at the beginning of the period after `start`
         let now = clock.start_of(clock.period_at(config.start).next());
+        let warm_from = Period(clock.period_at(now).0 + config.protocol.vote_window);
         Ok(Self {
+            warm_from,
             rng: splitmix64(config.seed ^ 0x5eed),
             config,
             clock,
@@ -335,9 +350,14 @@ impl Sim {
         self.nodes.iter().filter(|m| m.alive).map(|m| m.name.as_str())
     }
 
-    /// Whether the apiserver's Node carries `nodeunhealth` (the simulation writes only `"yes"`).
+    /// Whether the apiserver's Node carries `nodeunhealth: "yes"`: voted unhealthy.
     pub fn annotated(&self, node: &str) -> bool {
-        self.annotations.get(node).is_some_and(|(yes, _)| *yes)
+        self.annotation(node) == Some(edgegrid_core::keys::NODE_UNHEALTH_YES)
+    }
+
+    /// The apiserver's Node's `nodeunhealth` value.
+    pub fn annotation(&self, node: &str) -> Option<&str> {
+        self.annotations.get(node).and_then(|(value, _)| value.as_deref())
     }
 
     /// Runs one period: probes (with indirect probes), relay rounds, evaluation, writes.
@@ -361,11 +381,12 @@ impl Sim {
                     continue; // no address published: not probed, as the daemon skips it
                 }
                 let reachable = self.check(self.index[target], &mut stats);
+                let nonce = self.nonce();
                 let helpers = {
                     let held = |h: &str| self.held_unhealthy(c, h) || !self.runs(h);
                     assignment.helpers(&checker, target, self.config.protocol.indirect_helpers, held)
                 };
-                match self.nodes[c].indirect.direct_result(target, period, reachable, &helpers, probed_at) {
+                match self.nodes[c].indirect.direct_result(target, period, reachable, nonce, &helpers, probed_at) {
                     DirectStep::Concluded(conclusion) => conclusions.push((c, conclusion)),
                     DirectStep::Ask(requests) => {
                         for request in requests {
@@ -414,23 +435,31 @@ impl Sim {
             for change in table.evaluate(period, schedule) {
                 stats.changes.push((member.name.clone(), change));
             }
+            if period < self.warm_from {
+                continue;
+            }
             for target in &self.members {
                 if writer_of(&self.members, target, table) != Some(member.name.as_str()) {
                     continue;
                 }
-                let (yes, version) = self.annotations[target];
+                let (value, version) = &self.annotations[target];
                 let observed = ObservedNode {
                     name: target.clone(),
                     resource_version: version.to_string(),
                     has_annotations: true,
-                    unhealth: yes.then(|| "yes".to_string()),
+                    unhealth: value.clone(),
                 };
                 if let Some(patch) = annotation_patch(&observed, table.verdict(target)) {
-                    self.annotations.insert(target.clone(), (patch.unhealthy, version + 1));
+                    let value = match patch.verdict {
+                        Verdict::Healthy => None,
+                        Verdict::Unhealthy => Some(edgegrid_core::keys::NODE_UNHEALTH_YES.to_string()),
+                        Verdict::Undecided => Some(edgegrid_core::keys::NODE_UNHEALTH_UNDECIDED.to_string()),
+                    };
+                    self.annotations.insert(target.clone(), (value, version + 1));
                     stats.writes.push(Write {
                         writer: member.name.clone(),
                         node: target.clone(),
-                        unhealthy: patch.unhealthy,
+                        verdict: patch.verdict,
                     });
                 }
             }
@@ -475,7 +504,7 @@ impl Sim {
             let frame = self.nodes[c].seal(
                 now,
                 Some(request.helper.clone()),
-                Payload::ProbeRequest { id: request.id, target: request.target.clone() },
+                Payload::ProbeRequest { id: request.id, target: request.target.clone(), nonce: request.nonce },
             );
             stats.frames_sent += 1;
             stats.bytes_sent += frame.len() as u64;
@@ -483,22 +512,49 @@ impl Sim {
                 continue;
             }
             let opened = self.open(h, &frame, now, stats)?;
-            let Payload::ProbeRequest { id, target } = opened.payload else { return None };
+            let Payload::ProbeRequest { id, target, nonce } = opened.payload else { return None };
             let helper_name = self.nodes[h].name.clone();
             if !should_help(&target, |n| n != helper_name && self.index.contains_key(n)) {
                 return None; // declined: asking again changes nothing
             }
-            let reachable = self.check(self.index[&target], stats);
-            let answer =
-                self.nodes[h].seal(now, Some(opened.sender.clone()), Payload::ProbeAnswer { id, target, reachable });
+            let t = self.index[&target];
+            let revives = self.nodes[h].attacks.as_ref().is_some_and(|a| a.contains(&Attack::ReviveDead));
+            // the target signs the asker's nonce when the helper's challenge reaches it
+            // (the same round trip as its checks); a lying helper signs with its own key
+            let proof = if revives {
+                Some(liveness::prove(&self.nodes[h].key, &target, &opened.sender, nonce))
+            } else if self.check(t, stats) {
+                Some(liveness::prove(&self.nodes[t].key, &target, &opened.sender, nonce))
+            } else {
+                None
+            };
+            let reachable = proof.is_some();
+            let answer = self.nodes[h].seal(
+                now,
+                Some(opened.sender.clone()),
+                Payload::ProbeAnswer { id, target, reachable, proof },
+            );
             stats.frames_sent += 1;
             stats.bytes_sent += answer.len() as u64;
             if self.lost() {
                 continue;
             }
             let opened = self.open(c, &answer, now, stats)?;
-            let Payload::ProbeAnswer { id, target, reachable } = opened.payload else { return None };
-            return self.nodes[c].indirect.answer(&opened.sender, id, &target, reachable);
+            let Payload::ProbeAnswer { id, target, reachable, proof } = opened.payload else { return None };
+            let proven = reachable
+                && self.nodes[c].indirect.challenge(id).is_some_and(|(asked, nonce)| {
+                    asked == target
+                        && liveness::verify(
+                            proof.as_ref(),
+                            &target,
+                            &self.nodes[c].name,
+                            &nonce,
+                            self.published.get(&target),
+                        )
+                        .is_ok()
+                });
+            stats.proofs_refused += u64::from(reachable && !proven);
+            return self.nodes[c].indirect.answer(&opened.sender, id, &target, proven);
         }
         None
     }
@@ -682,7 +738,7 @@ impl Sim {
                     }
                     to_all.push(ballots);
                 }
-                Attack::ClaimReceivers => {}
+                Attack::ClaimReceivers | Attack::ReviveDead => {}
             }
         }
         let mut frames = Vec::new();
@@ -698,6 +754,16 @@ impl Sim {
             }
         }
         frames
+    }
+
+    /// A checker's challenge: drawn from the seeded generator (the simulation replays).
+    fn nonce(&mut self) -> Nonce {
+        self.rng = self.rng.wrapping_add(1);
+        let (a, b) = (splitmix64(self.rng), splitmix64(self.rng ^ 0x9e37_79b9_7f4a_7c15));
+        let mut bytes = [0; 16];
+        bytes[..8].copy_from_slice(&a.to_le_bytes());
+        bytes[8..].copy_from_slice(&b.to_le_bytes());
+        Nonce(bytes)
     }
 
     fn lost(&mut self) -> bool {

@@ -9,13 +9,10 @@
 //! The rule, for a target `t` evaluated at period `p` with a window of `W` periods
 //! (periods `p-W+1 ..= p`):
 //! - **eligible checkers** `E(t)`: the members the [`crate::selection`] assignment
-//!   expected to check `t` in any period of the window, minus members this table currently
-//!   holds Unhealthy. Why not "all other members": with `k` probes per member per period a
-//!   node gets about `k*W` checks per window, so in a unit much larger than `k*W` a
-//!   majority of all members could never be reached and nothing would ever be decided.
-//!   Why drop members voted Unhealthy: a dead checker casts no ballot, and counting it
-//!   would let a few dead nodes block every decision ("a majority of the unit's *live*
-//!   checkers");
+//!   expected to check `t` in any period of the window. Why not "all other members": with
+//!   `k` probes per member per period a node gets about `k*W` checks per window, so in a
+//!   unit much larger than `k*W` a majority of all members could never be reached and
+//!   nothing would ever be decided;
 //! - a **ballot** is only taken when the assignment had its checker check `t` in the
 //!   ballot's period: a member cannot vote about nodes it was not asked to check, so one
 //!   misbehaving member moves at most the ballots it was entitled to. A ballot received
@@ -24,20 +21,26 @@
 //!   the receiver's own, so relaying members cannot speak for the checkers. One ballot per
 //!   checker: the latest (highest period, then last received) replaces earlier ones. It
 //!   counts while its period is in the window and its checker is in `E(t)`;
-//! - `t` becomes **Unhealthy** when more than half of `E(t)` (a strict majority) have a
-//!   counted Unhealthy ballot, and **Healthy** when more than half have a Healthy one;
-//!   otherwise (ties, missing ballots, an empty `E(t)`) the verdict does not change. A
-//!   node starts **Undecided** and stays so until a first majority: a restarted daemon
-//!   must not "confirm" everyone healthy (and remove annotations) before it has heard
-//!   from anyone;
+//! - of `E(t)`, the checkers with a counted ballot **count** (a silent one, dead or cut
+//!   off, does not: it stops counting once its last ballot leaves the window, so a
+//!   death never turns its live neighbours' majority into a minority, and a few dead
+//!   checkers never block a decision). A checker voted Unhealthy still counts with the
+//!   ballots it cast before: they say what it saw while it lived, and dropping them at
+//!   once could leave one of its targets with a single voice for the rest of the window. `t` is
+//!   **Unhealthy** or **Healthy** as [`VoteRule::decide`] says: at least two counted
+//!   ballots agreeing and a strict majority of those counted (the one rule the cloud's
+//!   writer applies to the views, see `edgegrid_core::unit_verdict`); otherwise (a tie, a
+//!   single ballot, none) it is **Undecided**, at every evaluation: a verdict is never
+//!   kept on no majority, so a liar making a tie cannot hold a dead node's protection. A
+//!   node starts Undecided, and a restarted daemon writes and publishes nothing for its
+//!   first window ([`crate::daemon`]): an empty table must not withdraw everyone's
+//!   protection;
 //! - ballots older than the window are dropped when the table is evaluated.
 //!
-//! In a unit of two each member is the other's only checker, so its ballot alone decides:
-//! there is no majority to be had between two. Three members are the least for a vote
-//! that one wrong ballot cannot swing.
-//!
-//! Eligibility uses the verdicts from before the evaluation, so the result does not depend
-//! on the order targets are evaluated in.
+//! In a unit of two each member is the other's only checker: one ballot, which decides
+//! nothing unless the operator opts in ([`VoteRule::allow_units_of_two`]). Three members
+//! are the least for a verdict, and there one liar can still withhold protection from the
+//! other two (a tie, or silence); five are the least in which it cannot.
 //!
 //! **One writer per verdict**: the annotation of `t` is written only by members of `t`'s
 //! home unit ([`crate::membership::UnitMembership::home_unit`]), and among them only by the
@@ -63,7 +66,7 @@ use crate::time::Period;
 /// What a unit concluded about a node: the type `GET /verdicts` serves.
 pub use edgegrid_core::health::Verdict;
 /// The verdict annotation's patch: the same for the edge writer and the cloud's.
-pub use edgegrid_core::unit_verdict::{AnnotationPatch, ObservedNode, annotation_patch};
+pub use edgegrid_core::unit_verdict::{AnnotationPatch, ObservedNode, VoteRule, annotation_patch};
 
 /// The counted ballots about one node at one evaluation.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -75,15 +78,9 @@ pub struct Tally {
 }
 
 impl Tally {
-    /// The verdict this tally forces, if any.
-    pub fn decision(&self) -> Option<Verdict> {
-        if 2 * self.unhealthy > self.eligible {
-            Some(Verdict::Unhealthy)
-        } else if 2 * self.healthy > self.eligible {
-            Some(Verdict::Healthy)
-        } else {
-            None
-        }
+    /// The verdict this tally calls for under `rule` in a unit of `unit_size` members.
+    pub fn decision(&self, rule: VoteRule, unit_size: usize) -> Verdict {
+        rule.decide(self.healthy, self.unhealthy, unit_size)
     }
 }
 
@@ -162,6 +159,7 @@ pub enum Recorded {
 #[derive(Clone, Debug)]
 pub struct VoteTable {
     window: u64,
+    rule: VoteRule,
     /// target -> checker -> latest ballot
     ballots: BTreeMap<String, BTreeMap<String, Ballot>>,
     /// Absent: Undecided.
@@ -170,8 +168,8 @@ pub struct VoteTable {
 
 impl VoteTable {
     /// `window`: how many periods a ballot stays fresh (at least 1).
-    pub fn new(window: u64) -> Self {
-        Self { window: window.max(1), ballots: BTreeMap::new(), verdicts: BTreeMap::new() }
+    pub fn new(window: u64, rule: VoteRule) -> Self {
+        Self { window: window.max(1), rule, ballots: BTreeMap::new(), verdicts: BTreeMap::new() }
     }
 
     pub fn window(&self) -> u64 {
@@ -304,7 +302,7 @@ impl VoteTable {
         };
         let mut eligible: BTreeSet<&str> = BTreeSet::new();
         for assignment in window {
-            eligible.extend(assignment.checkers_of(target).into_iter().filter(|c| !self.is_unhealthy(c)));
+            eligible.extend(assignment.checkers_of(target));
         }
         let mut tally = Tally { eligible: eligible.len(), ..Tally::default() };
         for (checker, ballot) in self.ballots.get(target).into_iter().flatten() {
@@ -338,20 +336,16 @@ impl VoteTable {
         let window = self.window_assignments(now, schedule);
         let decisions: Vec<(String, Tally)> = members.iter().map(|t| (t.clone(), self.tally_in(t, &window))).collect();
         let mut changes = Vec::new();
+        let size = members.len();
         for (node, tally) in decisions {
             let from = self.verdict(&node);
-            if let Some(to) = tally.decision()
-                && to != from
-            {
+            let to = tally.decision(self.rule, size);
+            if to != from {
                 self.verdicts.insert(node.clone(), to);
                 changes.push(VerdictChange { node, from, to, tally });
             }
         }
         changes
-    }
-
-    fn is_unhealthy(&self, node: &str) -> bool {
-        self.verdict(node) == Verdict::Unhealthy
     }
 }
 

@@ -200,11 +200,23 @@ async fn a_unit_on_a_real_network_rides_out_loss_and_a_cut_apiserver_link_and_vo
     })
     .await;
     eprintln!("the link back: edge-1's address re-published after {:?}", healed.elapsed());
+    // without its address edge-1 left the unit; back, it is undecided (and may be written
+    // so) until two peers vouch for it again. Nobody else was written.
+    common::until("every view healthy again", Duration::from_secs(20), || views_agree(&cluster, &members, &healthy))
+        .await;
+    tokio::time::sleep(PERIOD * 2).await;
+    common::until("edge-1 vouched for again", DETECTION, || async {
+        cluster.unhealth("edge-1").await.is_none().then_some(())
+    })
+    .await;
     for name in &names {
         assert_eq!(cluster.unhealth(name).await, None, "{name} accused with the apiserver link cut");
     }
     assert_eq!(cluster.total(&members, unhealthy_changes).await, 0.0, "no view ever held anyone unhealthy");
-    assert_eq!(cluster.total(&members, written).await, 0.0, "no verdict written");
+    for name in names.iter().filter(|n| *n != "edge-1") {
+        assert_eq!(cluster.patches(name, mark).0, 0, "{name}: a verdict written");
+    }
+    let written_before = cluster.total(&members, written).await;
 
     // (4) edge-3's daemon, and with it its probe target, stops: it alone is annotated
     let mark = cluster.server.requests().mark();
@@ -219,12 +231,14 @@ async fn a_unit_on_a_real_network_rides_out_loss_and_a_cut_apiserver_link_and_vo
     common::until("the survivors' views agree", Duration::from_secs(5), || views_agree(&cluster, &members, &down))
         .await;
     tokio::time::sleep(PERIOD * 2).await;
-    assert_eq!(cluster.patches("edge-3", mark), (1, 0), "exactly one write (successful, refused)");
+    // one write, or two when the vote passed through a tie ("undecided", then "yes")
+    let (writes, refused) = cluster.patches("edge-3", mark);
+    assert!((1..=2).contains(&writes) && refused == 0, "{writes} writes, {refused} refused");
     for name in names.iter().filter(|n| *n != "edge-3") {
         assert_eq!(cluster.unhealth(name).await, None, "{name} accused");
         assert_eq!(cluster.patches(name, mark), (0, 0), "{name} written");
     }
-    assert_eq!(cluster.total(&members, written).await, 1.0, "one writer, one write");
+    assert_eq!(cluster.total(&members, written).await, written_before + writes as f64, "one writer");
     let survivor = cluster.address(&members[0]);
     assert_eq!(metric(survivor, unhealthy_changes).await, 1.0, "edge-3, once");
 

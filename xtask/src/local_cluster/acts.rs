@@ -3,7 +3,9 @@
 //! 2. a site loses its cloud link: its nodes go Unknown, but its unit still sees them
 //!    alive, so no NoExecute taint, its pods stay Ready and every node's view is unchanged;
 //! 3. a node dies inside a site: its peers vote it unhealthy, it is tainted NoExecute, its
-//!    pods go not ready and its endpoints leave the other nodes' views.
+//!    pods go not ready and its endpoints leave the other nodes' views; in a unit of
+//!    three its two survivors are left with one live peer each, which vouches for nobody
+//!    (`nodeunhealth: "undecided"`: stock handling, were they to go Unknown).
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -121,6 +123,10 @@ pub async fn act_one(cluster: &Cluster, timeout: Duration) -> Result<(Outcome, V
                     state.name, state.ready, state.pods.0, state.pods.1
                 ));
             }
+            // protection is earned: until two peers vouch for a node it carries nodeunhealth
+            if state.voted_unhealthy {
+                problems.push(format!("{}: not yet vouched for by its unit (nodeunhealth set)", state.name));
+            }
         }
         Ok(problems)
     })
@@ -211,8 +217,15 @@ pub async fn act_three(cluster: &mut Cluster, dead: &str, before: &[(SimNode, No
         let mut problems = Vec::new();
         let states = views::node_states(&cluster.client, &cluster.nodes).await?;
         if let Some(state) = states.iter().find(|s| s.name == dead) {
-            if !state.voted_unhealthy {
+            if state.unhealth.as_deref() != Some("yes") {
                 problems.push(format!("{dead}: not voted unhealthy yet"));
+            }
+            // its unit-mates: protected while each keeps two live peers to vouch for it;
+            // in a smaller unit a death leaves each a single voice, which decides nothing
+            let mates: Vec<&NodeState> = states.iter().filter(|s| s.unit == state.unit && s.name != dead).collect();
+            let wanted = if mates.len() > 2 { None } else { Some("undecided") };
+            for mate in mates.iter().filter(|m| m.unhealth.as_deref() != wanted) {
+                problems.push(format!("{}: nodeunhealth {:?}, expected {wanted:?}", mate.name, mate.unhealth));
             }
             if !state.taints.iter().any(|t| t == "unreachable:NoExecute") {
                 problems.push(format!("{dead}: not tainted unreachable:NoExecute ({:?})", state.taints));

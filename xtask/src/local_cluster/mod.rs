@@ -65,7 +65,8 @@ then plays three acts, printing per-node views and node states:
   2. site unit-b loses its cloud link: nodes Unknown, but no NoExecute taint, pods Ready,
      views unchanged (its peers still see it alive);
   3. node edge-a-1 dies: its unit votes it unhealthy, it is tainted and its endpoints
-     leave the other nodes' views.
+     leave the other nodes' views; its two unit-mates, one live peer each, are left
+     undecided (a unit of three protects nobody after a death).
 Then it keeps running until Ctrl-C (kubectl with the printed KUBECONFIG).
 
   --scenario          play the acts and exit: 0 when each went as expected, 1 otherwise
@@ -698,6 +699,9 @@ async fn start_components(
             "2s",
             "--indirect-timeout",
             "1s",
+            // a liveness challenge waits this long before helpers are asked
+            "--message-timeout",
+            "500ms",
         ];
         // its token is its pod's service account token, which names the node: what the
         // chart's node restriction policy keys on

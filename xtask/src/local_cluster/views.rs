@@ -75,8 +75,11 @@ pub struct NodeState {
     pub unit: String,
     /// The Ready condition's status.
     pub ready: String,
-    /// The edge-health verdict (`nodeunhealth: "yes"`).
+    /// The edge-health verdict withholds protection (`nodeunhealth` set: `"yes"`, or
+    /// `"undecided"` while fewer than two peers vouch for it).
     pub voted_unhealthy: bool,
+    /// The `nodeunhealth` value, when set.
+    pub unhealth: Option<String>,
     /// `key:Effect`, the `node.kubernetes.io/` prefix dropped.
     pub taints: Vec<String>,
     /// Ready pods bound to it, and all of them.
@@ -106,6 +109,7 @@ pub fn node_state(node: &Node, pods: &[Pod]) -> NodeState {
         unit: node.labels().get(UNIT_LABEL_KEY).cloned().unwrap_or_default(),
         ready,
         voted_unhealthy: reading.voted_unhealthy(),
+        unhealth: reading.unhealth.map(str::to_string),
         taints,
         pods: (bound.iter().filter(|p| pod_ready(p)).count(), bound.len()),
         name,
@@ -179,7 +183,7 @@ pub fn states_table(states: &[NodeState]) -> String {
                 s.name.clone(),
                 s.unit.clone(),
                 s.ready.clone(),
-                if s.voted_unhealthy { "yes".into() } else { "-".into() },
+                s.unhealth.clone().unwrap_or_else(|| "-".into()),
                 if s.taints.is_empty() { "-".into() } else { s.taints.join(",") },
                 format!("{}/{}", s.pods.0, s.pods.1),
             ]
@@ -241,6 +245,7 @@ mod tests {
             unit: "unit-a".into(),
             ready: "Unknown".into(),
             voted_unhealthy: true,
+            unhealth: Some("yes".into()),
             taints: vec!["unreachable:NoExecute".into(), "unreachable:NoSchedule".into()],
             pods: (0, 1),
         };

@@ -93,8 +93,8 @@ pub async fn write_verdict(nodes: &Api<Node>, daemon: &Daemon, patch: Annotation
     };
     daemon.metrics().write("verdict", outcome);
     match error {
-        None => tracing::info!(node = %patch.node, unhealthy = patch.unhealthy, "verdict written"),
-        Some(error) => tracing::warn!(node = %patch.node, unhealthy = patch.unhealthy, outcome, %error,
+        None => tracing::info!(node = %patch.node, verdict = patch.verdict.as_str(), "verdict written"),
+        Some(error) => tracing::warn!(node = %patch.node, verdict = patch.verdict.as_str(), outcome, %error,
             "verdict not written; retrying next period"),
     }
 }

@@ -124,6 +124,12 @@ pub struct Flags {
     /// In how many relay rounds each ballot is passed on.
     #[arg(long, default_value_t = 2)]
     pub relay_spread: u32,
+    /// In a unit of exactly two members, let each member's ballot alone decide about the
+    /// other. Off, nobody in a unit of two is protected (nor voted down): one peer is one
+    /// voice, and a compromised partner would decide alone. Set it only where that risk is
+    /// accepted; every daemon and the cloud's verdict writer must agree.
+    #[arg(long)]
+    pub allow_units_of_two: bool,
     /// Per attempt of sending one message to a peer.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub message_timeout: Duration,
@@ -213,7 +219,10 @@ pub enum SettingsError {
     NoAdvertiseAddress(BindAddress),
     #[error("--advertise-address {0} is not an address peers can reach")]
     UnroutableAdvertiseAddress(IpAddr),
-    #[error("--message-timeout must be positive and shorter than --period ({period:?}), got {timeout:?}")]
+    #[error(
+        "--message-timeout must be positive, and with --indirect-timeout (when helpers are asked) shorter than \
+         --period ({period:?}): a probe's liveness challenge waits for it before helpers are asked; got {timeout:?}"
+    )]
     MessageTimeout { timeout: Duration, period: Duration },
     #[error("--vote-window {0} is more periods than the {MAX_VOTE_WINDOW} a vote may span")]
     VoteWindow(u64),
@@ -254,9 +263,11 @@ impl Flags {
             relay_rounds: self.relay_rounds,
             relay_fanout: self.relay_fanout,
             relay_spread: self.relay_spread,
+            vote_rule: crate::vote::VoteRule { allow_units_of_two: self.allow_units_of_two },
         };
         protocol.validate(&checks)?;
-        if self.message_timeout.is_zero() || self.message_timeout >= self.period {
+        let indirect = if self.indirect_helpers > 0 { self.indirect_timeout } else { Duration::ZERO };
+        if self.message_timeout.is_zero() || self.message_timeout.saturating_add(indirect) >= self.period {
             return Err(SettingsError::MessageTimeout { timeout: self.message_timeout, period: self.period });
         }
         if self.vote_window > MAX_VOTE_WINDOW {
@@ -430,6 +441,7 @@ mod tests {
             "2",
             "--relay-spread",
             "3",
+            "--allow-units-of-two",
             "--message-timeout",
             "700ms",
             "--key-reload-interval",
@@ -455,6 +467,7 @@ mod tests {
                 relay_rounds: 5,
                 relay_fanout: 2,
                 relay_spread: 3,
+                vote_rule: crate::vote::VoteRule { allow_units_of_two: true },
             }
         );
         assert_eq!(s.checks.healthy_score(), 3.25);

@@ -12,6 +12,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::liveness::ProofRefused;
 use crate::message::Rejection;
 use crate::vote::{BallotIgnored, Verdict};
 
@@ -104,6 +105,9 @@ pub struct Metrics {
     /// Requests for SuperEdge's edge-health API (its daemons' `/result`, its grid
     /// wrapper's `/localinfo`), answered 410: a unit running both daemons.
     pub superedge_requests: Family<PathLabel, Counter>,
+    /// Liveness proofs this node asked for or was handed, by result: verified, unanswered
+    /// (no reply from the address), or a [`ProofRefused::metric_label`].
+    pub liveness_proofs: Family<ResultLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -126,7 +130,11 @@ impl Default for Metrics {
             frames_dropped_for_forgeries: Counter::default(),
             kubelet_check_tokens: Family::default(),
             superedge_requests: Family::default(),
+            liveness_proofs: Family::default(),
         };
+        for result in ["verified", "unanswered"].into_iter().chain(ProofRefused::ALL.map(ProofRefused::metric_label)) {
+            let _ = metrics.liveness_proofs.get_or_create(&ResultLabel { result });
+        }
         for path in super::server::SUPEREDGE_PATHS {
             let _ = metrics.superedge_requests.get_or_create(&PathLabel { path });
         }
@@ -194,6 +202,14 @@ impl Register for Metrics {
             self.superedge_requests.clone(),
         );
         registry.register(
+            "liveness_proofs",
+            "Peers' signatures over this node's challenges (direct, or relayed by a helper), by result: \
+             verified, unanswered, missing (a helper said reachable without one), other_challenge (made for \
+             another checker or nonce), no_public_key, bad_signature (not the peer's key: an impostor at its \
+             address, or a forgery)",
+            self.liveness_proofs.clone(),
+        );
+        registry.register(
             "kubelet_check_tokens",
             "TokenRequests for the kubelet-check ServiceAccount's token (--kubelet-check-service-account), by \
              result: issued, failed",
@@ -205,6 +221,11 @@ impl Register for Metrics {
 impl Metrics {
     pub fn rejected(&self, rejection: Rejection) {
         self.messages_rejected.get_or_create(&ReasonLabel { reason: rejection.metric_label() }).inc();
+    }
+
+    pub fn proof(&self, result: Result<(), ProofRefused>) {
+        let result = result.map_or_else(ProofRefused::metric_label, |()| "verified");
+        self.liveness_proofs.get_or_create(&ResultLabel { result }).inc();
     }
 
     pub fn ballot_refused(&self, refused: BallotIgnored) {

@@ -1,5 +1,7 @@
-//! One period's work with the peers: run the checks on the assigned peers concurrently,
-//! ask helpers before accusing one the checks failed on. The relay rounds that pass
+//! One period's work with the peers: challenge the assigned peers for their liveness proof
+//! and run the checks on them, concurrently, and ask helpers before accusing one either
+//! failed on (see [`crate::liveness`]: a peer is reachable only with its own signature over
+//! the checker's fresh nonce; the checks can only make it look worse). The relay rounds that pass
 //! ballots on to a few peers at a time (see [`crate::relay`]), and the checks a helper
 //! runs for a peer that asked.
 //!
@@ -25,6 +27,7 @@ use hyper_util::rt::TokioExecutor;
 use super::metrics::ProbeLabels;
 use super::state::{AfterDirect, Daemon, OutgoingRequest, RelayFrame, wall_clock};
 use crate::config::{CheckConfig, CheckKind};
+use crate::liveness::{LivenessProof, Nonce};
 use crate::message::MAX_FRAME_BYTES;
 use crate::time::Period;
 
@@ -161,21 +164,80 @@ pub async fn run(daemon: Arc<Daemon>, transport: Transport, period: Period) {
     let plan = daemon.plan(period);
     let token = read_token(&daemon);
     let checks = &daemon.settings().checks;
+    let local = daemon.settings().node_name.as_str();
     let probes = plan.into_iter().map(|probe| {
         let (daemon, transport, token) = (&daemon, &transport, token.as_deref());
         async move {
-            let Some(host) = probe.host else {
+            let Some(address) = probe.address else {
                 daemon.metrics().probes_skipped.inc();
                 tracing::debug!(target_node = %probe.target, "not probed: no address published");
                 return;
             };
-            let reachable = check_node(checks, std::slice::from_ref(&probe.target), host, token, daemon).await;
-            if let AfterDirect::Ask(requests) = daemon.direct_result(&probe.target, period, reachable, wall_clock()) {
+            let Some(nonce) = Nonce::random() else {
+                daemon.metrics().probes_skipped.inc();
+                tracing::error!(target_node = %probe.target, "not probed: the system random number generator failed");
+                return;
+            };
+            let (proof, checks_pass) = tokio::join!(
+                prove_alive(daemon, transport, &probe.target, address, local, nonce),
+                check_node(checks, std::slice::from_ref(&probe.target), address.ip(), token, daemon),
+            );
+            let reachable = proof.is_some() && checks_pass;
+            if let AfterDirect::Ask(requests) =
+                daemon.direct_result(&probe.target, period, reachable, nonce, wall_clock())
+            {
                 ask_helpers(daemon, transport, requests).await;
             }
         }
     });
     futures::future::join_all(probes).await;
+}
+
+/// Challenges `target` at its exchange `address` for its proof over `checker`'s `nonce`
+/// (`checker`: this node, or the peer it helps), each attempt freshly sealed. An attempt
+/// that timed out is tried again while the configured checks may still be running (they run
+/// alongside: on a lossy link the proof gets the time the checks get), and at least
+/// `send_retries` times; one that failed at once (nothing listens: connection refused) is
+/// not. The proof, verified against the key `target` publishes. Whoever else answers at the
+/// address (an impostor bound to a dead node's IP) cannot make one.
+pub async fn prove_alive(
+    daemon: &Daemon,
+    transport: &Transport,
+    target: &str,
+    address: SocketAddr,
+    checker: &str,
+    nonce: Nonce,
+) -> Option<LivenessProof> {
+    let settings = daemon.settings();
+    let until = tokio::time::Instant::now() + settings.checks.worst_case();
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let started = tokio::time::Instant::now();
+        let frame = daemon.seal_challenge(target, checker, nonce, wall_clock());
+        match transport.post(address, Bytes::from(frame)).await {
+            Ok(reply) => {
+                daemon.metrics().sent("challenge", "delivered");
+                return daemon.take_proof(&reply, target, checker, &nonce, wall_clock()).ok();
+            }
+            Err(error) if error.is_refusal() => {
+                daemon.metrics().sent("challenge", "refused");
+                tracing::debug!(target_node = %target, %address, %error, "challenge refused");
+                break;
+            }
+            Err(error) => {
+                daemon.metrics().sent("challenge", "failed");
+                tracing::debug!(target_node = %target, %address, %error, "challenge not answered");
+                let timed_out = started.elapsed() >= settings.message_timeout / 2;
+                let time_left = tokio::time::Instant::now() + settings.message_timeout <= until;
+                if !timed_out || (attempt > settings.protocol.send_retries && !time_left) {
+                    break;
+                }
+            }
+        }
+    }
+    daemon.metrics().liveness_proofs.get_or_create(&super::metrics::ResultLabel { result: "unanswered" }).inc();
+    None
 }
 
 /// Sends indirect probe requests and feeds their answers until one settles the probe or
@@ -275,9 +337,9 @@ mod tests {
     use tower::ServiceExt;
 
     use super::*;
-    use crate::daemon::metrics::{BallotLabels, ReasonLabel, SentLabels};
+    use crate::daemon::metrics::{BallotLabels, ReasonLabel, ResultLabel, SentLabels};
     use crate::daemon::server::router;
-    use crate::daemon::test_support::{daemon, holding_port, member};
+    use crate::daemon::test_support::{KEY, daemon, member, signing_key};
 
     /// With a `ca-file`, a kubelet check passes only on a peer presenting a certificate of
     /// that CA for its node (`CN=system:node:<name>`) and its address (an IP SAN): another
@@ -349,18 +411,22 @@ mod tests {
     /// refused as a replay) and the helper's answer, not the deadline, decides the ballot.
     #[tokio::test]
     async fn a_failed_indirect_round_trip_is_retried_before_the_peer_is_accused() {
-        // the target's kubelet port: accepts connections (alive, seen from the helper)
-        let (port, _accepting) = holding_port().await;
+        // the target: its daemon answers challenges, and its port takes the tcp check
+        let target_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let target_address = target_listener.local_addr().unwrap();
+        let port = target_address.port();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let helper_address = listener.local_addr().unwrap();
         let nodes = [
             member("asker", Some("127.0.0.2:51005")),
             member("helper", Some(&helper_address.to_string())),
-            member("target", Some(&format!("127.0.0.1:{port}"))),
+            member("target", Some(&target_address.to_string())),
         ];
         let check = format!("kind=tcp,port={port},timeout=500ms");
         let flags = ["--indirect-timeout", "5s"];
         let (asker, helper) = (daemon("asker", &check, &flags, &nodes), daemon("helper", &check, &flags, &nodes));
+        let target = daemon("target", &check, &flags, &nodes);
+        let _target = tokio::spawn(async move { axum::serve(target_listener, router(target)).await });
         let seen = Arc::new(AtomicUsize::new(0));
         let helper_router = router(helper.clone());
         let lossy = axum::Router::new().route(
@@ -380,7 +446,8 @@ mod tests {
         let _server = tokio::spawn(async move { axum::serve(listener, lossy).await });
 
         let period = asker.clock().period_at(wall_clock());
-        let AfterDirect::Ask(requests) = asker.direct_result("target", period, false, wall_clock()) else {
+        let nonce = Nonce([9; 16]);
+        let AfterDirect::Ask(requests) = asker.direct_result("target", period, false, nonce, wall_clock()) else {
             panic!("a failed direct probe with a helper available asks it");
         };
         assert_eq!(requests.iter().map(|r| r.helper.as_str()).collect::<Vec<_>>(), ["helper"]);
@@ -403,5 +470,151 @@ mod tests {
             })
             .sum();
         assert_eq!(rejected, 0, "the second request was not refused as a replay");
+        let proofs = |result| metrics.liveness_proofs.get_or_create(&ResultLabel { result }).get();
+        assert_eq!(proofs("verified"), 1, "the helper relayed the target's proof over the asker's nonce");
+    }
+
+    /// The challenge's nonce and checker, read from a frame (what anyone holding the unit's
+    /// HMAC key can read).
+    fn challenge_of(frame: &[u8]) -> (String, Nonce) {
+        let value: serde_json::Value = serde_json::from_slice(frame).unwrap();
+        let challenge = &value["body"]["payload"]["challenge"];
+        let nonce = serde_json::from_value(challenge["nonce"].clone()).unwrap();
+        (challenge["checker"].as_str().unwrap().to_string(), nonce)
+    }
+
+    /// What an impostor bound at a dead member's address answers a challenge with.
+    #[derive(Clone, Copy, Debug)]
+    enum Impostor {
+        /// Any listener: `200` and nothing (a tcp or http check passes on it).
+        Listener,
+        /// The liar's own daemon: a proof, signed by the liar, in its own name.
+        LiarsDaemon,
+        /// A frame in the dead member's name, sealed with the unit key, proof and frame
+        /// signed with the only node key the liar has, its own.
+        Forged,
+    }
+
+    /// A dead member's address taken over by a liar: the tcp check passes on the liar's
+    /// listener, but no answer carries the dead member's signature over the checker's
+    /// nonce, so the checker's ballot says unhealthy (a unit of two: no helper to ask).
+    /// Without the proof, the tcp check alone passed (the attack of issue 35).
+    #[tokio::test]
+    async fn an_impostor_at_a_dead_members_address_proves_nothing() {
+        for impostor in [Impostor::Listener, Impostor::LiarsDaemon, Impostor::Forged] {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let dead_address = listener.local_addr().unwrap();
+            let nodes = [member("checker", Some("127.0.0.2:51005")), member("dead", Some(&dead_address.to_string()))];
+            let check = format!("kind=tcp,port={},timeout=500ms", dead_address.port());
+            let checker = daemon("checker", &check, &["--message-timeout", "500ms"], &nodes);
+            let liar = daemon("liar", &check, &[], &[member("liar", None), member("checker", Some("127.0.0.2:51005"))]);
+            let app = match impostor {
+                Impostor::Listener => axum::Router::new().fallback(|| async { StatusCode::OK }),
+                Impostor::LiarsDaemon => router(liar),
+                Impostor::Forged => axum::Router::new().route(
+                    EXCHANGE_PATH,
+                    axum::routing::post(|frame: Bytes| async move {
+                        let (checker, nonce) = challenge_of(&frame);
+                        let proof = crate::liveness::prove(&signing_key("liar"), "dead", &checker, nonce);
+                        let mut as_dead = crate::message::Signer::new(
+                            crate::message::HmacKey::new(KEY).unwrap(),
+                            "dead",
+                            wall_clock(),
+                        );
+                        let payload = crate::message::Payload::Proof { proof };
+                        as_dead.seal(&signing_key("liar"), wall_clock(), Some(checker), payload)
+                    }),
+                ),
+            };
+            let _impostor = tokio::spawn(async move { axum::serve(listener, app).await });
+
+            let transport = Transport::new(Duration::from_millis(500));
+            let period = checker.clock().period_at(wall_clock());
+            assert!(
+                check_node(&checker.settings().checks, &["dead".into()], dead_address.ip(), None, &checker).await,
+                "{impostor:?}: the tcp check alone passes on the impostor"
+            );
+            run(checker.clone(), transport, period).await;
+            let metrics = checker.metrics();
+            let ballots = |verdict, basis| metrics.ballots.get_or_create(&BallotLabels { verdict, basis }).get();
+            assert_eq!((ballots("unhealthy", "no_helpers"), ballots("healthy", "direct")), (1, 0), "{impostor:?}");
+            let proofs = |result| metrics.liveness_proofs.get_or_create(&ResultLabel { result }).get();
+            let refused = match impostor {
+                Impostor::Listener => "missing",
+                // its verifier refuses a frame addressed to another node: no answer at all
+                Impostor::LiarsDaemon => "unanswered",
+                Impostor::Forged => "bad_signature",
+            };
+            assert_eq!((proofs(refused), proofs("verified")), (1, 0), "{impostor:?}");
+        }
+    }
+
+    /// A helper (holding the unit key and its own node key) answering "reachable" for a
+    /// dead target, without a proof, or with one it signed itself, or with a real proof the
+    /// target once made for another checker's nonce: not believed; the accusation stands.
+    #[tokio::test]
+    async fn a_helpers_reachable_without_the_targets_proof_is_not_believed() {
+        let replayed = crate::liveness::prove(&signing_key("dead"), "dead", "other", Nonce([1; 16]));
+        type Lie = Box<dyn Fn(Nonce) -> Option<LivenessProof> + Send + Sync>;
+        let cases: [(&str, Lie, &str); 3] = [
+            ("no proof", Box::new(|_| None), "missing"),
+            (
+                "its own signature",
+                Box::new(|n| Some(crate::liveness::prove(&signing_key("liar"), "dead", "asker", n))),
+                "bad_signature",
+            ),
+            ("another challenge's proof", Box::new(move |_| Some(replayed.clone())), "other_challenge"),
+        ];
+        for (case, proof, refused) in cases {
+            let proof = Arc::new(proof);
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let liar_address = listener.local_addr().unwrap();
+            let nodes = [
+                member("asker", Some("127.0.0.2:51005")),
+                member("liar", Some(&liar_address.to_string())),
+                member("dead", Some("127.0.0.1:9")),
+            ];
+            let asker = daemon("asker", "kind=tcp,port=9,timeout=200ms", &["--indirect-timeout", "3s"], &nodes);
+            let lying_helper = axum::Router::new().route(
+                EXCHANGE_PATH,
+                axum::routing::post(move |frame: Bytes| {
+                    let proof = proof.clone();
+                    async move {
+                        let value: serde_json::Value = serde_json::from_slice(&frame).unwrap();
+                        let request = &value["body"]["payload"]["probeRequest"];
+                        let id = request["id"].as_u64().unwrap();
+                        let nonce: Nonce = serde_json::from_value(request["nonce"].clone()).unwrap();
+                        let mut liar = crate::message::Signer::new(
+                            crate::message::HmacKey::new(KEY).unwrap(),
+                            "liar",
+                            wall_clock(),
+                        );
+                        let payload = crate::message::Payload::ProbeAnswer {
+                            id,
+                            target: "dead".into(),
+                            reachable: true,
+                            proof: proof(nonce),
+                        };
+                        liar.seal(&signing_key("liar"), wall_clock(), Some("asker".into()), payload)
+                    }
+                }),
+            );
+            let _liar = tokio::spawn(async move { axum::serve(listener, lying_helper).await });
+            let period = asker.clock().period_at(wall_clock());
+            let AfterDirect::Ask(requests) = asker.direct_result("dead", period, false, Nonce([5; 16]), wall_clock())
+            else {
+                panic!("{case}: the liar is asked");
+            };
+            ask_helpers(&asker, &Transport::new(Duration::from_secs(1)), requests).await;
+            let metrics = asker.metrics();
+            let ballots = |verdict, basis| metrics.ballots.get_or_create(&BallotLabels { verdict, basis }).get();
+            assert_eq!(
+                (ballots("unhealthy", "all_helpers_failed"), ballots("healthy", "helper")),
+                (1, 0),
+                "{case}: the accusation stands"
+            );
+            let proofs = |result| metrics.liveness_proofs.get_or_create(&ResultLabel { result }).get();
+            assert_eq!(proofs(refused), 1, "{case}");
+        }
     }
 }

@@ -9,7 +9,9 @@
 //!
 //! Exchange answers: `204` for accepted results (and answers, and requests this node
 //! declines: not a node it checks, or already `--max-concurrent-probe-requests` probes
-//! running for peers), `200` with a sealed answer frame for a probe request it ran, `400`
+//! running for peers), `200` with a sealed answer frame for a probe request it ran (with
+//! the target's liveness proof when it got one) and with a sealed proof for a peer's
+//! challenge (this node's signature over the challenger's nonce), `400`
 //! for a malformed frame, `401` for every other refusal (bad MAC, unknown sender,
 //! misdirected, clock skew, replay), the reason in the body and in
 //! `edge_health_messages_rejected_total{reason}`.
@@ -36,7 +38,7 @@ use edgegrid_core::health::VERDICTS_PATH;
 use tokio::sync::Semaphore;
 
 use super::metrics::{PathLabel, ReasonLabel};
-use super::round::{EXCHANGE_PATH, check_peer, read_token};
+use super::round::{EXCHANGE_PATH, Transport, check_peer, prove_alive, read_token};
 use super::state::{Daemon, Received, wall_clock};
 use crate::message::Rejection;
 
@@ -47,6 +49,8 @@ struct Shared {
     helping: Arc<Semaphore>,
     /// Whether a SuperEdge request was logged already (once per process, at info).
     superedge_logged: Arc<AtomicBool>,
+    /// Challenges the targets of the indirect probes run for peers.
+    transport: Transport,
 }
 
 /// SuperEdge v0.9's edge-health API (`pkg/edge-health/communicate`): its daemons `PUT
@@ -80,7 +84,8 @@ pub fn router_with_verdicts_readers(daemon: Arc<Daemon>, verdicts_readers: &Node
     for path in SUPEREDGE_PATHS {
         router = router.route(path, any(move |state: State<Shared>| superedge(state, path)));
     }
-    router.with_state(Shared { daemon, helping, superedge_logged })
+    let transport = Transport::new(daemon.settings().message_timeout);
+    router.with_state(Shared { daemon, helping, superedge_logged, transport })
 }
 
 /// A request for SuperEdge's edge-health API: `410 Gone`, counted; logged the first time.
@@ -103,12 +108,17 @@ async fn verdicts(State(Shared { daemon, .. }): State<Shared>) -> Response {
     axum::Json(daemon.view()).into_response()
 }
 
+/// `200` with a sealed frame.
+fn sealed(frame: Vec<u8>) -> Response {
+    (StatusCode::OK, [(axum::http::header::CONTENT_TYPE, "application/json")], frame).into_response()
+}
+
 fn declined(daemon: &Daemon, reason: &'static str) -> Response {
     daemon.metrics().probe_requests_declined.get_or_create(&ReasonLabel { reason }).inc();
     StatusCode::NO_CONTENT.into_response()
 }
 
-async fn exchange(State(Shared { daemon, helping, .. }): State<Shared>, frame: Bytes) -> Response {
+async fn exchange(State(Shared { daemon, helping, transport, .. }): State<Shared>, frame: Bytes) -> Response {
     match daemon.receive(&frame, wall_clock()) {
         Received::Rejected(rejection) => {
             let status =
@@ -118,17 +128,23 @@ async fn exchange(State(Shared { daemon, helping, .. }): State<Shared>, frame: B
         }
         Received::Results | Received::Answer { .. } => StatusCode::NO_CONTENT.into_response(),
         Received::Declined => declined(&daemon, "not_checked"),
-        Received::Help { requester, id, target, host } => {
+        Received::Challenged(proof) => sealed(proof),
+        Received::Proof { .. } => StatusCode::NO_CONTENT.into_response(),
+        Received::Help { requester, id, target, address, nonce } => {
             let Ok(_permit) = helping.try_acquire() else {
                 tracing::debug!(%requester, target_node = %target, "probe request declined: busy");
                 return declined(&daemon, "busy");
             };
             let token = read_token(&daemon);
             let checks = &daemon.settings().checks;
-            let reachable = check_peer(checks, host, token.as_deref(), &daemon).await;
-            tracing::debug!(%requester, target_node = %target, reachable, "indirect probe run for a peer");
-            let answer = daemon.seal_answer(&requester, id, &target, reachable, wall_clock());
-            (StatusCode::OK, [(axum::http::header::CONTENT_TYPE, "application/json")], answer).into_response()
+            // the requester believes "reachable" only with the target's proof over its nonce
+            let (proof, checks_pass) = tokio::join!(
+                prove_alive(&daemon, &transport, &target, address, &requester, nonce),
+                check_peer(checks, address.ip(), token.as_deref(), &daemon),
+            );
+            let proof = proof.filter(|_| checks_pass);
+            tracing::debug!(%requester, target_node = %target, reachable = proof.is_some(), "indirect probe run for a peer");
+            sealed(daemon.seal_answer(&requester, id, &target, proof, wall_clock()))
         }
     }
 }
@@ -149,6 +165,7 @@ mod tests {
     use super::*;
     use crate::daemon::cli::Flags;
     use crate::daemon::test_support::{KEY, daemon, holding_port, member, signing_key};
+    use crate::liveness::Nonce;
     use crate::message::{HmacKey, Payload, Signer};
 
     /// `request` as the runtime's server hands it over: from a client at `peer`.
@@ -269,7 +286,7 @@ mod tests {
         let now = wall_clock();
         let mut asker = Signer::new(HmacKey::new(KEY).unwrap(), "asker", now);
         let mut request = |id| {
-            let payload = Payload::ProbeRequest { id, target: "target".into() };
+            let payload = Payload::ProbeRequest { id, target: "target".into(), nonce: Nonce([id as u8; 16]) };
             let frame = asker.seal(&signing_key("asker"), wall_clock(), Some("helper".into()), payload);
             Request::post(EXCHANGE_PATH).body(Body::from(frame)).unwrap()
         };

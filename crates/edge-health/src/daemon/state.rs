@@ -7,8 +7,8 @@
 //! One lock, never held across an await: every method here is synchronous, so no I/O can
 //! ever stall a decision, and the tasks interleave only between whole steps.
 
-use std::collections::BTreeMap;
-use std::net::{IpAddr, SocketAddr};
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use edgegrid_core::health::{LocalVerdicts, NodeVerdict, PeerIdentity};
@@ -22,6 +22,7 @@ use super::metrics::{BallotLabels, KindLabel, Metrics, VerdictLabel};
 use super::peer_cache::{self, PeerCache};
 use crate::ballot::{ForgeryBudget, PublicKey, SignedBallot, SigningKey, check_signature};
 use crate::indirect::{Basis, Conclusion, DirectStep, IndirectProbes, should_help};
+use crate::liveness::{self, LivenessProof, Nonce, ProofRefused};
 use crate::membership::{Labels, MembershipChange, NodeUnitCheck, UnitId, UnitMembership};
 use crate::message::{Ballot, FrameBudget, HmacKey, KeyError, Payload, Rejection, Signer, Verifier};
 use crate::relay::{Relay, relays_received};
@@ -41,9 +42,10 @@ pub fn wall_clock() -> Timestamp {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlannedProbe {
     pub target: String,
-    /// `None`: the peer's address does not parse, so it is not probed (no ballot:
-    /// undecided). A node publishing none at all is no member (see [`crate::membership`]).
-    pub host: Option<IpAddr>,
+    /// The peer's published exchange address. `None`: it does not parse, so the peer is not
+    /// probed (no ballot: undecided). A node publishing none at all is no member (see
+    /// [`crate::membership`]).
+    pub address: Option<SocketAddr>,
 }
 
 /// An indirect probe request to send to `helper`, sealed per attempt by
@@ -55,6 +57,8 @@ pub struct OutgoingRequest {
     pub address: SocketAddr,
     pub id: u64,
     pub target: String,
+    /// The checker's challenge the helper passes on to the target.
+    pub nonce: Nonce,
 }
 
 /// One relay round's frame for one unit, and the peers it goes to.
@@ -83,12 +87,21 @@ pub enum Received {
     Answer {
         settled: bool,
     },
-    /// A peer asks this node to probe `target` at `host` and answer under `id`.
+    /// A peer asks this node to probe `target` (its exchange address `address`) and answer
+    /// under `id`, with the target's proof over the requester's `nonce`.
     Help {
         requester: String,
         id: u64,
         target: String,
-        host: IpAddr,
+        address: SocketAddr,
+        nonce: Nonce,
+    },
+    /// A peer's challenge, answered: the sealed proof frame to reply with.
+    Challenged(Vec<u8>),
+    /// A peer's proof, for a challenge this node sent (see [`Daemon::take_proof`]).
+    Proof {
+        from: String,
+        proof: LivenessProof,
     },
     /// A probe request for a node this one does not check, or cannot reach (no address).
     Declined,
@@ -179,6 +192,13 @@ struct State {
     node_unit_config: Option<BTreeMap<String, String>>,
     /// Counts changes to the Nodes or the ConfigMap (the peer cache is rewritten when it moves).
     generation: u64,
+    /// The first period whose evaluation may be written or published: a whole vote window
+    /// after the start. Before it the table holds too few ballots, and every verdict it
+    /// reached would read Undecided: written, it would withdraw the whole unit's
+    /// protection at every restart. The last view published before the restart stays.
+    warm_from: Period,
+    /// The last period evaluated.
+    evaluated: Option<Period>,
 }
 
 /// The daemon's state; shared by its tasks and its HTTP handlers.
@@ -212,6 +232,9 @@ impl Daemon {
             view: LocalVerdicts { node: local, ..LocalVerdicts::default() },
             node_unit_config: None,
             generation: 0,
+            // the start's period is partial: the window counts from the next one
+            warm_from: Period(clock.period_at(now).0.saturating_add(settings.protocol.vote_window)),
+            evaluated: None,
         };
         Ok(Self { settings, clock, metrics, state: Mutex::new(state) })
     }
@@ -306,7 +329,7 @@ impl Daemon {
                     // the table forgets departed members at its next evaluation
                     Some(vote) => UnitVote { schedule: Schedule::new(&unit.members, k, keep), ..vote },
                     None => UnitVote {
-                        table: VoteTable::new(self.settings.protocol.vote_window),
+                        table: VoteTable::new(self.settings.protocol.vote_window, self.settings.protocol.vote_rule),
                         schedule: Schedule::new(&unit.members, k, keep),
                         relay: Relay::new(self.settings.protocol.relay_spread),
                     },
@@ -377,41 +400,111 @@ impl Daemon {
                 }
                 Received::Results
             }
-            Payload::ProbeRequest { id, target } => {
+            Payload::ProbeRequest { id, target, nonce } => {
                 self.accepted("probe_request");
-                let host = st.nodes.get(&target).and_then(|n| n.address).map(|a| a.ip());
-                match host {
-                    Some(host) if should_help(&target, |n| st.membership.is_peer(n)) => {
-                        Received::Help { requester: message.sender, id, target, host }
+                let address = st.nodes.get(&target).and_then(|n| n.address);
+                match address {
+                    Some(address) if should_help(&target, |n| st.membership.is_peer(n)) => {
+                        Received::Help { requester: message.sender, id, target, address, nonce }
                     }
                     _ => Received::Declined,
                 }
             }
-            Payload::ProbeAnswer { id, target, reachable } => {
+            Payload::ProbeAnswer { id, target, reachable, proof } => {
                 self.accepted("probe_answer");
-                let conclusion = st.indirect.answer(&message.sender, id, &target, reachable);
+                // "reachable" counts only with the target's proof over this probe's nonce
+                let proven = reachable && {
+                    let local = self.local();
+                    let checked = match st.indirect.challenge(id) {
+                        Some((asked, nonce)) if asked == target => {
+                            let key = st.nodes.get(&target).and_then(|n| n.public_key);
+                            liveness::verify(proof.as_ref(), &target, local, &nonce, key.as_ref())
+                        }
+                        // not an outstanding probe: indirect.answer ignores it anyway
+                        _ => Err(ProofRefused::OtherChallenge),
+                    };
+                    self.metrics.proof(checked);
+                    if let Err(refused) = checked {
+                        tracing::info!(helper = %message.sender, target_node = %target, reason = refused.metric_label(),
+                            "a helper's \"reachable\" without the target's proof: not believed");
+                    }
+                    checked.is_ok()
+                };
+                let conclusion = st.indirect.answer(&message.sender, id, &target, proven);
                 let settled = conclusion.is_some();
                 if let Some(conclusion) = conclusion {
                     self.conclude_locked(st, conclusion, now);
                 }
                 Received::Answer { settled }
             }
+            Payload::Challenge { checker, nonce } => {
+                self.accepted("challenge");
+                // for a peer, asked by that peer or by a helper of the same unit
+                if checker != message.sender && !st.membership.is_peer(&checker) {
+                    return Received::Declined;
+                }
+                let proof = liveness::prove(&st.crypto.signing, self.local(), &checker, nonce);
+                Received::Challenged(st.crypto.seal(now, Some(message.sender), Payload::Proof { proof }))
+            }
+            Payload::Proof { proof } => {
+                self.accepted("proof");
+                Received::Proof { from: message.sender, proof }
+            }
         }
+    }
+
+    /// The reply `frame` to a challenge this node sent `target` (itself, or as a helper for
+    /// `checker`): the target's proof over `nonce`, verified against the key it publishes.
+    pub fn take_proof(
+        &self,
+        frame: &[u8],
+        target: &str,
+        checker: &str,
+        nonce: &Nonce,
+        now: Timestamp,
+    ) -> Result<LivenessProof, ProofRefused> {
+        let checked = match self.receive(frame, now) {
+            Received::Proof { from, proof } if from == target => {
+                let key = self.lock().nodes.get(target).and_then(|n| n.public_key);
+                liveness::verify(Some(&proof), target, checker, nonce, key.as_ref()).map(|()| proof)
+            }
+            // refused by the verifier (an impostor without the target's frame key or its
+            // node key), or not a proof from the target
+            Received::Rejected(Rejection::BadSignature) => Err(ProofRefused::BadSignature),
+            _ => Err(ProofRefused::Missing),
+        };
+        self.metrics.proof(checked.as_ref().map(|_| ()).map_err(|e| *e));
+        checked
+    }
+
+    /// A fresh frame challenging `target` to prove it is alive to `checker` (this node, or
+    /// the peer it helps).
+    pub fn seal_challenge(&self, target: &str, checker: &str, nonce: Nonce, now: Timestamp) -> Vec<u8> {
+        let payload = Payload::Challenge { checker: checker.to_string(), nonce };
+        self.lock().crypto.seal(now, Some(target.to_string()), payload)
     }
 
     fn accepted(&self, kind: &'static str) {
         self.metrics.messages_accepted.get_or_create(&KindLabel { kind }).inc();
     }
 
-    /// Seals the answer to a probe request this node ran.
-    pub fn seal_answer(&self, requester: &str, id: u64, target: &str, reachable: bool, now: Timestamp) -> Vec<u8> {
-        let payload = Payload::ProbeAnswer { id, target: target.to_string(), reachable };
+    /// Seals the answer to a probe request this node ran: reachable only with the target's
+    /// proof for the requester.
+    pub fn seal_answer(
+        &self,
+        requester: &str,
+        id: u64,
+        target: &str,
+        proof: Option<LivenessProof>,
+        now: Timestamp,
+    ) -> Vec<u8> {
+        let payload = Payload::ProbeAnswer { id, target: target.to_string(), reachable: proof.is_some(), proof };
         self.lock().crypto.seal(now, Some(requester.to_string()), payload)
     }
 
     /// A fresh frame (its own sequence number) for one attempt of an indirect probe request.
     pub fn seal_request(&self, request: &OutgoingRequest, now: Timestamp) -> Vec<u8> {
-        let payload = Payload::ProbeRequest { id: request.id, target: request.target.clone() };
+        let payload = Payload::ProbeRequest { id: request.id, target: request.target.clone(), nonce: request.nonce };
         self.lock().crypto.seal(now, Some(request.helper.clone()), payload)
     }
 
@@ -427,20 +520,27 @@ impl Daemon {
     pub fn plan(&self, period: Period) -> Vec<PlannedProbe> {
         let mut st = self.lock();
         let st = &mut *st;
-        let mut targets: BTreeMap<String, Option<IpAddr>> = BTreeMap::new();
+        let mut targets: BTreeMap<String, Option<SocketAddr>> = BTreeMap::new();
         for vote in st.units.values_mut() {
             let assignment = vote.schedule.assignment(period);
             for target in assignment.targets_of(self.local()) {
-                let host = st.nodes.get(target).and_then(|n| n.address).map(|a| a.ip());
-                targets.insert(target.to_string(), host);
+                targets.insert(target.to_string(), st.nodes.get(target).and_then(|n| n.address));
             }
         }
-        targets.into_iter().map(|(target, host)| PlannedProbe { target, host }).collect()
+        targets.into_iter().map(|(target, address)| PlannedProbe { target, address }).collect()
     }
 
-    /// The direct probe of `target` for `period` ended: concludes, or returns the indirect
-    /// requests to send (to helpers with an address, not held unhealthy).
-    pub fn direct_result(&self, target: &str, period: Period, reachable: bool, now: Timestamp) -> AfterDirect {
+    /// The direct probe of `target` for `period` (challenged with `nonce`) ended: concludes,
+    /// or returns the indirect requests to send (to helpers with an address, not held
+    /// unhealthy), which pass the same nonce on.
+    pub fn direct_result(
+        &self,
+        target: &str,
+        period: Period,
+        reachable: bool,
+        nonce: Nonce,
+        now: Timestamp,
+    ) -> AfterDirect {
         let mut st = self.lock();
         let st = &mut *st;
         let local = self.local();
@@ -461,7 +561,7 @@ impl Daemon {
             None => Vec::new(),
         };
         let helpers: Vec<&str> = helpers.iter().map(String::as_str).collect();
-        match st.indirect.direct_result(target, period, reachable, &helpers, now) {
+        match st.indirect.direct_result(target, period, reachable, nonce, &helpers, now) {
             DirectStep::Concluded(conclusion) => {
                 self.conclude_locked(st, conclusion, now);
                 AfterDirect::Concluded
@@ -476,6 +576,7 @@ impl Daemon {
                             address,
                             id: request.id,
                             target: request.target,
+                            nonce: request.nonce,
                         })
                     })
                     .collect(),
@@ -615,6 +716,8 @@ impl Daemon {
     /// verdicts; retried every period until the Node says what the verdict does).
     pub fn evaluate(&self, period: Period, now: Timestamp) -> Vec<AnnotationPatch> {
         let mut st = self.lock();
+        st.evaluated = Some(period);
+        let warm = period >= st.warm_from;
         let State { membership, units, nodes, dissent, view, .. } = &mut *st;
         for (unit, vote) in units.iter_mut() {
             for change in vote.table.evaluate(period, &mut vote.schedule) {
@@ -656,6 +759,7 @@ impl Daemon {
                     );
                 }
                 if self.settings.verdict_writer == VerdictWriter::Cloud
+                    || !warm
                     || membership.home_unit(member).as_ref() != Some(&unit.id)
                     || writer_of(&unit.members, member, &vote.table) != Some(local)
                 {
@@ -718,14 +822,27 @@ impl Daemon {
     }
 
     /// With `--verdict-writer=cloud`: the view annotation this node's Node should carry
-    /// (the members it holds Unhealthy), when it does not carry it yet.
+    /// (the members of its units it holds Unhealthy and Undecided, and which members those
+    /// are: see `edgegrid_core::unit_verdict::View`), when it does not carry it yet. Nothing
+    /// before a whole window has been evaluated since the start.
     pub fn view_to_publish(&self) -> Option<String> {
         if self.settings.verdict_writer != VerdictWriter::Cloud {
             return None;
         }
         let st = self.lock();
-        let held = st.view.nodes.iter().filter(|(_, v)| v.verdict == Verdict::Unhealthy).map(|(n, _)| n.as_str());
-        let wanted = edgegrid_core::unit_verdict::format_view(held);
+        if st.evaluated.is_none_or(|period| period < st.warm_from) {
+            return None;
+        }
+        let held = |verdict: Verdict| -> BTreeSet<String> {
+            st.view.nodes.iter().filter(|(_, v)| v.verdict == verdict).map(|(n, _)| n.clone()).collect()
+        };
+        let members = st.view.nodes.keys().map(String::as_str).chain([self.local()]);
+        let wanted = edgegrid_core::unit_verdict::View {
+            members: edgegrid_core::unit_verdict::members_version(members),
+            unhealthy: held(Verdict::Unhealthy),
+            undecided: held(Verdict::Undecided),
+        }
+        .format();
         let node = st.nodes.get(self.local())?;
         (node.view_annotation.as_deref() != Some(wanted.as_str())).then_some(wanted)
     }

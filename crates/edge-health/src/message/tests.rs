@@ -5,6 +5,7 @@ use base64::engine::general_purpose::STANDARD;
 use proptest::prelude::*;
 
 use super::*;
+use crate::liveness::{self, Nonce};
 
 const KEY: &[u8] = b"0123456789abcdef0123456789abcdef";
 const OTHER_KEY: &[u8] = b"fedcba9876543210fedcba9876543210";
@@ -73,8 +74,19 @@ fn every_payload_round_trips() {
     let mut v = verifier();
     for (recipient, payload) in [
         (None, results("c", true)),
-        (Some("b".to_string()), Payload::ProbeRequest { id: 7, target: "c".into() }),
-        (Some("b".to_string()), Payload::ProbeAnswer { id: 7, target: "c".into(), reachable: true }),
+        (Some("b".to_string()), Payload::ProbeRequest { id: 7, target: "c".into(), nonce: Nonce([3; 16]) }),
+        (Some("b".to_string()), Payload::ProbeAnswer { id: 7, target: "c".into(), reachable: false, proof: None }),
+        (
+            Some("b".to_string()),
+            Payload::ProbeAnswer {
+                id: 7,
+                target: "c".into(),
+                reachable: true,
+                proof: Some(liveness::prove(&signing("c"), "c", "b", Nonce([3; 16]))),
+            },
+        ),
+        (Some("b".to_string()), Payload::Challenge { checker: "b".into(), nonce: Nonce([4; 16]) }),
+        (Some("b".to_string()), Payload::Proof { proof: liveness::prove(&signing("c"), "c", "b", Nonce([4; 16])) }),
         (None, Payload::Results { ballots: BTreeMap::new() }),
     ] {
         let frame = signer.seal(&signing(signer.sender()), at(0), recipient.clone(), payload.clone());
@@ -117,11 +129,34 @@ fn wire_format_is_pinned() {
     assert_eq!(frame, format!(r#"{{"body":{body},"mac":"{mac}","sig":"{frame_sig}"}}"#));
     let request = Message {
         recipient: Some("edge-3".into()),
-        payload: Payload::ProbeRequest { id: 9, target: "edge-2".into() },
-        ..message
+        payload: Payload::ProbeRequest { id: 9, target: "edge-2".into(), nonce: Nonce([0xab; 16]) },
+        ..message.clone()
     };
     let frame = String::from_utf8(seal(&key(), &request)).unwrap();
-    assert!(frame.contains(r#""recipient":"edge-3","payload":{"probeRequest":{"id":9,"target":"edge-2"}}"#), "{frame}");
+    let nonce = "ab".repeat(16);
+    let want =
+        format!(r#""recipient":"edge-3","payload":{{"probeRequest":{{"id":9,"target":"edge-2","nonce":"{nonce}"}}}}"#);
+    assert!(frame.contains(&want), "{frame}");
+    let challenge = Message {
+        recipient: Some("edge-2".into()),
+        payload: Payload::Challenge { checker: "edge-3".into(), nonce: Nonce([0xab; 16]) },
+        ..message.clone()
+    };
+    let frame = String::from_utf8(seal(&key(), &challenge)).unwrap();
+    let want = format!(r#""payload":{{"challenge":{{"checker":"edge-3","nonce":"{nonce}"}}}}"#);
+    assert!(frame.contains(&want), "{frame}");
+    let proof = liveness::prove(&signing("edge-2"), "edge-2", "edge-3", Nonce([0xab; 16]));
+    let sig = STANDARD.encode(proof.signature.0);
+    let answer = Message {
+        recipient: Some("edge-3".into()),
+        payload: Payload::ProbeAnswer { id: 9, target: "edge-2".into(), reachable: true, proof: Some(proof) },
+        ..message
+    };
+    let frame = String::from_utf8(seal(&key(), &answer)).unwrap();
+    let want = format!(
+        r#""payload":{{"probeAnswer":{{"id":9,"target":"edge-2","reachable":true,"proof":{{"target":"edge-2","checker":"edge-3","nonce":"{nonce}","sig":"{sig}"}}}}}}"#
+    );
+    assert!(frame.contains(&want), "{frame}");
 }
 
 #[test]
@@ -221,7 +256,7 @@ fn messages_for_another_node_are_rejected() {
         &signing(signer.sender()),
         at(0),
         Some("c".into()),
-        Payload::ProbeAnswer { id: 1, target: "c".into(), reachable: true },
+        Payload::ProbeAnswer { id: 1, target: "c".into(), reachable: false, proof: None },
     );
     assert_eq!(verifier().open(&frame, at(0), members), Err(Rejection::Misdirected));
 }
@@ -471,7 +506,9 @@ fn the_budget_is_twice_an_honest_members_most() {
         relay_rounds: 8,
         relay_fanout: 3,
         relay_spread: 2,
+        vote_rule: Default::default(),
     };
-    // (8 relay rounds + 3 requests + 3 answers) x 2 attempts = 28 a period at most
-    assert_eq!(FrameBudget::for_protocol(&protocol), FrameBudget { per_second: 5.6, burst: 56.0 });
+    // (8 relay rounds + 3 requests + 3 answers + 4 challenges + 4 proofs) x 2 attempts =
+    // 44 a period at most
+    assert_eq!(FrameBudget::for_protocol(&protocol), FrameBudget { per_second: 8.8, burst: 88.0 });
 }

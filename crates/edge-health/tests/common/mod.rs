@@ -447,3 +447,29 @@ pub fn show_logs(name: &str, logs: &str) {
         eprintln!("==== {name}\n{logs}");
     }
 }
+
+/// What node `name` (node key `key`) answers a peer's challenge frame with, as its daemon
+/// would: its signature over the challenger's nonce, in a frame sealed with the unit key
+/// and signed with `key`, numbered `sequence`. `None` for any other frame.
+pub fn answer_challenge(
+    frame: &[u8],
+    name: &str,
+    key: &edge_health::ballot::SigningKey,
+    sequence: u64,
+) -> Option<Vec<u8>> {
+    use edge_health::message::{HmacKey, Message, Payload, seal_message};
+    let value: serde_json::Value = serde_json::from_slice(frame).ok()?;
+    let body = &value["body"];
+    let challenge = &body["payload"]["challenge"];
+    let checker = challenge["checker"].as_str()?;
+    let nonce: edge_health::liveness::Nonce = serde_json::from_value(challenge["nonce"].clone()).ok()?;
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("after 1970");
+    let message = Message {
+        sender: name.into(),
+        timestamp: edge_health::time::Timestamp::from_unix_millis(since.as_millis() as u64),
+        sequence,
+        recipient: Some(body["sender"].as_str()?.into()),
+        payload: Payload::Proof { proof: edge_health::liveness::prove(key, name, checker, nonce) },
+    };
+    Some(seal_message(&HmacKey::new(KEY).expect("key"), key, &message))
+}
