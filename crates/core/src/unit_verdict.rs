@@ -205,14 +205,11 @@ impl ViewBook {
     /// Remembers `members` (seen now) and returns its version.
     pub fn saw(&mut self, members: &Arc<BTreeSet<String>>) -> String {
         let version = members_version(members.iter().map(String::as_str));
-        if let Some(at) = self.memberships.iter().position(|(v, _)| *v == version) {
-            let entry = self.memberships.remove(at).expect("just found");
-            self.memberships.push_back(entry);
-        } else {
-            self.memberships.push_back((version.clone(), members.clone()));
-            if self.memberships.len() > Self::MEMBERSHIPS {
-                self.memberships.pop_front();
-            }
+        // the newest last: a membership seen again moves to the back
+        self.memberships.retain(|(v, _)| *v != version);
+        self.memberships.push_back((version.clone(), members.clone()));
+        if self.memberships.len() > Self::MEMBERSHIPS {
+            self.memberships.pop_front();
         }
         version
     }

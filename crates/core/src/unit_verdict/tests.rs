@@ -412,3 +412,27 @@ fn the_annotation_reads_by_its_presence() {
         assert_eq!((observed.annotated_unhealthy(), observed.condemned()), (annotated, condemned), "{value:?}");
     }
 }
+
+/// The book keeps the memberships seen most recently: one seen again stays, the oldest
+/// unseen one goes once more than `MEMBERSHIPS` are remembered.
+#[test]
+fn the_book_forgets_the_membership_seen_longest_ago() {
+    let set = |i: usize| Arc::new(names(&[&format!("n{i}")]));
+    let mut book = ViewBook::default();
+    for i in 0..ViewBook::MEMBERSHIPS {
+        book.saw(&set(i));
+    }
+    for _ in 0..10 {
+        book.saw(&set(0)); // seen again (every second, as the writer does): one entry, the newest
+    }
+    assert!(book.read("early", Some(&view(&["n1"], &[], &[]))).is_some(), "repeats evict nobody");
+    book.saw(&set(ViewBook::MEMBERSHIPS)); // one more: n1's, the oldest, goes
+    let readable = |book: &mut ViewBook, i: usize| {
+        let raw = view(&[&format!("n{i}")], &[], &[]);
+        book.read(&format!("voter{i}"), Some(&raw)).is_some()
+    };
+    assert!(readable(&mut book, 0), "seen again, kept");
+    assert!(!readable(&mut book, 1), "the oldest, forgotten");
+    assert!(readable(&mut book, 2));
+    assert!(readable(&mut book, ViewBook::MEMBERSHIPS));
+}
