@@ -32,7 +32,7 @@ use crate::ballot::{ForgeryBudget, check_signature};
 use crate::ballot::{PublicKey, SignedBallot, SigningKey};
 use crate::config::{CheckConfig, CheckKind, CheckSpec, ProtocolConfig};
 use crate::indirect::{Conclusion, DirectStep, IndirectProbes, should_help};
-use crate::liveness::{self, Nonce};
+use crate::liveness::{self, LivenessProof, Nonce};
 use crate::membership::{Labels, UnitMembership, UnitSource};
 use crate::message::{Ballot, HmacKey, Payload, Signer, Verifier};
 use crate::relay::{BallotsByChecker, Relay, next_round, relays_received};
@@ -56,6 +56,9 @@ pub struct SimConfig {
     pub superedge_nodes: usize,
     pub protocol: ProtocolConfig,
     pub checks: CheckConfig,
+    /// Per attempt of sending one message (`--message-timeout`): with the checks' worst
+    /// case, how often a lost liveness challenge is tried again.
+    pub message_timeout: std::time::Duration,
     /// Probability that one network traversal (a probe request or response, a message) is lost.
     pub loss: f64,
     pub seed: u64,
@@ -78,6 +81,8 @@ impl SimConfig {
             superedge_nodes: 0,
             protocol: ProtocolConfig::default(),
             checks: CheckConfig::new(vec![check], 1.0)?,
+            // the daemon's default
+            message_timeout: std::time::Duration::from_secs(1),
             loss,
             seed,
             start: Timestamp::from_unix_millis(1_700_000_000_000),
@@ -113,8 +118,8 @@ pub struct PeriodStats {
     pub frames_accepted: u64,
     /// Frames a verifier refused, by reason.
     pub frames_rejected: BTreeMap<&'static str, u64>,
-    /// Helpers' "reachable" answers not believed: without the target's proof over the
-    /// checker's nonce.
+    /// Liveness proofs not believed: helpers' "reachable" answers without the target's
+    /// proof over the checker's nonce, and direct proofs that do not verify.
     pub proofs_refused: u64,
     /// Received ballots a vote table refused, by reason.
     pub ballots_refused: BTreeMap<&'static str, u64>,
@@ -380,7 +385,9 @@ impl Sim {
                 if !self.runs(target) {
                     continue; // no address published: not probed, as the daemon skips it
                 }
-                let reachable = self.check(self.index[target], &mut stats);
+                let t = self.index[target];
+                // as the daemon: the target's proof over a fresh nonce, and its checks
+                let reachable = self.prove_alive(c, t, probed_at, &mut stats) && self.check(t, &mut stats);
                 let nonce = self.nonce();
                 let helpers = {
                     let held = |h: &str| self.held_unhealthy(c, h) || !self.runs(h);
@@ -489,6 +496,59 @@ impl Sim {
         self.config.checks.passes(&outcomes)
     }
 
+    /// A liveness challenge (`daemon::round::prove_alive`): member `via` (the checker, or a
+    /// helper asked by it) challenges `t` for its proof over `checker`'s `nonce`, the
+    /// challenge and the proof each a sealed frame; a lost exchange (a timeout) is tried
+    /// again, freshly sealed, while the checks may still run, and at least `send_retries`
+    /// times. The proof `t` signed, when one came back to `via`.
+    fn challenge(
+        &mut self,
+        via: usize,
+        t: usize,
+        checker: &str,
+        nonce: Nonce,
+        now: Timestamp,
+        stats: &mut PeriodStats,
+    ) -> Option<LivenessProof> {
+        let target = self.nodes[t].name.clone();
+        let in_checks = self.config.checks.worst_case().as_millis() / self.config.message_timeout.as_millis().max(1);
+        let attempts = (u128::from(self.config.protocol.send_retries) + 1).max(in_checks);
+        for _ in 0..attempts {
+            let challenge = Payload::Challenge { checker: checker.to_string(), nonce };
+            let frame = self.nodes[via].seal(now, Some(target.clone()), challenge);
+            stats.frames_sent += 1;
+            stats.bytes_sent += frame.len() as u64;
+            if self.lost() || !self.nodes[t].alive || !self.nodes[t].runs {
+                continue;
+            }
+            let Payload::Challenge { checker: asker, nonce: asked } = self.open(t, &frame, now, stats)?.payload else {
+                return None;
+            };
+            let proof = liveness::prove(&self.nodes[t].key, &target, &asker, asked);
+            let asked_by = self.nodes[via].name.clone();
+            let answer = self.nodes[t].seal(now, Some(asked_by), Payload::Proof { proof });
+            stats.frames_sent += 1;
+            stats.bytes_sent += answer.len() as u64;
+            if self.lost() {
+                continue;
+            }
+            let Payload::Proof { proof } = self.open(via, &answer, now, stats)?.payload else { return None };
+            return Some(proof);
+        }
+        None
+    }
+
+    /// The direct probe's proof: [`Self::challenge`] with a fresh nonce, verified against
+    /// the target's published key.
+    fn prove_alive(&mut self, c: usize, t: usize, now: Timestamp, stats: &mut PeriodStats) -> bool {
+        let (checker, target) = (self.nodes[c].name.clone(), self.nodes[t].name.clone());
+        let nonce = self.nonce();
+        let Some(proof) = self.challenge(c, t, &checker, nonce, now, stats) else { return false };
+        let proven = liveness::verify(Some(&proof), &target, &checker, &nonce, self.published.get(&target));
+        stats.proofs_refused += u64::from(proven.is_err());
+        proven.is_ok()
+    }
+
     /// Sends one indirect request and, if it and the answer get through, feeds the answer;
     /// a failed round trip is tried again, freshly sealed, up to `send_retries` times (as
     /// the daemon does within the indirect timeout).
@@ -519,14 +579,14 @@ impl Sim {
             }
             let t = self.index[&target];
             let revives = self.nodes[h].attacks.as_ref().is_some_and(|a| a.contains(&Attack::ReviveDead));
-            // the target signs the asker's nonce when the helper's challenge reaches it
-            // (the same round trip as its checks); a lying helper signs with its own key
+            // a lying helper "proves" with the only key it has, its own
             let proof = if revives {
                 Some(liveness::prove(&self.nodes[h].key, &target, &opened.sender, nonce))
-            } else if self.check(t, stats) {
-                Some(liveness::prove(&self.nodes[t].key, &target, &opened.sender, nonce))
             } else {
-                None
+                // the helper's challenge to the target carries the asker's nonce; it relays
+                // the proof when its checks pass too
+                let proof = self.challenge(h, t, &opened.sender, nonce, now, stats);
+                proof.filter(|_| self.check(t, stats))
             };
             let reachable = proof.is_some();
             let answer = self.nodes[h].seal(

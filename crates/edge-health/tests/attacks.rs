@@ -13,17 +13,10 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::routing::{get, post};
-use common::{Cluster, KEY, Member, Protocol, Target, client, expect, loopback, until, views, views_agree};
-use edge_health::ballot::{SignedBallot, SigningKey};
-use edge_health::message::{Ballot, HmacKey, Message, Payload, seal_message};
-use edge_health::relay::BallotsByChecker;
-use edge_health::time::{Period, Timestamp};
+use common::adversary::Adversary;
+use common::{Cluster, Member, Protocol, expect, loopback, until, views, views_agree};
 use edgegrid_core::health::Verdict;
-use edgegrid_core::keys::{EDGE_HEALTH_ADDRESS_ANNOTATION, EDGE_HEALTH_PUBLIC_KEY_ANNOTATION};
-use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, PostParams};
-use serde_json::json;
+use edgegrid_core::keys::EDGE_HEALTH_PUBLIC_KEY_ANNOTATION;
 use tokio::time::Instant;
 
 /// Longer than `binary.rs`'s: every probe is a liveness challenge the target's daemon
@@ -49,138 +42,6 @@ const LOOPBACK: Protocol = Protocol {
     check_retries: 0,
 };
 
-fn now() -> Timestamp {
-    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("after 1970");
-    Timestamp::from_unix_millis(since.as_millis() as u64)
-}
-
-fn current_period() -> Period {
-    Period(now().as_unix_millis() / PERIOD.as_millis() as u64)
-}
-
-/// The attacker of one unit: node `name` at `ip`, with a listener on the unit's exchange
-/// port capturing what honest members send it and answering their challenges with its own
-/// key (it is alive), and a check target, so it looks alive.
-struct Attacker {
-    name: String,
-    key: SigningKey,
-    captured: Arc<Mutex<Vec<Vec<u8>>>>,
-    _listener: tokio::task::JoinHandle<()>,
-    _target: Target,
-    /// Its frames' sequence numbers, shared with the challenge answers.
-    sequence: Arc<std::sync::atomic::AtomicU64>,
-}
-
-impl Attacker {
-    async fn join(cluster: &Cluster, name: &str, ip: IpAddr, seed: u8) -> Self {
-        let key = SigningKey::from_seed(&[seed; 32]);
-        let address = SocketAddr::new(ip, cluster.exchange_port);
-        let node: Node = serde_json::from_value(json!({"metadata": {
-            "name": name,
-            "labels": {"site": cluster.unit},
-            "annotations": {
-                EDGE_HEALTH_ADDRESS_ANNOTATION: address.to_string(),
-                EDGE_HEALTH_PUBLIC_KEY_ANNOTATION: key.public_key().to_annotation(),
-            },
-        }}))
-        .expect("node");
-        Api::<Node>::all(client(&cluster.server)).create(&PostParams::default(), &node).await.expect("create node");
-        let captured = Arc::new(Mutex::new(Vec::new()));
-        let sink = captured.clone();
-        let sequence = Arc::new(std::sync::atomic::AtomicU64::new(now().as_unix_millis() * 1000));
-        let (answers, prover, me) = (sequence.clone(), Arc::new(SigningKey::from_seed(&[seed; 32])), name.to_string());
-        let router = axum::Router::new()
-            .route(
-                "/exchange",
-                post(move |body: axum::body::Bytes| async move {
-                    let next = answers.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-                    if let Some(proof) = common::answer_challenge(&body, &me, &prover, next) {
-                        return (axum::http::StatusCode::OK, proof);
-                    }
-                    sink.lock().unwrap().push(body.to_vec());
-                    (axum::http::StatusCode::NO_CONTENT, Vec::new())
-                }),
-            )
-            .route("/healthz", get(|| async { "ok" }));
-        let listener = tokio::net::TcpListener::bind(address).await.expect("bind the attacker's exchange");
-        let listener = tokio::spawn(async move {
-            let _ = axum::serve(listener, router).await;
-        });
-        let common::CheckTarget::Own { port } = cluster.check else { panic!("the attack runs with own targets") };
-        let target = Target::start(SocketAddr::new(ip, port)).await;
-        Self { name: name.into(), key, captured, _listener: listener, _target: target, sequence }
-    }
-
-    fn seal(&mut self, ballots: BallotsByChecker) -> Vec<u8> {
-        let sequence = self.sequence.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-        let message = Message {
-            sender: self.name.clone(),
-            timestamp: now(),
-            sequence,
-            recipient: None,
-            payload: Payload::Results { ballots },
-        };
-        seal_message(&HmacKey::new(KEY).expect("key"), &self.key, &message)
-    }
-
-    /// The signed ballots honest members sent it.
-    fn captured_ballots(&self) -> BallotsByChecker {
-        let mut out = BallotsByChecker::new();
-        for frame in self.captured.lock().unwrap().iter() {
-            let Ok(frame) = serde_json::from_slice::<serde_json::Value>(frame) else { continue };
-            let Ok(message) = serde_json::from_value::<Message>(frame["body"].clone()) else { continue };
-            if let Payload::Results { ballots } = message.payload {
-                for (checker, by_target) in ballots {
-                    out.entry(checker).or_default().extend(by_target);
-                }
-            }
-        }
-        out
-    }
-
-    /// One round of frames for `receiver` (of the unit's `members`): every ballot says the
-    /// opposite of the truth (everyone is alive but `dead`).
-    fn frames(&mut self, receiver: &str, members: &[String], dead: &[String]) -> Vec<Vec<u8>> {
-        let period = current_period();
-        let lie = |target: &String, period: Period| Ballot { period, healthy: dead.contains(target) };
-        let others: Vec<&String> = members.iter().filter(|m| **m != self.name).collect();
-        let mut forged = BallotsByChecker::new();
-        let mut future = BallotsByChecker::new();
-        let mut claimed = BallotsByChecker::new();
-        let mut own = BallotsByChecker::new();
-        let mut far = BallotsByChecker::new();
-        let sign = |key: &SigningKey, checker: &str, target: &str, ballot: Ballot| -> SignedBallot {
-            key.sign(checker, target, ballot)
-        };
-        for target in members {
-            for checker in others.iter().filter(|c| **c != target) {
-                let by = |b: &mut BallotsByChecker, ballot: Ballot| {
-                    b.entry((*checker).clone())
-                        .or_default()
-                        .insert(target.clone(), sign(&self.key, checker, target, ballot));
-                };
-                by(&mut forged, lie(target, period));
-                by(&mut future, lie(target, period.next()));
-                if checker.as_str() == receiver {
-                    by(&mut claimed, lie(target, period));
-                }
-            }
-            if *target != self.name {
-                let signed = sign(&self.key, &self.name, target, lie(target, period));
-                own.entry(self.name.clone()).or_default().insert(target.clone(), signed);
-                let ahead = sign(&self.key, &self.name, target, lie(target, Period(period.0 + 5)));
-                far.entry(self.name.clone()).or_default().insert(target.clone(), ahead);
-            }
-        }
-        let replayed = self.captured_ballots();
-        [forged, future, far, claimed, own, replayed]
-            .into_iter()
-            .filter(|b| !b.is_empty())
-            .map(|b| self.seal(b))
-            .collect()
-    }
-}
-
 async fn post_frame(address: SocketAddr, frame: Vec<u8>) -> Option<u16> {
     let post = common::http_post(address, "/exchange", &frame);
     tokio::time::timeout(Duration::from_millis(500), post).await.ok().flatten().map(|(status, _)| status)
@@ -199,7 +60,7 @@ struct Unit {
     cluster: Cluster,
     members: Vec<Member>,
     names: Vec<String>,
-    attacker: Attacker,
+    attacker: Adversary,
     /// The API server's requests when the attack starts.
     mark: u64,
 }
@@ -209,7 +70,7 @@ async fn unit(name: &str, first_ip: u8, seed: u8) -> Unit {
     let cluster = Cluster::on_loopback(name, &ips, LOOPBACK).await;
     let mut members: Vec<Member> =
         ips[..4].iter().enumerate().map(|(i, ip)| Member::new(format!("{name}-{}", i + 1), *ip)).collect();
-    let attacker = Attacker::join(&cluster, &format!("{name}-evil"), ips[4], seed).await;
+    let attacker = Adversary::join(&cluster, &format!("{name}-evil"), ips[4], seed).await;
     let mut names = cluster.start_all(&mut members).await;
     cluster.ready(&mut members).await;
     names.push(attacker.name.clone());
@@ -218,15 +79,15 @@ async fn unit(name: &str, first_ip: u8, seed: u8) -> Unit {
 }
 
 /// Every honest running member's frames for a round, sent at once.
-async fn attack_round(unit: &mut Unit, dead: &[String]) {
+async fn attack_round(unit: &mut Unit) {
     let mut sends = Vec::new();
     for member in unit.members.iter().filter(|m| m.daemon.is_some()) {
         let address = unit.cluster.address(member);
-        for frame in unit.attacker.frames(&member.name, &unit.names, dead) {
+        for frame in unit.attacker.ballot_frames(&member.name, &unit.names) {
             sends.push(post_frame(address, frame));
         }
         // and a frame it already sent, byte for byte
-        if let Some(old) = unit.attacker.captured.lock().unwrap().last().cloned() {
+        if let Some(old) = unit.attacker.last_captured() {
             sends.push(post_frame(address, old));
         }
     }
@@ -264,7 +125,7 @@ async fn two_units_keep_voting_correctly_with_one_attacker_in_each() {
     // every receiver, its liveness proofs included
     while started.elapsed() < PERIOD * 20 {
         for unit in &mut units {
-            attack_round(unit, &[]).await;
+            attack_round(unit).await;
         }
         rounds += 1;
         if rounds.is_multiple_of(8) {
@@ -324,11 +185,12 @@ async fn two_units_keep_voting_correctly_with_one_attacker_in_each() {
     for (unit, victim) in units.iter_mut().zip(&victims) {
         let member = unit.members.iter_mut().find(|m| &m.name == victim).unwrap();
         member.stop().await;
+        unit.attacker.knows_dead(victim);
     }
     let died = Instant::now();
     loop {
-        for (unit, victim) in units.iter_mut().zip(&victims) {
-            attack_round(unit, std::slice::from_ref(victim)).await;
+        for unit in &mut units {
+            attack_round(unit).await;
         }
         let mut annotated = 0;
         for (unit, victim) in units.iter().zip(&victims) {

@@ -6,6 +6,7 @@
 
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
+pub mod adversary;
 pub mod network;
 pub mod network_check;
 
