@@ -126,7 +126,9 @@ async fn unit(name: &str, size: u8, first_ip: u8, seed: u8) -> Unit {
     cluster.extra_args = ["--verdict-writer", "cloud"].map(String::from).to_vec();
     let adversary_name = format!("{name}-evil");
     let kubelet = format!("system:node:{adversary_name}");
-    cluster.server.add_user(ADVERSARY_KUBELET, UserInfo::new(kubelet).with_groups(&["system:nodes", "system:authenticated"]));
+    cluster
+        .server
+        .add_user(ADVERSARY_KUBELET, UserInfo::new(kubelet).with_groups(&["system:nodes", "system:authenticated"]));
     policy_table::install(&cluster.server, unit_label_policy(&["site"])).await;
     let last = usize::from(size) - 1;
     let mut members: Vec<Member> =

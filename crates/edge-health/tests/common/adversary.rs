@@ -162,9 +162,11 @@ impl Adversary {
         let dead = self.seen.lock().unwrap().dead.clone();
         let lie = |target: &String, period: Period| Ballot { period, healthy: dead.contains(target) };
         let others: Vec<&String> = members.iter().filter(|m| **m != self.name).collect();
-        let (mut forged, mut future, mut claimed) = (BallotsByChecker::new(), BallotsByChecker::new(), BallotsByChecker::new());
+        let (mut forged, mut future, mut claimed) =
+            (BallotsByChecker::new(), BallotsByChecker::new(), BallotsByChecker::new());
         let (mut own, mut far) = (BallotsByChecker::new(), BallotsByChecker::new());
-        let sign = |checker: &str, target: &str, ballot: Ballot| -> SignedBallot { self.key.sign(checker, target, ballot) };
+        let sign =
+            |checker: &str, target: &str, ballot: Ballot| -> SignedBallot { self.key.sign(checker, target, ballot) };
         for target in members {
             for checker in others.iter().filter(|c| **c != target) {
                 let by = |b: &mut BallotsByChecker, ballot: Ballot| {
