@@ -4,7 +4,8 @@
 //! one table.
 //!
 //! Per period and per member: probe attempts (direct, retries, on behalf of others),
-//! indirect requests, frames and bytes sent, the share of the period's ballots a member
+//! indirect requests, frames and bytes sent (every probe's liveness challenge and proof
+//! included), the share of the period's ballots a member
 //! holds at its end; CPU per period (wall time of one simulated period on one thread,
 //! every member's work included, and divided by the members); periods until every live
 //! member holds a killed member unhealthy; false accusations of live members without loss
@@ -260,10 +261,14 @@ fn main() {
             [&format!("{:.3}", row.indirect), "-", "-", "", "-"],
         );
         let protocol = ProtocolConfig::default();
-        let bound = f64::from(protocol.relay_rounds) * protocol.relay_fanout as f64;
+        // relay frames, and a liveness challenge and its proof per probe (no loss: one each)
+        let bound = f64::from(protocol.relay_rounds) * protocol.relay_fanout as f64 + 2.0 * assigned;
         table.row(
             &n.to_string(),
-            format!("  frames sent per member per period, vs {} members (relay rounds x fanout at most)", base.nodes),
+            format!(
+                "  frames sent per member per period, vs {} members (relay rounds x fanout, 2 per probe: at most)",
+                base.nodes
+            ),
             [
                 &format!("{:.1}", row.frames),
                 "-",

@@ -272,6 +272,57 @@ fn a_batch_replayed_or_older_than_the_last_is_refused() {
     assert_eq!(voucher.receive(&batch(6, &[]).sign(&signer), now, WALL + 1).map_err(|e| e.reason()), Err("not_newer"));
 }
 
+proptest! {
+    /// Why a follower keeps no record of its last batch across restarts: a restarted
+    /// follower (a fresh voucher) fed any of the signer's batches by its leader, replayed,
+    /// reordered, held back, never vouches for a state at a time its running self, which took
+    /// every batch when it was issued, would not have. A batch vouches until its issue plus
+    /// the window, whoever serves it and whenever, so the replays a remembered sequence would
+    /// refuse can only repeat what was already vouched for at that time; what a leader can
+    /// hide stays bounded by the window and the patience (see the README's vouched sharing).
+    #[test]
+    fn a_restarted_follower_vouches_for_nothing_its_running_self_would_not(
+        batches in prop::collection::vec((1i64..6, prop::collection::btree_set(0u8..6, 0..4)), 1..12),
+        restart in 0usize..12,
+        served in prop::collection::vec((0usize..12, 0i64..8), 0..16),
+    ) {
+        let signer = key_pair();
+        let start = Instant::now();
+        let at = |wall: i64| start + Duration::from_secs(u64::try_from(wall - WALL).unwrap());
+        // the signer's batches, issued `gap` seconds apart
+        let mut issued = Vec::new();
+        let mut wall = WALL;
+        for (sequence, (gap, states)) in batches.iter().enumerate() {
+            wall += gap;
+            let digests: Vec<StateDigest> = states.iter().map(|n| element_of(*n)).collect();
+            let batch = Batch::new("run-a", sequence as u64, wall, [("services".to_string(), digests)]);
+            issued.push((wall, batch.sign(&signer)));
+        }
+        let mut running = voucher(&[&signer]);
+        let mut taken = 0;
+        let mut restarted = voucher(&[&signer]);
+        let mut now = issued[restart.min(issued.len() - 1)].0;
+        for (pick, wait) in served {
+            now += wait;
+            // the leader serves a batch issued by now (it has no later one)
+            let Some((_, signed)) = issued.iter().filter(|(w, _)| *w <= now).nth(pick % issued.len()) else { continue };
+            let _ = restarted.receive(signed, at(now), now);
+            // the running follower took every batch as it was issued
+            while let Some((w, signed)) = issued.get(taken).filter(|(w, _)| *w <= now) {
+                running.receive(signed, at(*w), *w).expect("taken when issued");
+                taken += 1;
+            }
+            for n in 0u8..6 {
+                let digest = element_of(n);
+                prop_assert!(
+                    !restarted.vouches("services", &digest, at(now)) || running.vouches("services", &digest, at(now)),
+                    "state {n} vouched at {} after a restart only", now - WALL
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn a_batch_issued_too_far_from_the_nodes_clock_is_refused() {
     let signer = key_pair();

@@ -178,11 +178,12 @@ pub async fn run(daemon: Arc<Daemon>, transport: Transport, period: Period) {
                 tracing::error!(target_node = %probe.target, "not probed: the system random number generator failed");
                 return;
             };
-            let (proof, checks_pass) = tokio::join!(
-                prove_alive(daemon, transport, &probe.target, address, local, nonce),
-                check_node(checks, std::slice::from_ref(&probe.target), address.ip(), token, daemon),
-            );
-            let reachable = proof.is_some() && checks_pass;
+            let names = std::slice::from_ref(&probe.target);
+            let check = |token: Option<String>| async move {
+                check_node(checks, names, address.ip(), token.as_deref(), daemon).await
+            };
+            let proof = alive(daemon, transport, &probe.target, address, local, nonce, token, check).await;
+            let reachable = proof.is_some();
             if let AfterDirect::Ask(requests) =
                 daemon.direct_result(&probe.target, period, reachable, nonce, wall_clock())
             {
@@ -191,6 +192,36 @@ pub async fn run(daemon: Arc<Daemon>, transport: Transport, period: Period) {
         }
     });
     futures::future::join_all(probes).await;
+}
+
+/// Whether peer `target` at `address` is alive: its proof over `checker`'s `nonce`
+/// ([`prove_alive`]) and the configured checks (`check`, given the token to send). Without a
+/// token the two run side by side; with one (a kubelet check's), the checks run only once
+/// the proof has verified, so the token goes to nobody at the peer's address who cannot sign
+/// as the peer (a listener bound to a dead node's IP gets no credential; the probe then
+/// takes the proof's time plus the checks'). The proof, when both hold.
+#[allow(clippy::too_many_arguments, reason = "one probe's whole context; a struct would only rename it")]
+pub async fn alive<F: std::future::Future<Output = bool>>(
+    daemon: &Daemon,
+    transport: &Transport,
+    target: &str,
+    address: SocketAddr,
+    checker: &str,
+    nonce: Nonce,
+    token: Option<&str>,
+    check: impl FnOnce(Option<String>) -> F,
+) -> Option<LivenessProof> {
+    let prove = prove_alive(daemon, transport, target, address, checker, nonce);
+    match token {
+        None => {
+            let (proof, checks_pass) = tokio::join!(prove, check(None));
+            proof.filter(|_| checks_pass)
+        }
+        Some(token) => {
+            let proof = prove.await?;
+            check(Some(token.to_string())).await.then_some(proof)
+        }
+    }
 }
 
 /// Challenges `target` at its exchange `address` for its proof over `checker`'s `nonce`
@@ -380,6 +411,49 @@ mod tests {
             checker.replace_nodes(&elsewhere);
             assert!(!check_peer(checks, host, token.as_deref(), &checker).await, "{case}");
             assert_eq!(server.authorizations().len(), if passes { 2 } else { 0 }, "{case}");
+        }
+    }
+
+    /// A listener at a dead member's address (its IP taken on the site LAN) gets no
+    /// kubelet-check token: the checks that carry one run only once the peer's proof has
+    /// verified, and an impostor cannot make one. Without a `ca-file` (the default) the
+    /// kubelet check takes any certificate, so before that order the token went out beside
+    /// the challenge. A peer that proves itself gets its check, token included.
+    #[tokio::test]
+    async fn no_kubelet_token_goes_to_an_impostor_at_a_dead_members_address() {
+        use edgegrid_testing::TempDir;
+        use edgegrid_testing::tls::{RecordingHttpsServer, self_signed_kubelet_cert};
+        let dir = TempDir::new("kubelet-token").unwrap();
+        std::fs::write(dir.join("token"), "check-token\n").unwrap();
+        let token_file = dir.join("token").display().to_string();
+        let host: IpAddr = "127.0.0.1".parse().unwrap();
+        for (case, proves) in [("an impostor", false), ("the peer itself", true)] {
+            let cert = self_signed_kubelet_cert("peer", &[host]);
+            let kubelet = RecordingHttpsServer::start("127.0.0.1:0".parse().unwrap(), &cert, 200).await.unwrap();
+            let check = format!("kind=kubelet,port={},timeout=500ms", kubelet.addr().port());
+            let exchange = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let address = exchange.local_addr().unwrap();
+            let nodes = [member("checker", Some("127.0.0.2:51005")), member("peer", Some(&address.to_string()))];
+            let app = if proves {
+                router(daemon("peer", &check, &[], &nodes))
+            } else {
+                axum::Router::new().fallback(|| async { StatusCode::OK })
+            };
+            let _server = tokio::spawn(async move { axum::serve(exchange, app).await });
+            let flags = ["--token-file", &token_file, "--message-timeout", "500ms"];
+            let checker = daemon("checker", &check, &flags, &nodes);
+            let token = read_token(&checker);
+            assert_eq!(token.as_deref(), Some("check-token"));
+            let (checks, names, checker) = (&checker.settings().checks, &["peer".to_string()], &checker);
+            let run_checks =
+                |token: Option<String>| async move { check_node(checks, names, host, token.as_deref(), checker).await };
+            let transport = Transport::new(Duration::from_millis(500));
+            let nonce = Nonce([7; 16]);
+            let proof =
+                alive(checker, &transport, "peer", address, "checker", nonce, token.as_deref(), run_checks).await;
+            assert_eq!(proof.is_some(), proves, "{case}");
+            let sent = if proves { vec![Some("Bearer check-token".to_string())] } else { vec![] };
+            assert_eq!(kubelet.authorizations(), sent, "{case}: the token went to");
         }
     }
 

@@ -38,7 +38,7 @@ use edgegrid_core::health::VERDICTS_PATH;
 use tokio::sync::Semaphore;
 
 use super::metrics::{PathLabel, ReasonLabel};
-use super::round::{EXCHANGE_PATH, Transport, check_peer, prove_alive, read_token};
+use super::round::{EXCHANGE_PATH, Transport, alive, check_peer, read_token};
 use super::state::{Daemon, Received, wall_clock};
 use crate::message::Rejection;
 
@@ -138,11 +138,10 @@ async fn exchange(State(Shared { daemon, helping, transport, .. }): State<Shared
             let token = read_token(&daemon);
             let checks = &daemon.settings().checks;
             // the requester believes "reachable" only with the target's proof over its nonce
-            let (proof, checks_pass) = tokio::join!(
-                prove_alive(&daemon, &transport, &target, address, &requester, nonce),
-                check_peer(checks, address.ip(), token.as_deref(), &daemon),
-            );
-            let proof = proof.filter(|_| checks_pass);
+            let helper = &daemon;
+            let check =
+                |token: Option<String>| async move { check_peer(checks, address.ip(), token.as_deref(), helper).await };
+            let proof = alive(&daemon, &transport, &target, address, &requester, nonce, token.as_deref(), check).await;
             tracing::debug!(%requester, target_node = %target, reachable = proof.is_some(), "indirect probe run for a peer");
             sealed(daemon.seal_answer(&requester, id, &target, proof, wall_clock()))
         }
