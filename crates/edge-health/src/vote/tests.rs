@@ -542,6 +542,42 @@ fn model(
 
 use crate::selection::Assignment;
 
+/// Two wrong ballots of a target's first three (a lossy link at a daemon's start) do not
+/// condemn it: Unhealthy only once a whole window of its ballots has been evaluated, at
+/// the table's start and for a member that joins later; Healthy at once.
+#[test]
+fn nobody_is_condemned_before_a_full_window() {
+    let members = unit(4);
+    let mut s = schedule(&members, 3, 3);
+    let mut table = VoteTable::new(3, VoteRule::default());
+    let mut verdicts = Vec::new();
+    for now in 0..4u64 {
+        for checker in &members[1..] {
+            let _ = table.record(checker, "n00", ballot(now, checker == "n03"), Period(now), &mut s);
+        }
+        table.evaluate(Period(now), &mut s);
+        verdicts.push(table.verdict("n00"));
+    }
+    use Verdict::{Undecided, Unhealthy};
+    assert_eq!(verdicts, [Undecided, Undecided, Unhealthy, Unhealthy]);
+    // a member joining a running table: its own window first; the others decide at once
+    let joined = unit(5);
+    let mut s = schedule(&joined, 4, 3);
+    let mut verdicts = Vec::new();
+    for now in 4..7u64 {
+        for checker in joined.iter().filter(|c| *c != "n04") {
+            let _ = table.record(checker, "n04", ballot(now, false), Period(now), &mut s);
+        }
+        for checker in joined.iter().filter(|c| *c != "n01") {
+            let _ = table.record(checker, "n01", ballot(now, true), Period(now), &mut s);
+        }
+        table.evaluate(Period(now), &mut s);
+        verdicts.push((table.verdict("n04"), table.verdict("n01")));
+    }
+    use Verdict::Healthy;
+    assert_eq!(verdicts, [(Undecided, Healthy), (Undecided, Healthy), (Unhealthy, Healthy)]);
+}
+
 proptest! {
     /// From a fresh table (nobody held unhealthy yet), one evaluation decides exactly what
     /// the model says.
@@ -562,6 +598,8 @@ proptest! {
         }
         table.evaluate(Period(now), &mut s);
         for (target, want) in model(&members, k, window, now, &ballots) {
+            // a fresh table's first evaluation: nobody is condemned before a full window
+            let want = if want == Verdict::Unhealthy && window > 1 { Verdict::Undecided } else { want };
             prop_assert_eq!(table.verdict(&target), want, "{}", target);
         }
     }
