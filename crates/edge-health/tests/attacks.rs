@@ -13,40 +13,17 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::adversary::Adversary;
-use common::{Cluster, Member, Protocol, expect, loopback, until, views, views_agree};
+use common::adversary::{Adversary, PERIOD, PROTOCOL, VOTE_WINDOW, post_frame};
+use common::{Cluster, Member, expect, loopback, until, views, views_agree};
 use edgegrid_core::health::Verdict;
 use edgegrid_core::keys::EDGE_HEALTH_PUBLIC_KEY_ANNOTATION;
 use tokio::time::Instant;
 
-/// Longer than `binary.rs`'s: every probe is a liveness challenge the target's daemon
-/// answers, and the flood keeps the daemons busy on two cores.
-const PERIOD: Duration = Duration::from_millis(600);
-const VOTE_WINDOW: u64 = 3;
 /// As in `binary.rs`: the window turns over, the next evaluation decides, plus slack.
 const DETECTION: Duration = Duration::from_millis(600 * (VOTE_WINDOW + 2) + 1_500);
 /// The two tests run one at a time: each loads the machine (a flood, a unit's restart) and
 /// the other's timing would pay for it.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-/// Every member checks every other each period: with the attacker one of a unit of five,
-/// it is one of every target's four checkers, and a death leaves each survivor three.
-const LOOPBACK: Protocol = Protocol {
-    period: PERIOD,
-    vote_window: VOTE_WINDOW,
-    probes_per_period: 4,
-    indirect_helpers: 2,
-    // a helper challenges the target (one message) and runs the check within it
-    indirect_timeout: Duration::from_millis(300),
-    message_timeout: Duration::from_millis(200),
-    check_timeout: Duration::from_millis(150),
-    check_retries: 0,
-};
-
-async fn post_frame(address: SocketAddr, frame: Vec<u8>) -> Option<u16> {
-    let post = common::http_post(address, "/exchange", &frame);
-    tokio::time::timeout(Duration::from_millis(500), post).await.ok().flatten().map(|(status, _)| status)
-}
-
 /// CPU seconds (user + system) process `pid` used so far.
 fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
@@ -67,7 +44,7 @@ struct Unit {
 
 async fn unit(name: &str, first_ip: u8, seed: u8) -> Unit {
     let ips: Vec<IpAddr> = (first_ip..first_ip + 5).map(loopback).collect();
-    let cluster = Cluster::on_loopback(name, &ips, LOOPBACK).await;
+    let cluster = Cluster::on_loopback(name, &ips, PROTOCOL).await;
     let mut members: Vec<Member> =
         ips[..4].iter().enumerate().map(|(i, ip)| Member::new(format!("{name}-{}", i + 1), *ip)).collect();
     let attacker = Adversary::join(&cluster, &format!("{name}-evil"), ips[4], seed).await;
@@ -227,7 +204,7 @@ async fn two_units_keep_voting_correctly_with_one_attacker_in_each() {
 async fn a_reimaged_node_is_taken_with_its_new_key_by_its_running_peers() {
     let _alone = ONE_AT_A_TIME.lock().await;
     let ips: Vec<IpAddr> = (51..=54).map(loopback).collect();
-    let cluster = Cluster::on_loopback("uk", &ips, LOOPBACK).await;
+    let cluster = Cluster::on_loopback("uk", &ips, PROTOCOL).await;
     let mut members: Vec<Member> =
         ips.iter().enumerate().map(|(i, ip)| Member::new(format!("uk-{}", i + 1), *ip)).collect();
     let names = cluster.start_all(&mut members).await;

@@ -33,12 +33,12 @@ mod common;
 mod policy_table;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::adversary::Adversary;
-use common::{Cluster, Member, PROMPT_EXIT, Protocol, client, loopback, until, views};
+use common::adversary::{Adversary, PERIOD, PROTOCOL, VOTE_WINDOW, post_frame};
+use common::{Cluster, Member, PROMPT_EXIT, client, loopback, until, views};
 use edge_health_admission::metrics::Metrics;
 use edge_health_admission::nodes::{NodeCache, follow};
 use edge_health_admission::verdict_writer;
@@ -54,22 +54,6 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 use tokio::time::Instant;
 
-/// As in `attacks.rs`: every probe is a liveness challenge, and the flood keeps the
-/// daemons busy on two cores.
-const PERIOD: Duration = Duration::from_millis(600);
-const VOTE_WINDOW: u64 = 3;
-const PROTOCOL: Protocol = Protocol {
-    period: PERIOD,
-    vote_window: VOTE_WINDOW,
-    // every member checks every other (in a unit of 5, the adversary is one of each
-    // target's four checkers)
-    probes_per_period: 4,
-    indirect_helpers: 2,
-    indirect_timeout: Duration::from_millis(300),
-    message_timeout: Duration::from_millis(200),
-    check_timeout: Duration::from_millis(150),
-    check_retries: 0,
-};
 /// How often the cloud's verdict writer compares views and Nodes.
 const WRITER_PERIOD: Duration = Duration::from_millis(200);
 /// Death to verdict: the dead member's last ballots leave the window, the next evaluation
@@ -144,11 +128,6 @@ async fn unit(name: &str, size: u8, first_ip: u8, seed: u8) -> Unit {
     names.sort();
     let writer = cloud_writer(&cluster);
     Unit { cluster, members, names, honest, adversary, dead: Vec::new(), _writer: writer }
-}
-
-async fn post_frame(address: SocketAddr, frame: Vec<u8>) {
-    let post = common::http_post(address, "/exchange", &frame);
-    let _ = tokio::time::timeout(Duration::from_millis(500), post).await;
 }
 
 /// One round of every attack on every running honest member, sent at once.

@@ -24,7 +24,32 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
-use super::{CheckTarget, Cluster, KEY, Target, client};
+use super::{CheckTarget, Cluster, KEY, Protocol, Target, client};
+
+/// The attack tests' period: every probe is a liveness challenge the target's daemon
+/// answers, and a flood keeps the daemons busy on two cores.
+pub const PERIOD: Duration = Duration::from_millis(600);
+pub const VOTE_WINDOW: u64 = 3;
+/// Every member checks every other each period: with the adversary one of a unit of five,
+/// it is one of every target's four checkers, and a death leaves each survivor three.
+pub const PROTOCOL: Protocol = Protocol {
+    period: PERIOD,
+    vote_window: VOTE_WINDOW,
+    probes_per_period: 4,
+    indirect_helpers: 2,
+    // a helper challenges the target (one message) and runs the check within it
+    indirect_timeout: Duration::from_millis(300),
+    message_timeout: Duration::from_millis(200),
+    check_timeout: Duration::from_millis(150),
+    check_retries: 0,
+};
+
+/// Posts one frame to a daemon's exchange: its status, `None` when it did not answer
+/// within 500 ms.
+pub async fn post_frame(address: SocketAddr, frame: Vec<u8>) -> Option<u16> {
+    let post = super::http_post(address, "/exchange", &frame);
+    tokio::time::timeout(Duration::from_millis(500), post).await.ok().flatten().map(|(status, _)| status)
+}
 
 pub fn now() -> Timestamp {
     let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("after 1970");
