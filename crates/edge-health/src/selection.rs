@@ -74,9 +74,40 @@ impl Assignment {
         self.per_member
     }
 
-    /// The members `checker` probes this period (empty for a non-member).
+    /// The members `checker` is assigned to probe this period (empty for a non-member).
     pub fn targets_of(&self, checker: &str) -> Vec<&str> {
         self.walk(checker, |pos, j, n| (pos + j) % n)
+    }
+
+    /// The members `checker` probes this period when some members may be silent: walking
+    /// the ring forward from `checker`, every member up to and including the `k`-th that
+    /// `believed_alive` says is. With nobody silent these are [`Assignment::targets_of`];
+    /// each silent member before the `k`-th adds one more, so `checker` also covers, as a
+    /// *standby*, the targets a silent member ahead of it on the ring would have checked.
+    ///
+    /// Seen from a target: its candidate checkers are the members behind it on the ring,
+    /// nearest first (the first `k` are [`Assignment::checkers_of`]); a candidate checks
+    /// it when fewer than `k` members it believes alive stand between them. So a target
+    /// is checked by `k` members the unit believes alive whatever died among its assigned
+    /// ones, and nobody has to agree with anybody about who is silent: a member that
+    /// thinks a live peer silent checks one target more, no less.
+    pub fn targets_until(&self, checker: &str, believed_alive: impl Fn(&str) -> bool) -> Vec<&str> {
+        let Some(i) = self.index(checker) else {
+            return Vec::new();
+        };
+        let n = self.members.len();
+        let pos = self.position[i];
+        let mut alive = 0;
+        let mut targets = Vec::new();
+        for j in 1..n {
+            if alive == self.per_member {
+                break;
+            }
+            let target = self.members[self.ring[(pos + j) % n]].as_str();
+            targets.push(target);
+            alive += usize::from(believed_alive(target));
+        }
+        targets
     }
 
     /// The members that probe `target` this period (empty for a non-member).
@@ -297,6 +328,43 @@ mod tests {
     }
 
     proptest! {
+        /// With some members silent, a target's checkers that are believed alive are exactly
+        /// the first `k` believed alive among its candidates (the members behind it on the
+        /// ring, nearest first), and the silent ones among them come before the `k`-th; with
+        /// nobody silent, the assignment.
+        #[test]
+        fn standbys_replace_exactly_the_silent_checkers(
+            n in 0usize..24,
+            k in 0usize..6,
+            silent in proptest::collection::btree_set(0usize..24, 0..24),
+            period in any::<u64>(),
+        ) {
+            let names = members(n);
+            let a = Assignment::new(&names, k, Period(period));
+            // the ring does not depend on k: with k = n, checkers_of lists every candidate
+            let all = Assignment::new(&names, n, Period(period));
+            let alive = |m: &str| !silent.iter().any(|&i| i < n && names[i] == m);
+            for checker in &names {
+                prop_assert_eq!(a.targets_until(checker, |_| true), a.targets_of(checker));
+            }
+            for target in &names {
+                let checking: Vec<&str> = all
+                    .checkers_of(target)
+                    .into_iter()
+                    .filter(|c| a.targets_until(c, alive).contains(&target.as_str()))
+                    .collect();
+                let candidates = all.checkers_of(target);
+                let live: Vec<&str> = candidates.iter().copied().filter(|c| alive(c)).collect();
+                let want_live: Vec<&str> = live.iter().copied().take(k).collect();
+                let got_live: Vec<&str> = checking.iter().copied().filter(|c| alive(c)).collect();
+                prop_assert_eq!(&got_live, &want_live, "{}", target);
+                // every candidate up to the k-th live one checks, and nobody after it
+                let last = want_live.last().map_or(0, |l| candidates.iter().position(|c| c == l).unwrap() + 1);
+                let want_all = if want_live.len() < k { candidates.clone() } else { candidates[..last].to_vec() };
+                prop_assert_eq!(checking, want_all, "{}", target);
+            }
+        }
+
         #[test]
         fn relay_peers_are_distinct_others(
             n in 0usize..30,

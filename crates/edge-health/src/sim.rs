@@ -153,11 +153,15 @@ pub enum Attack {
     /// Asked to help, it answers every target "reachable", dead ones included, with a
     /// "proof" signed by the only key it has, its own (see [`crate::liveness`]).
     ReviveDead,
+    /// Its own ballots, validly signed and lying, about every other member every period:
+    /// a standby's ballot is taken from any member of the unit (see [`crate::vote`]), so
+    /// this much a liar may send and have counted, one voice per target.
+    Everyone,
 }
 
 impl Attack {
-    pub const ALL: [Attack; 5] =
-        [Attack::Forge, Attack::ClaimReceivers, Attack::Future, Attack::Replay, Attack::ReviveDead];
+    pub const ALL: [Attack; 6] =
+        [Attack::Forge, Attack::ClaimReceivers, Attack::Future, Attack::Replay, Attack::ReviveDead, Attack::Everyone];
 }
 
 struct Member {
@@ -381,7 +385,8 @@ impl Sim {
                 continue;
             }
             let checker = self.nodes[c].name.clone();
-            for target in assignment.targets_of(&checker) {
+            let targets: Vec<&str> = self.nodes[c].table.targets(&checker, period, &assignment);
+            for target in targets {
                 if !self.runs(target) {
                     continue; // no address published: not probed, as the daemon skips it
                 }
@@ -795,6 +800,13 @@ impl Sim {
                     let mut ballots = BallotsByChecker::new();
                     for ((checker, target, _), signed) in &attacker.captured {
                         ballots.entry(checker.clone()).or_default().insert(target.clone(), *signed);
+                    }
+                    to_all.push(ballots);
+                }
+                Attack::Everyone => {
+                    let mut ballots = BallotsByChecker::new();
+                    for target in self.members.iter().filter(|t| **t != attacker.name) {
+                        forge(&attacker.name, target, lie(target, period), &mut ballots);
                     }
                     to_all.push(ballots);
                 }

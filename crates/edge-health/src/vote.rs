@@ -8,19 +8,22 @@
 //!
 //! The rule, for a target `t` evaluated at period `p` with a window of `W` periods
 //! (periods `p-W+1 ..= p`):
-//! - **eligible checkers** `E(t)`: the members the [`crate::selection`] assignment
-//!   expected to check `t` in any period of the window. Why not "all other members": with
-//!   `k` probes per member per period a node gets about `k*W` checks per window, so in a
-//!   unit much larger than `k*W` a majority of all members could never be reached and
-//!   nothing would ever be decided;
-//! - a **ballot** is only taken when the assignment had its checker check `t` in the
-//!   ballot's period: a member cannot vote about nodes it was not asked to check, so one
-//!   misbehaving member moves at most the ballots it was entitled to. A ballot received
-//!   from another member is taken only with its checker's valid signature
-//!   ([`crate::ballot`]; [`VoteTable::record_received`]), and never when it claims to be
-//!   the receiver's own, so relaying members cannot speak for the checkers. One ballot per
-//!   checker: the latest (highest period, then last received) replaces earlier ones. It
-//!   counts while its period is in the window and its checker is in `E(t)`;
+//! - **who checks**: each period the [`crate::selection`] assignment gives `t` its `k`
+//!   checkers, and behind them a standby order; a member checks `t` as a standby when
+//!   fewer than `k` members between it and `t` on the ring were heard from the period
+//!   before ([`VoteTable::targets`]), so `t` keeps `k` checkers believed alive however
+//!   many of its assigned ones died. Why not "all other members": with `k` probes per
+//!   member per period, a unit costs `O(n*k)` probes instead of `O(n^2)`;
+//! - a **ballot** from any member of the unit about another is taken: standbys are chosen
+//!   by what each of them heard, which receivers cannot know, so nothing may depend on
+//!   members agreeing who is silent. A ballot received from another member is taken only
+//!   with its checker's valid signature ([`crate::ballot`]; [`VoteTable::record_received`]),
+//!   and never when it claims to be the receiver's own, so relaying members cannot speak
+//!   for the checkers. One ballot per checker: the latest (highest period, then last
+//!   received) replaces earlier ones, so a member that ballots about everyone (a liar may)
+//!   is still one voice per target; it counts while its period is in the window. `E(t)`,
+//!   the **eligible** checkers a tally reports, are the assigned ones of the window and
+//!   every checker with a counted ballot;
 //! - of `E(t)`, the checkers with a counted ballot **count** (a silent one, dead or cut
 //!   off, does not: it stops counting once its last ballot leaves the window, so a
 //!   death never turns its live neighbours' majority into a minority, and a few dead
@@ -102,10 +105,9 @@ pub enum BallotIgnored {
     Stale,
     /// Its period is more than one period ahead of ours (a clock far off, or a lie).
     Future,
-    /// The checker was not assigned to check the target in the ballot's period. Refused
-    /// on arrival, not just left uncounted: stored, it would replace the checker's last
-    /// counted ballot and so withdraw it.
-    NotAssigned,
+    /// The checker or the target is not a member of the unit (as this member's schedule
+    /// has it).
+    NotAMember,
     /// A later ballot from the same checker about the same node is already stored.
     Superseded,
     /// A received ballot naming the receiver as its checker: the receiver knows its own
@@ -123,7 +125,7 @@ impl BallotIgnored {
         Self::SelfBallot,
         Self::Stale,
         Self::Future,
-        Self::NotAssigned,
+        Self::NotAMember,
         Self::Superseded,
         Self::OwnBallot,
         Self::NoPublicKey,
@@ -136,7 +138,7 @@ impl BallotIgnored {
             Self::SelfBallot => "self_ballot",
             Self::Stale => "stale",
             Self::Future => "future",
-            Self::NotAssigned => "not_assigned",
+            Self::NotAMember => "not_a_member",
             Self::Superseded => "superseded",
             Self::OwnBallot => "own_ballot",
             Self::NoPublicKey => "no_public_key",
@@ -166,6 +168,9 @@ pub struct VoteTable {
     verdicts: BTreeMap<String, Verdict>,
     /// The first period each member was evaluated in (see [`VoteTable::evaluate`]).
     first_evaluated: BTreeMap<String, Period>,
+    /// checker -> the latest period of a ballot it cast that this table took (see
+    /// [`VoteTable::silent`]).
+    heard: BTreeMap<String, Period>,
 }
 
 impl VoteTable {
@@ -177,6 +182,7 @@ impl VoteTable {
             ballots: BTreeMap::new(),
             verdicts: BTreeMap::new(),
             first_evaluated: BTreeMap::new(),
+            heard: BTreeMap::new(),
         }
     }
 
@@ -253,8 +259,9 @@ impl VoteTable {
         if ballot.period > now.next() {
             return Err(BallotIgnored::Future);
         }
-        if !schedule.assignment(ballot.period).is_assigned(checker, target) {
-            return Err(BallotIgnored::NotAssigned);
+        let assignment = schedule.assignment(ballot.period);
+        if !assignment.contains(checker) || !assignment.contains(target) {
+            return Err(BallotIgnored::NotAMember);
         }
         match self.ballots.get(target).and_then(|by_checker| by_checker.get(checker)) {
             Some(stored) if stored.period > ballot.period => Err(BallotIgnored::Superseded),
@@ -264,6 +271,12 @@ impl VoteTable {
     }
 
     fn store(&mut self, checker: &str, target: &str, ballot: Ballot) -> Recorded {
+        match self.heard.get_mut(checker) {
+            Some(heard) => *heard = (*heard).max(ballot.period),
+            None => {
+                self.heard.insert(checker.to_string(), ballot.period);
+            }
+        }
         // ballots arrive by the thousand per period: allocate names only for new entries
         let by_checker = match self.ballots.get_mut(target) {
             Some(by_checker) => by_checker,
@@ -312,22 +325,41 @@ impl VoteTable {
         for assignment in window {
             eligible.extend(assignment.checkers_of(target));
         }
-        let mut tally = Tally { eligible: eligible.len(), ..Tally::default() };
+        let mut tally = Tally::default();
         for (checker, ballot) in self.ballots.get(target).into_iter().flatten() {
-            if !eligible.contains(checker.as_str()) || ballot.period < first.period() || ballot.period > last.period() {
+            if ballot.period < first.period() || ballot.period > last.period() {
                 continue;
             }
-            let assignment = &window[(ballot.period.0 - first.period().0) as usize];
-            if !assignment.is_assigned(checker, target) {
-                continue;
-            }
+            // a standby's (see `Assignment::targets_until`)
+            eligible.insert(checker);
             if ballot.healthy {
                 tally.healthy += 1;
             } else {
                 tally.unhealthy += 1;
             }
         }
+        tally.eligible = eligible.len();
         tally
+    }
+
+    /// Whether `member` was silent before `period`, as this table heard it: it cast no
+    /// ballot of period `period - 1` or later that reached this table, which has been
+    /// evaluating it for at least the two periods before `period` (it would have heard).
+    /// A live member ballots every period (it always has a target), so this is what a
+    /// death, a cut-off or a member that stopped checking looks like, one period later.
+    pub fn silent(&self, member: &str, period: Period) -> bool {
+        let listening = self.first_evaluated.get(member).is_some_and(|first| first.0.saturating_add(2) <= period.0);
+        listening && self.heard.get(member).is_none_or(|heard| heard.0.saturating_add(1) < period.0)
+    }
+
+    /// The members `local` checks in `period`: its assigned targets and, as a standby, those
+    /// a member silent before `period` ahead of it on the ring would have checked (see
+    /// [`Assignment::targets_until`]). Why: with `k` checkers per target drawn afresh every
+    /// period, members that died keep being drawn, and a live member could be left with
+    /// fewer than two live honest checkers in a window, which is no verdict, and so no
+    /// protection, exactly when its unit needs one.
+    pub fn targets<'a>(&self, local: &str, period: Period, assignment: &'a Assignment) -> Vec<&'a str> {
+        assignment.targets_until(local, |member| !self.silent(member, period))
     }
 
     /// Applies the rule to every member of the schedule at the end of period `now`,
@@ -351,6 +383,7 @@ impl VoteTable {
         });
         self.verdicts.retain(|node, _| members.contains(node));
         self.first_evaluated.retain(|node, _| members.contains(node));
+        self.heard.retain(|node, _| members.contains(node));
         for member in &members {
             self.first_evaluated.entry(member.clone()).or_insert(now);
         }

@@ -186,7 +186,7 @@ impl Register for Metrics {
             "ballots_refused",
             "Received ballots no vote table took, by reason: bad_signature (forged, or signed under a key the \
              checker does not publish), no_public_key, own_ballot (naming this node as checker: gossip brings \
-             its own back), future, stale, superseded, not_assigned, self_ballot",
+             its own back), future, stale, superseded, not_a_member, self_ballot",
             self.ballots_refused.clone(),
         );
         registry.register(

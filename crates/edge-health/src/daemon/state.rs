@@ -516,14 +516,15 @@ impl Daemon {
 
     // ---- one period ----
 
-    /// The peers this node probes in `period`: its targets in every unit's assignment.
+    /// The peers this node probes in `period`: in every unit, its assigned targets and
+    /// those it stands by for (see [`VoteTable::targets`]).
     pub fn plan(&self, period: Period) -> Vec<PlannedProbe> {
         let mut st = self.lock();
         let st = &mut *st;
         let mut targets: BTreeMap<String, Option<SocketAddr>> = BTreeMap::new();
         for vote in st.units.values_mut() {
             let assignment = vote.schedule.assignment(period);
-            for target in assignment.targets_of(self.local()) {
+            for target in vote.table.targets(self.local(), period, &assignment) {
                 targets.insert(target.to_string(), st.nodes.get(target).and_then(|n| n.address));
             }
         }
@@ -546,7 +547,7 @@ impl Daemon {
         let local = self.local();
         let assignment = st.units.values_mut().find_map(|vote| {
             let assignment = vote.schedule.assignment(period);
-            assignment.is_assigned(local, target).then_some(assignment)
+            (assignment.contains(local) && assignment.contains(target)).then_some(assignment)
         });
         let helpers: Vec<String> = match &assignment {
             Some(assignment) => {
@@ -631,7 +632,7 @@ impl Daemon {
             Cast::Own(ballot) => (ballot, None),
             Cast::Received(signed) => (signed.ballot(), Some(*signed)),
         };
-        let mut outcome = Err(BallotIgnored::NotAssigned);
+        let mut outcome = Err(BallotIgnored::NotAMember);
         for vote in st.units.values_mut() {
             let members = vote.schedule.members();
             if members.binary_search_by(|m| m.as_str().cmp(checker)).is_err()

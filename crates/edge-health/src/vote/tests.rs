@@ -178,28 +178,32 @@ fn one_checker_counts_once_latest_wins() {
     assert_eq!(w.tally("n04", Period(21), &mut s2).healthy, 1);
 }
 
+/// Standbys are chosen by what each of them heard, so a ballot from any member counts, once
+/// per checker; a ballot naming a stranger, as checker or target, is refused.
 #[test]
-fn only_assigned_checkers_are_counted() {
+fn any_members_ballot_counts_once_and_a_strangers_is_refused() {
     let members = unit(10);
-    let mut s = schedule(&members, 3, 1);
+    let mut s = schedule(&members, 3, 2);
     let mut table = VoteTable::new(1, VoteRule::default());
     let assigned = checkers(&mut s, "n04", 20);
     let outsiders: Vec<&String> = members.iter().filter(|m| !assigned.contains(m) && *m != "n04").collect();
-    // six members not asked to check n04 all accuse it
-    for o in &outsiders {
-        assert_eq!(table.record(o, "n04", ballot(20, false), Period(20), &mut s), Err(BallotIgnored::NotAssigned));
+    assert_eq!(outsiders.len(), 6);
+    // two members not asked to check n04 accuse it, one of them twice, one assigned one does not
+    for o in &outsiders[..2] {
+        assert_eq!(table.record(o, "n04", ballot(20, false), Period(20), &mut s), Ok(Recorded::New));
     }
-    assert_eq!(table.tally("n04", Period(20), &mut s), Tally { eligible: 3, healthy: 0, unhealthy: 0 });
-    assert!(table.evaluate(Period(20), &mut s).is_empty());
-    // a checker assigned in another period of the window cannot vote with this period's number
-    let mut s3 = schedule(&members, 3, 3);
-    let mut w = VoteTable::new(3, VoteRule::default());
-    let earlier = checkers(&mut s3, "n04", 19);
-    let now = checkers(&mut s3, "n04", 20);
-    if let Some(c) = earlier.iter().find(|c| !now.contains(c)) {
-        assert_eq!(w.record(c, "n04", ballot(20, false), Period(20), &mut s3), Err(BallotIgnored::NotAssigned));
-        assert_eq!(w.tally("n04", Period(20), &mut s3).unhealthy, 0);
+    assert_eq!(table.record(outsiders[0], "n04", ballot(20, false), Period(20), &mut s), Ok(Recorded::Known));
+    table.record(&assigned[0], "n04", ballot(20, true), Period(20), &mut s).unwrap();
+    assert_eq!(table.tally("n04", Period(20), &mut s), Tally { eligible: 5, healthy: 1, unhealthy: 2 });
+    let got = table.evaluate(Period(20), &mut s);
+    assert_eq!(changes(&got), vec![("n04", Verdict::Undecided, Verdict::Unhealthy)]);
+    for (checker, target) in [("stranger", "n04"), ("n04", "stranger")] {
+        assert_eq!(
+            table.record(checker, target, ballot(20, false), Period(20), &mut s),
+            Err(BallotIgnored::NotAMember)
+        );
     }
+    assert_eq!(table.ballots().count(), 3);
 }
 
 #[test]
@@ -498,14 +502,10 @@ fn model(
     ballots: &[(usize, usize, u64, bool)],
 ) -> BTreeMap<String, Verdict> {
     let start = now.saturating_sub(window - 1);
-    // latest assigned ballot per (checker, target); later entries win ties
+    // latest ballot per (checker, target); later entries win ties
     let mut latest: BTreeMap<(usize, usize), (u64, bool)> = BTreeMap::new();
     for &(c, t, p, h) in ballots {
-        if c == t
-            || p < start
-            || p > now
-            || !Assignment::new(members, k, Period(p)).is_assigned(&members[c], &members[t])
-        {
+        if c == t || p < start || p > now {
             continue;
         }
         let entry = latest.entry((c, t)).or_insert((p, h));
@@ -518,13 +518,13 @@ fn model(
         .iter()
         .enumerate()
         .map(|(t, target)| {
-            let eligible: BTreeSet<usize> = (0..members.len())
+            let mut eligible: BTreeSet<usize> = (0..members.len())
                 .filter(|&c| assignments.iter().any(|a| a.is_assigned(&members[c], target)))
                 .collect();
             let (mut healthy, mut unhealthy) = (0, 0);
-            for (&(c, tt), &(p, h)) in &latest {
-                let a = &assignments[(p - start) as usize];
-                if tt == t && eligible.contains(&c) && a.is_assigned(&members[c], target) {
+            for (&(c, tt), &(_, h)) in &latest {
+                if tt == t {
+                    eligible.insert(c);
                     if h {
                         healthy += 1;
                     } else {
@@ -604,33 +604,32 @@ proptest! {
         }
     }
 
-    /// Ballots from members that were not assigned to the target in the ballot's period
-    /// (what a forging or confused member would send) never change any verdict.
+    /// Ballots naming a checker or a target outside the unit (a member of another unit, a
+    /// name made up) never change any verdict.
     #[test]
-    fn unassigned_ballots_change_nothing(
+    fn strangers_ballots_change_nothing(
         n in 3usize..14,
         k in 1usize..4,
         window in 1u64..4,
         honest in proptest::collection::vec((0usize..14, 0usize..14, 0u64..8, any::<bool>()), 0..80),
-        junk in proptest::collection::vec((0usize..14, 0usize..14, 0u64..8, any::<bool>()), 0..80),
+        junk in proptest::collection::vec((0usize..20, 0usize..20, 0u64..8, any::<bool>()), 0..80),
     ) {
         let members = unit(n);
+        let name = |i: usize| if i < n { members[i].clone() } else { format!("x{i:02}") };
         let mut s = schedule(&members, k, window);
         let mut clean = VoteTable::new(window, VoteRule::default());
         let mut dirty = VoteTable::new(window, VoteRule::default());
         let mut honest: Vec<_> = honest.into_iter().filter(|(c, t, _, _)| *c < n && *t < n).collect();
         honest.sort_by_key(|b| b.2);
-        let junk: Vec<_> = junk
-            .into_iter()
-            .filter(|&(c, t, p, _)| c < n && t < n && !s.assignment(Period(p)).is_assigned(&members[c], &members[t]))
-            .collect();
+        let junk: Vec<_> = junk.into_iter().filter(|&(c, t, _, _)| c >= n || t >= n).collect();
         for now in 0..8u64 {
             for &(c, t, p, h) in honest.iter().filter(|b| b.2 == now) {
                 let _ = clean.record(&members[c], &members[t], ballot(p, h), Period(now), &mut s);
                 let _ = dirty.record(&members[c], &members[t], ballot(p, h), Period(now), &mut s);
             }
             for &(c, t, p, h) in junk.iter().filter(|b| b.2 == now) {
-                let _ = dirty.record(&members[c], &members[t], ballot(p, h), Period(now), &mut s);
+                let refused = dirty.record(&name(c), &name(t), ballot(p, h), Period(now), &mut s);
+                prop_assert!(refused.is_err());
             }
             let (a, b) = (clean.evaluate(Period(now), &mut s), dirty.evaluate(Period(now), &mut s));
             prop_assert_eq!(a, b);
@@ -711,21 +710,22 @@ fn a_received_ballot_is_taken_only_with_its_checkers_signature() {
     // cheap refusals come before the signature: none of these is verified
     let ahead = member_key(checker).sign(checker, "n04", ballot(22, false));
     assert_eq!(receive(&mut table, checker, &ahead, Some(&key)), Err(BallotIgnored::Future));
-    let unassigned = members.iter().find(|m| *m != "n04" && !assigned.contains(m)).unwrap();
-    let by_unassigned = member_key(unassigned).sign(unassigned, "n04", ballot(20, false));
-    let unassigned_key = member_key(unassigned).public_key();
-    let refused = table.record_received(other, unassigned, "n04", &by_unassigned, Period(20), &mut s, || {
-        check_signature(Some(&unassigned_key), unassigned, "n04", &by_unassigned)
+    let by_stranger = member_key("x99").sign("x99", "n04", ballot(20, false));
+    let refused = table.record_received(other, "x99", "n04", &by_stranger, Period(20), &mut s, || {
+        panic!("a stranger's ballot is refused before its signature is verified")
     });
-    assert_eq!(refused, Err(BallotIgnored::NotAssigned));
+    assert_eq!(refused, Err(BallotIgnored::NotAMember));
 }
 
-/// One run of a unit's vote over `periods` periods, every member checking every other:
-/// honest members ballot the truth while they live (a member dead from period `d` casts
-/// nothing from `d` on), the liar (if any) ballots `lie(period, target)`. Returns, per
-/// evaluated period, the verdicts of an observer that hears every ballot.
+/// One run of a unit's vote over `periods` periods, `k` checkers per target: honest members
+/// check their targets as the daemon does ([`VoteTable::targets`], standbys included, from
+/// what they heard: every ballot) and ballot the truth while they live (a member dead from
+/// period `d` casts nothing from `d` on); the liar (if any) ballots `lie(period, target)`
+/// about every other member. Returns, per evaluated period, the verdicts of an observer
+/// that hears every ballot.
 fn liar_run(
     n: usize,
+    k: usize,
     window: u64,
     liar: Option<usize>,
     deaths: &[(usize, u64)],
@@ -733,22 +733,27 @@ fn liar_run(
     periods: u64,
 ) -> Vec<(u64, BTreeMap<usize, Verdict>)> {
     let members = unit(n);
-    let mut s = schedule(&members, n, window);
+    let mut s = schedule(&members, k, window);
     let dead_at = |i: usize| deaths.iter().find(|(d, _)| *d == i).map(|(_, at)| *at);
     let alive = |i: usize, p: u64| dead_at(i).is_none_or(|at| p < at);
     let mut table = VoteTable::new(window, VoteRule::default());
     let mut out = Vec::new();
     for p in 0..periods {
-        for checker in 0..n {
-            if !alive(checker, p) {
+        let assignment = s.assignment(Period(p));
+        let mut cast = Vec::new();
+        for checker in (0..n).filter(|&c| alive(c, p)) {
+            if Some(checker) == liar {
+                let lies = (0..n).filter(|&t| t != checker).filter_map(|t| Some((t, lie(p, t)?)));
+                cast.extend(lies.map(|(t, healthy)| (checker, t, healthy)));
                 continue;
             }
-            for target in (0..n).filter(|&t| t != checker) {
-                let healthy = if Some(checker) == liar { lie(p, target) } else { Some(alive(target, p)) };
-                if let Some(healthy) = healthy {
-                    let _ = table.record(&members[checker], &members[target], ballot(p, healthy), Period(p), &mut s);
-                }
+            for target in table.targets(&members[checker], Period(p), &assignment) {
+                let t = members.iter().position(|m| m == target).unwrap();
+                cast.push((checker, t, alive(t, p)));
             }
+        }
+        for (checker, target, healthy) in cast {
+            let _ = table.record(&members[checker], &members[target], ballot(p, healthy), Period(p), &mut s);
         }
         table.evaluate(Period(p), &mut s);
         out.push((p, (0..n).map(|i| (i, table.verdict(&members[i]))).collect()));
@@ -756,53 +761,61 @@ fn liar_run(
     out
 }
 
-/// Unit size, window, the liar, the deaths (member, period) and the liar's stances.
-type LiarUnit = (usize, u64, Option<usize>, Vec<(usize, u64)>, Vec<u8>);
+/// Unit size, checkers per target, window, the liar, the deaths (member, period) and the
+/// liar's stances.
+type LiarUnit = (usize, usize, u64, Option<usize>, Vec<(usize, u64)>, Vec<u8>);
 
 fn liar_unit() -> impl Strategy<Value = LiarUnit> {
     (2usize..=9, 1u64..=3)
         .prop_flat_map(|(n, window)| {
             (
                 Just(n),
+                3..=n.max(3),
                 Just(window),
                 proptest::option::of(0..n),
                 proptest::collection::vec((0..n, 2u64..8), 0..=n.saturating_sub(3)),
                 proptest::collection::vec(0u8..3, 12 * n),
             )
         })
-        .prop_map(|(n, window, liar, deaths, lies)| {
+        .prop_map(|(n, k, window, liar, deaths, lies)| {
             // distinct dead members, never the liar, at most n-3 of them
             let mut seen = BTreeSet::new();
             let deaths: Vec<(usize, u64)> =
                 deaths.into_iter().filter(|(d, _)| Some(*d) != liar && seen.insert(*d)).collect();
-            (n, window, liar, deaths, lies)
+            (n, k, window, liar, deaths, lies)
         })
 }
 
 proptest! {
-    /// The daemon's vote with one liar (any ballot, or none, per period and target) and up
-    /// to n-3 members dying at random periods, in units of 2 to 9: at no evaluation is a
-    /// live honest member Unhealthy or a dead one Healthy, and a live honest member with at
-    /// least two live honest peers is Healthy at every evaluation from the first window on,
-    /// deaths included: there is no moment without protection.
+    /// The daemon's vote with one liar (any ballot about anyone, or none, per period and
+    /// target) and up to n-3 members dying at random periods, in units of 2 to 9 with 3 to
+    /// n checkers per target: at no evaluation is a live honest member Unhealthy or a dead
+    /// one Healthy, and a live honest member with at least two live honest peers is Healthy
+    /// at every evaluation from the first window on, deaths included, when every member
+    /// checks every other (k >= n-1); with fewer checkers, at every evaluation whose window
+    /// holds a period in which nobody died (standbys replace the checkers that died before
+    /// a period; one that dies during it leaves a hole in that period's ballots only). So a
+    /// member that dies never leaves its unit's survivors unprotected when the window is
+    /// longer than one period and members do not die in every period of a window.
     #[test]
-    fn one_liar_and_deaths_at_the_daemon((n, window, liar, deaths, lies) in liar_unit()) {
+    fn one_liar_and_deaths_at_the_daemon((n, k, window, liar, deaths, lies) in liar_unit()) {
         let lie = |p: u64, t: usize| match lies[(p as usize * n + t) % lies.len()] {
             0 => Some(true),
             1 => Some(false),
             _ => None,
         };
         let dead_at = |i: usize| deaths.iter().find(|(d, _)| *d == i).map(|(_, at)| *at);
-        for (p, verdicts) in liar_run(n, window, liar, &deaths, lie, 12) {
+        for (p, verdicts) in liar_run(n, k, window, liar, &deaths, lie, 12) {
             let alive = |i: usize| dead_at(i).is_none_or(|at| p < at);
             let live_honest = (0..n).filter(|&i| Some(i) != liar && alive(i)).count();
+            let quiet_period = (p.saturating_sub(window - 1)..=p).any(|q| deaths.iter().all(|(_, at)| *at != q));
             for (&i, &verdict) in &verdicts {
                 if Some(i) == liar {
                     continue;
                 }
                 if alive(i) {
                     prop_assert_ne!(verdict, Verdict::Unhealthy, "live n{} condemned at {}", i, p);
-                    if live_honest > 2 && p + 1 >= window {
+                    if live_honest > 2 && p + 1 >= window && (k + 1 >= n || quiet_period) {
                         prop_assert_eq!(verdict, Verdict::Healthy, "live n{} unprotected at {}", i, p);
                     }
                 } else if deaths.iter().all(|(_, at)| *at > p || *at + window - 1 <= p) {
@@ -814,4 +827,52 @@ proptest! {
             }
         }
     }
+}
+
+/// Silence as the standbys see it: a member is silent once a period passed without a ballot
+/// of it, and only where the table has listened for two periods (a fresh table, or a member
+/// that just joined, is silent about nobody: its start must not make everyone check
+/// everyone).
+#[test]
+fn a_member_is_silent_a_period_after_its_last_ballot_once_the_table_listened() {
+    let members = unit(6);
+    let mut s = schedule(&members, 2, 3);
+    let mut table = VoteTable::new(3, VoteRule::default());
+    let speak = |table: &mut VoteTable, s: &mut Schedule, p: u64, who: &[&str]| {
+        for checker in who {
+            let target = if *checker == "n00" { "n01" } else { "n00" };
+            table.record(checker, target, ballot(p, true), Period(p), s).unwrap();
+        }
+    };
+    let silent = |table: &VoteTable, p: u64| -> Vec<&str> {
+        members.iter().map(String::as_str).filter(|m| table.silent(m, Period(p))).collect()
+    };
+    assert_eq!(silent(&table, 10), Vec::<&str>::new(), "a table that never evaluated listened to nobody");
+    let everyone: Vec<&str> = members.iter().map(String::as_str).collect();
+    speak(&mut table, &mut s, 10, &everyone[..5]);
+    table.evaluate(Period(10), &mut s);
+    assert_eq!(silent(&table, 11), Vec::<&str>::new(), "listened for one period only");
+    speak(&mut table, &mut s, 11, &everyone[..4]);
+    table.evaluate(Period(11), &mut s);
+    // n05 never spoke, n04 not in period 11
+    assert_eq!(silent(&table, 12), vec!["n04", "n05"]);
+    speak(&mut table, &mut s, 12, &everyone[1..]);
+    table.evaluate(Period(12), &mut s);
+    assert_eq!(silent(&table, 13), vec!["n00"], "one ballot of the period before is enough");
+    // the standby walk: with n00 silent, whoever has it among its first k walks one further
+    let assignment = s.assignment(Period(13));
+    for checker in &members {
+        let assigned = assignment.targets_of(checker);
+        let planned = table.targets(checker, Period(13), &assignment);
+        let extra = usize::from(assigned.contains(&"n00") && *checker != "n00");
+        assert_eq!(planned.len(), assigned.len() + extra, "{checker}: {planned:?} vs {assigned:?}");
+        assert_eq!(&planned[..assigned.len()], &assigned[..]);
+    }
+    // a member joining in period 13: silent only after a whole period without its ballots
+    let joined = unit(7);
+    let mut s7 = schedule(&joined, 2, 3);
+    table.evaluate(Period(13), &mut s7);
+    assert!(!table.silent("n06", Period(14)));
+    table.evaluate(Period(14), &mut s7);
+    assert!(table.silent("n06", Period(15)));
 }
