@@ -504,8 +504,9 @@ impl Sim {
     /// A liveness challenge (`daemon::round::prove_alive`): member `via` (the checker, or a
     /// helper asked by it) challenges `t` for its proof over `checker`'s `nonce`, the
     /// challenge and the proof each a sealed frame; a lost exchange (a timeout) is tried
-    /// again, freshly sealed, while the checks may still run, and at least `send_retries`
-    /// times. The proof `t` signed, when one came back to `via`.
+    /// again, freshly sealed, while the checks may still run (no token: the checks run
+    /// alongside, as in `daemon::round::prove_alive`). The proof `t` signed, when one came
+    /// back to `via`.
     fn challenge(
         &mut self,
         via: usize,
@@ -517,7 +518,7 @@ impl Sim {
     ) -> Option<LivenessProof> {
         let target = self.nodes[t].name.clone();
         let in_checks = self.config.checks.worst_case().as_millis() / self.config.message_timeout.as_millis().max(1);
-        let attempts = (u128::from(self.config.protocol.send_retries) + 1).max(in_checks);
+        let attempts = in_checks.max(1);
         for _ in 0..attempts {
             let challenge = Payload::Challenge { checker: checker.to_string(), nonce };
             let frame = self.nodes[via].seal(now, Some(target.clone()), challenge);

@@ -25,8 +25,10 @@ const CHECK_ACCOUNT: &str = "edge-health-kubelet-check";
 /// The daemon's own identity: what its API client sends.
 const OWN_TOKEN: &str = "edge-health-pod-token";
 
+/// A kubelet check sends a token, so it runs after the proof: a period must hold the
+/// proof's two attempts (300 ms), the check (150 ms) and the indirect timeout (150 ms).
 const PROTOCOL: Protocol = Protocol {
-    period: Duration::from_millis(400),
+    period: Duration::from_millis(700),
     vote_window: 3,
     probes_per_period: 2,
     indirect_helpers: 1,

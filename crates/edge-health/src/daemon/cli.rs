@@ -224,6 +224,12 @@ pub enum SettingsError {
          --period ({period:?}): a probe's liveness challenge waits for it before helpers are asked; got {timeout:?}"
     )]
     MessageTimeout { timeout: Duration, period: Duration },
+    #[error(
+        "a probe can take {probe:?}, not less than --period ({period:?}): kubelet checks send a token, so they \
+         run after the peer's liveness proof (--message-timeout x (--send-retries + 1)), then helpers are asked \
+         (--indirect-timeout); shorten those or the checks' timeouts and retries, or lengthen the period"
+    )]
+    ProbeTooSlow { probe: Duration, period: Duration },
     #[error("--vote-window {0} is more periods than the {MAX_VOTE_WINDOW} a vote may span")]
     VoteWindow(u64),
     #[error("--key-reload-interval must be positive")]
@@ -298,6 +304,16 @@ impl Flags {
             (None, Some(path)) => KubeletCredential::File(path.clone()),
             (None, None) => KubeletCredential::None,
         };
+        let kubelet_credential = if uses_kubelet { kubelet_credential } else { KubeletCredential::None };
+        // without a token the proof runs alongside the checks and gets their time, which
+        // the protocol's validation bounds; with one the checks wait for it
+        if !matches!(kubelet_credential, KubeletCredential::None) {
+            let proof = proof_time(&checks, self.message_timeout, self.send_retries, true);
+            let probe = proof.saturating_add(checks.worst_case()).saturating_add(indirect);
+            if probe >= self.period {
+                return Err(SettingsError::ProbeTooSlow { probe, period: self.period });
+            }
+        }
         let unit_source = match &self.unit_label_key {
             Some(key) if key.is_empty() => return Err(SettingsError::EmptyUnitLabelKey),
             Some(key) => UnitSource::LabelKey(key.clone()),
@@ -316,7 +332,7 @@ impl Flags {
             checks,
             protocol,
             message_timeout: self.message_timeout,
-            kubelet_credential: if uses_kubelet { kubelet_credential } else { KubeletCredential::None },
+            kubelet_credential,
             key_reload_interval: self.key_reload_interval,
             key_rotation_overlap: self.key_rotation_overlap,
             peer_cache_file: self.peer_cache_file.clone(),
@@ -331,6 +347,18 @@ impl Settings {
     pub fn advertised(&self, bound: SocketAddr) -> SocketAddr {
         SocketAddr::new(self.advertise_ip, bound.port())
     }
+
+    /// How long a liveness proof may be retried (see [`super::round::prove_alive`]).
+    pub fn proof_time(&self, before_checks: bool) -> Duration {
+        proof_time(&self.checks, self.message_timeout, self.protocol.send_retries, before_checks)
+    }
+}
+
+/// How long a liveness proof may be retried: alongside the checks, as long as they may run;
+/// before them (they send a token only to a peer that proved itself), `send_retries` more
+/// attempts of `message_timeout`.
+fn proof_time(checks: &CheckConfig, message_timeout: Duration, send_retries: u32, before_checks: bool) -> Duration {
+    if before_checks { message_timeout.saturating_mul(send_retries.saturating_add(1)) } else { checks.worst_case() }
 }
 
 /// Parses one `--check`.
@@ -726,6 +754,31 @@ mod tests {
         assert!(both.is_err(), "one credential or the other");
         let no_kubelet_check = settings(&["--check", HTTP, "--kubelet-check-service-account", "a/b"]).unwrap();
         assert!(matches!(no_kubelet_check.kubelet_credential, KubeletCredential::None), "nothing to send it to");
+    }
+
+    /// With a token the checks wait for the liveness proof, so a probe takes the proof's
+    /// attempts, then the checks, then the helpers: the period must hold them one after the
+    /// other (the chart's defaults do: 2 x 1 s + 2 x 2 s + 2 s of 10 s). Without a token
+    /// they overlap and the same numbers are fine.
+    #[test]
+    fn with_a_token_the_period_holds_the_proof_then_the_checks() {
+        const KUBELET: &str = "kind=kubelet,port=10250,timeout=2s,retries=1";
+        let token = ["--kubelet-check-service-account", "edgegrid/edge-health-kubelet-check"];
+        let chart = settings(&[&["--check", KUBELET][..], &token].concat()).unwrap();
+        assert_eq!(chart.proof_time(true), Duration::from_secs(2));
+        assert_eq!(chart.proof_time(false), Duration::from_secs(4), "alongside: the checks' time");
+        let tight = ["--check", KUBELET, "--period", "8s"];
+        let slow = settings(&[&tight[..], &token].concat()).unwrap_err();
+        match &slow {
+            SettingsError::ProbeTooSlow { probe, period } => {
+                assert_eq!((*probe, *period), (Duration::from_secs(8), Duration::from_secs(8)));
+            }
+            other => panic!("{other}"),
+        }
+        assert!(slow.to_string().contains("a probe can take 8s, not less than --period (8s)"), "{slow}");
+        settings(&tight).expect("no token: the proof runs alongside the checks");
+        let retries = ["--send-retries", "0"];
+        settings(&[&tight[..], &token, &retries].concat()).expect("one attempt of the proof: 7 s");
     }
 
     #[test]

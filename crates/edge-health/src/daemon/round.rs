@@ -211,7 +211,7 @@ pub async fn alive<F: std::future::Future<Output = bool>>(
     token: Option<&str>,
     check: impl FnOnce(Option<String>) -> F,
 ) -> Option<LivenessProof> {
-    let prove = prove_alive(daemon, transport, target, address, checker, nonce);
+    let prove = prove_alive(daemon, transport, target, address, checker, nonce, token.is_some());
     match token {
         None => {
             let (proof, checks_pass) = tokio::join!(prove, check(None));
@@ -226,11 +226,13 @@ pub async fn alive<F: std::future::Future<Output = bool>>(
 
 /// Challenges `target` at its exchange `address` for its proof over `checker`'s `nonce`
 /// (`checker`: this node, or the peer it helps), each attempt freshly sealed. An attempt
-/// that timed out is tried again while the configured checks may still be running (they run
-/// alongside: on a lossy link the proof gets the time the checks get), and at least
-/// `send_retries` times; one that failed at once (nothing listens: connection refused) is
-/// not. The proof, verified against the key `target` publishes. Whoever else answers at the
-/// address (an impostor bound to a dead node's IP) cannot make one.
+/// that timed out is tried again while another fits in the proof's time: the checks' worst
+/// case when they run alongside (on a lossy link the proof gets the time the checks get),
+/// `--send-retries` more attempts when they wait for it (`before_checks`: a token to send,
+/// see [`alive`]), so a probe fits the period the settings checked it against
+/// ([`super::cli::Flags::settings`]). One that failed at once (nothing listens: connection
+/// refused) is not. The proof, verified against the key `target` publishes. Whoever else
+/// answers at the address (an impostor bound to a dead node's IP) cannot make one.
 pub async fn prove_alive(
     daemon: &Daemon,
     transport: &Transport,
@@ -238,9 +240,10 @@ pub async fn prove_alive(
     address: SocketAddr,
     checker: &str,
     nonce: Nonce,
+    before_checks: bool,
 ) -> Option<LivenessProof> {
     let settings = daemon.settings();
-    let until = tokio::time::Instant::now() + settings.checks.worst_case();
+    let until = tokio::time::Instant::now() + settings.proof_time(false);
     let mut attempt = 0;
     loop {
         attempt += 1;
@@ -260,8 +263,11 @@ pub async fn prove_alive(
                 daemon.metrics().sent("challenge", "failed");
                 tracing::debug!(target_node = %target, %address, %error, "challenge not answered");
                 let timed_out = started.elapsed() >= settings.message_timeout / 2;
-                let time_left = tokio::time::Instant::now() + settings.message_timeout <= until;
-                if !timed_out || (attempt > settings.protocol.send_retries && !time_left) {
+                let another = match before_checks {
+                    true => attempt <= settings.protocol.send_retries,
+                    false => tokio::time::Instant::now() + settings.message_timeout <= until,
+                };
+                if !timed_out || !another {
                     break;
                 }
             }
@@ -454,6 +460,35 @@ mod tests {
             assert_eq!(proof.is_some(), proves, "{case}");
             let sent = if proves { vec![Some("Bearer check-token".to_string())] } else { vec![] };
             assert_eq!(kubelet.authorizations(), sent, "{case}: the token went to");
+        }
+    }
+
+    /// A challenge lost on the way (the peer's exchange never answers) is tried again: while
+    /// the checks may still run when they run alongside (no token), `--send-retries` times
+    /// when they wait for the proof (a token), which is what the period was checked to hold.
+    #[tokio::test]
+    async fn a_lost_challenge_is_tried_again_within_the_proofs_time() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        // checks that may take 450 ms; challenges time out after 100 ms
+        let check = "kind=tcp,port=9,timeout=150ms,retries=2";
+        for (case, token, want) in [("alongside the checks", false, 4), ("before them", true, 2)] {
+            let exchange = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let address = exchange.local_addr().unwrap();
+            let challenges = Arc::new(AtomicUsize::new(0));
+            let counted = challenges.clone();
+            let app = axum::Router::new().fallback(move || {
+                counted.fetch_add(1, Ordering::SeqCst);
+                std::future::pending::<StatusCode>()
+            });
+            let _server = tokio::spawn(async move { axum::serve(exchange, app).await });
+            let nodes = [member("checker", Some("127.0.0.2:51005")), member("peer", Some(&address.to_string()))];
+            let flags = ["--message-timeout", "100ms", "--send-retries", "1"];
+            let checker = daemon("checker", check, &flags, &nodes);
+            assert_eq!(checker.settings().proof_time(token), Duration::from_millis(if token { 200 } else { 450 }));
+            let transport = Transport::new(Duration::from_millis(100));
+            let proof = prove_alive(&checker, &transport, "peer", address, "checker", Nonce([9; 16]), token).await;
+            assert!(proof.is_none(), "{case}");
+            assert_eq!(challenges.load(Ordering::SeqCst), want, "{case}: challenges sent");
         }
     }
 
