@@ -164,13 +164,18 @@ impl<'de> Deserialize<'de> for Signature {
     }
 }
 
-/// A ballot with its checker's signature, as it travels (`{"period":..,"healthy":..,"sig":".."}`).
+/// A ballot with its checker's signature, as it travels: `{"p":<period>,"h":<healthy>,"s":"<signature>"}`.
+/// Ballots are most of what a unit sends (every member learns every ballot): one-letter
+/// names keep a ballot at about 120 bytes, 12% less than with the field names spelled out,
+/// which pays for the liveness proofs' frames (see the README's costs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SignedBallot {
+    #[serde(rename = "p")]
     pub period: Period,
+    #[serde(rename = "h")]
     pub healthy: bool,
-    #[serde(rename = "sig")]
+    #[serde(rename = "s")]
     pub signature: Signature,
 }
 
@@ -277,12 +282,13 @@ mod tests {
 
         let signed = key.sign("a", "b", ballot(3, true));
         let json = serde_json::to_value(signed).unwrap();
-        assert_eq!(json["period"], 3);
-        assert_eq!(json["healthy"], true);
-        assert_eq!(json["sig"].as_str().unwrap().len(), 88);
+        assert_eq!(json["p"], 3);
+        assert_eq!(json["h"], true);
+        assert_eq!(json["s"].as_str().unwrap().len(), 88);
+        assert_eq!(json.as_object().unwrap().len(), 3);
         let back: SignedBallot = serde_json::from_value(json).unwrap();
         assert_eq!(back, signed);
-        assert!(serde_json::from_str::<SignedBallot>(r#"{"period":3,"healthy":true,"sig":"AAAA"}"#).is_err());
-        assert!(serde_json::from_str::<SignedBallot>(r#"{"period":3,"healthy":true}"#).is_err());
+        assert!(serde_json::from_str::<SignedBallot>(r#"{"p":3,"h":true,"s":"AAAA"}"#).is_err());
+        assert!(serde_json::from_str::<SignedBallot>(r#"{"p":3,"h":true}"#).is_err());
     }
 }
