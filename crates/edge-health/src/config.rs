@@ -237,9 +237,10 @@ pub struct ProtocolConfig {
 /// values: a 10 s period, `k` = 3 probes and 3 indirect helpers, a 3-period vote window,
 /// 30 s of tolerated clock skew, one resend, results relayed in 8 rounds per period to 3
 /// peers each, every ballot in 2 rounds (in simulated units of 50 to 2,000 members a member
-/// holds over 99% of a period's ballots by its end, the worst one 94%, and a dead member
-/// is detected in 2 periods; with 4 rounds a period's ballots reached as few as half of
-/// the members by its end and detection took 3).
+/// holds over 99% of a period's ballots by its end on average, the worst member of the
+/// worst period 65% to 80% (late ballots still count: the window is three periods), and a
+/// dead member is detected in 2 periods; with 4 rounds a period's ballots reached as few as
+/// half of the members by its end and detection took 3).
 impl Default for ProtocolConfig {
     fn default() -> Self {
         Self {
