@@ -3,13 +3,16 @@
 //! [`rbac`]) into the Helm chart; `cargo xtask check`
 //! fails when the committed files differ from what the code generates, or when a shipped
 //! binary links test support ([`dependency_check`]);
-//! `cargo xtask run` runs the system (see `local_cluster`); `cargo xtask crds` prints
+//! `cargo xtask run` runs the system (see `local_cluster`); `cargo xtask soak` runs it
+//! under seeded random faults against the mission's invariants (see `soak`);
+//! `cargo xtask crds` prints
 //! the CRDs as one multi-document stream for `kubectl apply -f -`.
 
 mod chart_values;
 mod dependency_check;
 mod local_cluster;
 mod rbac;
+mod soak;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -28,6 +31,23 @@ fn main() -> ExitCode {
         Some("gen-crds") => gen_crds(),
         Some("check") => check(),
         Some("crds") => print_crds(),
+        Some("soak") => match soak::SoakArgs::parse(&args[1..]) {
+            Ok(Some(soak)) => {
+                let run_args = local_cluster::RunArgs {
+                    kubeconfig: None,
+                    port: 0,
+                    kubeconfig_out: None,
+                    acts: local_cluster::Acts::Scenario,
+                    build: soak.build,
+                    soak: Some(soak),
+                };
+                tokio::runtime::Runtime::new()
+                    .map_err(anyhow::Error::from)
+                    .and_then(|runtime| runtime.block_on(local_cluster::run(run_args, &workspace_root())))
+            }
+            Ok(None) => Ok(()),
+            Err(e) => Err(e),
+        },
         Some("run") => match local_cluster::RunArgs::parse(&args[1..], &workspace_root()) {
             Ok(Some(run_args)) => {
                 // logging is set up by the run: into the local cluster's log directory
@@ -39,12 +59,14 @@ fn main() -> ExitCode {
             Err(e) => Err(e),
         },
         _ => {
-            eprintln!("usage: cargo xtask <gen-crds|check|crds|run>");
+            eprintln!("usage: cargo xtask <gen-crds|check|crds|run|soak>");
             eprintln!("  gen-crds  write the CRD YAML into {CRD_DIR}, {VALUES_SCHEMA} and {RBAC_TEMPLATE}");
             eprintln!("  check     fail when the committed generated files are stale or a binary links test support");
             eprintln!("  crds      print the CRDs to install (kubectl apply -f -)");
             eprintln!("  run       start the embedded local cluster and play the mission on it, or with");
             eprintln!("            --kubeconfig/KUBECONFIG install into that cluster (run --help)");
+            eprintln!("  soak      the local cluster under seeded random faults, checked against the mission's");
+            eprintln!("            invariants (soak --help)");
             return ExitCode::from(2);
         }
     };

@@ -140,7 +140,7 @@ pub async fn act_one(cluster: &Cluster, timeout: Duration) -> Result<(Outcome, V
 /// Act 2: `unit` loses its cloud link; `before` is act 1's views.
 pub async fn act_two(cluster: &Cluster, unit: &str, before: &[(SimNode, NodeView)]) -> Result<Outcome> {
     println!("== Act 2: site {unit} loses its cloud link (its leases stop; its nodes go Unknown)");
-    cluster.link(unit).set_up(false);
+    cluster.set_unit_link(unit, false);
     let in_unit = |s: &NodeState| s.unit == unit;
     // first the lifecycle controller's verdict: every node of the site Unknown
     let mut problems = until(cluster.timing.unknown_within, || async {
@@ -175,7 +175,7 @@ pub async fn act_two(cluster: &Cluster, unit: &str, before: &[(SimNode, NodeView
     print_tables(&views, &states);
     verdict(&problems);
     println!("   (the link comes back: the site's kubelets report Ready again)");
-    cluster.link(unit).set_up(true);
+    cluster.set_unit_link(unit, true);
     let back = until(cluster.timing.unknown_within, || async {
         let states = views::node_states(&cluster.client, &cluster.nodes).await?;
         Ok(states

@@ -317,6 +317,11 @@ impl Kubelet {
         self.alive.store(false, Ordering::SeqCst);
     }
 
+    /// The node boots again (a new boot: pods bound here run again at its next sync).
+    pub fn revive(&self) {
+        self.alive.store(true, Ordering::SeqCst);
+    }
+
     fn acting(&self) -> bool {
         self.alive.load(Ordering::SeqCst) && self.link.is_up()
     }
@@ -549,7 +554,7 @@ mod tests {
     }
 
     fn node() -> SimNode {
-        super::super::layout::nodes(0).remove(1)
+        super::super::layout::nodes(0, 2, 3).remove(1)
     }
 
     /// A condition as the kubelet posts it.

@@ -1,5 +1,5 @@
-//! Where the local cluster's simulated edge nodes live: two units of three nodes, each node
-//! on its own loopback address (`127.<slot>.<unit>.<node>`), so every node's grid wrapper,
+//! Where the local cluster's simulated edge nodes live: two units of three nodes (the
+//! soak asks for others), each node on its own loopback address (`127.<slot>.<unit>.<node>`), so every node's grid wrapper,
 //! edge-health daemon and kubelet stand-in use the real ports of a node without clashing,
 //! and two runs on one machine (different slots) do not clash either.
 
@@ -7,7 +7,8 @@ use std::net::{Ipv4Addr, SocketAddr};
 
 /// The node label key units are made of (the examples' `gridUniqKey`).
 pub const UNIT_LABEL_KEY: &str = "zone1";
-pub const UNITS: [&str; 2] = ["unit-a", "unit-b"];
+/// The run command's units: two of three nodes.
+pub const UNITS: u8 = 2;
 pub const NODES_PER_UNIT: u8 = 3;
 
 /// The kubelet stand-in's `/healthz` (edge-health's peer check target).
@@ -23,8 +24,8 @@ pub const WRAPPER_ADMIN_PORT: u16 = 30507;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SimNode {
     pub name: String,
-    pub unit: &'static str,
-    /// Index of the unit in [`UNITS`] and of the node in its unit.
+    pub unit: String,
+    /// Index of the unit (`unit-a` is 0) and of the node in its unit.
     pub unit_index: u8,
     pub index: u8,
     pub ip: Ipv4Addr,
@@ -41,16 +42,20 @@ impl SimNode {
     }
 }
 
-/// Every simulated node of a run in `slot` (0..=99), sorted by unit then name.
-pub fn nodes(slot: u8) -> Vec<SimNode> {
-    UNITS
-        .iter()
-        .enumerate()
-        .flat_map(|(u, unit)| {
-            let u = u as u8;
-            (0..NODES_PER_UNIT).map(move |n| SimNode {
-                name: format!("edge-{}-{n}", unit.trim_start_matches("unit-")),
-                unit,
+/// The name of unit `index`: `unit-a`, `unit-b`, ... (`index` < 26).
+pub fn unit_name(index: u8) -> String {
+    format!("unit-{}", char::from(b'a' + index))
+}
+
+/// Every simulated node of a run in `slot` (0..=99) with `units` (at most 26) of
+/// `per_unit` nodes (at most 15: the pod network gives each node 15 addresses), sorted
+/// by unit then name.
+pub fn nodes(slot: u8, units: u8, per_unit: u8) -> Vec<SimNode> {
+    (0..units)
+        .flat_map(|u| {
+            (0..per_unit).map(move |n| SimNode {
+                name: format!("edge-{}-{n}", char::from(b'a' + u)),
+                unit: unit_name(u),
                 unit_index: u,
                 index: n,
                 ip: Ipv4Addr::new(127, 100 + slot, u + 1, n + 1),
@@ -65,8 +70,8 @@ mod tests {
 
     #[test]
     fn two_units_of_three_nodes_each_on_its_own_address() {
-        let nodes = nodes(3);
-        let names: Vec<_> = nodes.iter().map(|n| (n.name.as_str(), n.unit, n.ip.to_string())).collect();
+        let nodes = nodes(3, UNITS, NODES_PER_UNIT);
+        let names: Vec<_> = nodes.iter().map(|n| (n.name.as_str(), n.unit.as_str(), n.ip.to_string())).collect();
         assert_eq!(
             names,
             [
@@ -80,5 +85,11 @@ mod tests {
         );
         assert_eq!(nodes[4].pod_ip(0).to_string(), "10.244.2.17");
         assert_ne!(nodes[0].pod_ip(0), nodes[1].pod_ip(0));
+        let soak = super::nodes(0, 3, 4);
+        assert_eq!(soak.len(), 12);
+        assert_eq!(
+            (soak[11].name.as_str(), soak[11].unit.as_str(), soak[11].ip),
+            ("edge-c-3", "unit-c", Ipv4Addr::new(127, 100, 3, 4))
+        );
     }
 }

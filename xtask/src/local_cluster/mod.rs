@@ -21,14 +21,14 @@
 
 mod acts;
 mod events;
-mod kubelet;
-mod layout;
+pub(crate) mod kubelet;
+pub(crate) mod layout;
 mod pod_proxy_views;
-mod processes;
+pub(crate) mod processes;
 mod site_link;
-mod views;
+pub(crate) mod views;
 mod workload_status;
-mod workloads;
+pub(crate) mod workloads;
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -98,12 +98,15 @@ pub struct RunArgs {
     pub kubeconfig_out: Option<PathBuf>,
     pub acts: Acts,
     pub build: bool,
+    /// Instead of the acts: the soak (`cargo xtask soak`), on its own layout.
+    pub soak: Option<crate::soak::SoakArgs>,
 }
 
 impl RunArgs {
     /// `None` when `--help` was asked for (and printed).
     pub fn parse(args: &[String], root: &Path) -> Result<Option<Self>> {
-        let mut out = Self { kubeconfig: None, port: 0, kubeconfig_out: None, acts: Acts::Play, build: true };
+        let mut out =
+            Self { kubeconfig: None, port: 0, kubeconfig_out: None, acts: Acts::Play, build: true, soak: None };
         let mut it = args.iter();
         while let Some(arg) = it.next() {
             let mut value = || it.next().with_context(|| format!("{arg} needs a value"));
@@ -248,13 +251,31 @@ pub struct Cluster {
     /// The log directory: `<component>.log` and [`IN_PROCESS_LOG`].
     pub logs: PathBuf,
     kubelets: Vec<Kubelet>,
-    links: Vec<(&'static str, SiteLink)>,
-    components: Vec<Component>,
+    /// Each node's cloud link, by node name.
+    links: Vec<(String, SiteLink)>,
+    pub components: Vec<Component>,
+    /// The grid controller, running in-process.
+    pub grid_controller: GridController,
 }
 
 impl Cluster {
-    pub fn link(&self, unit: &str) -> &SiteLink {
-        &self.links.iter().find(|(u, _)| *u == unit).expect("a unit of the layout").1
+    /// Cuts (`up` false) or heals every cloud link of `unit`'s nodes.
+    pub fn set_unit_link(&self, unit: &str, up: bool) {
+        for node in self.nodes.iter().filter(|n| n.unit == unit) {
+            self.set_node_link(&node.name, up);
+        }
+    }
+
+    pub fn set_node_link(&self, node: &str, up: bool) {
+        for (_, link) in self.links.iter().filter(|(n, _)| n == node) {
+            link.set_up(up);
+        }
+    }
+
+    /// The processes of node `name` (its edge-health daemon and grid wrapper).
+    pub fn node_components(&mut self, name: &str) -> impl Iterator<Item = &mut Component> {
+        let suffix = format!("-{name}");
+        self.components.iter_mut().filter(move |c| c.name.ends_with(&suffix))
     }
 
     /// The node dies: its kubelet stops, its per-node components are killed.
@@ -262,11 +283,82 @@ impl Cluster {
         for kubelet in self.kubelets.iter().filter(|k| k.node.name == name) {
             kubelet.kill();
         }
-        for component in self.components.iter_mut().filter(|c| c.name.ends_with(&format!("-{name}"))) {
+        for component in self.node_components(name) {
             component.kill().await;
         }
     }
+
+    /// The node boots again: its kubelet acts, its components start.
+    pub fn revive_node(&mut self, name: &str) -> Result<()> {
+        for kubelet in self.kubelets.iter().filter(|k| k.node.name == name) {
+            kubelet.revive();
+        }
+        for component in self.node_components(name) {
+            component.restart()?;
+        }
+        Ok(())
+    }
 }
+
+/// The grid controller run in-process (as the run command has always run it), which the
+/// soak stops and starts again as it kills and restarts the binaries.
+pub struct GridController {
+    server: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl GridController {
+    /// Starts it against `server` with its own token, so its requests are checked against
+    /// its RBAC like the binaries'.
+    pub async fn start(server: &str) -> Result<Self> {
+        let mut controller = Self { server: server.to_string(), stop: None, task: None };
+        controller.restart().await?;
+        Ok(controller)
+    }
+
+    /// Starts it again (after [`GridController::stop`] or [`GridController::abort`]).
+    pub async fn restart(&mut self) -> Result<()> {
+        let kubeconfig =
+            kube::config::Kubeconfig::from_yaml(&kubeconfig_with_token(&self.server, Some(GRID_CONTROLLER_TOKEN)))?;
+        let client = Client::try_from(kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?)?;
+        let metrics = std::sync::Arc::new(grid_controller::metrics::Metrics::default());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        self.task = Some(tokio::spawn(grid_controller::reconcile::run(client, metrics, async move {
+            let _ = stopped.await;
+        })));
+        self.stop = Some(stop);
+        Ok(())
+    }
+
+    /// Stops it as SIGTERM would: it finishes and returns.
+    pub async fn stop(&mut self) -> Result<()> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        match self.task.take() {
+            Some(task) => task.await.context("the grid controller"),
+            None => Ok(()),
+        }
+    }
+
+    /// Stops it as SIGKILL would: mid-flight.
+    pub async fn abort(&mut self) {
+        self.stop = None;
+        if let Some(task) = self.task.take() {
+            task.abort();
+            let _ = task.await;
+        }
+    }
+
+    /// How it stopped, when it did without being asked to.
+    pub fn exited(&self) -> Option<String> {
+        self.task.as_ref().filter(|t| t.is_finished()).map(|_| "returned".to_string())
+    }
+}
+
+/// The in-process grid controller's bearer token (`<binary>/<name>`, as the binaries').
+pub const GRID_CONTROLLER_TOKEN: &str = "grid-controller/in-process";
 
 /// Where the in-process parts log: into `file`, or to stderr (cluster mode), in colour
 /// only on a terminal. `RUST_LOG` sets the level (default: info into a file, warnings on
@@ -354,20 +446,23 @@ async fn run_cluster(
     let logs = run_dir.join("logs");
     let crds = install_crds(&client).await?;
     println!("local cluster: API server at {} ({crds} CRDs)", server.url());
-    let nodes = layout::nodes(slot);
+    let nodes = match &args.soak {
+        Some(soak) => layout::nodes(slot, soak.units, soak.nodes / soak.units),
+        None => layout::nodes(slot, layout::UNITS, layout::NODES_PER_UNIT),
+    };
     let api_addr: SocketAddr = server.url().trim_start_matches("http://").parse().context("the API server address")?;
     let mut links = Vec::new();
-    for unit in layout::UNITS {
-        links.push((unit, SiteLink::start(api_addr).await?));
+    for node in &nodes {
+        links.push((node.name.clone(), SiteLink::start(api_addr).await?));
     }
     let mut kubelets = Vec::new();
     let version = client.apiserver_version().await.context("the API server's version")?;
     let machine = std::sync::Arc::new(kubelet::Machine::of_host(&version.git_version));
     for node in &nodes {
-        let link = links.iter().find(|(u, _)| *u == node.unit).map(|(_, l)| l.clone()).context("a unit's link")?;
+        let link = links.iter().find(|(n, _)| *n == node.name).map(|(_, l)| l.clone()).context("a node's link")?;
         let kubelet = Kubelet::new(node.clone(), machine.clone(), link.clone());
         kubelet.register(&client).await?;
-        // the kubelet talks to the API server through its site's link
+        // the kubelet talks to the API server through its node's cloud link
         let site_client = Client::try_from(kube::Config::new(link.url().parse()?))?;
         let task = kubelet.clone();
         let stop = stopped.clone();
@@ -384,16 +479,7 @@ async fn run_cluster(
         nodes.iter().map(|n| format!("{} ({}, {})", n.name, n.unit, n.ip)).collect::<Vec<_>>().join(", ")
     );
     tokio::spawn(workloads::run(client.clone(), stopped.clone()));
-    let (stop_controller, controller_stopped) = tokio::sync::oneshot::channel::<()>();
-    let metrics = std::sync::Arc::new(grid_controller::metrics::Metrics::default());
-    // its own token, so its requests are checked against its RBAC like the binaries'
-    let kubeconfig =
-        kube::config::Kubeconfig::from_yaml(&kubeconfig_with_token(&server.url(), Some("grid-controller/in-process")))?;
-    let controller_client =
-        Client::try_from(kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?)?;
-    let controller = tokio::spawn(grid_controller::reconcile::run(controller_client, metrics, async move {
-        let _ = controller_stopped.await;
-    }));
+    let grid_controller = GridController::start(&server.url()).await?;
 
     let components = start_components(&client, server, slot, run_dir, bin_dir, &nodes, &links).await?;
     for kubelet in &kubelets {
@@ -409,12 +495,17 @@ async fn run_cluster(
     std::fs::rename(&tmp, kubeconfig_out)?;
     println!("  export KUBECONFIG={}", kubeconfig_out.display());
 
-    let mut cluster = Cluster { client, nodes, timing: TIMING, logs, kubelets, links, components };
+    let mut cluster = Cluster { client, nodes, timing: TIMING, logs, kubelets, links, components, grid_controller };
     let result = tokio::select! {
-        result = play(&mut cluster, server, args.acts) => result,
+        result = async {
+            match &args.soak {
+                Some(soak) => crate::soak::run(&mut cluster, server, soak).await,
+                None => play(&mut cluster, server, args.acts).await,
+            }
+        } => result,
         _ = shutdown.wait_for(|stop| *stop) => Ok(()),
     };
-    if result.is_ok() && args.acts != Acts::Scenario && !*shutdown.borrow() {
+    if result.is_ok() && args.acts != Acts::Scenario && args.soak.is_none() && !*shutdown.borrow() {
         println!("The cluster keeps running (kubectl get nodes,pods,endpointslices -A). Ctrl-C stops it.");
         let _ = shutdown.wait_for(|stop| *stop).await;
     }
@@ -426,8 +517,9 @@ async fn run_cluster(
     for component in &mut cluster.components {
         component.wait_or_kill(Duration::from_secs(5)).await;
     }
-    let _ = stop_controller.send(());
-    let _ = controller.await;
+    if let Err(error) = cluster.grid_controller.stop().await {
+        eprintln!("error: {error:#}");
+    }
     result
 }
 
@@ -458,7 +550,7 @@ async fn play(cluster: &mut Cluster, server: &FakeApiServer, acts: Acts) -> Resu
 }
 
 /// Names every component that exited without being stopped, and its log; returns how many.
-fn report_exits(cluster: &mut Cluster) -> usize {
+pub(crate) fn report_exits(cluster: &mut Cluster) -> usize {
     let mut exited = 0;
     for component in &mut cluster.components {
         if let Some(status) = component.exited() {
@@ -544,7 +636,7 @@ fn review_counts(exposition: &str) -> Vec<(String, String, u64)> {
         .collect()
 }
 
-async fn wait_ready(cluster: &mut Cluster) -> Result<()> {
+pub(crate) async fn wait_ready(cluster: &mut Cluster) -> Result<()> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     let total = cluster.components.len();
     let mut shown = usize::MAX;
@@ -600,7 +692,7 @@ async fn start_components(
     run_dir: &Path,
     bin_dir: &Path,
     nodes: &[SimNode],
-    links: &[(&'static str, SiteLink)],
+    links: &[(String, SiteLink)],
 ) -> Result<Vec<Component>> {
     let cloud_ip = Ipv4Addr::new(127, 100 + slot, 0, 1);
     let cloud = server.url();
@@ -669,8 +761,8 @@ async fn start_components(
     )?);
 
     for node in nodes {
-        // a node's components reach the API server through its site's link
-        let site = links.iter().find(|(unit, _)| *unit == node.unit).context("a unit's link")?.1.url();
+        // a node's components reach the API server through its cloud link
+        let site = links.iter().find(|(name, _)| *name == node.name).context("a node's link")?.1.url();
         let admin = node.addr(layout::EDGE_HEALTH_METRICS_PORT);
         let check = format!("kind=http,port={},path=/healthz,timeout=300ms,retries=1", layout::KUBELET_PORT);
         // each node's own key, kept in the run directory as the chart keeps it on the node
@@ -777,7 +869,7 @@ async fn install_crds(client: &Client) -> Result<usize> {
 }
 
 /// Applies every `examples/*.yaml` document (server-side apply, default namespace).
-async fn apply_examples(client: &Client, dir: &Path) -> Result<usize> {
+pub(crate) async fn apply_examples(client: &Client, dir: &Path) -> Result<usize> {
     let discovery = Discovery::new(client.clone()).run().await.context("discovery")?;
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("reading {}", dir.display()))?

@@ -70,6 +70,8 @@ pub struct Component {
     pub admin: SocketAddr,
     /// Killed on purpose (its node died): its exit is no failure.
     killed: bool,
+    /// How to start it again.
+    command: (PathBuf, PathBuf, Vec<String>),
 }
 
 impl Component {
@@ -89,19 +91,43 @@ impl Component {
             .with_context(|| format!("writing {}", kubeconfig.display()))?;
         let log = run_dir.join("logs").join(format!("{name}.log"));
         let file = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
-        let child = Command::new(bin_dir.join(binary))
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .args(args)
-            .env_remove("KUBECONFIG")
-            .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()))
-            .stdin(Stdio::null())
-            .stdout(file.try_clone()?)
-            .stderr(file)
-            .kill_on_drop(true)
-            .spawn()
-            .with_context(|| format!("starting {binary}"))?;
-        Ok(Self { name: name.to_string(), child, log, admin, killed: false })
+        let command = (bin_dir.join(binary), kubeconfig, args.to_vec());
+        let child = spawn(&command, file)?;
+        Ok(Self { name: name.to_string(), child, log, admin, killed: false, command })
+    }
+
+    /// Starts it again, as a kubelet restarts a container (after it was stopped or
+    /// killed); its log goes on in the same file.
+    pub fn restart(&mut self) -> Result<()> {
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&self.log)
+            .with_context(|| format!("opening {}", self.log.display()))?;
+        self.child = spawn(&self.command, file)?;
+        self.killed = false;
+        Ok(())
+    }
+
+    /// Its process id while it runs.
+    pub fn pid(&mut self) -> Option<u32> {
+        match self.child.try_wait() {
+            Ok(None) => self.child.id(),
+            _ => None,
+        }
+    }
+
+    /// SIGTERM, as a kubelet stops a container, and how it exited within `grace` (it is
+    /// killed after that, and the error says so).
+    pub async fn stop(&mut self, grace: Duration) -> Result<std::process::ExitStatus> {
+        self.killed = true;
+        self.terminate().await;
+        match tokio::time::timeout(grace, self.child.wait()).await {
+            Ok(status) => Ok(status?),
+            Err(_) => {
+                self.kill().await;
+                bail!("{} did not exit within {grace:?} of SIGTERM", self.name)
+            }
+        }
     }
 
     /// Whether `/readyz` answers 200; an error when the process has exited.
@@ -137,6 +163,21 @@ impl Component {
     pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
         if self.killed { None } else { self.child.try_wait().ok().flatten() }
     }
+}
+
+fn spawn((binary, kubeconfig, args): &(PathBuf, PathBuf, Vec<String>), log: std::fs::File) -> Result<Child> {
+    Command::new(binary)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()))
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("starting {}", binary.display()))
 }
 
 /// The status code of a plain-HTTP GET, `None` when nothing answers.

@@ -1,7 +1,8 @@
-//! A site's link to the cloud: everything on a unit's nodes (grid wrappers, edge-health
-//! daemons, the kubelet stand-ins) reaches the API server through its site's link, a TCP
-//! proxy on loopback that can be cut (open connections dropped, new ones refused) and
-//! restored, as a site losing its uplink.
+//! A node's link to the cloud: everything on a node (its grid wrapper, edge-health daemon
+//! and kubelet stand-in) reaches the API server through its link, a TCP proxy on loopback
+//! that can be cut (open connections dropped, new ones refused) and restored. Cutting
+//! every link of a unit is its site losing its uplink; the site network (the nodes'
+//! own addresses) keeps working.
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -18,7 +18,7 @@ use super::layout::{SimNode, UNIT_LABEL_KEY};
 use super::workloads::{SERVICE_NAME_LABEL, pod_ready};
 
 /// kube-proxy's EndpointSlice list (`kube-proxy-protocol.md`).
-const KUBE_PROXY_SELECTOR: &str = "!service.kubernetes.io/headless,!service.kubernetes.io/service-proxy-name";
+pub const KUBE_PROXY_SELECTOR: &str = "!service.kubernetes.io/headless,!service.kubernetes.io/service-proxy-name";
 
 /// `namespace/service` -> the ready endpoints, as `pod@node`, sorted.
 pub type ServedEndpoints = BTreeMap<String, Vec<String>>;
@@ -159,15 +159,15 @@ pub fn views_table(views: &[(SimNode, NodeView)]) -> String {
     for (node, view) in views {
         match view {
             NodeView::Unreachable => {
-                rows.push(vec![node.unit.into(), node.name.clone(), "-".into(), "(node down: no wrapper)".into()])
+                rows.push(vec![node.unit.clone(), node.name.clone(), "-".into(), "(node down: no wrapper)".into()])
             }
             NodeView::Served(services) if services.is_empty() => {
-                rows.push(vec![node.unit.into(), node.name.clone(), "-".into(), "(no Services)".into()])
+                rows.push(vec![node.unit.clone(), node.name.clone(), "-".into(), "(no Services)".into()])
             }
             NodeView::Served(services) => {
                 for (service, endpoints) in services {
                     let endpoints = if endpoints.is_empty() { "(none ready)".to_string() } else { endpoints.join(" ") };
-                    rows.push(vec![node.unit.into(), node.name.clone(), service.clone(), endpoints]);
+                    rows.push(vec![node.unit.clone(), node.name.clone(), service.clone(), endpoints]);
                 }
             }
         }
@@ -227,7 +227,7 @@ mod tests {
     fn tables_are_aligned_as_kubectl_prints_them() {
         let node = |name: &str, unit: &'static str| SimNode {
             name: name.into(),
-            unit,
+            unit: unit.to_string(),
             unit_index: 0,
             index: 0,
             ip: std::net::Ipv4Addr::LOCALHOST,

@@ -1,0 +1,367 @@
+//! Doing the schedule's faults to the local cluster, and the ground truth they leave
+//! (which node lives, whose link is cut, which process a fault stopped, which unit each
+//! node is in), which the checker judges the cluster against.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use fake_apiserver::{FakeApiServer, Fault as ApiServerFault};
+use k8s_openapi::api::core::v1::{Node, Service};
+use kube::Client;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use super::invariants::NodeTruth;
+use super::schedule::{ApiFault, Fault, FaultKind, Signal};
+use crate::local_cluster::Cluster;
+use crate::local_cluster::layout::{SimNode, UNIT_LABEL_KEY};
+
+/// Where a fault is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Phase {
+    Start,
+    /// Halfway (grid churn scales its grid).
+    Middle,
+    End,
+}
+
+/// Every fault's phases in time order: `(when, fault index, phase)`.
+pub fn events(faults: &[Fault]) -> Vec<(Duration, usize, Phase)> {
+    let mut out = Vec::new();
+    for (index, fault) in faults.iter().enumerate() {
+        out.push((fault.at, index, Phase::Start));
+        if matches!(fault.kind, FaultKind::GridChurn { .. }) {
+            out.push((fault.at + fault.lasts / 2, index, Phase::Middle));
+        }
+        out.push((fault.ends(), index, Phase::End));
+    }
+    // at one instant: ends first (what heals makes room), then starts, in schedule order
+    out.sort_by_key(|(at, index, phase)| (*at, *phase != Phase::End, *index, *phase));
+    out
+}
+
+/// What the soak knows, as the faults left it.
+pub struct Truth {
+    /// node -> its unit label's value.
+    units: BTreeMap<String, String>,
+    dead: BTreeSet<String>,
+    /// node -> how many cuts hold its link down.
+    cuts: BTreeMap<String, u32>,
+    /// Processes a fault stopped (not those of dead nodes).
+    stopped: BTreeSet<String>,
+    /// A unit cut's nodes, by fault index (healed are the nodes it cut).
+    unit_cuts: BTreeMap<usize, Vec<String>>,
+}
+
+impl Truth {
+    pub fn of(nodes: &[SimNode]) -> Self {
+        Self {
+            units: nodes.iter().map(|n| (n.name.clone(), n.unit.clone())).collect(),
+            dead: BTreeSet::new(),
+            cuts: BTreeMap::new(),
+            stopped: BTreeSet::new(),
+            unit_cuts: BTreeMap::new(),
+        }
+    }
+
+    pub fn nodes(&self) -> Vec<NodeTruth> {
+        self.units
+            .iter()
+            .map(|(name, unit)| {
+                let alive = !self.dead.contains(name);
+                NodeTruth {
+                    name: name.clone(),
+                    unit: unit.clone(),
+                    alive,
+                    link_up: self.cuts.get(name).copied().unwrap_or(0) == 0,
+                    watching: alive && !self.stopped.contains(&format!("edge-health-{name}")),
+                    wrapper_running: alive && !self.stopped.contains(&format!("grid-wrapper-{name}")),
+                }
+            })
+            .collect()
+    }
+
+    /// The process is meant to run (no fault stopped it, its node lives).
+    pub fn should_run(&self, process: &str) -> bool {
+        !self.stopped.contains(process) && !self.dead.iter().any(|node| process.ends_with(&format!("-{node}")))
+    }
+
+    fn cut(&mut self, node: &str, up: bool) {
+        let cuts = self.cuts.entry(node.to_string()).or_default();
+        if up {
+            *cuts = cuts.saturating_sub(1);
+        } else {
+            *cuts += 1;
+        }
+    }
+}
+
+/// Does `phase` of `fault` (the `index`th) to the cluster; returns what was done, for the
+/// violation reports. A SIGTERM-stopped process that does not exit 0 promptly is noted
+/// in `stop_problems`.
+pub async fn apply(
+    cluster: &mut Cluster,
+    server: &FakeApiServer,
+    truth: &mut Truth,
+    (index, fault, phase): (usize, &Fault, Phase),
+    stop_problems: &mut Vec<(String, String)>,
+) -> Result<String> {
+    let what = match (&fault.kind, phase) {
+        (FaultKind::NodeDeath { node }, Phase::Start) => {
+            truth.dead.insert(node.clone());
+            cluster.kill_node(node).await;
+            format!("node {node} dies")
+        }
+        (FaultKind::NodeDeath { node }, _) => {
+            truth.dead.remove(node);
+            cluster.revive_node(node)?;
+            format!("node {node} boots again")
+        }
+        (FaultKind::NodeLinkCut { node }, phase) => {
+            let up = phase == Phase::End;
+            truth.cut(node, up);
+            cluster.set_node_link(node, truth.cuts[node] == 0);
+            format!("node {node}'s cloud link {}", if up { "healed" } else { "cut" })
+        }
+        (FaultKind::UnitLinkCut { unit }, phase) => {
+            let nodes = match phase {
+                Phase::Start => {
+                    let nodes: Vec<String> =
+                        truth.units.iter().filter(|(_, u)| *u == unit).map(|(n, _)| n.clone()).collect();
+                    truth.unit_cuts.insert(index, nodes.clone());
+                    nodes
+                }
+                _ => truth.unit_cuts.remove(&index).unwrap_or_default(),
+            };
+            let up = phase == Phase::End;
+            for node in &nodes {
+                truth.cut(node, up);
+                cluster.set_node_link(node, truth.cuts[node] == 0);
+            }
+            format!("unit {unit}'s cloud links {} ({})", if up { "healed" } else { "cut" }, nodes.join(", "))
+        }
+        (FaultKind::ProcessKill { component, signal }, Phase::Start) => {
+            truth.stopped.insert(component.clone());
+            stop(cluster, component, *signal, stop_problems).await?;
+            format!("{component} {}", if *signal == Signal::Kill { "SIGKILLed" } else { "SIGTERMed" })
+        }
+        (FaultKind::ProcessKill { component, .. }, _) => {
+            truth.stopped.remove(component);
+            if component == "grid-controller" {
+                cluster.grid_controller.restart().await?;
+            } else if truth.should_run(component) {
+                cluster.components.iter_mut().find(|c| c.name == *component).context("a component")?.restart()?;
+            }
+            format!("{component} restarted")
+        }
+        (FaultKind::Api(fault), Phase::Start) => match fault {
+            ApiFault::Unavailable => {
+                server.set_fault("*", ApiServerFault::Error(503));
+                "the API server answers 503".to_string()
+            }
+            ApiFault::Slow(ms) => {
+                server.set_fault("*", ApiServerFault::LatencyMs(*ms));
+                format!("the API server answers {ms} ms late")
+            }
+            ApiFault::DropWatches => {
+                server.drop_watches();
+                "the API server cuts every watch".to_string()
+            }
+        },
+        (FaultKind::Api(_), _) => {
+            server.clear_faults();
+            "the API server is well again".to_string()
+        }
+        (FaultKind::Relabel { node, to }, phase) => {
+            let unit = match phase {
+                Phase::Start => {
+                    let from = truth.units.get(node).cloned().context("a node")?;
+                    truth.unit_cuts.insert(index, vec![from]);
+                    to.clone()
+                }
+                _ => truth.unit_cuts.remove(&index).and_then(|v| v.into_iter().next()).context("its old unit")?,
+            };
+            relabel(&cluster.client, node, &unit).await?;
+            truth.units.insert(node.clone(), unit.clone());
+            format!("node {node} moves to {unit}")
+        }
+        (FaultKind::GridChurn { name }, Phase::Start) => {
+            create_grids(&cluster.client, name).await?;
+            format!("grids {name} created (1 replica a unit)")
+        }
+        (FaultKind::GridChurn { name }, Phase::Middle) => {
+            let api: Api<edgegrid_core::crd::DeploymentGrid> = Api::namespaced(cluster.client.clone(), "default");
+            let scale = json!({"spec": {"template": {"replicas": 2}}});
+            let (params, patch) = (PatchParams::default(), Patch::Merge(&scale));
+            retrying(|| api.patch(name, &params, &patch)).await?;
+            format!("DeploymentGrid {name} scaled to 2 a unit")
+        }
+        (FaultKind::GridChurn { name }, Phase::End) => {
+            let deployments: Api<edgegrid_core::crd::DeploymentGrid> =
+                Api::namespaced(cluster.client.clone(), "default");
+            let services: Api<edgegrid_core::crd::ServiceGrid> = Api::namespaced(cluster.client.clone(), "default");
+            let params = DeleteParams::default();
+            retrying(|| deployments.delete(name, &params)).await?;
+            retrying(|| services.delete(name, &params)).await?;
+            format!("grids {name} deleted")
+        }
+    };
+    Ok(what)
+}
+
+/// Stops `component` with `signal`: SIGTERM waits up to 10 s for an exit with 0.
+async fn stop(
+    cluster: &mut Cluster,
+    component: &str,
+    signal: Signal,
+    stop_problems: &mut Vec<(String, String)>,
+) -> Result<()> {
+    if component == "grid-controller" {
+        match signal {
+            Signal::Kill => cluster.grid_controller.abort().await,
+            Signal::Term => {
+                if let Err(error) = cluster.grid_controller.stop().await {
+                    stop_problems.push((component.to_string(), format!("{error:#}")));
+                }
+            }
+        }
+        return Ok(());
+    }
+    let process = cluster.components.iter_mut().find(|c| c.name == component).context("a component")?;
+    match signal {
+        Signal::Kill => process.kill().await,
+        Signal::Term => match process.stop(Duration::from_secs(10)).await {
+            Ok(status) if status.success() => {}
+            Ok(status) => stop_problems.push((component.to_string(), format!("exited {status} after SIGTERM"))),
+            Err(error) => stop_problems.push((component.to_string(), format!("{error:#}"))),
+        },
+    }
+    Ok(())
+}
+
+/// The soak's own writes ride out the API faults it injects: tried every 500 ms for 20 s.
+async fn retrying<T, F, Fut>(mut call: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, kube::Error>>,
+{
+    let mut tries = 0;
+    loop {
+        match call().await {
+            Ok(value) => return Ok(value),
+            Err(error) if tries < 40 => {
+                tracing::debug!(error = %error, "soak write, retrying");
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(error) => bail!("a soak write failed 40 times: {error}"),
+        }
+    }
+}
+
+async fn relabel(client: &Client, node: &str, unit: &str) -> Result<()> {
+    let api: Api<Node> = Api::all(client.clone());
+    let labels = json!({"metadata": {"labels": {UNIT_LABEL_KEY: unit}}});
+    let (params, patch) = (PatchParams::default(), Patch::Merge(&labels));
+    retrying(|| api.patch(node, &params, &patch)).await?;
+    Ok(())
+}
+
+/// A DeploymentGrid and a ServiceGrid `name`: one replica of an echo server a unit,
+/// reached through a unit-kept Service.
+async fn create_grids(client: &Client, name: &str) -> Result<()> {
+    let deployment_grid: edgegrid_core::crd::DeploymentGrid = serde_json::from_value(json!({
+        "apiVersion": "superedge.io/v1", "kind": "DeploymentGrid",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"gridUniqKey": UNIT_LABEL_KEY, "template": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"appGrid": name}},
+            "template": {"metadata": {"labels": {"appGrid": name}}, "spec": {"containers": [{
+                "name": "echo", "image": "superedge/echoserver:2.2", "ports": [{"containerPort": 8080}]}]}}}},
+    }))?;
+    let service_grid: edgegrid_core::crd::ServiceGrid = serde_json::from_value(json!({
+        "apiVersion": "superedge.io/v1", "kind": "ServiceGrid",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"gridUniqKey": UNIT_LABEL_KEY, "template": {
+            "selector": {"appGrid": name}, "ports": [{"protocol": "TCP", "port": 80, "targetPort": 8080}]}},
+    }))?;
+    let post = PostParams::default();
+    let deployments: Api<edgegrid_core::crd::DeploymentGrid> = Api::namespaced(client.clone(), "default");
+    retrying(|| deployments.create(&post, &deployment_grid)).await?;
+    let services: Api<edgegrid_core::crd::ServiceGrid> = Api::namespaced(client.clone(), "default");
+    retrying(|| services.create(&post, &service_grid)).await?;
+    Ok(())
+}
+
+/// A Service nobody's grid owns, over the example's pods in every unit: the grid
+/// controller must never write it, and every wrapper serves all its endpoints.
+pub async fn create_foreign_service(client: &Client) -> Result<()> {
+    let service: Service = serde_json::from_value(json!({
+        "metadata": {"name": "foreign-svc", "namespace": "default"},
+        "spec": {"selector": {"appGrid": "echo"}, "ports": [{"protocol": "TCP", "port": 80, "targetPort": 8080}]},
+    }))?;
+    Api::<Service>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &service)
+        .await
+        .context("creating the foreign Service")?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fault(at: u64, lasts: u64, kind: FaultKind) -> Fault {
+        Fault { at: Duration::from_secs(at), lasts: Duration::from_secs(lasts), kind }
+    }
+
+    #[test]
+    fn phases_come_in_time_order_ends_first_and_churn_scales_halfway() {
+        let faults = [
+            fault(10, 20, FaultKind::GridChurn { name: "soak-1".into() }),
+            fault(15, 0, FaultKind::Api(ApiFault::DropWatches)),
+            fault(20, 10, FaultKind::NodeLinkCut { node: "n1".into() }),
+            fault(5, 25, FaultKind::NodeDeath { node: "n2".into() }),
+        ];
+        let secs = |s| Duration::from_secs(s);
+        assert_eq!(
+            events(&faults),
+            [
+                (secs(5), 3, Phase::Start),
+                (secs(10), 0, Phase::Start),
+                (secs(15), 1, Phase::End),
+                (secs(15), 1, Phase::Start),
+                (secs(20), 0, Phase::Middle),
+                (secs(20), 2, Phase::Start),
+                (secs(30), 0, Phase::End),
+                (secs(30), 2, Phase::End),
+                (secs(30), 3, Phase::End),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_truth_follows_deaths_cuts_and_stops() {
+        let nodes = crate::local_cluster::layout::nodes(0, 1, 3);
+        let mut truth = Truth::of(&nodes);
+        truth.dead.insert("edge-a-0".into());
+        truth.cut("edge-a-1", false);
+        truth.cut("edge-a-1", false);
+        truth.cut("edge-a-1", true);
+        truth.stopped.insert("grid-wrapper-edge-a-2".into());
+        let view: Vec<(String, bool, bool, bool, bool)> =
+            truth.nodes().into_iter().map(|n| (n.name, n.alive, n.link_up, n.watching, n.wrapper_running)).collect();
+        assert_eq!(
+            view,
+            [
+                ("edge-a-0".to_string(), false, true, false, false),
+                ("edge-a-1".to_string(), true, false, true, true),
+                ("edge-a-2".to_string(), true, true, true, false),
+            ]
+        );
+        assert!(!truth.should_run("edge-health-edge-a-0"), "its node is dead");
+        assert!(!truth.should_run("grid-wrapper-edge-a-2"), "a fault stopped it");
+        assert!(truth.should_run("edge-health-edge-a-2"));
+    }
+}

@@ -1,0 +1,538 @@
+//! The soak's checker: fed one [`Sample`] at a time (the ground truth the soak knows, and
+//! what it read from the cluster at that moment), it says which of the mission's promises
+//! was broken. Pure and deterministic, so each invariant is tested by feeding it a
+//! history that breaks it.
+//!
+//! When a promise applies is part of the promise (`../shared/design/trust-model.md`, the
+//! README's edge rule):
+//! - an alive node is *owed protection* once, for [`Bounds::earn`], it and at least two
+//!   unit peers were alive, watching (their edge-health daemon running) and heard by the
+//!   cloud (links up), with those members a majority of the unit, no member joining or
+//!   leaving and the admission webhook running. It stays owed while it lives, keeps two
+//!   watching peers and that majority, nobody joins or leaves its unit and the webhook
+//!   runs, whatever any link does. A node owed protection never carries a NoExecute
+//!   taint, and none of its pods is evicted or turns not ready;
+//! - a dead node is *judgeable* while at least two of its unit's live, watching peers are
+//!   heard by the cloud: judgeable for the grace period plus the bound it must carry a
+//!   NoExecute taint with none of its pods ready, and for the pods' toleration more, it
+//!   must have no pod left;
+//! - a wrapper that runs on a live node whose link is up serves its unit's view of the
+//!   cloud's ready endpoints, minus the dead nodes of its unit; a difference may last at
+//!   most [`Bounds::view`], and once it serves, a list is never empty while the view
+//!   should not be;
+//! - a client applying every watch event of a wrapper holds what a fresh list says,
+//!   within [`Bounds::mirror`], and never sees an event that contradicts what it holds;
+//! - every grid's objects converge within [`Bounds::converge`], and the grid controller
+//!   writes nothing it does not own;
+//! - no process exits unasked or panics, each exits 0 promptly on SIGTERM, and none grows
+//!   past [`Bounds::rss_kib`].
+
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The invariants, by the name a violation is reported under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Invariant {
+    AliveNodeKept,
+    DeadNodeHandled,
+    WrapperServesUnitView,
+    WatchMatchesList,
+    GridsConverge,
+    ProcessesHealthy,
+}
+
+impl Invariant {
+    pub const ALL: [Invariant; 6] = [
+        Self::AliveNodeKept,
+        Self::DeadNodeHandled,
+        Self::WrapperServesUnitView,
+        Self::WatchMatchesList,
+        Self::GridsConverge,
+        Self::ProcessesHealthy,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::AliveNodeKept => "1 alive-node-kept",
+            Self::DeadNodeHandled => "2 dead-node-handled",
+            Self::WrapperServesUnitView => "3 wrapper-serves-unit-view",
+            Self::WatchMatchesList => "4 watch-matches-list",
+            Self::GridsConverge => "5 grids-converge",
+            Self::ProcessesHealthy => "6 processes-healthy",
+        }
+    }
+}
+
+/// Seconds since the soak started.
+pub type Secs = f64;
+
+/// `namespace/service` -> its ready endpoints as `pod@node`, sorted; Services without a
+/// ready endpoint may be absent.
+pub type Endpoints = BTreeMap<String, Vec<String>>;
+
+/// What the soak knows of a node: the truth, not what the cluster says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeTruth {
+    pub name: String,
+    /// Its unit label's value now.
+    pub unit: String,
+    pub alive: bool,
+    pub link_up: bool,
+    /// Its edge-health daemon runs (on a live node).
+    pub watching: bool,
+    /// Its grid wrapper's process runs (on a live node).
+    pub wrapper_running: bool,
+}
+
+/// What the cloud says of a node.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeObserved {
+    /// `key:Effect`, the `node.kubernetes.io/` prefix dropped.
+    pub taints: Vec<String>,
+    /// Its workload pods (not the node agents'): name -> ready.
+    pub pods: BTreeMap<String, bool>,
+}
+
+/// What one node's grid wrapper served.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WrapperObserved {
+    /// A fresh list (kube-proxy's), `None` when it did not answer.
+    pub listed: Option<Endpoints>,
+    /// How many EndpointSlices that list held.
+    pub listed_slices: usize,
+    /// What the client applying every watch event holds, `None` before its first list.
+    pub mirror: Option<Endpoints>,
+    /// Events the watching client got that contradict what it held (an ADDED for an
+    /// object it has, a DELETED or MODIFIED for one it lacks), since the last sample.
+    pub mirror_anomalies: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProcessObserved {
+    pub name: String,
+    /// How it exited, when it did without being asked to.
+    pub exited_unasked: Option<String>,
+    /// A line of its log saying it panicked.
+    pub panicked: Option<String>,
+    /// How a SIGTERM it was sent went, when it did not exit 0 promptly.
+    pub stop_problem: Option<String>,
+    pub rss_kib: u64,
+}
+
+/// Everything read at one moment.
+#[derive(Clone, Debug, Default)]
+pub struct Sample {
+    pub at: Secs,
+    pub truth: Vec<NodeTruth>,
+    /// The admission webhook (and its verdict writer) runs.
+    pub webhook_running: bool,
+    pub nodes: BTreeMap<String, NodeObserved>,
+    /// The cloud's ready endpoints of every Service, and which Services are kept to a
+    /// unit (`topologyKeys` naming the unit label).
+    pub cloud: Endpoints,
+    pub unit_services: BTreeSet<String>,
+    pub wrappers: BTreeMap<String, WrapperObserved>,
+    /// Pods the node lifecycle controller deleted since the last sample, as `(pod, node)`.
+    pub evictions: Vec<(String, String)>,
+    /// Why the grids' objects are not what the grids ask for, now.
+    pub grid_problems: Vec<String>,
+    /// Writes by the grid controller to objects it does not own, since the last sample.
+    pub foreign_writes: Vec<String>,
+    pub processes: Vec<ProcessObserved>,
+}
+
+/// How long each promise may take.
+#[derive(Clone, Copy, Debug)]
+pub struct Bounds {
+    /// How long a node must be watched and heard before protection is owed.
+    pub earn: Secs,
+    /// The lifecycle controller's grace period plus how late its stock handling may be.
+    pub dead_handled: Secs,
+    /// How long after that its pods must be gone (their NoExecute toleration).
+    pub eviction: Secs,
+    pub view: Secs,
+    pub mirror: Secs,
+    pub converge: Secs,
+    pub rss_kib: u64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Violation {
+    pub invariant: Invariant,
+    pub at: Secs,
+    /// The node, grid or process.
+    pub subject: String,
+    /// Which of the invariant's promises (a violation is reported again only after this
+    /// one held for a sample).
+    pub what: String,
+    pub detail: String,
+}
+
+/// What the checker remembers between samples.
+#[derive(Debug, Default)]
+struct NodeMemory {
+    /// Since when the conditions to earn protection hold without a break.
+    earning_since: Option<Secs>,
+    owed: bool,
+    judgeable_since: Option<Secs>,
+    /// Its handling in this judgeable spell was timed.
+    handled_timed: bool,
+    /// Since when the wrapper's view should be served (live, link up, running).
+    serving_since: Option<Secs>,
+    view_wrong_since: Option<Secs>,
+    mirror_wrong_since: Option<Secs>,
+    /// Pods seen ready while protection was owed.
+    ready_pods: BTreeSet<String>,
+}
+
+pub struct Checker {
+    bounds: Bounds,
+    nodes: BTreeMap<String, NodeMemory>,
+    /// Each unit's members at the last sample.
+    members: BTreeMap<String, BTreeSet<String>>,
+    /// Since when the cloud has had a Service with an endpoint.
+    cloud_nonempty_since: Option<Secs>,
+    grid_problems: BTreeMap<String, Secs>,
+    /// Violations already reported and still going on: (invariant, subject, what).
+    open: BTreeSet<(Invariant, String, String)>,
+    /// Checks made and failed, per invariant.
+    pub checks: BTreeMap<Invariant, (u64, u64)>,
+    /// Seconds from a dead node turning judgeable to its stock handling (taint and pods
+    /// unready), one per death.
+    pub handled_after: Vec<Secs>,
+}
+
+impl Checker {
+    pub fn new(bounds: Bounds) -> Self {
+        Self {
+            bounds,
+            nodes: BTreeMap::new(),
+            members: BTreeMap::new(),
+            cloud_nonempty_since: None,
+            grid_problems: BTreeMap::new(),
+            open: BTreeSet::new(),
+            checks: Invariant::ALL.iter().map(|i| (*i, (0, 0))).collect(),
+            handled_after: Vec::new(),
+        }
+    }
+
+    /// Whether the last sample found the system converged: every view and mirror right,
+    /// every grid's objects as asked, every judgeable dead node handled.
+    pub fn converged(&self) -> bool {
+        self.grid_problems.is_empty()
+            && self.nodes.values().all(|m| m.view_wrong_since.is_none() && m.mirror_wrong_since.is_none())
+            && !self.open.iter().any(|(invariant, ..)| *invariant == Invariant::DeadNodeHandled)
+    }
+
+    /// Checks one sample; returns the new violations (one per broken promise, not one per
+    /// sample while it stays broken).
+    pub fn check(&mut self, sample: &Sample) -> Vec<Violation> {
+        let mut found = Found { at: sample.at, now: BTreeSet::new(), new: Vec::new(), checks: &mut self.checks };
+        let members: BTreeMap<String, BTreeSet<String>> = sample.truth.iter().fold(BTreeMap::new(), |mut m, n| {
+            m.entry(n.unit.clone()).or_default().insert(n.name.clone());
+            m
+        });
+        let truth: BTreeMap<&str, &NodeTruth> = sample.truth.iter().map(|n| (n.name.as_str(), n)).collect();
+        let cloud = normalised(&sample.cloud);
+        if cloud.is_empty() {
+            self.cloud_nonempty_since = None;
+        } else {
+            self.cloud_nonempty_since.get_or_insert(sample.at);
+        }
+        for node in &sample.truth {
+            let memory = self.nodes.entry(node.name.clone()).or_default();
+            let unit_changed = self.members.get(&node.unit) != members.get(&node.unit);
+            let peers: Vec<&NodeTruth> = members[&node.unit]
+                .iter()
+                .filter(|p| **p != node.name)
+                .filter_map(|p| truth.get(p.as_str()).copied())
+                .collect();
+            let size = peers.len() + 1;
+            let watching = peers.iter().filter(|p| p.alive && p.watching).count();
+            let heard = peers.iter().filter(|p| p.alive && p.watching && p.link_up).count();
+            let observed = sample.nodes.get(&node.name).cloned().unwrap_or_default();
+
+            // 1: protection owed to a live node
+            let keep = node.alive && watching >= 2 && 2 * (watching + 1) > size && sample.webhook_running;
+            let earn = keep && node.link_up && heard >= 2;
+            if !keep || unit_changed {
+                memory.owed = false;
+                memory.earning_since = None;
+            } else if earn {
+                let since = *memory.earning_since.get_or_insert(sample.at);
+                memory.owed |= sample.at - since >= self.bounds.earn;
+            } else {
+                memory.earning_since = None;
+            }
+            if memory.owed {
+                let noexecute: Vec<&String> = observed.taints.iter().filter(|t| t.ends_with(":NoExecute")).collect();
+                found.check(Invariant::AliveNodeKept, &node.name, "tainted", noexecute.is_empty(), || {
+                    format!("alive and owed protection, but tainted {noexecute:?}")
+                });
+                for (pod, ready) in &observed.pods {
+                    if *ready {
+                        memory.ready_pods.insert(pod.clone());
+                    }
+                }
+                let unready: Vec<&String> =
+                    memory.ready_pods.iter().filter(|p| observed.pods.get(*p) == Some(&false)).collect();
+                found.check(Invariant::AliveNodeKept, &node.name, "unready", unready.is_empty(), || {
+                    format!("alive and owed protection, but its pods {unready:?} were marked not ready")
+                });
+                let evicted: Vec<&String> =
+                    sample.evictions.iter().filter(|(_, n)| *n == node.name).map(|(p, _)| p).collect();
+                found.check(Invariant::AliveNodeKept, &node.name, "evicted", evicted.is_empty(), || {
+                    format!("alive and owed protection, but its pods {evicted:?} were evicted")
+                });
+                memory.ready_pods.retain(|p| observed.pods.contains_key(p));
+            } else {
+                memory.ready_pods.clear();
+            }
+
+            // 2: stock handling of a dead node its unit can judge
+            let judgeable = !node.alive && heard >= 2 && 2 * watching > size - 1;
+            if !judgeable || unit_changed {
+                memory.judgeable_since = None;
+                memory.handled_timed = false;
+            } else {
+                memory.judgeable_since.get_or_insert(sample.at);
+            }
+            if let Some(since) = memory.judgeable_since {
+                let waited = sample.at - since;
+                let tainted = observed.taints.iter().any(|t| t.ends_with(":NoExecute"));
+                let ready: Vec<&String> = observed.pods.iter().filter(|(_, r)| **r).map(|(p, _)| p).collect();
+                let handled = tainted && ready.is_empty();
+                if handled && !memory.handled_timed {
+                    memory.handled_timed = true;
+                    self.handled_after.push(waited);
+                }
+                if waited >= self.bounds.dead_handled {
+                    found.check(Invariant::DeadNodeHandled, &node.name, "handled", handled, || {
+                        format!(
+                            "dead and judgeable for {waited:.0} s, but {}",
+                            if tainted {
+                                format!("its pods {ready:?} are ready")
+                            } else {
+                                "not tainted NoExecute".into()
+                            }
+                        )
+                    });
+                } else if !handled {
+                    found.pending(Invariant::DeadNodeHandled, &node.name);
+                }
+                if waited >= self.bounds.dead_handled + self.bounds.eviction {
+                    found.check(Invariant::DeadNodeHandled, &node.name, "evicted", observed.pods.is_empty(), || {
+                        format!(
+                            "dead and judgeable for {waited:.0} s, but its pods {:?} are not evicted",
+                            observed.pods
+                        )
+                    });
+                }
+            }
+
+            // 3 and 4: the node's grid wrapper
+            let serving = node.alive && node.link_up && node.wrapper_running;
+            if !serving {
+                memory.serving_since = None;
+                memory.view_wrong_since = None;
+                memory.mirror_wrong_since = None;
+                continue;
+            }
+            let serving_for = sample.at - *memory.serving_since.get_or_insert(sample.at);
+            let wrapper = sample.wrappers.get(&node.name).cloned().unwrap_or_default();
+            let expected = unit_view(&cloud, &sample.unit_services, &node.unit, &truth);
+            let listed = wrapper.listed.as_ref().map(normalised);
+            if listed.as_ref() == Some(&expected) {
+                memory.view_wrong_since = None;
+            } else {
+                memory.view_wrong_since.get_or_insert(sample.at);
+            }
+            if let Some(since) = memory.view_wrong_since
+                && serving_for >= self.bounds.view
+            {
+                let wrong_for = sample.at - since;
+                found.check(Invariant::WrapperServesUnitView, &node.name, "view", wrong_for < self.bounds.view, || {
+                    match &listed {
+                        None => format!("its grid wrapper has not answered for {wrong_for:.0} s"),
+                        Some(listed) => format!(
+                            "its grid wrapper serves {} for {wrong_for:.0} s; its unit's view is {}",
+                            describe(listed),
+                            describe(&expected)
+                        ),
+                    }
+                });
+            }
+            let cloud_settled = self.cloud_nonempty_since.is_some_and(|s| sample.at - s >= self.bounds.view);
+            if wrapper.listed.is_some() && cloud_settled && serving_for >= self.bounds.view && !expected.is_empty() {
+                found.check(Invariant::WrapperServesUnitView, &node.name, "empty", wrapper.listed_slices > 0, || {
+                    "its grid wrapper answered an empty list".into()
+                });
+            }
+            for anomaly in &wrapper.mirror_anomalies {
+                found.check(Invariant::WatchMatchesList, &node.name, anomaly, false, || {
+                    format!("a watch event contradicts what its client held: {anomaly}")
+                });
+            }
+            match (&wrapper.mirror, &listed) {
+                (Some(mirror), Some(listed)) => {
+                    let mirror = normalised(mirror);
+                    if mirror == *listed {
+                        memory.mirror_wrong_since = None;
+                    }
+                    let wrong_for = memory.mirror_wrong_since.map_or(0.0, |since| sample.at - since);
+                    if mirror != *listed {
+                        memory.mirror_wrong_since.get_or_insert(sample.at);
+                    }
+                    found.check(
+                        Invariant::WatchMatchesList,
+                        &node.name,
+                        "mirror",
+                        wrong_for < self.bounds.mirror,
+                        || {
+                            format!(
+                                "its watching client holds {} for {wrong_for:.0} s; a fresh list says {}",
+                                describe(&mirror),
+                                describe(listed)
+                            )
+                        },
+                    );
+                }
+                _ => memory.mirror_wrong_since = None,
+            }
+        }
+        self.members = members;
+
+        // 5: grids
+        let problems: BTreeSet<&String> = sample.grid_problems.iter().collect();
+        self.grid_problems.retain(|p, _| problems.contains(p));
+        for problem in problems {
+            let since = *self.grid_problems.entry(problem.clone()).or_insert(sample.at);
+            let waited = sample.at - since;
+            found.check(Invariant::GridsConverge, problem, "converge", waited < self.bounds.converge, || {
+                format!("not converged for {waited:.0} s")
+            });
+        }
+        if sample.grid_problems.is_empty() {
+            found.count(Invariant::GridsConverge);
+        }
+        for write in &sample.foreign_writes {
+            found.check(Invariant::GridsConverge, write, "foreign", false, || {
+                "the grid controller wrote an object it does not own".into()
+            });
+        }
+        if sample.foreign_writes.is_empty() {
+            found.count(Invariant::GridsConverge);
+        }
+
+        // 6: processes
+        for process in &sample.processes {
+            let name = &process.name;
+            found.check(Invariant::ProcessesHealthy, name, "exit", process.exited_unasked.is_none(), || {
+                format!("exited unasked ({})", process.exited_unasked.clone().unwrap_or_default())
+            });
+            found.check(Invariant::ProcessesHealthy, name, "panic", process.panicked.is_none(), || {
+                format!("panicked: {}", process.panicked.clone().unwrap_or_default())
+            });
+            found.check(Invariant::ProcessesHealthy, name, "stop", process.stop_problem.is_none(), || {
+                format!("on SIGTERM: {}", process.stop_problem.clone().unwrap_or_default())
+            });
+            found.check(Invariant::ProcessesHealthy, name, "rss", process.rss_kib <= self.bounds.rss_kib, || {
+                format!(
+                    "resident memory {} MiB, over the {} MiB bound",
+                    process.rss_kib / 1024,
+                    self.bounds.rss_kib / 1024
+                )
+            });
+        }
+
+        let Found { now, new, .. } = found;
+        // a violation is reported again only after it stopped for a sample
+        let reported: Vec<Violation> = new
+            .into_iter()
+            .filter(|v| !self.open.contains(&(v.invariant, v.subject.clone(), v.what.clone())))
+            .collect();
+        self.open = now;
+        reported
+    }
+}
+
+/// The violations of one sample, and the checks counted.
+struct Found<'a> {
+    at: Secs,
+    /// (invariant, subject, what) broken in this sample.
+    now: BTreeSet<(Invariant, String, String)>,
+    new: Vec<Violation>,
+    checks: &'a mut BTreeMap<Invariant, (u64, u64)>,
+}
+
+impl Found<'_> {
+    fn count(&mut self, invariant: Invariant) {
+        self.checks.entry(invariant).or_default().0 += 1;
+    }
+
+    fn check(&mut self, invariant: Invariant, subject: &str, what: &str, holds: bool, detail: impl FnOnce() -> String) {
+        let counts = self.checks.entry(invariant).or_default();
+        counts.0 += 1;
+        if holds {
+            return;
+        }
+        counts.1 += 1;
+        self.now.insert((invariant, subject.to_string(), what.to_string()));
+        self.new.push(Violation {
+            invariant,
+            at: self.at,
+            subject: subject.to_string(),
+            what: what.to_string(),
+            detail: detail(),
+        });
+    }
+
+    /// Not yet due, but not yet true either (for [`Checker::converged`]).
+    fn pending(&mut self, invariant: Invariant, subject: &str) {
+        self.now.insert((invariant, subject.to_string(), "pending".into()));
+    }
+}
+
+/// Without Services that have no ready endpoint (present or absent means the same).
+fn normalised(endpoints: &Endpoints) -> Endpoints {
+    endpoints.iter().filter(|(_, e)| !e.is_empty()).map(|(s, e)| (s.clone(), e.clone())).collect()
+}
+
+/// What a wrapper in `unit` should serve: a unit-kept Service's endpoints on the unit's
+/// nodes, any other Service's endpoints; in both, none on a node of the unit that is dead
+/// (its unit votes it down, and the wrapper drops what its unit votes down).
+fn unit_view(
+    cloud: &Endpoints,
+    unit_services: &BTreeSet<String>,
+    unit: &str,
+    truth: &BTreeMap<&str, &NodeTruth>,
+) -> Endpoints {
+    let node_of = |endpoint: &str| endpoint.rsplit_once('@').map(|(_, n)| n.to_string()).unwrap_or_default();
+    let mut out = Endpoints::new();
+    for (service, endpoints) in cloud {
+        let kept: Vec<String> = endpoints
+            .iter()
+            .filter(|e| {
+                let node = truth.get(node_of(e).as_str());
+                let in_unit = node.is_some_and(|n| n.unit == unit);
+                let voted_down = node.is_some_and(|n| in_unit && !n.alive);
+                (in_unit || !unit_services.contains(service)) && !voted_down
+            })
+            .cloned()
+            .collect();
+        if !kept.is_empty() {
+            out.insert(service.clone(), kept);
+        }
+    }
+    out
+}
+
+/// `svc: a@n, b@n; other: ...`, or `nothing`.
+fn describe(endpoints: &Endpoints) -> String {
+    if endpoints.is_empty() {
+        return "nothing".into();
+    }
+    endpoints.iter().map(|(s, e)| format!("{s}: {}", e.join(", "))).collect::<Vec<_>>().join("; ")
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,379 @@
+//! Each invariant broken on purpose is reported under its name, at the moment its bound
+//! runs out, once; the same history without the breakage is reported clean.
+
+use super::*;
+
+const BOUNDS: Bounds = Bounds {
+    earn: 20.0,
+    dead_handled: 30.0,
+    eviction: 300.0,
+    view: 15.0,
+    mirror: 10.0,
+    converge: 40.0,
+    rss_kib: 256 * 1024,
+};
+
+const SERVICE: &str = "default/echo-svc";
+
+/// Two units of four nodes (`a0..a3`, `b0..b3`), one ready pod each behind a unit-kept
+/// Service; [`World::sample`] observes a system that keeps every promise, and each test
+/// breaks one thing in it.
+struct World {
+    truth: Vec<NodeTruth>,
+    webhook_running: bool,
+}
+
+impl World {
+    fn new() -> Self {
+        let truth = ["a", "b"]
+            .iter()
+            .flat_map(|unit| {
+                (0..4).map(move |n| NodeTruth {
+                    name: format!("{unit}{n}"),
+                    unit: format!("unit-{unit}"),
+                    alive: true,
+                    link_up: true,
+                    watching: true,
+                    wrapper_running: true,
+                })
+            })
+            .collect();
+        Self { truth, webhook_running: true }
+    }
+
+    fn node(&mut self, name: &str) -> &mut NodeTruth {
+        self.truth.iter_mut().find(|n| n.name == name).expect("a node of the world")
+    }
+
+    fn kill(&mut self, name: &str) {
+        let node = self.node(name);
+        (node.alive, node.watching, node.wrapper_running) = (false, false, false);
+    }
+
+    /// What a system keeping every promise shows at `at`: the dead tainted with their pods
+    /// unready, every wrapper serving its unit's live endpoints, mirrors equal to lists.
+    fn sample(&self, at: Secs) -> Sample {
+        let pod = |n: &NodeTruth| format!("pod-{}@{}", n.name, n.name);
+        let cloud: Endpoints =
+            BTreeMap::from([(SERVICE.to_string(), self.truth.iter().filter(|n| n.alive).map(pod).collect())]);
+        let nodes = self
+            .truth
+            .iter()
+            .map(|n| {
+                let taints = if n.alive { vec![] } else { vec!["unreachable:NoExecute".to_string()] };
+                (n.name.clone(), NodeObserved { taints, pods: BTreeMap::from([(format!("pod-{}", n.name), n.alive)]) })
+            })
+            .collect();
+        let wrappers = self
+            .truth
+            .iter()
+            .filter(|n| n.alive && n.wrapper_running)
+            .map(|n| {
+                let view: Endpoints = BTreeMap::from([(
+                    SERVICE.to_string(),
+                    self.truth.iter().filter(|m| m.alive && m.unit == n.unit).map(pod).collect(),
+                )]);
+                let observed = WrapperObserved {
+                    listed: Some(view.clone()),
+                    listed_slices: 1,
+                    mirror: Some(view),
+                    mirror_anomalies: vec![],
+                };
+                (n.name.clone(), observed)
+            })
+            .collect();
+        Sample {
+            at,
+            truth: self.truth.clone(),
+            webhook_running: self.webhook_running,
+            nodes,
+            cloud,
+            unit_services: BTreeSet::from([SERVICE.to_string()]),
+            wrappers,
+            processes: vec![ProcessObserved { name: "grid-wrapper-a0".into(), rss_kib: 20_000, ..Default::default() }],
+            ..Default::default()
+        }
+    }
+}
+
+/// Runs a world for `seconds`, one sample a second: `step(world, t)` changes the world
+/// and returns what is observed at `t` (usually `world.sample(t)`, perhaps altered).
+/// Returns every violation reported.
+fn run(seconds: u32, mut step: impl FnMut(&mut World, Secs) -> Sample) -> (Vec<Violation>, Checker) {
+    let mut world = World::new();
+    let mut checker = Checker::new(BOUNDS);
+    let mut violations = Vec::new();
+    for t in 0..=seconds {
+        violations.extend(checker.check(&step(&mut world, Secs::from(t))));
+    }
+    (violations, checker)
+}
+
+fn taint(sample: &mut Sample, node: &str) {
+    sample.nodes.get_mut(node).expect("a node").taints = vec!["unreachable:NoExecute".into()];
+}
+
+fn named(violations: &[Violation]) -> Vec<(&'static str, Secs, &str, &str)> {
+    violations.iter().map(|v| (v.invariant.name(), v.at, v.subject.as_str(), v.what.as_str())).collect()
+}
+
+#[test]
+fn a_system_keeping_every_promise_through_deaths_and_cuts_is_clean_and_converged() {
+    let (violations, checker) = run(200, |world, t| {
+        if t == 40.0 {
+            world.kill("a1");
+        }
+        if t == 60.0 {
+            world.node("b2").link_up = false;
+        }
+        if t == 90.0 {
+            world.node("b2").link_up = true;
+        }
+        world.sample(t)
+    });
+    assert_eq!(named(&violations), []);
+    assert!(checker.converged());
+    assert_eq!(checker.handled_after, [0.0], "a1 was handled the moment it was judgeable");
+    for invariant in Invariant::ALL {
+        let (made, failed) = checker.checks[&invariant];
+        assert!(made > 0 && failed == 0, "{}: {made} checks, {failed} failed", invariant.name());
+    }
+}
+
+#[test]
+fn an_owed_node_tainted_while_its_link_is_cut_breaks_invariant_one_once() {
+    let (violations, _) = run(120, |world, t| {
+        if t >= 50.0 {
+            world.node("a0").link_up = false;
+        }
+        let mut sample = world.sample(t);
+        if (70.0..90.0).contains(&t) {
+            taint(&mut sample, "a0");
+        }
+        sample
+    });
+    assert_eq!(named(&violations), [("1 alive-node-kept", 70.0, "a0", "tainted")]);
+    assert!(violations[0].detail.contains("unreachable:NoExecute"), "{}", violations[0].detail);
+}
+
+#[test]
+fn an_evicted_or_unready_pod_of_an_owed_node_breaks_invariant_one() {
+    let (violations, _) = run(60, |world, t| {
+        let mut sample = world.sample(t);
+        if t == 30.0 {
+            sample.evictions = vec![("pod-a2".into(), "a2".into())];
+        }
+        if t >= 40.0 {
+            sample.nodes.get_mut("b3").expect("b3").pods.insert("pod-b3".into(), false);
+        }
+        sample
+    });
+    assert_eq!(
+        named(&violations),
+        [("1 alive-node-kept", 30.0, "a2", "evicted"), ("1 alive-node-kept", 40.0, "b3", "unready")]
+    );
+}
+
+#[test]
+fn protection_is_owed_only_once_earned_and_not_after_a_unit_loses_its_majority() {
+    // tainted before twenty seconds of watching: not yet owed
+    let (early, _) = run(30, |world, t| {
+        let mut sample = world.sample(t);
+        if t < 19.0 {
+            taint(&mut sample, "a0");
+        }
+        sample
+    });
+    assert_eq!(named(&early), []);
+    // two of its unit dead: a0 has one watching peer, which decides nothing
+    let (unprotected, _) = run(100, |world, t| {
+        if t == 30.0 {
+            world.kill("a1");
+            world.kill("a2");
+        }
+        if t >= 50.0 {
+            world.node("a0").link_up = false;
+        }
+        let mut sample = world.sample(t);
+        if t >= 50.0 {
+            taint(&mut sample, "a0");
+        }
+        sample
+    });
+    assert_eq!(named(&unprotected), []);
+    // the webhook down: stock handling (failurePolicy Ignore), nothing owed
+    let (webhook_down, _) = run(100, |world, t| {
+        world.webhook_running = t < 50.0;
+        let mut sample = world.sample(t);
+        if t >= 50.0 {
+            taint(&mut sample, "a0");
+        }
+        sample
+    });
+    assert_eq!(named(&webhook_down), []);
+}
+
+#[test]
+fn a_dead_node_left_untainted_breaks_invariant_two_when_its_bound_runs_out() {
+    let (violations, checker) = run(120, |world, t| {
+        if t >= 40.0 {
+            world.kill("b1");
+        }
+        let mut sample = world.sample(t);
+        sample.nodes.get_mut("b1").expect("b1").taints.clear();
+        sample
+    });
+    assert_eq!(named(&violations), [("2 dead-node-handled", 70.0, "b1", "handled")]);
+    assert!(!checker.converged());
+    // its pods still ready though tainted
+    let (violations, _) = run(120, |world, t| {
+        if t >= 40.0 {
+            world.kill("b1");
+        }
+        let mut sample = world.sample(t);
+        sample.nodes.get_mut("b1").expect("b1").pods.insert("pod-b1".into(), true);
+        sample
+    });
+    assert_eq!(named(&violations), [("2 dead-node-handled", 70.0, "b1", "handled")]);
+    // ... and not evicted once the toleration ran out too
+    let (violations, _) = run(400, |world, t| {
+        if t >= 40.0 {
+            world.kill("b1");
+        }
+        world.sample(t)
+    });
+    assert_eq!(named(&violations), [("2 dead-node-handled", 370.0, "b1", "evicted")]);
+}
+
+#[test]
+fn a_dead_node_its_unit_cannot_tell_the_cloud_about_is_not_judged() {
+    let (violations, _) = run(120, |world, t| {
+        if t >= 40.0 {
+            world.kill("b1");
+            for peer in ["b0", "b2", "b3"] {
+                world.node(peer).link_up = false;
+            }
+        }
+        let mut sample = world.sample(t);
+        sample.nodes.get_mut("b1").expect("b1").taints.clear();
+        sample
+    });
+    assert_eq!(named(&violations), []);
+}
+
+#[test]
+fn a_wrapper_that_drops_an_endpoint_too_long_breaks_invariant_three() {
+    let drop_b3 = |sample: &mut Sample, node: &str| {
+        let wrapper = sample.wrappers.get_mut(node).expect("serving");
+        let view = wrapper.listed.as_mut().expect("listed");
+        view.get_mut(SERVICE).expect("svc").retain(|e| !e.ends_with("@b3"));
+        wrapper.mirror = wrapper.listed.clone();
+    };
+    let (violations, _) = run(100, |world, t| {
+        let mut sample = world.sample(t);
+        if (50.0..80.0).contains(&t) {
+            drop_b3(&mut sample, "b0");
+        }
+        // a short gap is within the bound
+        if (20.0..30.0).contains(&t) {
+            drop_b3(&mut sample, "b1");
+        }
+        sample
+    });
+    assert_eq!(named(&violations), [("3 wrapper-serves-unit-view", 65.0, "b0", "view")]);
+    assert!(violations[0].detail.contains("pod-b3@b3"), "{}", violations[0].detail);
+    // an empty list is never right
+    let (violations, _) = run(40, |world, t| {
+        let mut sample = world.sample(t);
+        if t == 35.0 {
+            let wrapper = sample.wrappers.get_mut("a3").expect("serving");
+            (wrapper.listed, wrapper.listed_slices, wrapper.mirror) = (Some(Endpoints::new()), 0, None);
+        }
+        sample
+    });
+    assert_eq!(named(&violations), [("3 wrapper-serves-unit-view", 35.0, "a3", "empty")]);
+}
+
+#[test]
+fn a_wrapper_of_a_node_cut_off_may_serve_its_last_view() {
+    let (violations, _) = run(100, |world, t| {
+        world.node("a0").link_up = !(30.0..90.0).contains(&t);
+        let mut sample = world.sample(t);
+        if !world.node("a0").link_up {
+            sample.wrappers.get_mut("a0").expect("serving").listed = Some(Endpoints::new());
+        }
+        sample
+    });
+    assert_eq!(named(&violations), []);
+}
+
+#[test]
+fn a_watch_that_drops_or_contradicts_an_event_breaks_invariant_four() {
+    let (violations, _) = run(60, |world, t| {
+        let mut sample = world.sample(t);
+        if t >= 30.0 {
+            // the DELETED of b2's endpoint never came
+            let wrapper = sample.wrappers.get_mut("b0").expect("serving");
+            let mirror = wrapper.mirror.as_mut().expect("mirror");
+            mirror.get_mut(SERVICE).expect("svc").push("pod-gone@b2".into());
+        }
+        if t == 45.0 {
+            sample.wrappers.get_mut("a1").expect("serving").mirror_anomalies = vec!["ADDED of a held slice".into()];
+        }
+        sample
+    });
+    assert_eq!(
+        named(&violations),
+        [("4 watch-matches-list", 40.0, "b0", "mirror"), ("4 watch-matches-list", 45.0, "a1", "ADDED of a held slice")]
+    );
+}
+
+#[test]
+fn an_unconverged_grid_or_a_foreign_write_breaks_invariant_five() {
+    let (violations, _) = run(100, |world, t| {
+        let mut sample = world.sample(t);
+        if (10.0..70.0).contains(&t) {
+            sample.grid_problems = vec!["DeploymentGrid default/echo: echo-unit-a is missing".into()];
+        }
+        if (75.0..85.0).contains(&t) {
+            sample.grid_problems = vec!["DeploymentGrid default/echo: echo-unit-b differs".into()];
+        }
+        if t == 90.0 {
+            sample.foreign_writes = vec!["PATCH services default/foreign-svc".into()];
+        }
+        sample
+    });
+    assert_eq!(
+        named(&violations),
+        [
+            ("5 grids-converge", 50.0, "DeploymentGrid default/echo: echo-unit-a is missing", "converge"),
+            ("5 grids-converge", 90.0, "PATCH services default/foreign-svc", "foreign"),
+        ]
+    );
+}
+
+#[test]
+fn an_unasked_exit_a_panic_or_a_bloated_process_breaks_invariant_six() {
+    let (violations, _) = run(30, |world, t| {
+        let mut sample = world.sample(t);
+        let process = &mut sample.processes[0];
+        if t >= 10.0 {
+            process.exited_unasked = Some("exit status: 101".into());
+        }
+        if t >= 20.0 {
+            process.panicked = Some("thread 'main' panicked at src/main.rs:1:1".into());
+        }
+        if t == 25.0 {
+            process.rss_kib = 300 * 1024;
+        }
+        sample
+    });
+    assert_eq!(
+        named(&violations),
+        [
+            ("6 processes-healthy", 10.0, "grid-wrapper-a0", "exit"),
+            ("6 processes-healthy", 20.0, "grid-wrapper-a0", "panic"),
+            ("6 processes-healthy", 25.0, "grid-wrapper-a0", "rss"),
+        ]
+    );
+}
