@@ -13,6 +13,22 @@ pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ lives in the workspace root").to_path_buf()
 }
 
+/// The xtask binary, built next to the calling test binary (running it through `cargo`
+/// would keep SIGTERM and the exit status from reaching it), together with the component
+/// binaries `xtask run` and `xtask soak` start, so runs can pass `--no-build` and the time
+/// they are given to come up is not spent compiling (on a fresh clone that takes minutes).
+pub fn xtask() -> PathBuf {
+    let mut build = std::process::Command::new(env!("CARGO"));
+    build.args(["build", "--quiet", "--locked", "--package", "xtask"]);
+    for package in ["grid-wrapper", "edge-health", "edge-health-admission", "edge-node-lifecycle"] {
+        build.args(["--package", package]);
+    }
+    let status = build.current_dir(workspace_root()).status().expect("cargo runs");
+    assert!(status.success(), "building xtask and the component binaries");
+    let test = std::env::current_exe().expect("the test binary");
+    test.parent().and_then(|d| d.parent()).expect("target/<profile>/deps/<test>").join("xtask")
+}
+
 /// A tool installed by `.ci/install-tools` (or named by `$<NAME in capitals>`), if present.
 pub fn tool(name: &str) -> Option<PathBuf> {
     tool_lookup::find(&workspace_root(), name)

@@ -3,30 +3,13 @@
 //! SIGTERM; with one it installs the CRDs into that cluster. `cargo xtask crds` prints
 //! exactly the CRDs the code defines.
 
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use edgegrid_core::crd::{DeploymentGrid, ServiceGrid, StatefulSetGrid, all_crds};
-use edgegrid_tests::StopOnDrop;
+use edgegrid_tests::{StopOnDrop, xtask};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams};
-
-/// The xtask binary, built next to this test binary (running it through `cargo` would
-/// keep SIGTERM and the exit status from reaching it), together with the component
-/// binaries `xtask run` starts, so the runs below can pass `--no-build` and the time
-/// they are given to come up is not spent compiling (on a fresh clone that takes minutes).
-fn xtask() -> PathBuf {
-    let mut build = Command::new(env!("CARGO"));
-    build.args(["build", "--quiet", "--locked", "--package", "xtask"]);
-    for package in ["grid-wrapper", "edge-health", "edge-health-admission", "edge-node-lifecycle"] {
-        build.args(["--package", package]);
-    }
-    let status = build.current_dir(edgegrid_tests::workspace_root()).status().expect("cargo runs");
-    assert!(status.success(), "building xtask and the component binaries");
-    let deps = std::env::current_exe().unwrap();
-    deps.parent().and_then(|d| d.parent()).expect("target/<profile>/deps/<test>").join("xtask")
-}
 
 fn names<K: kube::Resource>(items: Vec<K>) -> Vec<String> {
     items.into_iter().map(|o| o.meta().name.clone().unwrap_or_default()).collect()

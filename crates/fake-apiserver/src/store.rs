@@ -198,6 +198,7 @@ impl Store {
         if rt.kind == "CustomResourceDefinition" {
             inner.register_crd(&stored);
         }
+        inner.collect_if_owners_gone(rt, &namespace, &name, &stored)?;
         Ok(with_type(stored, rt))
     }
 
@@ -579,6 +580,36 @@ impl Inner {
             self.remove(&rt, namespace, &name, false)?;
         }
         Ok(())
+    }
+
+    /// The garbage collector's pass over a new object whose owner references name objects
+    /// that no longer exist (a controller created it from a stale cache after its owner
+    /// was deleted): with no owner left it is deleted, otherwise the references to the
+    /// gone owners are dropped. Real clusters do this asynchronously; here at once.
+    fn collect_if_owners_gone(
+        &mut self,
+        rt: &ResourceType,
+        namespace: &str,
+        name: &str,
+        object: &Value,
+    ) -> Result<(), ApiError> {
+        if owner_uids(object).next().is_none() {
+            return Ok(());
+        }
+        let live: std::collections::HashSet<String> =
+            self.log.all().flat_map(|(_, m)| m.values()).map(|o| o.uid().to_string()).collect();
+        let (solid, gone): (Vec<&str>, Vec<&str>) = owner_uids(object).partition(|uid| live.contains(*uid));
+        if gone.is_empty() {
+            Ok(())
+        } else if solid.is_empty() {
+            self.remove(rt, namespace, name, false).map(drop)
+        } else {
+            let mut kept = object.clone();
+            if let Some(refs) = kept["metadata"]["ownerReferences"].as_array_mut() {
+                refs.retain(|r| r["uid"].as_str().is_some_and(|uid| live.contains(uid)));
+            }
+            self.commit(rt, namespace, name, kept).map(drop)
+        }
     }
 
     fn collect_dependents(&mut self, owner_uid: &str, orphan: bool) -> Result<(), ApiError> {

@@ -236,6 +236,37 @@ async fn finalizers_and_garbage_collection() {
     assert_eq!(status_of(team.get("c").await), (404, "NotFound".into()));
 }
 
+/// What the garbage collector does to an object created after its owner was deleted (a
+/// controller acting on a stale cache): with every owner gone it is deleted; with one of
+/// several gone, that reference is dropped. The create itself succeeds, as on a real API
+/// server (the collector runs afterwards).
+#[tokio::test]
+async fn an_object_created_for_a_deleted_owner_is_collected() {
+    let (_server, client) = server().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let reference = |owner: &ConfigMap| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "name": owner.metadata.name.clone().unwrap(),
+            "uid": owner.metadata.uid.clone().unwrap()})
+    };
+    let gone = maps.create(&PostParams::default(), &config_map("gone", &[])).await.unwrap();
+    maps.delete("gone", &DeleteParams::background()).await.unwrap();
+    let kept = maps.create(&PostParams::default(), &config_map("kept", &[])).await.unwrap();
+
+    let mut late = pod("late", &[]);
+    late.metadata.owner_references = Some(serde_json::from_value(json!([reference(&gone)])).unwrap());
+    pods.create(&PostParams::default(), &late).await.expect("the create succeeds");
+    assert_eq!(status_of(pods.get("late").await), (404, "NotFound".into()), "collected: its only owner is gone");
+
+    let mut shared = pod("shared", &[]);
+    shared.metadata.owner_references =
+        Some(serde_json::from_value(json!([reference(&gone), reference(&kept)])).unwrap());
+    pods.create(&PostParams::default(), &shared).await.unwrap();
+    let owners: Vec<String> =
+        pods.get("shared").await.unwrap().metadata.owner_references.unwrap().into_iter().map(|o| o.name).collect();
+    assert_eq!(owners, ["kept"], "the reference to the gone owner is dropped");
+}
+
 #[tokio::test]
 async fn crds_are_served_after_creation() {
     use edgegrid_core::crd::{ServiceGrid, all_crds};

@@ -87,6 +87,11 @@ impl Truth {
         !self.stopped.contains(process) && !self.dead.iter().any(|node| process.ends_with(&format!("-{node}")))
     }
 
+    /// Sabotage (`--sabotage`): believe a live node dead, as an observer lied to.
+    pub fn believe_dead(&mut self, node: &str) {
+        self.dead.insert(node.to_string());
+    }
+
     fn cut(&mut self, node: &str, up: bool) {
         let cuts = self.cuts.entry(node.to_string()).or_default();
         if up {
@@ -104,6 +109,7 @@ pub async fn apply(
     cluster: &mut Cluster,
     server: &FakeApiServer,
     truth: &mut Truth,
+    operator: &Operator,
     (index, fault, phase): (usize, &Fault, Phase),
     stop_problems: &mut Vec<(String, String)>,
 ) -> Result<String> {
@@ -182,32 +188,81 @@ pub async fn apply(
                 }
                 _ => truth.unit_cuts.remove(&index).and_then(|v| v.into_iter().next()).context("its old unit")?,
             };
-            relabel(&cluster.client, node, &unit).await?;
+            operator.send(Write::Relabel { node: node.clone(), unit: unit.clone() });
             truth.units.insert(node.clone(), unit.clone());
             format!("node {node} moves to {unit}")
         }
         (FaultKind::GridChurn { name }, Phase::Start) => {
-            create_grids(&cluster.client, name).await?;
+            operator.send(Write::CreateGrids(name.clone()));
             format!("grids {name} created (1 replica a unit)")
         }
         (FaultKind::GridChurn { name }, Phase::Middle) => {
-            let api: Api<edgegrid_core::crd::DeploymentGrid> = Api::namespaced(cluster.client.clone(), "default");
-            let scale = json!({"spec": {"template": {"replicas": 2}}});
-            let (params, patch) = (PatchParams::default(), Patch::Merge(&scale));
-            retrying(|| api.patch(name, &params, &patch)).await?;
+            operator.send(Write::ScaleGrid(name.clone()));
             format!("DeploymentGrid {name} scaled to 2 a unit")
         }
         (FaultKind::GridChurn { name }, Phase::End) => {
-            let deployments: Api<edgegrid_core::crd::DeploymentGrid> =
-                Api::namespaced(cluster.client.clone(), "default");
-            let services: Api<edgegrid_core::crd::ServiceGrid> = Api::namespaced(cluster.client.clone(), "default");
-            let params = DeleteParams::default();
-            retrying(|| deployments.delete(name, &params)).await?;
-            retrying(|| services.delete(name, &params)).await?;
+            operator.send(Write::DeleteGrids(name.clone()));
             format!("grids {name} deleted")
         }
     };
     Ok(what)
+}
+
+/// A write the soak makes as an operator would (not a fault: the churn a cluster lives
+/// with).
+#[derive(Debug)]
+pub enum Write {
+    CreateGrids(String),
+    ScaleGrid(String),
+    DeleteGrids(String),
+    Relabel { node: String, unit: String },
+}
+
+/// Makes the soak's writes in order, in a task of its own that rides out the API faults
+/// the soak injects, so the schedule (which ends those faults) never waits on them.
+pub struct Operator {
+    queue: tokio::sync::mpsc::UnboundedSender<Write>,
+    /// Writes that failed for good.
+    pub failed: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Operator {
+    pub fn start(client: Client) -> Self {
+        let (queue, mut writes) = tokio::sync::mpsc::unbounded_channel::<Write>();
+        let failed = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let failures = failed.clone();
+        tokio::spawn(async move {
+            while let Some(write) = writes.recv().await {
+                if let Err(error) = operate(&client, &write).await {
+                    failures.lock().unwrap_or_else(|e| e.into_inner()).push(format!("{write:?}: {error:#}"));
+                }
+            }
+        });
+        Self { queue, failed }
+    }
+
+    pub fn send(&self, write: Write) {
+        let _ = self.queue.send(write);
+    }
+}
+
+async fn operate(client: &Client, write: &Write) -> Result<()> {
+    let deployment_grids: Api<edgegrid_core::crd::DeploymentGrid> = Api::namespaced(client.clone(), "default");
+    let service_grids: Api<edgegrid_core::crd::ServiceGrid> = Api::namespaced(client.clone(), "default");
+    match write {
+        Write::CreateGrids(name) => create_grids(client, name).await,
+        Write::ScaleGrid(name) => {
+            let scale = json!({"spec": {"template": {"replicas": 2}}});
+            let (params, patch) = (PatchParams::default(), Patch::Merge(&scale));
+            retrying(|| deployment_grids.patch(name, &params, &patch)).await.map(drop)
+        }
+        Write::DeleteGrids(name) => {
+            let params = DeleteParams::default();
+            retrying(|| deployment_grids.delete(name, &params)).await?;
+            retrying(|| service_grids.delete(name, &params)).await.map(drop)
+        }
+        Write::Relabel { node, unit } => relabel(client, node, unit).await,
+    }
 }
 
 /// Stops `component` with `signal`: SIGTERM waits up to 10 s for an exit with 0.

@@ -6,11 +6,12 @@
 //! When a promise applies is part of the promise (`../shared/design/trust-model.md`, the
 //! README's edge rule):
 //! - an alive node is *owed protection* once, for [`Bounds::earn`], it and at least two
-//!   unit peers were alive, watching (their edge-health daemon running) and heard by the
-//!   cloud (links up), with those members a majority of the unit, no member joining or
-//!   leaving and the admission webhook running. It stays owed while it lives, keeps two
-//!   watching peers and that majority, nobody joins or leaves its unit and the webhook
-//!   runs, whatever any link does. A node owed protection never carries a NoExecute
+//!   unit peers were alive, watching (their edge-health daemon running: a node's own
+//!   daemon is what proves it alive, by signing its peers' nonces) and heard by the cloud
+//!   (links up), with those members a majority of the unit, no member joining or leaving
+//!   and the admission webhook running. It stays owed while it lives, its daemon runs, it
+//!   keeps two watching peers and that majority, nobody joins or leaves its unit and the
+//!   webhook runs, whatever any link does. A node owed protection never carries a NoExecute
 //!   taint, and none of its pods is evicted or turns not ready;
 //! - a dead node is *judgeable* while at least two of its unit's live, watching peers are
 //!   heard by the cloud: judgeable for the grace period plus the bound it must carry a
@@ -252,7 +253,9 @@ impl Checker {
             let observed = sample.nodes.get(&node.name).cloned().unwrap_or_default();
 
             // 1: protection owed to a live node
-            let keep = node.alive && watching >= 2 && 2 * (watching + 1) > size && sample.webhook_running;
+            // its own daemon proves it alive (it signs its peers' nonces): without it, nothing
+            let keep =
+                node.alive && node.watching && watching >= 2 && 2 * (watching + 1) > size && sample.webhook_running;
             let earn = keep && node.link_up && heard >= 2;
             if !keep || unit_changed {
                 memory.owed = false;
@@ -354,9 +357,8 @@ impl Checker {
                     match &listed {
                         None => format!("its grid wrapper has not answered for {wrong_for:.0} s"),
                         Some(listed) => format!(
-                            "its grid wrapper serves {} for {wrong_for:.0} s; its unit's view is {}",
-                            describe(listed),
-                            describe(&expected)
+                            "its grid wrapper has served a view other than its unit's for {wrong_for:.0} s: {}",
+                            difference(listed, &expected)
                         ),
                     }
                 });
@@ -389,9 +391,8 @@ impl Checker {
                         wrong_for < self.bounds.mirror,
                         || {
                             format!(
-                                "its watching client holds {} for {wrong_for:.0} s; a fresh list says {}",
-                                describe(&mirror),
-                                describe(listed)
+                                "its watching client has held other than a fresh list for {wrong_for:.0} s: {}",
+                                difference(&mirror, listed)
                             )
                         },
                     );
@@ -526,12 +527,16 @@ fn unit_view(
     out
 }
 
-/// `svc: a@n, b@n; other: ...`, or `nothing`.
-fn describe(endpoints: &Endpoints) -> String {
-    if endpoints.is_empty() {
-        return "nothing".into();
-    }
-    endpoints.iter().map(|(s, e)| format!("{s}: {}", e.join(", "))).collect::<Vec<_>>().join("; ")
+/// What `got` has that `want` lacks and the reverse, as `service endpoint` pairs.
+pub fn difference(got: &Endpoints, want: &Endpoints) -> String {
+    let pairs = |endpoints: &Endpoints| -> BTreeSet<String> {
+        endpoints.iter().flat_map(|(s, e)| e.iter().map(move |e| format!("{s} {e}"))).collect()
+    };
+    let (got, want) = (pairs(got), pairs(want));
+    let list = |items: Vec<&String>| {
+        if items.is_empty() { "nothing".to_string() } else { items.into_iter().cloned().collect::<Vec<_>>().join(", ") }
+    };
+    format!("lacks {}; has besides {}", list(want.difference(&got).collect()), list(got.difference(&want).collect()))
 }
 
 #[cfg(test)]

@@ -26,6 +26,8 @@ pub struct Mirror {
     items: Option<BTreeMap<String, EndpointSlice>>,
     version: String,
     anomalies: Vec<String>,
+    /// The sabotage's lost event: the next ADDED is not applied.
+    lose_next_added: bool,
 }
 
 /// What to do after an event.
@@ -41,6 +43,11 @@ fn key(slice: &EndpointSlice) -> String {
 }
 
 impl Mirror {
+    /// Sabotage (`--sabotage`): lose the next ADDED event, as a wrapper that drops one.
+    pub fn lose_next_added(&mut self) {
+        self.lose_next_added = true;
+    }
+
     pub fn listed(&mut self, items: Vec<EndpointSlice>, version: String) {
         self.items = Some(items.into_iter().map(|s| (key(&s), s)).collect());
         self.version = version;
@@ -49,6 +56,10 @@ impl Mirror {
     pub fn event(&mut self, event: WatchEvent<EndpointSlice>) -> Next {
         let Some(items) = self.items.as_mut() else { return Next::List };
         match event {
+            WatchEvent::Added(slice) if self.lose_next_added => {
+                self.lose_next_added = false;
+                self.version = slice.resource_version().unwrap_or_default();
+            }
             WatchEvent::Added(slice) => {
                 let key = key(&slice);
                 self.version = slice.resource_version().unwrap_or_default();

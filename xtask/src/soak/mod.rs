@@ -11,6 +11,7 @@ mod invariants;
 mod mirror;
 mod observe;
 mod report;
+mod sabotage;
 mod schedule;
 
 use std::collections::BTreeMap;
@@ -42,7 +43,9 @@ the seed that replays it. Exits 0 when none was broken.
                  quiet so the end checks see the healed system
   --nodes N      default 12
   --units U      default 3
-  --no-build     do not run `cargo build` for the component binaries first";
+  --no-build     do not run `cargo build` for the component binaries first
+  --sabotage     check the checker: no faults, but at 40 s each invariant is broken on
+                 purpose (see xtask/src/soak/sabotage.rs); the run must fail, naming all six";
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SoakArgs {
@@ -51,13 +54,20 @@ pub struct SoakArgs {
     pub nodes: u8,
     pub units: u8,
     pub build: bool,
+    pub sabotage: bool,
 }
 
 impl SoakArgs {
     /// `None` when `--help` was asked for (and printed).
     pub fn parse(args: &[String]) -> Result<Option<Self>> {
-        let mut out =
-            Self { seed: random_seed()?, duration: Duration::from_secs(300), nodes: 12, units: 3, build: true };
+        let mut out = Self {
+            seed: random_seed()?,
+            duration: Duration::from_secs(300),
+            nodes: 12,
+            units: 3,
+            build: true,
+            sabotage: false,
+        };
         let mut it = args.iter();
         while let Some(arg) = it.next() {
             let mut value = || it.next().with_context(|| format!("{arg} needs a value"));
@@ -71,6 +81,7 @@ impl SoakArgs {
                 "--nodes" => out.nodes = value()?.parse().context("--nodes")?,
                 "--units" => out.units = value()?.parse().context("--units")?,
                 "--no-build" => out.build = false,
+                "--sabotage" => out.sabotage = true,
                 other => bail!("unknown argument {other:?}\n{USAGE}"),
             }
         }
@@ -86,11 +97,12 @@ impl SoakArgs {
     /// The command that replays this run.
     pub fn replay(&self) -> String {
         format!(
-            "cargo xtask soak --seed {} --duration {}s --nodes {} --units {}",
+            "cargo xtask soak --seed {} --duration {}s --nodes {} --units {}{}",
             self.seed,
             self.duration.as_secs(),
             self.nodes,
-            self.units
+            self.units,
+            if self.sabotage { " --sabotage" } else { "" }
         )
     }
 }
@@ -147,8 +159,17 @@ pub async fn run(cluster: &mut Cluster, server: &FakeApiServer, args: &SoakArgs)
         cloud_components: vec!["edge-node-lifecycle".into(), "edge-health-admission".into(), "grid-controller".into()],
         node_components: vec!["edge-health".into(), "grid-wrapper".into()],
     };
-    let faults = schedule::draw(args.seed, args.duration, WARMUP, TAIL, &layout);
-    println!("  {} faults drawn over {}", faults.len(), humantime(args.duration));
+    let faults =
+        if args.sabotage { Vec::new() } else { schedule::draw(args.seed, args.duration, WARMUP, TAIL, &layout) };
+    let fault_log_path = cluster.logs.join("soak-faults.log");
+    let mut fault_log =
+        std::fs::File::create(&fault_log_path).with_context(|| format!("creating {}", fault_log_path.display()))?;
+    println!(
+        "  {} faults drawn over {}; each is logged as it is done in {}",
+        faults.len(),
+        humantime(args.duration),
+        fault_log_path.display()
+    );
     faults::create_foreign_service(&cluster.client).await?;
 
     // a watching client per node's wrapper, for the whole run
@@ -177,7 +198,7 @@ pub async fn run(cluster: &mut Cluster, server: &FakeApiServer, args: &SoakArgs)
     let settle_by = Instant::now() + SETTLE;
     let start = Instant::now();
     loop {
-        let settled = run.sample(cluster, server, 0.0, false).await
+        let settled = run.sample(cluster, server, 0.0, Duration::from_secs(3)).await
             && run.checker.converged()
             && unsettled(&cluster.client).await.is_ok_and(|problems| problems.is_empty());
         if settled {
@@ -189,8 +210,11 @@ pub async fn run(cluster: &mut Cluster, server: &FakeApiServer, args: &SoakArgs)
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     println!("  settled in {:.0} s; faults start", start.elapsed().as_secs_f64());
+    // what settling broke is no promise: the promises start now
     run.checker = Checker::new(BOUNDS);
+    run.violations.clear();
 
+    let operator = faults::Operator::start(cluster.client.clone());
     let mut events = faults::events(&faults);
     events.reverse(); // popped from the end: earliest first
     let mut applied: Vec<(Secs, String)> = Vec::new();
@@ -199,13 +223,23 @@ pub async fn run(cluster: &mut Cluster, server: &FakeApiServer, args: &SoakArgs)
     let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
     let clock = Instant::now();
     let end = args.duration.as_secs_f64();
+    let mut sabotaged = false;
     loop {
         let now = clock.elapsed().as_secs_f64();
         while events.last().is_some_and(|(at, _, _)| at.as_secs_f64() <= now) {
             let Some((_, index, phase)) = events.pop() else { break };
             let fault: &Fault = &faults[index];
-            let line =
-                faults::apply(cluster, server, &mut run.truth, (index, fault, phase), &mut run.stop_problems).await?;
+            let line = faults::apply(
+                cluster,
+                server,
+                &mut run.truth,
+                &operator,
+                (index, fault, phase),
+                &mut run.stop_problems,
+            )
+            .await?;
+            use std::io::Write;
+            writeln!(fault_log, "{now:>7.1} s  {line}")?;
             applied.push((now, line));
             if phase == Phase::Start {
                 *counts.entry(fault.kind.label()).or_default() += 1;
@@ -214,7 +248,18 @@ pub async fn run(cluster: &mut Cluster, server: &FakeApiServer, args: &SoakArgs)
                 waiting.push((fault.kind.label().to_string(), now));
             }
         }
-        let read = run.sample(cluster, server, now, true).await;
+        if args.sabotage && now >= sabotage::AT && !std::mem::replace(&mut sabotaged, true) {
+            let mirror = run.mirrors.get("edge-a-1").context("edge-a-1's watching client")?.clone();
+            let line = sabotage::commit(cluster, server, &mut run.truth, &mirror).await?;
+            use std::io::Write;
+            writeln!(fault_log, "{now:>7.1} s  {line}")?;
+            applied.push((now, line));
+        }
+        // a sample never holds up the next fault (an API fault slows the observer too)
+        let next_event = events.last().map_or(Duration::from_secs(3), |(at, _, _)| {
+            at.saturating_sub(Duration::from_secs_f64(now)).max(Duration::from_millis(500))
+        });
+        let read = run.sample(cluster, server, now, next_event.min(Duration::from_secs(3))).await;
         if read && run.checker.converged() {
             for (kind, since) in waiting.drain(..) {
                 converge_times.entry(kind).or_default().push(now - since);
@@ -243,6 +288,10 @@ pub async fn run(cluster: &mut Cluster, server: &FakeApiServer, args: &SoakArgs)
     };
     print!("{}", table.render());
     let failed: u64 = run.checker.checks.values().map(|(_, failed)| failed).sum();
+    let writes_failed = operator.failed.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    if !writes_failed.is_empty() {
+        bail!("the soak's own writes failed: {}", writes_failed.join("; "));
+    }
     if failed > 0 || !unconverged.is_empty() {
         bail!(
             "{} invariant violation(s){}; replay: {}",
@@ -319,11 +368,11 @@ struct Run {
 }
 
 impl Run {
-    /// Reads the cluster at `at` and checks what it read (keeping the violations when
-    /// `keep`); false when the API server did not answer the observer (no sample).
-    async fn sample(&mut self, cluster: &mut Cluster, server: &FakeApiServer, at: Secs, keep: bool) -> bool {
+    /// Reads the cluster at `at` (the cloud within `patience`) and checks what it read;
+    /// false when the API server did not answer the observer in time (no sample).
+    async fn sample(&mut self, cluster: &mut Cluster, server: &FakeApiServer, at: Secs, patience: Duration) -> bool {
         self.samples.0 += 1;
-        let cloud = match tokio::time::timeout(Duration::from_secs(10), observe::cloud(&cluster.client)).await {
+        let cloud = match tokio::time::timeout(patience, observe::cloud(&cluster.client)).await {
             Ok(Ok(cloud)) => cloud,
             _ => {
                 self.samples.1 += 1;
@@ -404,10 +453,47 @@ impl Run {
             foreign_writes,
             processes,
         };
-        let found = self.checker.check(&sample);
-        if keep {
-            self.violations.extend(found);
-        }
+        self.violations.extend(self.checker.check(&sample));
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Option<SoakArgs>> {
+        SoakArgs::parse(&args.iter().map(|a| a.to_string()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn flags_are_read_and_a_layout_that_protects_nobody_is_refused() {
+        let args = parse(&["--seed", "42", "--duration", "30m", "--nodes", "20", "--units", "4", "--no-build"])
+            .expect("ok")
+            .expect("a run");
+        assert_eq!(
+            args,
+            SoakArgs {
+                seed: 42,
+                duration: Duration::from_secs(1800),
+                nodes: 20,
+                units: 4,
+                build: false,
+                sabotage: false
+            }
+        );
+        assert_eq!(args.replay(), "cargo xtask soak --seed 42 --duration 1800s --nodes 20 --units 4");
+        let defaults = parse(&[]).expect("ok").expect("a run");
+        assert_eq!((defaults.duration, defaults.nodes, defaults.units), (Duration::from_secs(300), 12, 3));
+        assert!(parse(&["--help"]).expect("help").is_none());
+        for bad in [&["--nodes", "10", "--units", "3"][..], &["--nodes", "4", "--units", "2"], &["--units", "0"]] {
+            let error = parse(bad).expect_err("refused").to_string();
+            assert!(error.contains("give 1 to 26 units of 3 to 15 nodes each"), "{bad:?}: {error}");
+        }
+        assert!(parse(&["--bogus"]).is_err());
+        assert_eq!(parse_duration("90s").expect("90s"), Duration::from_secs(90));
+        assert_eq!(parse_duration("2h").expect("2h"), Duration::from_secs(7200));
+        assert_eq!(parse_duration("45").expect("45"), Duration::from_secs(45));
+        assert!(parse_duration("5 min").is_err() && parse_duration("m").is_err());
     }
 }

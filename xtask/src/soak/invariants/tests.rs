@@ -213,6 +213,34 @@ fn protection_is_owed_only_once_earned_and_not_after_a_unit_loses_its_majority()
     assert_eq!(named(&webhook_down), []);
 }
 
+/// Found by the soak (seed 2): a node's liveness is its own daemon's signature, so while
+/// its edge-health daemon is down its peers rightly stop vouching for it; after a restart
+/// it earns protection again before it is owed.
+#[test]
+fn a_node_whose_own_daemon_stopped_must_earn_protection_again() {
+    let (violations, _) = run(100, |world, t| {
+        world.node("b0").watching = !(40.0..44.0).contains(&t);
+        world.node("b0").link_up = t < 44.0;
+        let mut sample = world.sample(t);
+        if t >= 52.0 {
+            taint(&mut sample, "b0");
+        }
+        sample
+    });
+    assert_eq!(named(&violations), []);
+    // earned again (30 s after the restart, link up): owed
+    let (violations, _) = run(120, |world, t| {
+        world.node("b0").watching = !(40.0..44.0).contains(&t);
+        world.node("b0").link_up = t < 80.0;
+        let mut sample = world.sample(t);
+        if t >= 90.0 {
+            taint(&mut sample, "b0");
+        }
+        sample
+    });
+    assert_eq!(named(&violations), [("1 alive-node-kept", 90.0, "b0", "tainted")]);
+}
+
 #[test]
 fn a_dead_node_left_untainted_breaks_invariant_two_when_its_bound_runs_out() {
     let (violations, checker) = run(120, |world, t| {
@@ -281,7 +309,11 @@ fn a_wrapper_that_drops_an_endpoint_too_long_breaks_invariant_three() {
         sample
     });
     assert_eq!(named(&violations), [("3 wrapper-serves-unit-view", 65.0, "b0", "view")]);
-    assert!(violations[0].detail.contains("pod-b3@b3"), "{}", violations[0].detail);
+    assert!(
+        violations[0].detail.ends_with("for 15 s: lacks default/echo-svc pod-b3@b3; has besides nothing"),
+        "{}",
+        violations[0].detail
+    );
     // an empty list is never right
     let (violations, _) = run(40, |world, t| {
         let mut sample = world.sample(t);
