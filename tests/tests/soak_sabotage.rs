@@ -10,7 +10,7 @@ use std::process::Command;
 #[test]
 fn a_sabotaged_soak_reports_each_invariant_broken() {
     let output = Command::new(edgegrid_tests::xtask())
-        .args(["soak", "--seed", "1", "--duration", "100s", "--no-build", "--sabotage"])
+        .args(["soak", "--seed", "1", "--duration", "130s", "--no-build", "--sabotage"])
         .env_remove("KUBECONFIG")
         .current_dir(edgegrid_tests::workspace_root())
         .output()

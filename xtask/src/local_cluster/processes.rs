@@ -72,6 +72,8 @@ pub struct Component {
     killed: bool,
     /// How to start it again.
     command: (PathBuf, PathBuf, Vec<String>),
+    /// When it was last started.
+    pub started: std::time::Instant,
 }
 
 impl Component {
@@ -93,7 +95,15 @@ impl Component {
         let file = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
         let command = (bin_dir.join(binary), kubeconfig, args.to_vec());
         let child = spawn(&command, file)?;
-        Ok(Self { name: name.to_string(), child, log, admin, killed: false, command })
+        Ok(Self {
+            name: name.to_string(),
+            child,
+            log,
+            admin,
+            killed: false,
+            command,
+            started: std::time::Instant::now(),
+        })
     }
 
     /// Starts it again, as a kubelet restarts a container (after it was stopped or
@@ -105,6 +115,7 @@ impl Component {
             .with_context(|| format!("opening {}", self.log.display()))?;
         self.child = spawn(&self.command, file)?;
         self.killed = false;
+        self.started = std::time::Instant::now();
         Ok(())
     }
 

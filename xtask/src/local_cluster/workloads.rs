@@ -248,8 +248,9 @@ pub fn pod_ready(pod: &Pod) -> bool {
 
 /// The EndpointSlice the endpointslice controller would keep for `service` (one per
 /// Service here: the demo's Services have far fewer than 100 endpoints): every pod its
-/// selector matches that has an IP, sorted by name, ready as the pod is. `None` for a
-/// Service without a selector.
+/// selector matches that has an IP, sorted by name, ready as the pod is, controlled by the
+/// Service (so the garbage collector deletes it with the Service). `None` for a Service
+/// without a selector.
 pub fn desired_slice(service: &Service, pods: &[Pod]) -> Option<EndpointSlice> {
     let spec = service.spec.as_ref()?;
     let selector = spec.selector.as_ref().filter(|s| !s.is_empty())?;
@@ -304,9 +305,17 @@ pub fn desired_slice(service: &Service, pods: &[Pod]) -> Option<EndpointSlice> {
             name: Some(format!("{name}-sim")),
             namespace: Some(namespace),
             labels: Some(BTreeMap::from([
-                (SERVICE_NAME_LABEL.to_string(), name),
+                (SERVICE_NAME_LABEL.to_string(), name.clone()),
                 (MANAGED_BY.0.to_string(), MANAGED_BY.1.to_string()),
             ])),
+            owner_references: Some(vec![OwnerReference {
+                api_version: "v1".into(),
+                kind: "Service".into(),
+                name: name.clone(),
+                uid: service.uid().unwrap_or_default(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            }]),
             ..Default::default()
         },
         address_type: "IPv4".into(),
@@ -660,7 +669,7 @@ mod tests {
     #[test]
     fn a_slice_lists_the_selected_pods_with_an_ip_ready_as_they_are() {
         let service: Service = serde_json::from_value(json!({
-            "metadata": {"name": "echo-svc", "namespace": "default"},
+            "metadata": {"name": "echo-svc", "namespace": "default", "uid": "uid-echo-svc"},
             "spec": {"selector": {"app": "echo"}, "ports": [{"port": 80, "targetPort": 8080, "protocol": "TCP"}]}
         }))
         .expect("service");
@@ -683,7 +692,10 @@ mod tests {
                 "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
                 "metadata": {"name": "echo-svc-sim", "namespace": "default", "labels": {
                     "kubernetes.io/service-name": "echo-svc",
-                    "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io"}},
+                    "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io"},
+                    // the Service's deletion takes its slices with it (the garbage collector)
+                    "ownerReferences": [{"apiVersion": "v1", "kind": "Service", "name": "echo-svc",
+                        "uid": "uid-echo-svc", "controller": true, "blockOwnerDeletion": true}]},
                 "addressType": "IPv4",
                 "endpoints": [endpoint("echo-0", "10.0.0.1", "a-0", true), endpoint("echo-1", "10.0.0.2", "a-1", false)],
                 "ports": [{"port": 8080, "protocol": "TCP"}]

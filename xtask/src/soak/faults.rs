@@ -175,6 +175,8 @@ pub async fn apply(
                 "the API server cuts every watch".to_string()
             }
         },
+        // cut watches resume on their own: nothing to undo
+        (FaultKind::Api(ApiFault::DropWatches), _) => "(the cut watches resume)".to_string(),
         (FaultKind::Api(_), _) => {
             server.clear_faults();
             "the API server is well again".to_string()
@@ -288,11 +290,22 @@ async fn stop(
         Signal::Kill => process.kill().await,
         Signal::Term => match process.stop(Duration::from_secs(10)).await {
             Ok(status) if status.success() => {}
+            // before its handler is installed a process dies of SIGTERM, as any does
+            // (a kubelet stopping a container that is starting sees exit 143)
+            Ok(status) if unix_signal(&status) == Some(15) && process.started.elapsed() < JUST_STARTED => {}
             Ok(status) => stop_problems.push((component.to_string(), format!("exited {status} after SIGTERM"))),
             Err(error) => stop_problems.push((component.to_string(), format!("{error:#}"))),
         },
     }
     Ok(())
+}
+
+/// How long after its start a process may still die of SIGTERM instead of handling it.
+const JUST_STARTED: Duration = Duration::from_secs(3);
+
+fn unix_signal(status: &std::process::ExitStatus) -> Option<i32> {
+    use std::os::unix::process::ExitStatusExt;
+    status.signal()
 }
 
 /// The soak's own writes ride out the API faults it injects: tried every 500 ms for 20 s.

@@ -308,20 +308,16 @@ impl Checker {
                     memory.handled_timed = true;
                     self.handled_after.push(waited);
                 }
-                if waited >= self.bounds.dead_handled {
-                    found.check(Invariant::DeadNodeHandled, &node.name, "handled", handled, || {
-                        format!(
-                            "dead and judgeable for {waited:.0} s, but {}",
-                            if tainted {
-                                format!("its pods {ready:?} are ready")
-                            } else {
-                                "not tainted NoExecute".into()
-                            }
-                        )
-                    });
-                } else if !handled {
+                let late = waited >= self.bounds.dead_handled;
+                if !handled && !late {
                     found.pending(Invariant::DeadNodeHandled, &node.name);
                 }
+                found.check(Invariant::DeadNodeHandled, &node.name, "handled", handled || !late, || {
+                    format!(
+                        "dead and judgeable for {waited:.0} s, but {}",
+                        if tainted { format!("its pods {ready:?} are ready") } else { "not tainted NoExecute".into() }
+                    )
+                });
                 if waited >= self.bounds.dead_handled + self.bounds.eviction {
                     found.check(Invariant::DeadNodeHandled, &node.name, "evicted", observed.pods.is_empty(), || {
                         format!(

@@ -136,12 +136,15 @@ const TAIL: Duration = Duration::from_secs(60);
 const SETTLE: Duration = Duration::from_secs(120);
 
 /// The local cluster's timing (1 s monitor period, 8 s grace, 2 s edge-health periods)
-/// and how late each promise may be on 2 busy cores.
+/// and how late each promise may be on 2 busy cores. A view may lag 65 s: after a cut
+/// link heals (or an API fault ends), a wrapper's watches wait out kube-runtime's default
+/// backoff before they list again, as client-go's reflector does: 0.8 s doubling to 30 s
+/// plus up to 100% jitter (so up to 60 s), reset only after 2 quiet minutes.
 const BOUNDS: Bounds = Bounds {
     earn: 30.0,
     dead_handled: 8.0 + 30.0,
     eviction: 300.0,
-    view: 20.0,
+    view: 65.0,
     mirror: 15.0,
     converge: 45.0,
     rss_kib: 512 * 1024,
