@@ -328,7 +328,14 @@ impl Checker {
                 }
             }
 
-            // 3 and 4: the node's grid wrapper
+            // 3 and 4: the node's grid wrapper; a contradicting event counts whenever it
+            // came (a cut link does not excuse it)
+            let wrapper = sample.wrappers.get(&node.name).cloned().unwrap_or_default();
+            for anomaly in &wrapper.mirror_anomalies {
+                found.check(Invariant::WatchMatchesList, &node.name, anomaly, false, || {
+                    format!("a watch event contradicts what its client held: {anomaly}")
+                });
+            }
             let serving = node.alive && node.link_up && node.wrapper_running;
             if !serving {
                 memory.serving_since = None;
@@ -337,7 +344,6 @@ impl Checker {
                 continue;
             }
             let serving_for = sample.at - *memory.serving_since.get_or_insert(sample.at);
-            let wrapper = sample.wrappers.get(&node.name).cloned().unwrap_or_default();
             let expected = unit_view(&cloud, &sample.unit_services, &node.unit, &truth);
             let listed = wrapper.listed.as_ref().map(normalised);
             if listed.as_ref() == Some(&expected) {
@@ -363,11 +369,6 @@ impl Checker {
             if wrapper.listed.is_some() && cloud_settled && serving_for >= self.bounds.view && !expected.is_empty() {
                 found.check(Invariant::WrapperServesUnitView, &node.name, "empty", wrapper.listed_slices > 0, || {
                     "its grid wrapper answered an empty list".into()
-                });
-            }
-            for anomaly in &wrapper.mirror_anomalies {
-                found.check(Invariant::WatchMatchesList, &node.name, anomaly, false, || {
-                    format!("a watch event contradicts what its client held: {anomaly}")
                 });
             }
             match (&wrapper.mirror, &listed) {

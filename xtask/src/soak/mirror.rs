@@ -4,6 +4,12 @@
 //! holds is compared with a fresh list; an event that contradicts what it holds (an
 //! ADDED of an object it has, a MODIFIED or DELETED of one it lacks, a MODIFIED that
 //! changes nothing) is a lost or duplicated event, noted at once.
+//!
+//! Its client has kube's retry layer off (as the components' watch clients do): with it, a
+//! 503 the wrapper answers while it has not synced is retried inside the one request,
+//! with a backoff growing past 10 s, and the client sat on what an earlier wrapper process
+//! had sent long after the new one served (the soak's first 30-minute run reported that
+//! as a broken invariant 4; `a_503_is_answered_at_once_not_retried_within_the_request`).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -36,6 +42,8 @@ pub enum Next {
     Watch,
     /// The version is gone (410): list again.
     List,
+    /// The wrapper cannot resume from the version: list again after a pause.
+    ListAfterPause,
 }
 
 fn key(slice: &EndpointSlice) -> String {
@@ -88,7 +96,9 @@ impl Mirror {
             }
             WatchEvent::Bookmark(bookmark) => self.version = bookmark.metadata.resource_version,
             WatchEvent::Error(status) if status.code == 410 => return Next::List,
-            WatchEvent::Error(_) => {}
+            // any other error in the stream (a version from the future: 504) cannot be
+            // resumed from either
+            WatchEvent::Error(_) => return Next::ListAfterPause,
         }
         Next::Watch
     }
@@ -104,11 +114,22 @@ impl Mirror {
     }
 }
 
+/// A client of the wrapper at `addr` whose every request is answered once: no retries.
+pub fn wrapper_client(addr: SocketAddr) -> anyhow::Result<Client> {
+    let mut config = kube::Config::new(format!("http://{addr}").parse()?);
+    config.default_retry = false;
+    Ok(Client::try_from(config)?)
+}
+
+/// Applies `event` to `mirror` (the lock is not held past this call).
+fn apply(mirror: &Mutex<Mirror>, event: WatchEvent<EndpointSlice>) -> Next {
+    mirror.lock().unwrap_or_else(|e| e.into_inner()).event(event)
+}
+
 /// Follows the wrapper at `addr` into `mirror` until `stop`.
 pub async fn follow(addr: SocketAddr, mirror: Arc<Mutex<Mirror>>, mut stop: watch::Receiver<bool>) {
     let lock = |m: &Arc<Mutex<Mirror>>| m.lock().unwrap_or_else(|e| e.into_inner()).version.clone();
-    let Ok(url) = format!("http://{addr}").parse() else { return };
-    let Ok(client) = Client::try_from(kube::Config::new(url)) else { return };
+    let Ok(client) = wrapper_client(addr) else { return };
     let api: Api<EndpointSlice> = Api::all(client);
     let mut list = true;
     while !*stop.borrow() {
@@ -139,14 +160,25 @@ pub async fn follow(addr: SocketAddr, mirror: Arc<Mutex<Mirror>>, mut stop: watc
                         _ = stop.changed() => return,
                     };
                     match event {
-                        Some(Ok(event)) => {
-                            if mirror.lock().unwrap_or_else(|e| e.into_inner()).event(event) == Next::List {
+                        Some(Ok(event)) => match apply(&mirror, event) {
+                            Next::Watch => {}
+                            Next::List => {
                                 list = true;
                                 break;
                             }
+                            Next::ListAfterPause => {
+                                list = true;
+                                tokio::time::sleep(Duration::from_millis(500)).await;
+                                break;
+                            }
+                        },
+                        // the stream ended: resume from the last version
+                        None => break,
+                        // it broke: resume from the last version after a pause
+                        Some(Err(_)) => {
+                            tokio::time::sleep(Duration::from_millis(500)).await;
+                            break;
                         }
-                        // the stream ended or broke: resume from the last version
-                        _ => break,
                     }
                 }
             }
@@ -203,5 +235,50 @@ mod tests {
         );
         let gone = kube::core::Status::failure("too old", "Expired").with_code(410);
         assert_eq!(mirror.event(WatchEvent::Error(Box::new(gone))), Next::List);
+        let future = kube::core::Status::failure("Too large resource version", "Timeout").with_code(504);
+        assert_eq!(mirror.event(WatchEvent::Error(Box::new(future))), Next::ListAfterPause);
+    }
+
+    /// A wrapper that has not synced answers 503 with `Retry-After: 1`: the watching
+    /// client must hear it at once (and try again on its own terms), not have kube's retry
+    /// layer repeat the request with a backoff that outlasts the wrapper's sync.
+    #[tokio::test]
+    async fn a_503_is_answered_at_once_not_retried_within_the_request() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let requests = Arc::new(AtomicUsize::new(0));
+        let counted = requests.clone();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let counted = counted.clone();
+                tokio::spawn(async move {
+                    let mut buffer = [0u8; 4096];
+                    let mut request = Vec::new();
+                    while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match stream.read(&mut buffer).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => request.extend_from_slice(&buffer[..n]),
+                        }
+                    }
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    let body = r#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"not synced","reason":"ServiceUnavailable","code":503}"#;
+                    let response = format!(
+                        "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = stream.write_all(response.as_bytes()).await;
+                });
+            }
+        });
+        let api: Api<EndpointSlice> = Api::all(wrapper_client(addr).expect("client"));
+        let answer = tokio::time::timeout(Duration::from_secs(3), api.watch(&WatchParams::default(), "5")).await;
+        match answer {
+            Ok(Err(kube::Error::Api(status))) => assert_eq!(status.code, 503),
+            Ok(other) => panic!("expected the 503, got {:?}", other.map(|_| "a stream")),
+            Err(_) => panic!("the watch request was still being retried after 3 s"),
+        }
+        assert_eq!(requests.load(Ordering::SeqCst), 1, "one request, answered once");
     }
 }

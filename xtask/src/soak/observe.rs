@@ -129,7 +129,8 @@ pub fn unit_services(services: &[Service]) -> BTreeSet<String> {
 /// `None` when it did not answer within 3 s.
 pub async fn wrapper_list(addr: SocketAddr) -> Option<(Endpoints, usize)> {
     let read = async {
-        let client = Client::try_from(kube::Config::new(format!("http://{addr}").parse()?))?;
+        // no retries: a 503 (not synced) is no answer, at once
+        let client = super::mirror::wrapper_client(addr)?;
         let slices = Api::<EndpointSlice>::all(client).list(&ListParams::default().labels(KUBE_PROXY_SELECTOR)).await?;
         anyhow::Ok((served_endpoints(&slices.items), slices.items.len()))
     };

@@ -360,6 +360,21 @@ fn a_watch_that_drops_or_contradicts_an_event_breaks_invariant_four() {
     );
 }
 
+/// Found reviewing the soak's first 30-minute run: a contradicting event that came while
+/// the node's link was cut was dropped unreported.
+#[test]
+fn a_contradicting_event_counts_while_the_link_is_cut() {
+    let (violations, _) = run(30, |world, t| {
+        world.node("a1").link_up = t < 20.0;
+        let mut sample = world.sample(t);
+        if t == 25.0 {
+            sample.wrappers.get_mut("a1").expect("running").mirror_anomalies = vec!["DELETED of default/x".into()];
+        }
+        sample
+    });
+    assert_eq!(named(&violations), [("4 watch-matches-list", 25.0, "a1", "DELETED of default/x")]);
+}
+
 #[test]
 fn an_unconverged_grid_or_a_foreign_write_breaks_invariant_five() {
     let (violations, _) = run(100, |world, t| {
