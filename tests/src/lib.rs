@@ -29,6 +29,17 @@ pub fn xtask() -> PathBuf {
     test.parent().and_then(|d| d.parent()).expect("target/<profile>/deps/<test>").join("xtask")
 }
 
+/// `xtask <args>` run to its end from the workspace root (without `KUBECONFIG`, so a
+/// local cluster is started), its output captured.
+pub fn xtask_output(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(xtask())
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .current_dir(workspace_root())
+        .output()
+        .expect("xtask runs")
+}
+
 /// A tool installed by `.ci/install-tools` (or named by `$<NAME in capitals>`), if present.
 pub fn tool(name: &str) -> Option<PathBuf> {
     tool_lookup::find(&workspace_root(), name)

@@ -4,16 +4,9 @@
 //! It fails on any invariant violation. In a test binary of its own so no other local
 //! cluster shares the two cores with it.
 
-use std::process::Command;
-
 #[test]
 fn a_short_seeded_soak_breaks_no_invariant() {
-    let output = Command::new(edgegrid_tests::xtask())
-        .args(["soak", "--seed", "6", "--duration", "150s", "--no-build"])
-        .env_remove("KUBECONFIG")
-        .current_dir(edgegrid_tests::workspace_root())
-        .output()
-        .expect("xtask runs");
+    let output = edgegrid_tests::xtask_output(&["soak", "--seed", "6", "--duration", "150s", "--no-build"]);
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "the soak failed:\n{stdout}\n{stderr}");

@@ -5,16 +5,10 @@
 //! run must report each under its name and subject, and fail. In a test binary of its own
 //! so no other local cluster shares the two cores with it.
 
-use std::process::Command;
-
 #[test]
 fn a_sabotaged_soak_reports_each_invariant_broken() {
-    let output = Command::new(edgegrid_tests::xtask())
-        .args(["soak", "--seed", "1", "--duration", "130s", "--no-build", "--sabotage"])
-        .env_remove("KUBECONFIG")
-        .current_dir(edgegrid_tests::workspace_root())
-        .output()
-        .expect("xtask runs");
+    let output =
+        edgegrid_tests::xtask_output(&["soak", "--seed", "1", "--duration", "130s", "--no-build", "--sabotage"]);
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success(), "a sabotaged soak must fail:\n{stdout}");

@@ -596,8 +596,7 @@ impl Inner {
         if owner_uids(object).next().is_none() {
             return Ok(());
         }
-        let live: std::collections::HashSet<String> =
-            self.log.all().flat_map(|(_, m)| m.values()).map(|o| o.uid().to_string()).collect();
+        let live = self.live_uids();
         let (solid, gone): (Vec<&str>, Vec<&str>) = owner_uids(object).partition(|uid| live.contains(*uid));
         if gone.is_empty() {
             Ok(())
@@ -612,17 +611,21 @@ impl Inner {
         }
     }
 
-    fn collect_dependents(&mut self, owner_uid: &str, orphan: bool) -> Result<(), ApiError> {
-        if owner_uid.is_empty() {
-            return Ok(());
-        }
-        let live_uids: std::collections::HashSet<String> = self
-            .log
+    /// The uid of every stored object.
+    fn live_uids(&self) -> std::collections::HashSet<String> {
+        self.log
             .all()
             .flat_map(|(_, m)| m.values())
             .map(|o| o.uid().to_string())
             .filter(|uid| !uid.is_empty())
-            .collect();
+            .collect()
+    }
+
+    fn collect_dependents(&mut self, owner_uid: &str, orphan: bool) -> Result<(), ApiError> {
+        if owner_uid.is_empty() {
+            return Ok(());
+        }
+        let live_uids = self.live_uids();
         let dependents: Vec<(ResourceKey, String, String, Value)> = self
             .log
             .all()

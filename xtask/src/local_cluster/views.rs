@@ -86,10 +86,8 @@ pub struct NodeState {
     pub pods: (usize, usize),
 }
 
-pub fn node_state(node: &Node, pods: &[Pod]) -> NodeState {
-    let name = node.name_any();
-    let reading = NodeReading::of_node(node);
-    let ready = reading.ready.and_then(|c| c.status).unwrap_or("-").to_string();
+/// The node's taints as `key:Effect`, the `node.kubernetes.io/` prefix dropped, sorted.
+pub fn taints(node: &Node) -> Vec<String> {
     let mut taints: Vec<String> = node
         .spec
         .as_ref()
@@ -99,18 +97,27 @@ pub fn node_state(node: &Node, pods: &[Pod]) -> NodeState {
         .map(|t| format!("{}:{}", t.key.trim_start_matches("node.kubernetes.io/"), t.effect))
         .collect();
     taints.sort();
-    // the workloads' pods, not the node agents'
-    let bound: Vec<&Pod> = pods
-        .iter()
-        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(name.as_str()))
+    taints
+}
+
+/// The workloads' pods bound to `node` (not the node agents').
+pub fn workload_pods<'a>(node: &'a str, pods: &'a [Pod]) -> impl Iterator<Item = &'a Pod> {
+    pods.iter()
+        .filter(move |p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
         .filter(|p| p.namespace().as_deref() != Some(super::kubelet::DAEMON_NAMESPACE))
-        .collect();
+}
+
+pub fn node_state(node: &Node, pods: &[Pod]) -> NodeState {
+    let name = node.name_any();
+    let reading = NodeReading::of_node(node);
+    let ready = reading.ready.and_then(|c| c.status).unwrap_or("-").to_string();
+    let bound: Vec<&Pod> = workload_pods(&name, pods).collect();
     NodeState {
         unit: node.labels().get(UNIT_LABEL_KEY).cloned().unwrap_or_default(),
         ready,
         voted_unhealthy: reading.voted_unhealthy(),
         unhealth: reading.unhealth.map(str::to_string),
-        taints,
+        taints: taints(node),
         pods: (bound.iter().filter(|p| pod_ready(p)).count(), bound.len()),
         name,
     }

@@ -50,8 +50,9 @@ pub struct Truth {
     cuts: BTreeMap<String, u32>,
     /// Processes a fault stopped (not those of dead nodes).
     stopped: BTreeSet<String>,
-    /// A unit cut's nodes, by fault index (healed are the nodes it cut).
-    unit_cuts: BTreeMap<usize, Vec<String>>,
+    /// What each running fault's end restores, by fault index: a unit cut's nodes (healed
+    /// are the nodes it cut), a relabelled node's old unit.
+    undo: BTreeMap<usize, Vec<String>>,
 }
 
 impl Truth {
@@ -61,7 +62,7 @@ impl Truth {
             dead: BTreeSet::new(),
             cuts: BTreeMap::new(),
             stopped: BTreeSet::new(),
-            unit_cuts: BTreeMap::new(),
+            undo: BTreeMap::new(),
         }
     }
 
@@ -135,10 +136,10 @@ pub async fn apply(
                 Phase::Start => {
                     let nodes: Vec<String> =
                         truth.units.iter().filter(|(_, u)| *u == unit).map(|(n, _)| n.clone()).collect();
-                    truth.unit_cuts.insert(index, nodes.clone());
+                    truth.undo.insert(index, nodes.clone());
                     nodes
                 }
-                _ => truth.unit_cuts.remove(&index).unwrap_or_default(),
+                _ => truth.undo.remove(&index).unwrap_or_default(),
             };
             let up = phase == Phase::End;
             for node in &nodes {
@@ -185,10 +186,10 @@ pub async fn apply(
             let unit = match phase {
                 Phase::Start => {
                     let from = truth.units.get(node).cloned().context("a node")?;
-                    truth.unit_cuts.insert(index, vec![from]);
+                    truth.undo.insert(index, vec![from]);
                     to.clone()
                 }
-                _ => truth.unit_cuts.remove(&index).and_then(|v| v.into_iter().next()).context("its old unit")?,
+                _ => truth.undo.remove(&index).and_then(|v| v.into_iter().next()).context("its old unit")?,
             };
             operator.send(Write::Relabel { node: node.clone(), unit: unit.clone() });
             truth.units.insert(node.clone(), unit.clone());

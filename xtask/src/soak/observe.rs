@@ -17,9 +17,8 @@ use kube::{Client, ResourceExt};
 
 use super::grids::Listed;
 use super::invariants::{Endpoints, NodeObserved};
-use crate::local_cluster::kubelet::DAEMON_NAMESPACE;
 use crate::local_cluster::layout::UNIT_LABEL_KEY;
-use crate::local_cluster::views::{KUBE_PROXY_SELECTOR, served_endpoints};
+use crate::local_cluster::views::{KUBE_PROXY_SELECTOR, served_endpoints, taints, workload_pods};
 use crate::local_cluster::workloads::pod_ready;
 
 /// The cloud at one moment.
@@ -84,21 +83,10 @@ pub async fn cloud(client: &Client) -> Result<Cloud> {
 /// (`namespace/name` -> ready; the node agents' pods are not workloads).
 pub fn node_observed(node: &Node, pods: &[Pod]) -> NodeObserved {
     let name = node.name_any();
-    let taints = node
-        .spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .into_iter()
-        .flatten()
-        .map(|t| format!("{}:{}", t.key.trim_start_matches("node.kubernetes.io/"), t.effect))
-        .collect();
-    let pods = pods
-        .iter()
-        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(name.as_str()))
-        .filter(|p| p.namespace().as_deref() != Some(DAEMON_NAMESPACE))
+    let pods = workload_pods(&name, pods)
         .map(|p| (format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any()), pod_ready(p)))
         .collect();
-    NodeObserved { taints, pods }
+    NodeObserved { taints: taints(node), pods }
 }
 
 /// `namespace/name` -> the node of every pod bound to one.
@@ -178,6 +166,7 @@ pub fn rss_of(pid: u32) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::local_cluster::kubelet::DAEMON_NAMESPACE;
     use serde_json::json;
 
     #[test]
@@ -201,7 +190,7 @@ mod tests {
         assert_eq!(
             node_observed(&node, &pods),
             NodeObserved {
-                taints: vec!["unreachable:NoExecute".into(), "example.com/other:NoSchedule".into()],
+                taints: vec!["example.com/other:NoSchedule".into(), "unreachable:NoExecute".into()],
                 pods: BTreeMap::from([("default/a".into(), true), ("default/b".into(), false)]),
             }
         );
