@@ -58,7 +58,7 @@ use tokio::time::Instant;
 const WRITER_PERIOD: Duration = Duration::from_millis(200);
 /// Death to verdict: the dead member's last ballots leave the window, the next evaluation
 /// decides, the daemons publish their views, the writer writes; plus slack for two cores.
-const DETECTION: Duration = Duration::from_millis(600 * (VOTE_WINDOW + 2) + 200 + 2_500);
+const DETECTION: Duration = Duration::from_millis(PERIOD.as_millis() as u64 * (VOTE_WINDOW + 2) + 200 + 2_500);
 /// Periods of attack before and after the death.
 const ATTACK_PERIODS: u32 = 15;
 /// The tests run one at a time: each loads the machine.

@@ -130,7 +130,9 @@ pub struct Flags {
     /// accepted; every daemon and the cloud's verdict writer must agree.
     #[arg(long)]
     pub allow_units_of_two: bool,
-    /// Per attempt of sending one message to a peer.
+    /// Per attempt of sending one message to a peer (an indirect probe request's answer,
+    /// which comes once the helper has run its own checks, is waited for until
+    /// --indirect-timeout instead; connecting still gives up after this).
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub message_timeout: Duration,
     /// `kind=kubelet` checks send the short-lived tokens of this ServiceAccount

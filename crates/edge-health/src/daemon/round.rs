@@ -70,6 +70,13 @@ impl Transport {
 
     /// One `POST /exchange`; the reply's body on 2xx.
     pub async fn post(&self, address: SocketAddr, frame: Bytes) -> Result<Bytes, SendError> {
+        self.post_within(address, frame, self.timeout).await
+    }
+
+    /// [`Self::post`] waiting up to `timeout` for the reply (the connection is still given
+    /// up after the transport's own timeout, so a lost SYN is retried soon). For a probe
+    /// request, whose reply comes only once the helper has run its checks.
+    pub async fn post_within(&self, address: SocketAddr, frame: Bytes, timeout: Duration) -> Result<Bytes, SendError> {
         let exchange = async {
             let request = Request::builder()
                 .method(Method::POST)
@@ -86,7 +93,7 @@ impl Transport {
                 .to_bytes();
             if status.is_success() { Ok(body) } else { Err(SendError::Status(status)) }
         };
-        tokio::time::timeout(self.timeout, exchange).await.unwrap_or(Err(SendError::Timeout(self.timeout)))
+        tokio::time::timeout(timeout, exchange).await.unwrap_or(Err(SendError::Timeout(timeout)))
     }
 }
 
@@ -279,9 +286,14 @@ pub async fn prove_alive(
 
 /// Sends indirect probe requests and feeds their answers until one settles the probe or
 /// the indirect timeout passes. A request whose round trip failed (request or answer lost,
-/// timed out) is sent again, freshly sealed, up to `send_retries` times within the
-/// timeout: under 30% loss a single try reaches a helper and back only ~43% of the time,
-/// which made a live peer's accusation stand in ~2.5% of ballots (see the `sim` tests).
+/// connection refused) is sent again, freshly sealed, up to `send_retries` times within
+/// the timeout: under 30% loss a single try reaches a helper and back only ~43% of the
+/// time, which made a live peer's accusation stand in ~2.5% of ballots (see the `sim`
+/// tests). Each try waits for its answer until the indirect deadline, not just
+/// `--message-timeout`: the helper answers only after its own proof and checks, which on a
+/// lossy link take their retries (cut at `--message-timeout`, helpers were asked and
+/// abandoned twice in 2 x 250 ms on a 30%-lossy network, and every unhealthy ballot there
+/// was a live peer's, by the deadline).
 async fn ask_helpers(daemon: &Daemon, transport: &Transport, requests: Vec<OutgoingRequest>) {
     let timeout = daemon.settings().protocol.indirect_timeout;
     let retries = daemon.settings().protocol.send_retries;
@@ -293,9 +305,12 @@ async fn ask_helpers(daemon: &Daemon, transport: &Transport, requests: Vec<Outgo
             let mut attempt = 0;
             loop {
                 let frame = daemon.seal_request(&request, wall_clock());
-                let reply = transport.post(request.address, Bytes::from(frame)).await;
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                let reply = transport.post_within(request.address, Bytes::from(frame), left).await;
                 match &reply {
-                    Err(error) if !error.is_refusal() && attempt < retries => {
+                    Err(error)
+                        if !error.is_refusal() && attempt < retries && tokio::time::Instant::now() < deadline =>
+                    {
                         daemon.metrics().sent("probe_request", "retried");
                         tracing::debug!(helper = %request.helper, %error, attempt, "probe request failed, retrying");
                         attempt += 1;
@@ -581,6 +596,60 @@ mod tests {
         assert_eq!(rejected, 0, "the second request was not refused as a replay");
         let proofs = |result| metrics.liveness_proofs.get_or_create(&ResultLabel { result }).get();
         assert_eq!(proofs("verified"), 1, "the helper relayed the target's proof over the asker's nonce");
+    }
+
+    /// The only helper answers after longer than the asker's `--message-timeout` (its own
+    /// proof and checks take their retries on a lossy link; here its link is slow): the
+    /// asker waits for the answer until its indirect deadline, and the answer, not the
+    /// deadline, decides the ballot. Cut at the message timeout, the request was abandoned
+    /// and resent, and the live target was accused.
+    #[tokio::test]
+    async fn a_helper_slower_than_the_message_timeout_is_waited_for_until_the_deadline() {
+        let target_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let target_address = target_listener.local_addr().unwrap();
+        let port = target_address.port();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let helper_address = listener.local_addr().unwrap();
+        let nodes = [
+            member("asker", Some("127.0.0.2:51005")),
+            member("helper", Some(&helper_address.to_string())),
+            member("target", Some(&target_address.to_string())),
+        ];
+        let check = format!("kind=tcp,port={port},timeout=500ms");
+        let flags = ["--indirect-timeout", "3s", "--message-timeout", "100ms"];
+        let (asker, helper) = (daemon("asker", &check, &flags, &nodes), daemon("helper", &check, &flags, &nodes));
+        let target = daemon("target", &check, &flags, &nodes);
+        let _target = tokio::spawn(async move { axum::serve(target_listener, router(target)).await });
+        let seen = Arc::new(AtomicUsize::new(0));
+        let helper_router = router(helper.clone());
+        let slow = axum::Router::new().route(
+            EXCHANGE_PATH,
+            axum::routing::post({
+                let seen = seen.clone();
+                move |request: axum::extract::Request| async move {
+                    seen.fetch_add(1, Ordering::SeqCst);
+                    let answer = helper_router.oneshot(request).await.unwrap();
+                    tokio::time::sleep(Duration::from_millis(400)).await;
+                    answer
+                }
+            }),
+        );
+        let _server = tokio::spawn(async move { axum::serve(listener, slow).await });
+
+        let period = asker.clock().period_at(wall_clock());
+        let AfterDirect::Ask(requests) = asker.direct_result("target", period, false, Nonce([4; 16]), wall_clock())
+        else {
+            panic!("a failed direct probe with a helper available asks it");
+        };
+        let transport = Transport::new(asker.settings().message_timeout);
+        ask_helpers(&asker, &transport, requests).await;
+
+        assert_eq!(seen.load(Ordering::SeqCst), 1, "asked once");
+        let metrics = asker.metrics();
+        let ballots = |verdict, basis| metrics.ballots.get_or_create(&BallotLabels { verdict, basis }).get();
+        assert_eq!((ballots("healthy", "helper"), ballots("unhealthy", "deadline")), (1, 0));
+        let sent = |result| metrics.messages_sent.get_or_create(&SentLabels { kind: "probe_request", result }).get();
+        assert_eq!((sent("retried"), sent("delivered")), (0, 1));
     }
 
     /// The challenge's nonce and checker, read from a frame (what anyone holding the unit's

@@ -342,6 +342,26 @@ impl Cluster {
         total
     }
 
+    /// [`Self::total`] of every series starting with `prefix` (see [`metric_sum`]).
+    pub async fn total_of_prefix(&self, members: &[Member], prefix: &str) -> f64 {
+        let mut total = 0.0;
+        for member in members.iter().filter(|m| m.daemon.is_some()) {
+            total += metric_sum(self.address(member), prefix).await;
+        }
+        total
+    }
+
+    /// Honest unhealthy ballots the running `members` cast so far, by basis: where wrong
+    /// ballots come from when a test's live member turns Undecided.
+    pub async fn unhealthy_ballots_by_basis(&self, members: &[Member]) -> BTreeMap<&'static str, f64> {
+        let mut by_basis = BTreeMap::new();
+        for basis in ["direct", "all_helpers_failed", "deadline", "no_helpers"] {
+            let series = format!(r#"edge_health_ballots_total{{verdict="unhealthy",basis="{basis}""#);
+            by_basis.insert(basis, self.total_of_prefix(members, &series).await);
+        }
+        by_basis
+    }
+
     /// Creates every member's Node and starts its daemon; returns their names.
     pub async fn start_all(&self, members: &mut [Member]) -> Vec<String> {
         for member in members.iter_mut() {
@@ -420,6 +440,42 @@ pub async fn views(
         views.insert(member.name.clone(), view.nodes.iter().map(|(n, v)| (n.clone(), v.verdict)).collect());
     }
     Ok(views)
+}
+
+/// Every running member's entries other than Healthy, each with the tally behind it
+/// (eligible checkers, healthy and unhealthy ballots counted): what a failure message
+/// needs to tell a wrong ballot (a tally with unhealthy ballots) from a missing one.
+pub async fn not_healthy_tallies(cluster: &Cluster, members: &[Member]) -> String {
+    let mut lines = Vec::new();
+    for member in members.iter().filter(|m| m.daemon.is_some()) {
+        let Some(view) = verdicts(cluster.address(member)).await else {
+            lines.push(format!("{}: no /verdicts", member.name));
+            continue;
+        };
+        for (node, v) in view.nodes.iter().filter(|(_, v)| v.verdict != Verdict::Healthy) {
+            lines.push(format!(
+                "{} about {node}: {:?} (eligible {}, healthy {}, unhealthy {})",
+                member.name, v.verdict, v.eligible, v.healthy, v.unhealthy
+            ));
+        }
+    }
+    lines.join("\n")
+}
+
+/// Every running member's logged verdict changes and writes about `node` (each with its
+/// tally): what a failure message needs when a verdict was written that should not be.
+pub fn verdict_log(members: &[Member], node: &str) -> String {
+    let about = format!("node={node} ");
+    let mut lines = Vec::new();
+    for member in members {
+        let Some(daemon) = &member.daemon else { continue };
+        for line in daemon.logs_so_far().lines() {
+            if line.contains(&about) && (line.contains("verdict changed") || line.contains("verdict written")) {
+                lines.push(format!("{}: {line}", member.name));
+            }
+        }
+    }
+    lines.join("\n")
 }
 
 /// Every running member's view (served as that member) has exactly `expected`.
