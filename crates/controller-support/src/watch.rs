@@ -14,15 +14,26 @@
 //!
 //! Metadata-only watches are `Watch<PartialObjectMeta<K>>` (kube-rs asks for metadata
 //! only); field- and label-selected ones are [`Watch::fields`] and [`Watch::labels`].
+//!
+//! A failed watch retries with kube-runtime's default backoff (client-go's reflector's:
+//! 0.8 s doubling to 30 s, with jitter, reset by any event). Watches of one API server that serve one view together
+//! join a [`RetryGroup`]: the first of them to hear from the server again wakes the others
+//! from their backoff. Why: each watch backs off on its own, so after a cut link heals (or
+//! a burst of 503s ends) one may resume at once and another sleep out up to a minute, and
+//! a view built from both (the wrapper prunes slices by their Service) mixes new objects of
+//! one with stale ones of the other that long: the soak saw a wrapper serve new Services'
+//! slices unpruned for 67 s while their Services watch slept.
 
 use std::collections::BTreeSet;
 use std::fmt::Debug;
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use futures::StreamExt;
 use kube::api::Api;
-use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event, watcher};
+use kube::runtime::utils::Backoff;
+use kube::runtime::watcher::{self, DefaultBackoff, Event, watcher};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
@@ -77,11 +88,86 @@ impl<K, I: Index<K> + ?Sized> Index<K> for &mut I {
     }
 }
 
+/// Watches of one API server that retry together (see the module documentation). Clones
+/// are the same group.
+#[derive(Clone, Debug, Default)]
+pub struct RetryGroup {
+    /// Bumped whenever a member hears from the server after a failure.
+    heard: Arc<tokio::sync::watch::Sender<u64>>,
+}
+
+impl RetryGroup {
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+/// One watch's retries: its backoff, and its group's wake-ups.
+struct Retry<B> {
+    backoff: B,
+    /// The group, and the last wake-up this watch has seen.
+    group: Option<(RetryGroup, tokio::sync::watch::Receiver<u64>)>,
+    failing: bool,
+}
+
+impl<B: Backoff> Retry<B> {
+    fn new(backoff: B, group: Option<RetryGroup>) -> Self {
+        let group = group.map(|group| {
+            let seen = group.heard.subscribe();
+            (group, seen)
+        });
+        Self { backoff, group, failing: false }
+    }
+
+    /// The watch goes on: the backoff starts over (on every event, as kube-runtime's
+    /// backoff does, `Init` included: so a list that keeps failing is retried about every
+    /// second, which the unit link's fallback to the cloud counts on).
+    fn went_on(&mut self) {
+        self.backoff.reset();
+    }
+
+    /// The server answered: [`Self::went_on`], and after a failure the group's sleeping
+    /// watches are woken.
+    fn succeeded(&mut self) {
+        self.went_on();
+        if std::mem::take(&mut self.failing)
+            && let Some((group, _)) = &self.group
+        {
+            group.heard.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
+
+    /// The watch failed: waits out the backoff, or less if another watch of the group
+    /// hears from the server meanwhile.
+    async fn failed(&mut self) {
+        self.failing = true;
+        let delay = self.backoff.next().unwrap_or(Duration::from_secs(30));
+        let woken = async {
+            match &mut self.group {
+                Some((_, seen)) => {
+                    // only what happens from now on: a wake-up before this failure (its
+                    // own recovery included) came before the attempt that just failed
+                    seen.borrow_and_update();
+                    if seen.changed().await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            () = woken => {}
+        }
+    }
+}
+
 /// A list and watch of one collection; see the module documentation.
 pub struct Watch<K: Resource> {
     api: Api<K>,
     config: watcher::Config,
     name: String,
+    group: Option<RetryGroup>,
 }
 
 impl<K> Watch<K>
@@ -92,7 +178,7 @@ where
     /// Every object `api` reaches; named in logs by its plural.
     pub fn new(api: Api<K>) -> Self {
         let name = K::plural(&K::DynamicType::default()).into_owned();
-        Self { api, config: watcher::Config::default(), name }
+        Self { api, config: watcher::Config::default(), name, group: None }
     }
 
     /// Only objects matching the field selector (e.g. `metadata.name=n1`: RBAC may grant
@@ -108,6 +194,12 @@ where
         self
     }
 
+    /// Retries together with the other watches of `group`.
+    pub fn retrying_with(mut self, group: &RetryGroup) -> Self {
+        self.group = Some(group.clone());
+        self
+    }
+
     /// The name logs give the watch (default: the resource's plural).
     pub fn named(mut self, name: impl Into<String>) -> Self {
         self.name = name.into();
@@ -118,18 +210,28 @@ where
     /// the future is dropped). Pass `&mut index` to keep it.
     pub async fn run(self, mut index: impl Index<K>) {
         let mut feed = Feed::default();
+        let mut retry = Retry::new(DefaultBackoff::default(), self.group.clone());
         loop {
-            let mut events = std::pin::pin!(watcher(self.api.clone(), self.config.clone()).default_backoff());
+            let mut events = std::pin::pin!(watcher(self.api.clone(), self.config.clone()));
             let relist = loop {
                 let Some(event) = events.next().await else { break false };
                 match event {
-                    Ok(event) => feed.event(event, &mut index),
+                    Ok(event) => {
+                        // `Init` comes before the list is asked for: not a word from the server
+                        if matches!(event, Event::Init) {
+                            retry.went_on();
+                        } else {
+                            retry.succeeded();
+                        }
+                        feed.event(event, &mut index);
+                    }
                     Err(error) => {
                         tracing::warn!(watch = %self.name, %error, "watch failed; keeping what it saw, retrying");
                         index.failed(&error);
                         if version_unknown_upstream(&error) {
                             break true;
                         }
+                        retry.failed().await;
                     }
                 }
             };
@@ -236,6 +338,79 @@ mod tests {
             assert!(!version_unknown_upstream(&watcher::Error::WatchError(other.clone())), "{other:?}");
         }
         assert!(!version_unknown_upstream(&watcher::Error::NoResourceVersion));
+    }
+
+    /// The same delay every time.
+    struct Fixed(Duration);
+
+    impl Iterator for Fixed {
+        type Item = Duration;
+        fn next(&mut self) -> Option<Duration> {
+            Some(self.0)
+        }
+    }
+
+    impl Backoff for Fixed {
+        fn reset(&mut self) {}
+    }
+
+    const LONG: Duration = Duration::from_secs(60);
+
+    /// Three failed watches: two of a group (services, slices), one alone. The slices
+    /// watch hears from the server after 2 s: the services watch retries then, not after
+    /// its 60 s; the lone one sleeps its 60 s. Without the group, every watch sleeps out
+    /// its own backoff.
+    #[tokio::test(start_paused = true)]
+    async fn a_watch_hearing_from_the_server_wakes_its_group_from_their_backoff() {
+        let group = RetryGroup::new();
+        let mut services = Retry::new(Fixed(LONG), Some(group.clone()));
+        let mut slices = Retry::new(Fixed(Duration::from_secs(2)), Some(group.clone()));
+        let mut alone = Retry::new(Fixed(LONG), None);
+        let start = tokio::time::Instant::now();
+        let (services_retried, alone_retried, ()) = tokio::join!(
+            async {
+                services.failed().await;
+                start.elapsed()
+            },
+            async {
+                alone.failed().await;
+                start.elapsed()
+            },
+            async {
+                slices.failed().await;
+                slices.succeeded();
+            },
+        );
+        assert_eq!((services_retried, alone_retried), (Duration::from_secs(2), LONG));
+    }
+
+    /// Only a recovery wakes the group: a success of a watch that was not failing (every
+    /// event of a healthy watch) does not, and a watch is not woken by its own recovery
+    /// when it fails again.
+    #[tokio::test(start_paused = true)]
+    async fn only_a_recovery_wakes_the_group_and_never_the_recovered_watch_itself() {
+        let group = RetryGroup::new();
+        let mut services = Retry::new(Fixed(LONG), Some(group.clone()));
+        let mut slices = Retry::new(Fixed(Duration::from_secs(2)), Some(group.clone()));
+        let start = tokio::time::Instant::now();
+        let (services_retried, ()) = tokio::join!(
+            async {
+                services.failed().await;
+                start.elapsed()
+            },
+            async {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                slices.succeeded();
+            },
+        );
+        assert_eq!(services_retried, LONG);
+
+        let mut slices = Retry::new(Fixed(Duration::from_secs(2)), Some(group.clone()));
+        slices.failed().await;
+        slices.succeeded();
+        let start = tokio::time::Instant::now();
+        slices.failed().await;
+        assert_eq!(start.elapsed(), Duration::from_secs(2));
     }
 
     /// What an index heard, in order.

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
-use controller_support::watch::{Index, Key, Watch};
+use controller_support::watch::{Index, Key, RetryGroup, Watch};
 use k8s_openapi::api::core::v1::{Endpoints, Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::Api;
@@ -87,6 +87,8 @@ pub async fn run_plan(wrapper: Arc<Wrapper>, plan: Plan, stop: impl Future<Outpu
     let local = wrapper.local_node().to_string();
     let client = plan.client.clone();
     let local_deletes_are_real = plan.local_node == LocalNodeWatch::ByName && !plan.from_leader;
+    // the view joins every stream: they retry together (see `RetryGroup`)
+    let group = RetryGroup::new();
     let feed = |stream, log_kind| Feeds {
         wrapper: &wrapper,
         stream,
@@ -100,14 +102,18 @@ pub async fn run_plan(wrapper: Arc<Wrapper>, plan: Plan, stop: impl Future<Outpu
     let local_node = async {
         match &plan.local_node {
             LocalNodeWatch::ByName => {
-                let watch = Watch::new(Api::<Node>::all(client.clone())).fields(&format!("metadata.name={local}"));
+                let watch = Watch::new(Api::<Node>::all(client.clone()))
+                    .retrying_with(&group)
+                    .fields(&format!("metadata.name={local}"));
                 watch
                     .named("local node")
                     .run(feed(Stream::LocalNode, UpstreamKind::UnitNodes).of(Object::LocalNode))
                     .await;
             }
             LocalNodeWatch::Unit { label_key, value } => {
-                let watch = Watch::new(Api::<Node>::all(client.clone())).labels(&format!("{label_key}={value}"));
+                let watch = Watch::new(Api::<Node>::all(client.clone()))
+                    .retrying_with(&group)
+                    .labels(&format!("{label_key}={value}"));
                 let nodes = UnitNodes {
                     local: &local,
                     feed: feed(Stream::LocalNode, UpstreamKind::UnitNodes).of(Object::LocalNode),
@@ -120,7 +126,7 @@ pub async fn run_plan(wrapper: Arc<Wrapper>, plan: Plan, stop: impl Future<Outpu
     let gate = |stream: &str| gates.map(|vouching| (vouching, stream.to_string()));
     let streams = futures::future::join5(
         checked(
-            Watch::new(Api::<Service>::all(client.clone())),
+            Watch::new(Api::<Service>::all(client.clone())).retrying_with(&group),
             feed(Stream::Services, UpstreamKind::Services).of(Object::Service),
             gate(vouching::SERVICES),
             object_element,
@@ -128,7 +134,7 @@ pub async fn run_plan(wrapper: Arc<Wrapper>, plan: Plan, stop: impl Future<Outpu
             Stream::Services,
         ),
         checked(
-            Watch::new(Api::<EndpointSlice>::all(client.clone())),
+            Watch::new(Api::<EndpointSlice>::all(client.clone())).retrying_with(&group),
             feed(Stream::EndpointSlices, UpstreamKind::EndpointSlices).of(Object::Slice),
             gate(vouching::ENDPOINT_SLICES),
             object_element,
@@ -136,7 +142,7 @@ pub async fn run_plan(wrapper: Arc<Wrapper>, plan: Plan, stop: impl Future<Outpu
             Stream::EndpointSlices,
         ),
         checked(
-            Watch::new(Api::<Endpoints>::all(client.clone())),
+            Watch::new(Api::<Endpoints>::all(client.clone())).retrying_with(&group),
             feed(Stream::Endpoints, UpstreamKind::Endpoints).of(Object::Endpoints),
             gate(vouching::ENDPOINTS),
             object_element,
@@ -145,7 +151,9 @@ pub async fn run_plan(wrapper: Arc<Wrapper>, plan: Plan, stop: impl Future<Outpu
         ),
         // `Api<PartialObjectMeta<_>>` makes kube-rs ask for metadata only
         checked(
-            Watch::new(Api::<PartialObjectMeta<Node>>::all(client.clone())).named("nodes (metadata)"),
+            Watch::new(Api::<PartialObjectMeta<Node>>::all(client.clone()))
+                .retrying_with(&group)
+                .named("nodes (metadata)"),
             feed(Stream::RemoteNodes, UpstreamKind::NodeMetadata).of(remote_node),
             gate(vouching::NODE_METADATA),
             |stream, node: &PartialObjectMeta<Node>| metadata_element(stream, &node.metadata),
@@ -154,7 +162,7 @@ pub async fn run_plan(wrapper: Arc<Wrapper>, plan: Plan, stop: impl Future<Outpu
         ),
         local_node,
     );
-    let digests = digests(&wrapper, &client, &plan);
+    let digests = digests(&wrapper, &client, &plan, &group);
     tokio::select! {
         _ = futures::future::join(streams, digests) => tracing::error!("upstream watches ended"),
         () = stop => {}
@@ -198,12 +206,13 @@ async fn checked<K, I>(
 /// The unit signer's ConfigMap: leading, from the cloud into the log (an empty kind when
 /// nothing is vouched for, so that the log syncs); following with vouching, from the
 /// leader into the voucher.
-async fn digests(wrapper: &Wrapper, client: &Client, plan: &Plan) {
+async fn digests(wrapper: &Wrapper, client: &Client, plan: &Plan, group: &RetryGroup) {
     let selector = format!("metadata.name={BATCH_CONFIG_MAP}");
     match (&plan.log, plan.vouch.as_deref()) {
         (Some(log), Some(vouching)) => {
             let configmaps = Api::<ConfigMap>::namespaced(client.clone(), vouching.namespace());
             Watch::new(configmaps)
+                .retrying_with(group)
                 .fields(&selector)
                 .named("unit digests")
                 .run(LogOnly { log, kind: UpstreamKind::Digests })
@@ -220,7 +229,7 @@ async fn digests(wrapper: &Wrapper, client: &Client, plan: &Plan) {
         (None, Some(vouching)) if plan.from_leader => {
             let configmaps = Api::<ConfigMap>::namespaced(client.clone(), vouching.namespace());
             let feed = crate::vouched::DigestsFeed { vouching, metrics: wrapper.metrics() };
-            Watch::new(configmaps).fields(&selector).named("unit digests").run(feed).await;
+            Watch::new(configmaps).retrying_with(group).fields(&selector).named("unit digests").run(feed).await;
         }
         (None, _) => std::future::pending().await,
     }

@@ -358,10 +358,12 @@ async fn rich_objects(upstream: &kube::Client) {
                  "trafficDistribution": "PreferClose"},
     }))
     .expect("service");
-    create_namespaced(upstream, service).await;
+    // the slice's owner is the Service as created (an owner reference with another uid
+    // names an owner that does not exist, and the garbage collector takes the slice)
+    let uid = create_namespaced(upstream, service).await.metadata.uid.expect("a uid");
     let slice: k8s_openapi::api::discovery::v1::EndpointSlice = serde_json::from_value(json!({
         "metadata": {"name": "rich-1", "namespace": "ns", "labels": {"kubernetes.io/service-name": "rich"},
-                     "ownerReferences": [{"apiVersion": "v1", "kind": "Service", "name": "rich", "uid": "u-rich",
+                     "ownerReferences": [{"apiVersion": "v1", "kind": "Service", "name": "rich", "uid": uid,
                                           "controller": true, "blockOwnerDeletion": true}]},
         "addressType": "IPv4",
         "endpoints": [
