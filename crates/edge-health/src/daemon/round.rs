@@ -530,27 +530,32 @@ mod tests {
         }
     }
 
+    /// A unit of three with `flags`: the asker, the helper (its daemon; the test serves it,
+    /// with the link it wants in front, on the listener returned, the helper's published
+    /// address) and the target, served, whose daemon answers challenges and whose port
+    /// takes the tcp check.
+    async fn asker_helper_target(flags: &[&str]) -> (Arc<Daemon>, Arc<Daemon>, tokio::net::TcpListener) {
+        let target_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let target_address = target_listener.local_addr().unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let nodes = [
+            member("asker", Some("127.0.0.2:51005")),
+            member("helper", Some(&listener.local_addr().unwrap().to_string())),
+            member("target", Some(&target_address.to_string())),
+        ];
+        let check = format!("kind=tcp,port={},timeout=500ms", target_address.port());
+        let (asker, helper) = (daemon("asker", &check, flags, &nodes), daemon("helper", &check, flags, &nodes));
+        let target = daemon("target", &check, flags, &nodes);
+        tokio::spawn(async move { axum::serve(target_listener, router(target)).await });
+        (asker, helper, listener)
+    }
+
     /// The only helper's first answer is lost (its server fails the exchange): the asker
     /// asks again with a fresh frame (the first was accepted, so a resent copy would be
     /// refused as a replay) and the helper's answer, not the deadline, decides the ballot.
     #[tokio::test]
     async fn a_failed_indirect_round_trip_is_retried_before_the_peer_is_accused() {
-        // the target: its daemon answers challenges, and its port takes the tcp check
-        let target_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let target_address = target_listener.local_addr().unwrap();
-        let port = target_address.port();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let helper_address = listener.local_addr().unwrap();
-        let nodes = [
-            member("asker", Some("127.0.0.2:51005")),
-            member("helper", Some(&helper_address.to_string())),
-            member("target", Some(&target_address.to_string())),
-        ];
-        let check = format!("kind=tcp,port={port},timeout=500ms");
-        let flags = ["--indirect-timeout", "5s"];
-        let (asker, helper) = (daemon("asker", &check, &flags, &nodes), daemon("helper", &check, &flags, &nodes));
-        let target = daemon("target", &check, &flags, &nodes);
-        let _target = tokio::spawn(async move { axum::serve(target_listener, router(target)).await });
+        let (asker, helper, listener) = asker_helper_target(&["--indirect-timeout", "5s"]).await;
         let seen = Arc::new(AtomicUsize::new(0));
         let helper_router = router(helper.clone());
         let lossy = axum::Router::new().route(
@@ -605,21 +610,8 @@ mod tests {
     /// and resent, and the live target was accused.
     #[tokio::test]
     async fn a_helper_slower_than_the_message_timeout_is_waited_for_until_the_deadline() {
-        let target_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let target_address = target_listener.local_addr().unwrap();
-        let port = target_address.port();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let helper_address = listener.local_addr().unwrap();
-        let nodes = [
-            member("asker", Some("127.0.0.2:51005")),
-            member("helper", Some(&helper_address.to_string())),
-            member("target", Some(&target_address.to_string())),
-        ];
-        let check = format!("kind=tcp,port={port},timeout=500ms");
         let flags = ["--indirect-timeout", "3s", "--message-timeout", "100ms"];
-        let (asker, helper) = (daemon("asker", &check, &flags, &nodes), daemon("helper", &check, &flags, &nodes));
-        let target = daemon("target", &check, &flags, &nodes);
-        let _target = tokio::spawn(async move { axum::serve(target_listener, router(target)).await });
+        let (asker, helper, listener) = asker_helper_target(&flags).await;
         let seen = Arc::new(AtomicUsize::new(0));
         let helper_router = router(helper.clone());
         let slow = axum::Router::new().route(
