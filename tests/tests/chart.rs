@@ -407,7 +407,7 @@ async fn chart_lints_renders_and_applies() {
     .unwrap();
     assert!(applied.status.success(), "kubectl apply: {}", String::from_utf8_lossy(&applied.stderr));
     assert_eq!(String::from_utf8_lossy(&applied.stdout).lines().count(), all.len() + 1, "every object applied");
-    // Helm never upgrades crds/: the README's upgrade step applies them over the installed ones
+    // Helm never upgrades crds/: docs/development.md's upgrade step applies them over the installed ones
     let (kubectl3, kubeconfig3) = (kubectl.clone(), kubeconfig.clone());
     let upgraded = tokio::task::spawn_blocking(move || {
         Command::new(&kubectl3)
@@ -750,7 +750,7 @@ fn cloud_components_run_only_where_no_kubelet_can_label_itself(helm: &std::path:
     }
 }
 
-/// The values README "Migrating from SuperEdge" moves components with: each per-node
+/// The values docs/migrating-from-superedge.md moves components with: each per-node
 /// component's own labels on top of `edgeNodeSelector` (its own winning a shared key), and
 /// the webhook configuration's name, which the self-managed certificate follows.
 fn superedge_migration_values(helm: &std::path::Path) {

@@ -1,6 +1,6 @@
-//! README "Migrating from SuperEdge", run: SuperEdge v0.9's own manifests
+//! docs/migrating-from-superedge.md, run: SuperEdge v0.9's own manifests
 //! (`tests/superedge/`, copied from its repository) are applied to the fake apiserver with
-//! three edge nodes in two node units, then every `sh` block of that README section runs in
+//! three edge nodes in two node units, then every `sh` block of that page's sections runs in
 //! order under bash with a real kubectl, and what each step leaves is checked.
 //!
 //! Helm 4's client sends protobuf bodies, which the fake apiserver does not read, so a
@@ -16,10 +16,10 @@ use std::process::{Command, Stdio};
 use edgegrid_tests::{require_tool, workspace_root};
 use serde_json::{Value, json};
 
-/// The `sh` blocks of the README section `heading` (up to the next `##` or `###`), in order.
-fn section_commands(readme: &str, heading: &str) -> Vec<String> {
-    let start = readme.find(heading).unwrap_or_else(|| panic!("README has no {heading:?}"));
-    let section = &readme[start + heading.len()..];
+/// The `sh` blocks of the migration page's section `heading` (up to the next `##` or `###`), in order.
+fn section_commands(page: &str, heading: &str) -> Vec<String> {
+    let start = page.find(heading).unwrap_or_else(|| panic!("docs/migrating-from-superedge.md has no {heading:?}"));
+    let section = &page[start + heading.len()..];
     let end = [section.find("\n## "), section.find("\n### ")].into_iter().flatten().min();
     let section = &section[..end.unwrap_or(section.len())];
     let mut blocks = Vec::new();
@@ -90,7 +90,7 @@ impl Cluster {
         self.kubectl(&[args, &["-o", "name"]].concat(), None).lines().map(str::to_string).collect()
     }
 
-    /// Runs one README block under bash (`set -euo pipefail`), from the workspace root.
+    /// Runs one migration page block under bash (`set -euo pipefail`), from the workspace root.
     fn run_block(&self, block: &str, path: &str, real_helm: &Path) {
         let output = Command::new("bash")
             .args(["-c", &format!("set -euo pipefail\n{block}")])
@@ -103,7 +103,7 @@ impl Cluster {
             .expect("bash runs");
         assert!(
             output.status.success(),
-            "README block failed:\n{block}\nstdout: {}\nstderr: {}",
+            "docs/migrating-from-superedge.md block failed:\n{block}\nstdout: {}\nstderr: {}",
             String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr)
         );
@@ -137,7 +137,7 @@ fn affinity_excludes(daemonset: &Value, label: &str) -> bool {
         == json!([{"matchExpressions": [{"key": label, "operator": "DoesNotExist"}]}])
 }
 
-/// A README migration run against a cluster, given how to run one README block.
+/// A documented migration run against a cluster, given how to run one of the page's blocks.
 type Migration = fn(&Cluster, &dyn Fn(&str));
 
 /// Runs `migration` on its own fake apiserver, a throwaway directory and SuperEdge installed.
@@ -150,11 +150,11 @@ async fn on_a_superedge_cluster(name: &'static str, migration: Migration) {
         let _ = std::fs::remove_dir_all(&c.dir);
     })
     .await
-    .expect("the migration went as the README says");
+    .expect("the migration went as docs/migrating-from-superedge.md says");
 }
 
 /// SuperEdge as its deployment/*.yaml install it (its CRDs first), on three edge nodes;
-/// the PATH the README's commands run with, and the real helm.
+/// the PATH the migration page's commands run with, and the real helm.
 fn superedge_cluster(name: &str, kubeconfig: &str) -> (Cluster, String, PathBuf) {
     let (helm, kubectl) = (require_tool("helm"), require_tool("kubectl"));
     let dir = std::env::temp_dir().join(format!("edgegrid-{name}-{}", std::process::id()));
@@ -198,9 +198,10 @@ fn superedge_cluster(name: &str, kubeconfig: &str) -> (Cluster, String, PathBuf)
     (c, path, helm)
 }
 
-fn readme_commands(heading: &str) -> Vec<String> {
-    let readme = std::fs::read_to_string(workspace_root().join("README.md")).expect("README");
-    section_commands(&readme, heading)
+fn page_commands(heading: &str) -> Vec<String> {
+    let page = std::fs::read_to_string(workspace_root().join("docs/migrating-from-superedge.md"))
+        .expect("docs/migrating-from-superedge.md");
+    section_commands(&page, heading)
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -213,7 +214,7 @@ async fn the_readme_migration_takes_over_superedge_s_own_manifests() {
 }
 
 fn step_by_step(c: &Cluster, run_block: &dyn Fn(&str)) {
-    let blocks = readme_commands("## Migrating from SuperEdge");
+    let blocks = page_commands("## Migrating from SuperEdge");
     assert_eq!(blocks.len(), 6, "steps 1-5 and 7: {blocks:#?}");
     let run = |index: usize| run_block(&blocks[index]);
 
@@ -313,7 +314,7 @@ fn step_by_step(c: &Cluster, run_block: &dyn Fn(&str)) {
 
     // SuperEdge's manifests with our images: the key Secret
     // SuperEdge's manifests with our images: the key Secret
-    let blocks = readme_commands("### SuperEdge's manifests with our images");
+    let blocks = page_commands("### SuperEdge's manifests with our images");
     assert_eq!(blocks.len(), 1, "{blocks:#?}");
     run_block(&blocks[0]);
     let secret = c.get(&["-n", "edge-system", "get", "secret", "edge-health-hmac"]);
@@ -332,7 +333,7 @@ async fn all_at_once_in_superedge_s_namespace_takes_its_names() {
 }
 
 fn in_place(c: &Cluster, run_block: &dyn Fn(&str)) {
-    let blocks = readme_commands("### All at once, in SuperEdge's namespace");
+    let blocks = page_commands("### All at once, in SuperEdge's namespace");
     assert_eq!(blocks.len(), 1, "{blocks:#?}");
     run_block(&blocks[0]);
     // ours under SuperEdge's names where the two share them, SuperEdge's other objects gone

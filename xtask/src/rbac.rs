@@ -225,7 +225,7 @@ pub const TABLE: &[RuleSet] = &[
         scope: Scope::Cluster,
         when: "a kind=kubelet check is configured",
         rules: &[Rule {
-            why: "kind=kubelet checks GET a peer kubelet's /healthz with a token of this ServiceAccount (edge-health-kubelet-check, never edge-health's own: a peer's kubelet certificate can rarely be verified, so whoever answers at a peer's address gets the token); the kubelet asks the apiserver (SubjectAccessReview) for get on nodes/healthz (KubeletFineGrainedAuthz, on by default since Kubernetes 1.33). An older kubelet asks for nodes/proxy instead, which this chart does not grant: it is far more than a health check (see README)",
+            why: "kind=kubelet checks GET a peer kubelet's /healthz with a token of this ServiceAccount (edge-health-kubelet-check, never edge-health's own: a peer's kubelet certificate can rarely be verified, so whoever answers at a peer's address gets the token); the kubelet asks the apiserver (SubjectAccessReview) for get on nodes/healthz (KubeletFineGrainedAuthz, on by default since Kubernetes 1.33). An older kubelet asks for nodes/proxy instead, which this chart does not grant: it is far more than a health check (see docs/edge-health.md#the-kubelet-check)",
             group: "",
             resources: &["nodes/healthz"],
             names: &[],

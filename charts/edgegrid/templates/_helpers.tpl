@@ -53,8 +53,8 @@ replaced). */ -}}
 
 {{- /* The nodeSelector of a per-node component: edgeNodeSelector's labels and the
 component's own (its values' nodeSelector, which wins on a shared key). A component's own
-labels move nodes over one at a time, e.g. from SuperEdge's daemon of the same job (README
-"Migrating from SuperEdge"). Called with dict "root" $ "values" <component values>. */ -}}
+labels move nodes over one at a time, e.g. from SuperEdge's daemon of the same job
+(docs/migrating-from-superedge.md). Called with dict "root" $ "values" <component values>. */ -}}
 {{- define "edgegrid.nodeNodeSelector" -}}
 {{- $labels := merge (dict) (.values.nodeSelector | default dict) .root.Values.edgeNodeSelector }}
 {{- with $labels }}

@@ -16,7 +16,7 @@
 //! until that goes stale or it is itself voted down, then stops counting, so its death
 //! never turns its live neighbours' majority into a minority (with full membership as the
 //! denominator, two deaths in a unit of five would unprotect every survivor). What one
-//! liar can still do, per unit size, is in the README's security model and proven by this
+//! liar can still do, per unit size, is in docs/security.md and proven by this
 //! module's property tests: in a unit of `n`, with `c` dead members, it can withhold
 //! protection from a live member (a tie) only when `n - 2 - c < 2`, i.e. `c >= n - 3`.
 //! A unit of two has one peer per node: nobody is protected there unless the operator

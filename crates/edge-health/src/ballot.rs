@@ -167,7 +167,7 @@ impl<'de> Deserialize<'de> for Signature {
 /// A ballot with its checker's signature, as it travels: `{"p":<period>,"h":<healthy>,"s":"<signature>"}`.
 /// Ballots are most of what a unit sends (every member learns every ballot): one-letter
 /// names keep a ballot at about 120 bytes, 12% less than with the field names spelled out,
-/// which pays for the liveness proofs' frames (see the README's costs).
+/// which pays for the liveness proofs' frames (see the edge-health costs in docs/benchmarks.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SignedBallot {

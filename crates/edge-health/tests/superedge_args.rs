@@ -39,7 +39,7 @@ struct Daemon {
 
 /// SuperEdge's arguments, then what this machine and the migration need: the fake
 /// apiserver's kubeconfig (SuperEdge's pod used its service account), the node's name and
-/// address (the DaemonSet's downward-API `NODE_NAME`, and the `POD_IP` the README asks to
+/// address (the DaemonSet's downward-API `NODE_NAME`, and the `POD_IP` docs/migrating-from-superedge.md asks to
 /// add to SuperEdge's DaemonSet, which has none, given as flags: the test process's
 /// environment is shared), a loopback address and free ports instead of
 /// SuperEdge's `:51005` (tests run in parallel), a state directory of the test's own

@@ -114,7 +114,7 @@ impl Default for Settings {
 }
 
 /// Where the message of a missing status subresource points the operator: the chart's
-/// CRD files, applied as the README says after `helm upgrade`.
+/// CRD files, applied as docs/development.md says after `helm upgrade`.
 pub fn crd_fix_command(plural: &str) -> String {
     format!("kubectl apply --server-side --force-conflicts -f charts/edgegrid/crds/{plural}.{}.yaml", keys::GRID_GROUP)
 }

@@ -4,7 +4,7 @@
 //! history that breaks it.
 //!
 //! When a promise applies is part of the promise (`../shared/design/trust-model.md`, the
-//! README's edge rule):
+//! edge rule in docs/edge-node-lifecycle.md):
 //! - an alive node is *owed protection* once, for [`Bounds::earn`], it and at least two
 //!   unit peers were alive, watching (their edge-health daemon running: a node's own
 //!   daemon is what proves it alive, by signing its peers' nonces) and heard by the cloud

@@ -279,7 +279,7 @@ proptest! {
     /// every batch when it was issued, would not have. A batch vouches until its issue plus
     /// the window, whoever serves it and whenever, so the replays a remembered sequence would
     /// refuse can only repeat what was already vouched for at that time; what a leader can
-    /// hide stays bounded by the window and the patience (see the README's vouched sharing).
+    /// hide stays bounded by the window and the patience (see vouched sharing in docs/grid-wrapper.md).
     #[test]
     fn a_restarted_follower_vouches_for_nothing_its_running_self_would_not(
         batches in prop::collection::vec((1i64..6, prop::collection::btree_set(0u8..6, 0..4)), 1..12),
