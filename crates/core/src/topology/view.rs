@@ -437,6 +437,10 @@ impl PrunedView {
         }
     }
 
+    /// A Service not (yet) cached passes its slices and Endpoints through unpruned, as
+    /// SuperEdge's wrapper serves a "dangling" slice unchanged (`pruneEndpointSliceV1`):
+    /// kube-proxy makes no rule for endpoints without their Service, and once the Service
+    /// arrives its slices are pruned by its policy.
     fn policy_of(&self, service: &NamespacedName) -> &TopologyPolicy {
         self.services.get(service).map_or(&PASS_THROUGH, |e| &e.policy)
     }
