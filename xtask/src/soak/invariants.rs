@@ -16,7 +16,10 @@
 //! - a dead node is *judgeable* while at least two of its unit's live, watching peers are
 //!   heard by the cloud: judgeable for the grace period plus the bound it must carry a
 //!   NoExecute taint with none of its pods ready, and for the pods' toleration more, it
-//!   must have no pod left;
+//!   must have no pod left. That is stock handling, so kube's zone rules hold it back: the
+//!   clock runs only while its zone may be tainted at a non-zero rate (not a partially
+//!   disrupted zone of a small cluster, not every zone fully disrupted), starts again when
+//!   the rate does, and grants one token's time per node queued ahead of it;
 //! - a wrapper that runs on a live node whose link is up serves its unit's view of the
 //!   cloud's ready endpoints, minus the dead nodes of its unit; a difference may last at
 //!   most [`Bounds::view`], and once it serves, a list is never empty while the view
@@ -29,6 +32,8 @@
 //!   past [`Bounds::rss_kib`].
 
 use std::collections::{BTreeMap, BTreeSet};
+
+use node_lifecycle::lifecycle::{LifecycleConfig, ZoneKey, ZoneState, eviction_rate, zone_state};
 
 /// The invariants, by the name a violation is reported under.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -91,6 +96,12 @@ pub struct NodeObserved {
     pub taints: Vec<String>,
     /// Its workload pods (not the node agents'): name -> ready.
     pub pods: BTreeMap<String, bool>,
+    /// Its Ready condition is not `True` (missing counts as not ready, as in kube's zone
+    /// count).
+    pub not_ready: bool,
+    /// Its `topology.kubernetes.io/region` and `zone` labels (the local cluster sets none:
+    /// one zone).
+    pub zone: ZoneKey,
 }
 
 /// What one node's grid wrapper served.
@@ -177,6 +188,11 @@ struct NodeMemory {
     judgeable_since: Option<Secs>,
     /// Its handling in this judgeable spell was timed.
     handled_timed: bool,
+    /// Invariant 2's clock: since when it runs (judgeable in a zone that may be tainted
+    /// at a non-zero rate), and the extra time the nodes queued ahead of it take.
+    handling_clock: Option<(Secs, Secs)>,
+    /// Since when the cloud has seen it not ready.
+    not_ready_since: Option<Secs>,
     /// Since when the wrapper's view should be served (live, link up, running).
     serving_since: Option<Secs>,
     view_wrong_since: Option<Secs>,
@@ -187,7 +203,12 @@ struct NodeMemory {
 
 pub struct Checker {
     bounds: Bounds,
+    /// The lifecycle controller's zone flags: the local cluster leaves them at Kubernetes'
+    /// defaults (threshold 0.55, 50 nodes, 0.1 nodes/s).
+    zone_rules: LifecycleConfig,
     nodes: BTreeMap<String, NodeMemory>,
+    /// Since when each zone may be tainted at a non-zero rate, without a break.
+    zones_open_since: BTreeMap<ZoneKey, Secs>,
     /// Each unit's members at the last sample.
     members: BTreeMap<String, BTreeSet<String>>,
     /// Since when the cloud has had a Service with an endpoint.
@@ -206,7 +227,9 @@ impl Checker {
     pub fn new(bounds: Bounds) -> Self {
         Self {
             bounds,
+            zone_rules: LifecycleConfig::default(),
             nodes: BTreeMap::new(),
+            zones_open_since: BTreeMap::new(),
             members: BTreeMap::new(),
             cloud_nonempty_since: None,
             grid_problems: BTreeMap::new(),
@@ -227,6 +250,11 @@ impl Checker {
     /// Checks one sample; returns the new violations (one per broken promise, not one per
     /// sample while it stays broken).
     pub fn check(&mut self, sample: &Sample) -> Vec<Violation> {
+        self.open_zones(sample);
+        let owed_before: BTreeSet<String> =
+            self.nodes.iter().filter(|(_, m)| m.owed).map(|(name, _)| name.clone()).collect();
+        let not_ready_since: BTreeMap<String, Secs> =
+            self.nodes.iter().filter_map(|(name, m)| Some((name.clone(), m.not_ready_since?))).collect();
         let mut found = Found { at: sample.at, now: BTreeSet::new(), new: Vec::new(), checks: &mut self.checks };
         let members: BTreeMap<String, BTreeSet<String>> = sample.truth.iter().fold(BTreeMap::new(), |mut m, n| {
             m.entry(n.unit.clone()).or_default().insert(n.name.clone());
@@ -240,6 +268,7 @@ impl Checker {
             self.cloud_nonempty_since.get_or_insert(sample.at);
         }
         for node in &sample.truth {
+            let queued_ahead = queued_ahead(sample, &node.name, &owed_before, &not_ready_since);
             let memory = self.nodes.entry(node.name.clone()).or_default();
             let unit_changed = self.members.get(&node.unit) != members.get(&node.unit);
             let peers: Vec<&NodeTruth> = members[&node.unit]
@@ -291,37 +320,53 @@ impl Checker {
                 memory.ready_pods.clear();
             }
 
-            // 2: stock handling of a dead node its unit can judge
+            // 2: stock handling of a dead node its unit can judge, once its zone may be
+            // tainted: a clock that stops while the zone's rate is 0 and starts again when
+            // it is not (the bucket starts empty), widened by one token per node queued ahead
             let judgeable = !node.alive && heard >= 2 && 2 * watching > size - 1;
             if !judgeable || unit_changed {
                 memory.judgeable_since = None;
                 memory.handled_timed = false;
+                memory.handling_clock = None;
             } else {
                 memory.judgeable_since.get_or_insert(sample.at);
             }
-            if let Some(since) = memory.judgeable_since {
-                let waited = sample.at - since;
+            if let Some(judgeable_since) = memory.judgeable_since {
+                let zone_open_since = self.zones_open_since.get(&observed.zone).copied();
+                memory.handling_clock = zone_open_since.map(|open| {
+                    let start = judgeable_since.max(open);
+                    match memory.handling_clock {
+                        Some(clock) if clock.0 == start => clock,
+                        _ => (start, queued_ahead as Secs / self.zone_rules.eviction_rate),
+                    }
+                });
                 let tainted = observed.taints.iter().any(|t| t.ends_with(":NoExecute"));
                 let ready: Vec<&String> = observed.pods.iter().filter(|(_, r)| **r).map(|(p, _)| p).collect();
                 let handled = tainted && ready.is_empty();
                 if handled && !memory.handled_timed {
                     memory.handled_timed = true;
-                    self.handled_after.push(waited);
+                    self.handled_after.push(sample.at - judgeable_since);
                 }
-                let late = waited >= self.bounds.dead_handled;
+                let (waited, due) = match memory.handling_clock {
+                    Some((start, queue)) => (sample.at - start, self.bounds.dead_handled + queue),
+                    None => (0.0, Secs::INFINITY),
+                };
+                let late = waited >= due;
                 if !handled && !late {
                     found.pending(Invariant::DeadNodeHandled, &node.name);
                 }
                 found.check(Invariant::DeadNodeHandled, &node.name, "handled", handled || !late, || {
                     format!(
-                        "dead and judgeable for {waited:.0} s, but {}",
+                        "dead and judgeable for {:.0} s, its zone open for {waited:.0} s, but {}",
+                        sample.at - judgeable_since,
                         if tainted { format!("its pods {ready:?} are ready") } else { "not tainted NoExecute".into() }
                     )
                 });
-                if waited >= self.bounds.dead_handled + self.bounds.eviction {
+                if waited >= due + self.bounds.eviction {
                     found.check(Invariant::DeadNodeHandled, &node.name, "evicted", observed.pods.is_empty(), || {
                         format!(
-                            "dead and judgeable for {waited:.0} s, but its pods {:?} are not evicted",
+                            "dead and judgeable for {:.0} s, but its pods {:?} are not evicted",
+                            sample.at - judgeable_since,
                             observed.pods
                         )
                     });
@@ -451,6 +496,67 @@ impl Checker {
         self.open = now;
         reported
     }
+}
+
+impl Checker {
+    /// Each zone's state from the cloud's Ready conditions, as the lifecycle controller
+    /// counts them (kube's `ComputeZoneState` and `setLimiterInZone`), and since when each
+    /// may be tainted at a non-zero rate; also when each node turned not ready.
+    fn open_zones(&mut self, sample: &Sample) {
+        let mut counts: BTreeMap<&ZoneKey, (usize, usize)> = BTreeMap::new();
+        for (name, node) in &sample.nodes {
+            let count = counts.entry(&node.zone).or_default();
+            if node.not_ready {
+                count.1 += 1
+            } else {
+                count.0 += 1
+            }
+            let memory = self.nodes.entry(name.clone()).or_default();
+            if node.not_ready {
+                memory.not_ready_since.get_or_insert(sample.at);
+            } else {
+                memory.not_ready_since = None;
+            }
+        }
+        let rules = &self.zone_rules;
+        let states: BTreeMap<ZoneKey, (ZoneState, usize)> = counts
+            .into_iter()
+            .map(|(zone, (ready, not_ready))| {
+                (zone.clone(), (zone_state(ready, not_ready, rules.unhealthy_zone_threshold), ready + not_ready))
+            })
+            .collect();
+        self.zones_open_since.retain(|zone, _| eviction_rate(zone, &states, rules) > 0.0);
+        for zone in states.keys() {
+            if eviction_rate(zone, &states, rules) > 0.0 {
+                self.zones_open_since.entry(zone.clone()).or_insert(sample.at);
+            }
+        }
+    }
+}
+
+/// How many nodes of `name`'s zone the lifecycle controller's queue may hold ahead of it:
+/// not ready since no later than it, not yet tainted NoExecute, and not owed protection
+/// (one that is takes no token: were it tainted, invariant 1 would say so).
+fn queued_ahead(
+    sample: &Sample,
+    name: &str,
+    owed: &BTreeSet<String>,
+    not_ready_since: &BTreeMap<String, Secs>,
+) -> usize {
+    let Some(own) = sample.nodes.get(name) else { return 0 };
+    let own_since = not_ready_since.get(name).copied().unwrap_or(Secs::INFINITY);
+    sample
+        .nodes
+        .iter()
+        .filter(|(other, node)| {
+            *other != name
+                && node.zone == own.zone
+                && node.not_ready
+                && !node.taints.iter().any(|t| t.ends_with(":NoExecute"))
+                && !owed.contains(*other)
+                && not_ready_since.get(*other).is_some_and(|s| *s <= own_since)
+        })
+        .count()
 }
 
 /// The violations of one sample, and the checks counted.

@@ -9,11 +9,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Result;
+use edgegrid_core::keys;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
+use node_lifecycle::lifecycle::ZoneKey;
 
 use super::grids::Listed;
 use super::invariants::{Endpoints, NodeObserved};
@@ -80,13 +82,26 @@ pub async fn cloud(client: &Client) -> Result<Cloud> {
 }
 
 /// What the cloud says of `node`: its NoExecute and other taints, its workload pods
-/// (`namespace/name` -> ready; the node agents' pods are not workloads).
+/// (`namespace/name` -> ready; the node agents' pods are not workloads), whether its Ready
+/// condition is `True`, and its zone.
 pub fn node_observed(node: &Node, pods: &[Pod]) -> NodeObserved {
     let name = node.name_any();
     let pods = workload_pods(&name, pods)
         .map(|p| (format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any()), pod_ready(p)))
         .collect();
-    NodeObserved { taints: taints(node), pods }
+    let labels = node.metadata.labels.clone().unwrap_or_default();
+    let zone = ZoneKey {
+        region: labels.get(keys::TOPOLOGY_REGION_LABEL).cloned().unwrap_or_default(),
+        zone: labels.get(keys::TOPOLOGY_ZONE_LABEL).cloned().unwrap_or_default(),
+    };
+    let ready = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == keys::NODE_CONDITION_READY && c.status == keys::CONDITION_TRUE);
+    NodeObserved { taints: taints(node), pods, not_ready: !ready, zone }
 }
 
 /// `namespace/name` -> the node of every pod bound to one.
@@ -171,9 +186,12 @@ mod tests {
 
     #[test]
     fn a_node_is_read_as_its_taints_and_its_workload_pods_readiness() {
-        let node: Node = serde_json::from_value(json!({"metadata": {"name": "n1"}, "spec": {"taints": [
-            {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"},
-            {"key": "example.com/other", "effect": "NoSchedule"}]}}))
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {"name": "n1", "labels": {"topology.kubernetes.io/zone": "z1"}},
+            "spec": {"taints": [
+                {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"},
+                {"key": "example.com/other", "effect": "NoSchedule"}]},
+            "status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}}))
         .expect("node");
         let pod = |namespace: &str, name: &str, node: &str, ready: &str| -> Pod {
             serde_json::from_value(json!({"metadata": {"name": name, "namespace": namespace},
@@ -192,8 +210,17 @@ mod tests {
             NodeObserved {
                 taints: vec!["example.com/other:NoSchedule".into(), "unreachable:NoExecute".into()],
                 pods: BTreeMap::from([("default/a".into(), true), ("default/b".into(), false)]),
+                not_ready: true,
+                zone: ZoneKey { region: String::new(), zone: "z1".into() },
             }
         );
+        let ready: Node = serde_json::from_value(json!({"metadata": {"name": "n2"},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]}}))
+        .expect("node");
+        let observed = node_observed(&ready, &pods);
+        assert!(!observed.not_ready && observed.zone == ZoneKey::default(), "{observed:?}");
+        let without_condition: Node = serde_json::from_value(json!({"metadata": {"name": "n2"}})).expect("node");
+        assert!(node_observed(&without_condition, &pods).not_ready);
         assert_eq!(pod_nodes(&pods[2..3]), BTreeMap::from([("default/c".to_string(), "n2".to_string())]));
     }
 

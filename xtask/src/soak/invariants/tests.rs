@@ -61,7 +61,9 @@ impl World {
             .iter()
             .map(|n| {
                 let taints = if n.alive { vec![] } else { vec!["unreachable:NoExecute".to_string()] };
-                (n.name.clone(), NodeObserved { taints, pods: BTreeMap::from([(format!("pod-{}", n.name), n.alive)]) })
+                let pods = BTreeMap::from([(format!("pod-{}", n.name), n.alive)]);
+                let not_ready = !(n.alive && n.link_up);
+                (n.name.clone(), NodeObserved { taints, pods, not_ready, zone: ZoneKey::default() })
             })
             .collect();
         let wrappers = self
@@ -287,6 +289,112 @@ fn a_dead_node_its_unit_cannot_tell_the_cloud_about_is_not_judged() {
         sample
     });
     assert_eq!(named(&violations), []);
+}
+
+/// Seed 303's history, in small: a whole unit's links cut (its members alive, Unknown and
+/// protected) while a node of another unit dies, so that most of the zone is not ready.
+/// Stock PartialDisruption in a cluster of at most 50 nodes sets the zone's eviction rate
+/// to 0: the dead node is tainted only once the zone is Normal again and the emptied
+/// bucket refills (1 / 0.1 s), and a node queued before it takes that first token.
+fn zone_disrupted(world: &mut World, t: Secs, dead: &[(&str, Secs)]) {
+    for (node, at) in dead {
+        if t >= *at {
+            world.kill(node);
+        }
+    }
+    for peer in ["b0", "b1", "b2", "b3"] {
+        world.node(peer).link_up = !(35.0..100.0).contains(&t);
+    }
+}
+
+#[test]
+fn a_dead_node_waits_while_its_zone_is_partially_disrupted_and_its_clock_restarts_when_normal() {
+    // tainted 10 s after the zone is Normal again: stock, no violation
+    let (violations, checker) = run(200, |world, t| {
+        zone_disrupted(world, t, &[("a0", 40.0)]);
+        let mut sample = world.sample(t);
+        if t < 110.0 {
+            sample.nodes.get_mut("a0").expect("a0").taints.clear();
+        }
+        sample
+    });
+    assert_eq!(named(&violations), []);
+    assert_eq!(checker.handled_after, [70.0], "measured from when it turned judgeable");
+    // never tainted: due 30 s after the zone is Normal again, not 30 s after its death
+    let (violations, _) = run(200, |world, t| {
+        zone_disrupted(world, t, &[("a0", 40.0)]);
+        let mut sample = world.sample(t);
+        sample.nodes.get_mut("a0").expect("a0").taints.clear();
+        sample
+    });
+    assert_eq!(named(&violations), [("2 dead-node-handled", 130.0, "a0", "handled")]);
+}
+
+#[test]
+fn a_dead_node_queued_behind_another_gets_one_eviction_interval_more() {
+    let dead = [("a1", 30.0), ("a0", 40.0)];
+    let untainted_until = |a1: Secs, a0: Secs| {
+        move |world: &mut World, t: Secs| {
+            zone_disrupted(world, t, &dead);
+            let mut sample = world.sample(t);
+            for (node, until) in [("a1", a1), ("a0", a0)] {
+                if t < until {
+                    sample.nodes.get_mut(node).expect("a dead node").taints.clear();
+                }
+            }
+            sample
+        }
+    };
+    // a1 died first, so it is queued first: a0 may wait one token (10 s) longer
+    let (violations, _) = run(200, untainted_until(110.0, 135.0));
+    assert_eq!(named(&violations), []);
+    let (violations, _) = run(200, untainted_until(110.0, 1000.0));
+    assert_eq!(named(&violations), [("2 dead-node-handled", 140.0, "a0", "handled")]);
+    // a1 has nobody ahead of it
+    let (violations, _) = run(200, untainted_until(1000.0, 120.0));
+    assert_eq!(named(&violations), [("2 dead-node-handled", 130.0, "a1", "handled")]);
+    // a live node cut off earlier and owed protection is never queued: it takes no token
+    let (violations, _) = run(120, |world, t| {
+        world.node("b0").link_up = t < 35.0;
+        if t >= 40.0 {
+            world.kill("a0");
+        }
+        let mut sample = world.sample(t);
+        sample.nodes.get_mut("a0").expect("a0").taints.clear();
+        sample
+    });
+    assert_eq!(named(&violations), [("2 dead-node-handled", 70.0, "a0", "handled")]);
+}
+
+#[test]
+fn zones_are_judged_apart_and_only_all_of_them_fully_disrupted_stops_every_one() {
+    let zoned = |world: &World, t: Secs| {
+        let mut sample = world.sample(t);
+        for (name, node) in &mut sample.nodes {
+            node.zone.zone = format!("zone-{}", &name[..1]);
+        }
+        sample.nodes.get_mut("a0").expect("a0").taints.clear();
+        sample
+    };
+    // unit b's zone fully disrupted: unit a's zone keeps its normal rate
+    let (violations, _) = run(120, |world, t| {
+        zone_disrupted(world, t, &[("a0", 40.0)]);
+        zoned(world, t)
+    });
+    assert_eq!(named(&violations), [("2 dead-node-handled", 70.0, "a0", "handled")]);
+    // one zone, every node not ready (the cloud cut off from all): nothing is tainted
+    let (violations, _) = run(200, |world, t| {
+        zone_disrupted(world, t, &[("a0", 40.0)]);
+        let mut sample = world.sample(t);
+        sample.nodes.get_mut("a0").expect("a0").taints.clear();
+        if (35.0..100.0).contains(&t) {
+            for node in sample.nodes.values_mut() {
+                node.not_ready = true;
+            }
+        }
+        sample
+    });
+    assert_eq!(named(&violations), [("2 dead-node-handled", 130.0, "a0", "handled")]);
 }
 
 #[test]
