@@ -1,13 +1,14 @@
 //! The Helm chart: `helm lint`, the rendered objects and RBAC the controllers need, and
 //! the rendered chart (CRDs included) applied by a real kubectl to the fake apiserver.
-//! helm/kubectl come from `.ci/install-tools` (or `$HELM`/`$KUBECTL`). Without them the test is
-//! ignored with the reason (`build.rs` sets `missing_helm`/`missing_kubectl`), except under CI
-//! (`CI` non-empty), where it runs and fails.
+//! helm/kubectl come from `.ci/install-tools` (or `$HELM`/`$KUBECTL`). Without them the tests
+//! say why and return, except under CI (`CI` non-empty), where they fail
+//! (`edgegrid_testing::tools`).
 
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-use edgegrid_tests::{require_tool, workspace_root};
+use edgegrid_testing::tools::tools;
+use edgegrid_tests::workspace_root;
 use serde_json::{Value, json};
 
 /// `helm <command> edgegrid charts/edgegrid --namespace edgegrid <flags> <extra>`: its stdout.
@@ -70,12 +71,8 @@ fn rule_names(objects: &[Value], role: &str, group: &str, resource: &str, verb: 
 const EDGE_NODES: &str = r#"edgeNodeSelector={"node-role.kubernetes.io/edge":""}"#;
 
 #[tokio::test]
-#[cfg_attr(
-    any(missing_helm, missing_kubectl),
-    ignore = "helm or kubectl not found at $HELM/$KUBECTL or .tools/bin: run .ci/install-tools"
-)]
 async fn chart_lints_renders_and_applies() {
-    let (helm, kubectl) = (require_tool("helm"), require_tool("kubectl"));
+    let Some([helm, kubectl]) = tools("chart_lints_renders_and_applies", ["helm", "kubectl"]) else { return };
     let lint = Command::new(&helm)
         .args(["lint", "--strict", "charts/edgegrid"])
         .current_dir(workspace_root())
@@ -1139,9 +1136,8 @@ fn install_notes(helm: &std::path::Path, extra: &[&str]) -> String {
 /// either way, and the opt-in reaches both places the vote is counted (every daemon and
 /// the cloud's verdict writer), never one without the other.
 #[test]
-#[cfg_attr(missing_helm, ignore = "helm not found at $HELM or .tools/bin: run .ci/install-tools")]
 fn units_of_two_are_an_explicit_opt_in() {
-    let helm = require_tool("helm");
+    let Some([helm]) = tools("units_of_two_are_an_explicit_opt_in", ["helm"]) else { return };
     let flag = "--allow-units-of-two".to_string();
     let defaults = render(&helm, &[]);
     assert!(!args(find(&defaults, "DaemonSet", "edge-health")).contains(&flag));

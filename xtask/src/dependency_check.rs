@@ -1,13 +1,19 @@
-//! `cargo xtask check`'s rule on what the shipped binaries link: a binary's normal
-//! dependency tree (what `cargo build --release -p <binary>` compiles into it; the host's
-//! target, as the images are Linux builds too and `--target all` would need every other
-//! platform's crates downloaded) holds no test support: no fake API server, no test crate,
-//! no property-test or benchmark framework, and no certificate generator unless the binary
-//! issues certificates.
+//! `cargo xtask check`'s rules on how the packages depend on each other:
+//! - what the shipped binaries link: a binary's normal dependency tree (what `cargo build
+//!   --release -p <binary>` compiles into it; the host's target, as the images are Linux
+//!   builds too and `--target all` would need every other platform's crates downloaded)
+//!   holds no test support: no fake API server, no test crate, no property-test or
+//!   benchmark framework, and no certificate generator unless the binary issues
+//!   certificates; and an edge binary links no cloud-only package;
+//! - the direction between layers: the domain core and the list/watch library depend on no
+//!   runtime package, and the runtime on no other workspace package;
+//! - no package has a build script (a test that needs what a machine may lack decides
+//!   when it runs: `edgegrid_testing::tools`).
 //!
 //! Reading the trees is `cargo tree`'s job; what is judged here is pure, so the rule itself
 //! is unit-tested.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
 
@@ -17,6 +23,16 @@ use anyhow::{Context, Result, bail};
 /// name, but grid-wrapper's `unit-signer` too: it shares the package's dependencies).
 pub const SHIPPED_BINARIES: [&str; 5] =
     ["grid-controller", "grid-wrapper", "edge-health", "edge-health-admission", "edge-node-lifecycle"];
+
+/// The shipped binaries that run on every edge node, and the packages only the cloud
+/// runs, which an edge binary must not link (what an edge box's root could read or run).
+pub const EDGE_BINARIES: [&str; 2] = ["grid-wrapper", "edge-health"];
+pub const CLOUD_ONLY: [&str; 4] = ["grid-controller", "edge-health-admission", "edge-node-lifecycle", "node-lifecycle"];
+
+/// The lowest layers (pure domain, list/watch serving), and the runtime every binary runs
+/// in: a lower layer depends on no runtime package, the runtime on no workspace package.
+const FOUNDATION: [&str; 2] = ["edgegrid-core", "listwatch"];
+const RUNTIME: [&str; 1] = ["controller-support"];
 
 /// Workspace packages with a binary that is never shipped.
 const UNSHIPPED_BINARIES: [&str; 2] = ["xtask", "fake-apiserver"];
@@ -30,6 +46,85 @@ const ALLOWED: [(&str, &str, &str); 1] = [(
     "rcgen",
     "its self-managed certificate mode issues the webhook's CA and serving certificates",
 )];
+
+/// The [`CLOUD_ONLY`] packages in `tree` (as for [`forbidden_packages`]) when `binary` is
+/// an edge binary, each once.
+pub fn cloud_packages<'a>(binary: &str, tree: &'a str) -> Vec<&'a str> {
+    let mut found: Vec<&str> = Vec::new();
+    if !EDGE_BINARIES.contains(&binary) {
+        return found;
+    }
+    for name in tree.lines().filter_map(|line| line.split_whitespace().next()) {
+        if CLOUD_ONLY.contains(&name) && !found.contains(&name) {
+            found.push(name);
+        }
+    }
+    found
+}
+
+/// Each workspace package's workspace dependencies (normal ones, direct and indirect),
+/// from `cargo metadata --no-deps`.
+fn workspace_dependencies(metadata: &serde_json::Value) -> BTreeMap<String, BTreeSet<String>> {
+    let packages = metadata["packages"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let names: BTreeSet<&str> = packages.iter().filter_map(|p| p["name"].as_str()).collect();
+    let direct: BTreeMap<String, BTreeSet<String>> = packages
+        .iter()
+        .filter_map(|package| {
+            let dependencies = package["dependencies"].as_array().map(Vec::as_slice).unwrap_or_default();
+            let normal = dependencies
+                .iter()
+                .filter(|d| d["kind"].is_null())
+                .filter_map(|d| d["name"].as_str())
+                .filter(|name| names.contains(name))
+                .map(str::to_string)
+                .collect();
+            Some((package["name"].as_str()?.to_string(), normal))
+        })
+        .collect();
+    direct
+        .keys()
+        .map(|package| {
+            let mut reached = BTreeSet::new();
+            let mut next: Vec<&String> = direct[package].iter().collect();
+            while let Some(dependency) = next.pop() {
+                if reached.insert(dependency.clone()) {
+                    next.extend(direct.get(dependency).into_iter().flatten());
+                }
+            }
+            (package.clone(), reached)
+        })
+        .collect()
+}
+
+/// Where a package depends against the layers' direction (see the module documentation).
+pub fn direction_problems(metadata: &serde_json::Value) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (package, dependencies) in workspace_dependencies(metadata) {
+        for dependency in &dependencies {
+            if FOUNDATION.contains(&package.as_str()) && RUNTIME.contains(&dependency.as_str()) {
+                problems.push(format!("{package} depends on the runtime package {dependency}"));
+            }
+            if RUNTIME.contains(&package.as_str()) {
+                problems.push(format!("the runtime package {package} depends on the workspace package {dependency}"));
+            }
+        }
+    }
+    problems
+}
+
+/// The packages of `metadata` with a build script.
+pub fn build_scripts(metadata: &serde_json::Value) -> Vec<String> {
+    let packages = metadata["packages"].as_array().map(Vec::as_slice).unwrap_or_default();
+    packages
+        .iter()
+        .filter(|package| {
+            let targets = package["targets"].as_array().map(Vec::as_slice).unwrap_or_default();
+            targets.iter().any(|t| t["kind"].as_array().is_some_and(|kinds| kinds.iter().any(|k| k == "custom-build")))
+        })
+        .filter_map(|package| package["name"].as_str())
+        .map(str::to_string)
+        .collect()
+}
 
 /// The [`TEST_ONLY`] packages in `tree` (the output of `cargo tree --prefix none --format {p}`
 /// for `binary`) that `binary` may not have, each once, in the order first seen.
@@ -77,6 +172,12 @@ pub fn check(workspace_root: &Path) -> Result<String> {
             )
         })
         .collect();
+    problems.extend(direction_problems(&metadata));
+    problems.extend(
+        build_scripts(&metadata)
+            .into_iter()
+            .map(|name| format!("package {name} has a build script (a test decides at run time whether it can run)")),
+    );
     for binary in SHIPPED_BINARIES {
         let args = ["tree", "--locked", "-e", "normal", "-p", binary, "--prefix", "none", "--format", "{p}"];
         let tree = cargo(workspace_root, &args)?;
@@ -85,17 +186,30 @@ pub fn check(workspace_root: &Path) -> Result<String> {
                 "{binary} links {package} (test support only); see `cargo tree -e normal -p {binary} -i {package}`"
             ));
         }
+        for package in cloud_packages(binary, &tree) {
+            problems.push(format!(
+                "the edge binary {binary} links the cloud-only {package}; see `cargo tree -e normal -p {binary} -i {package}`"
+            ));
+        }
     }
     if !problems.is_empty() {
-        bail!("shipped binaries depend on test-only packages:\n  {}", problems.join("\n  "));
+        bail!(
+            "the packages' dependencies break the rules of xtask/src/dependency_check.rs:\n  {}",
+            problems.join("\n  ")
+        );
     }
     let allowed: Vec<String> =
         ALLOWED.iter().map(|(binary, package, why)| format!("{package} in {binary}: {why}")).collect();
     Ok(format!(
-        "the {} shipped binaries link none of {} (allowed: {})",
+        "the {} shipped binaries link none of {} (allowed: {}); the edge binaries ({}) none of {}; {} and {} \
+         depend on no runtime package, which depends on no workspace package; no package has a build script",
         SHIPPED_BINARIES.len(),
         TEST_ONLY.join(", "),
-        allowed.join("; ")
+        allowed.join("; "),
+        EDGE_BINARIES.join(", "),
+        CLOUD_ONLY.join(", "),
+        FOUNDATION[0],
+        FOUNDATION[1],
     ))
 }
 
@@ -163,6 +277,74 @@ mod tests {
     fn a_clean_tree_passes() {
         let tree = "edge-health v0.1.0 (/w/crates/edge-health)\nkube v5.0.0\nrustls v0.23.31\n\n";
         assert_eq!(forbidden_packages("edge-health", tree), Vec::<&str>::new());
+    }
+
+    /// A package: its name, normal and dev workspace dependencies, target kinds.
+    type Package<'a> = (&'a str, &'a [&'a str], &'a [&'a str], &'a [&'a str]);
+
+    /// `cargo metadata --no-deps` of these packages.
+    fn metadata(packages: &[Package<'_>]) -> serde_json::Value {
+        let packages: Vec<serde_json::Value> = packages
+            .iter()
+            .map(|(name, normal, dev, kinds)| {
+                let dependencies: Vec<serde_json::Value> = normal
+                    .iter()
+                    .map(|d| json!({"name": d, "kind": null}))
+                    .chain(dev.iter().map(|d| json!({"name": d, "kind": "dev"})))
+                    .chain([json!({"name": "tokio", "kind": null})])
+                    .collect();
+                let targets: Vec<serde_json::Value> = kinds.iter().map(|k| json!({"kind": [k]})).collect();
+                json!({"name": name, "dependencies": dependencies, "targets": targets})
+            })
+            .collect();
+        json!({ "packages": packages })
+    }
+
+    #[test]
+    fn layers_depend_downwards_only_directly_or_through_another_package() {
+        let good = metadata(&[
+            ("edgegrid-core", &[], &["edgegrid-testing"], &["lib"]),
+            ("listwatch", &[], &["controller-support"], &["lib"]),
+            ("controller-support", &[], &["edgegrid-core"], &["lib"]),
+            ("edge-health", &["controller-support", "edgegrid-core"], &[], &["lib", "bin"]),
+        ]);
+        assert_eq!(direction_problems(&good), Vec::<String>::new(), "dev-dependencies do not count");
+        let bad = metadata(&[
+            ("edgegrid-core", &["helper"], &[], &["lib"]),
+            ("helper", &["controller-support"], &[], &["lib"]),
+            ("listwatch", &["controller-support"], &[], &["lib"]),
+            ("controller-support", &["node-lifecycle"], &[], &["lib"]),
+            ("node-lifecycle", &[], &[], &["lib"]),
+        ]);
+        assert_eq!(
+            direction_problems(&bad),
+            [
+                "the runtime package controller-support depends on the workspace package node-lifecycle",
+                "edgegrid-core depends on the runtime package controller-support",
+                "listwatch depends on the runtime package controller-support",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_build_script_in_any_package_is_reported() {
+        let packages = metadata(&[
+            ("edge-health", &[], &[], &["lib", "bin", "custom-build"]),
+            ("edgegrid-tests", &[], &[], &["lib", "custom-build"]),
+            ("grid-wrapper", &[], &[], &["lib", "bin", "test"]),
+        ]);
+        assert_eq!(build_scripts(&packages), ["edge-health", "edgegrid-tests"]);
+    }
+
+    #[test]
+    fn an_edge_binary_linking_a_cloud_only_package_is_reported_once() {
+        let tree = "edge-health v0.1.0 (/w/crates/edge-health)\n\
+            node-lifecycle v0.1.0 (/w/crates/node-lifecycle)\n\
+            edgegrid-core v0.1.0 (/w/crates/core)\n\
+            node-lifecycle v0.1.0 (/w/crates/node-lifecycle) (*)\n";
+        assert_eq!(cloud_packages("edge-health", tree), ["node-lifecycle"]);
+        assert_eq!(cloud_packages("grid-wrapper", tree), ["node-lifecycle"]);
+        assert_eq!(cloud_packages("edge-node-lifecycle", tree), Vec::<&str>::new(), "a cloud binary may");
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! Project automation: `cargo xtask gen-crds` writes the CRD YAML, the values schema
 //! (`values.schema.json`, from [`chart_values`]) and the RBAC rules (`_rbac.tpl`, from
 //! [`rbac`]) into the Helm chart; `cargo xtask check`
-//! fails when the committed files differ from what the code generates, or when a shipped
-//! binary links test support ([`dependency_check`]);
+//! fails when the committed files differ from what the code generates, or when the
+//! packages depend against its rules ([`dependency_check`]: test support in a shipped
+//! binary, a cloud-only crate in an edge binary, a layer depending upwards, a build script);
 //! `cargo xtask run` runs the system (see `local_cluster`); `cargo xtask soak` runs it
 //! under seeded random faults against the mission's invariants (see `soak`);
 //! `cargo xtask crds` prints

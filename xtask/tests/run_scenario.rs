@@ -6,11 +6,9 @@
 //! it. A cluster left running shows through the API what kubectl would show: workload
 //! status, grid readiness, node versions and Events consistent with the demo's pods.
 //!
-//! `cargo test -p xtask` alone does not build the component binaries, and a build script
-//! cannot tell whether they will be there (in a `cargo test --workspace` it runs before
-//! they are linked), so these tests are never ignored: outside CI they build what is
-//! missing, as `cargo xtask run` does; under CI, which runs the workspace's tests, a
-//! missing binary fails them.
+//! `cargo test -p xtask` alone does not build the component binaries, so these tests never
+//! skip for want of them: outside CI they build what is missing, as `cargo xtask run`
+//! does; under CI, which runs the workspace's tests, a missing binary fails them.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

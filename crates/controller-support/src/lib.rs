@@ -4,8 +4,6 @@
 //! on SIGTERM with a bounded drain, so each binary's `main.rs` only parses its own flags,
 //! builds its context and hands its work over. The `--bind-address` listener can serve
 //! HTTPS ([`tls`]: certificates re-read without a restart, optional client certificates).
-//! The wrappers of a node unit authenticate one another by their nodes' published
-//! Ed25519 keys ([`node_identity`]).
 //!
 //! A binary:
 //!
@@ -26,13 +24,11 @@ pub mod leader;
 pub mod legacy_flags;
 pub mod logging;
 pub mod metrics;
-pub mod node_identity;
 pub mod node_local;
 pub mod runtime;
 pub mod server;
 pub mod state_file;
 pub mod tls;
-pub mod unit_config;
 pub mod watch;
 
 pub use admin::{Gate, Readiness};

@@ -243,6 +243,54 @@ where
     }
 }
 
+/// Follows one named object (`metadata.name=<name>`: RBAC may grant just that one) and
+/// calls `on_change` with what it is now: after every change and deletion, and after every
+/// (re)list (one that finds none: `None`), which is applied at its end as one change.
+/// `synced` is called after every complete (re)list, before `on_change` hears of it. Runs
+/// until the future is dropped.
+pub async fn follow_object<K>(api: Api<K>, name: &str, on_change: impl FnMut(Option<&K>), synced: impl FnMut())
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    K::DynamicType: Default,
+{
+    let feed = ObjectFeed { listing: None, on_change, synced };
+    Watch::new(api).fields(&format!("metadata.name={name}")).named(name).run(feed).await
+}
+
+/// [`follow_object`]'s index: what a list in progress found, told at its end.
+struct ObjectFeed<K, C, S> {
+    /// While a list is in progress: the object it found, if any.
+    listing: Option<Option<K>>,
+    on_change: C,
+    synced: S,
+}
+
+impl<K, C: FnMut(Option<&K>), S: FnMut()> Index<K> for ObjectFeed<K, C, S> {
+    fn begin(&mut self) {
+        self.listing = Some(None);
+    }
+
+    fn apply(&mut self, object: K) {
+        match self.listing.as_mut() {
+            Some(listed) => *listed = Some(object),
+            None => (self.on_change)(Some(&object)),
+        }
+    }
+
+    fn delete(&mut self, _: Key) {
+        // in a list, absence is what `done` reports
+        if self.listing.is_none() {
+            (self.on_change)(None);
+        }
+    }
+
+    fn done(&mut self) {
+        let listed = self.listing.take().flatten();
+        (self.synced)();
+        (self.on_change)(listed.as_ref());
+    }
+}
+
 /// The keys the index holds, and those the list in progress has found.
 #[derive(Default)]
 struct Feed {
@@ -469,5 +517,49 @@ mod tests {
             ]
         );
         assert!(feed.held.is_empty());
+    }
+
+    #[test]
+    fn a_followed_object_is_told_after_each_change_and_a_relist_once_at_its_end() {
+        let heard = std::cell::RefCell::new(Vec::<String>::new());
+        let mut object = ObjectFeed {
+            listing: None,
+            on_change: |map: Option<&ConfigMap>| {
+                heard
+                    .borrow_mut()
+                    .push(map.map_or("none".into(), |m| format!("is {}", m.metadata.name.clone().unwrap_or_default())))
+            },
+            synced: || heard.borrow_mut().push("synced".into()),
+        };
+        let mut feed = Feed::default();
+        let events = [
+            Event::Init,
+            Event::InitApply(map("edge-health-config")),
+            Event::InitDone,
+            Event::Apply(map("edge-health-config")),
+            Event::Delete(map("edge-health-config")),
+            // a relist that finds it again, then one that finds none
+            Event::Init,
+            Event::InitApply(map("edge-health-config")),
+            Event::InitDone,
+            Event::Init,
+            Event::InitDone,
+        ];
+        for event in events {
+            feed.event(event, &mut object);
+        }
+        assert_eq!(
+            heard.take(),
+            [
+                "synced",
+                "is edge-health-config",
+                "is edge-health-config",
+                "none",
+                "synced",
+                "is edge-health-config",
+                "synced",
+                "none"
+            ]
+        );
     }
 }

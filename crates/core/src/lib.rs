@@ -5,6 +5,7 @@
 
 pub mod admission;
 pub mod crd;
+pub mod edge_rule;
 pub mod health;
 pub mod keys;
 pub mod membership;

@@ -31,6 +31,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use k8s_openapi::api::core::v1::ConfigMap;
+
 use crate::keys;
 
 /// A node's labels (or annotations).
@@ -81,6 +83,12 @@ impl NodeUnitCheck {
             .map(|list| list.split(',').map(str::trim).filter(|u| !u.is_empty()).map(str::to_string).collect())
             .unwrap_or_default();
         Self::Units(units)
+    }
+
+    /// [`Self::from_config_map`] of the ConfigMap object itself (one without `data` reads
+    /// as empty data: unit checking on).
+    pub fn of_config_map(map: Option<&ConfigMap>) -> Self {
+        Self::from_config_map(map.map(|m| m.data.clone().unwrap_or_default()).as_ref())
     }
 }
 

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use controller_support::tls::{TlsError, TlsFlags};
-use controller_support::unit_config::EdgeRuleFlags;
 use controller_support::{CertResolver, RuntimeFlags, TlsConfig};
+use edgegrid_core::edge_rule::EdgeRuleFlags;
 
 use crate::metrics::Metrics;
 use crate::nodes::NodeCache;

@@ -12,13 +12,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use controller_support::Gate;
-use controller_support::unit_config::follow_edge_health_config;
-use controller_support::watch::{Index, Key, Watch};
+use controller_support::watch::{Index, Key, Watch, follow_object};
 use edgegrid_core::keys;
 use edgegrid_core::membership::{NodeUnitCheck, UnitSource, WatchedNodes};
 use edgegrid_core::protection::{NodeFacts, NodeReading};
 use edgegrid_core::unit_verdict::{self, AnnotationPatch, ObservedNode, ViewBook, VoteRule, annotation_patch};
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kube::Api;
 use serde_json::json;
 
@@ -300,11 +299,12 @@ pub async fn follow(
         if !nodes.reads_config_map() {
             return std::future::pending().await;
         }
-        follow_edge_health_config(client.clone(), &config_namespace, config_synced.clone(), |check| {
-            nodes.set_node_unit_check(check);
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), &config_namespace);
+        let on_change = |map: Option<&ConfigMap>| {
+            nodes.set_node_unit_check(NodeUnitCheck::of_config_map(map));
             listed.set(nodes.synced() && config_synced.load(Ordering::SeqCst));
-        })
-        .await
+        };
+        follow_object(api, keys::EDGE_HEALTH_CONFIGMAP, on_change, || config_synced.store(true, Ordering::SeqCst)).await
     };
     let feed = NodeFeed { nodes: &nodes, metrics, listed: listed.clone(), config_synced: config_synced.clone() };
     tokio::select! {

@@ -11,7 +11,7 @@
 //! annotation, and starts the new period's round (assignment -> checks -> indirect
 //! probes). A round that overruns its period is abandoned. Beside it, the relay loop
 //! runs the relay rounds, evenly spaced over each period (at the middle of each of the
-//! period's `--relay-rounds` slices, as [`crate::sim`] does), each passing the ballots
+//! period's `--relay-rounds` slices, as `crate::sim` does), each passing the ballots
 //! learned since to a few peers.
 //! With the API server unreachable everything but the writes goes on; the writer retries
 //! each period from the Nodes it observes, so verdicts land once the link is back.

@@ -7,8 +7,9 @@
 //! Everything here is pure: no async runtime, no sockets, no clock. Time is passed in as
 //! values ([`time`]), inputs are fed as data, decisions come back as data (probe
 //! assignments, frames to send, requests, verdict changes, JSON patches). The daemon is a
-//! thin shell doing the I/O around it, and [`sim`] runs whole units in-process on a
-//! simulated clock and a lossy simulated network.
+//! thin shell doing the I/O around it, and `sim` (built for this crate's tests and with the
+//! `sim` feature, for the benchmark; not in the shipped binary) runs whole units in-process
+//! on a simulated clock and a lossy simulated network.
 //!
 //! One period, as a member sees it:
 //! 1. [`membership`] says which units the node is in and who its peers are;
@@ -26,7 +27,7 @@
 //!    the one member that writes each change, and builds the patch.
 //!
 //! [`daemon`] is the exception: the binary's I/O shell (tokio, HTTP, the API server), which
-//! drives the modules above one period at a time as [`sim`] does and decides nothing itself.
+//! drives the modules above one period at a time as `sim` does and decides nothing itself.
 
 pub mod ballot;
 pub mod config;
@@ -37,6 +38,7 @@ pub mod membership;
 pub mod message;
 pub mod relay;
 pub mod selection;
+#[cfg(any(test, feature = "sim"))]
 pub mod sim;
 pub mod time;
 pub mod vote;

@@ -18,8 +18,8 @@
 //! within the detection time. Started again: the annotation is removed.
 //!
 //! Needs root (with CAP_SYS_ADMIN and CAP_NET_ADMIN), `ip` (iproute2) and `iptables`;
-//! without them the test is ignored, `build.rs` setting `no_test_network` and saying what
-//! is missing in a cargo warning, except under CI (`CI` non-empty), where it runs and fails.
+//! without them the test says what is missing and returns, except under CI (`CI`
+//! non-empty), where it fails (`edgegrid_testing::tools::runnable`).
 
 mod common;
 
@@ -80,12 +80,10 @@ const LOSS_PERCENT: u32 = 30;
 /// Unhealthy ballots a member cast, every basis (the series' prefix).
 const UNHEALTHY_BALLOTS: &str = r#"edge_health_ballots_total{verdict="unhealthy""#;
 
-/// A test that is not ignored runs: the build found this machine able to, or this is CI.
-/// So a network that cannot be made here fails it.
-fn require_network() {
-    if let Some(reason) = network::unavailable() {
-        panic!("the multi-host test cannot make its network here: {reason}");
-    }
+/// Whether `test` can make its network here (see `edgegrid_testing::tools::runnable` for
+/// when it cannot: under CI that fails the test).
+fn network_runnable(test: &str) -> bool {
+    edgegrid_testing::tools::runnable(test, network::unavailable())
 }
 
 /// Asserts `check` (a description of what is wrong, or `None`) each 250 ms for `length`.
@@ -100,12 +98,11 @@ async fn throughout<F: std::future::Future<Output = Option<String>>>(length: Dur
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[cfg_attr(
-    no_test_network,
-    ignore = "needs root with CAP_SYS_ADMIN and CAP_NET_ADMIN, `ip` and `iptables` (the build's warning says which is missing)"
-)]
 async fn a_unit_on_a_real_network_rides_out_loss_and_a_cut_apiserver_link_and_votes_a_dead_node_down() {
-    require_network();
+    if !network_runnable("a_unit_on_a_real_network_rides_out_loss_and_a_cut_apiserver_link_and_votes_a_dead_node_down")
+    {
+        return;
+    }
     // declared first, dropped last: the daemons are gone before their namespaces
     let network = Network::new(HOSTS).unwrap_or_else(|e| panic!("making the test network: {e}"));
     let gateway = SocketAddr::new(IpAddr::V4(network.gateway()), 0);
@@ -266,12 +263,10 @@ async fn a_unit_on_a_real_network_rides_out_loss_and_a_cut_apiserver_link_and_vo
 /// What a crashed run left (a bridge, a namespace, a FORWARD rule, named for a process
 /// that is gone) is removed before a network is made.
 #[test]
-#[cfg_attr(
-    no_test_network,
-    ignore = "needs root with CAP_SYS_ADMIN and CAP_NET_ADMIN, `ip` and `iptables` (the build's warning says which is missing)"
-)]
 fn a_crashed_runs_leftovers_are_removed() {
-    require_network();
+    if !network_runnable("a_crashed_runs_leftovers_are_removed") {
+        return;
+    }
     let mut gone = std::process::Command::new("true").spawn().expect("spawn");
     gone.wait().expect("wait");
     let pid = gone.id();

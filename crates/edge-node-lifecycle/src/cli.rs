@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use controller_support::unit_config::EdgeRuleFlags;
 use controller_support::{LeaderFlags, RuntimeFlags, parse_duration};
+use edgegrid_core::edge_rule::EdgeRuleFlags;
 use node_lifecycle::lifecycle::LifecycleConfig;
 
 use crate::controller::ControllerConfig;

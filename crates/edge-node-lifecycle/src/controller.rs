@@ -7,12 +7,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use controller_support::watch::follow_object;
 use controller_support::{Gate, ShutdownSignal};
 use edgegrid_core::keys;
-use edgegrid_core::membership::{Labels, UnitSource, WatchedNodes};
+use edgegrid_core::membership::{Labels, NodeUnitCheck, UnitSource, WatchedNodes};
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -301,10 +302,11 @@ fn start_caches(client: &Client, config: &ControllerConfig) -> (Caches, Vec<toki
         let (fed, synced, client) = (membership.clone(), config_synced.clone(), client.clone());
         let namespace = config.edge_health_config_namespace.clone();
         drivers.push(tokio::spawn(async move {
-            controller_support::unit_config::follow_edge_health_config(client, &namespace, synced, |check| {
-                fed.lock().expect("membership lock").watched.set_node_unit_check(check);
-            })
-            .await
+            let api: Api<ConfigMap> = Api::namespaced(client, &namespace);
+            let on_change = |map: Option<&ConfigMap>| {
+                fed.lock().expect("membership lock").watched.set_node_unit_check(NodeUnitCheck::of_config_map(map));
+            };
+            follow_object(api, keys::EDGE_HEALTH_CONFIGMAP, on_change, || synced.store(true, Ordering::SeqCst)).await
         }));
     }
     (Caches { nodes, leases, pods, membership, config_synced }, drivers)

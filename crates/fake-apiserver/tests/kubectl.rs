@@ -1,7 +1,7 @@
 //! A real kubectl against the `serve` binary: apply (client- and server-side), get,
 //! delete, get -w, and a clean exit on SIGTERM. kubectl comes from `.ci/install-tools`
-//! (or `$KUBECTL`). Without it the test is ignored with the reason (`build.rs` sets
-//! `missing_kubectl`), except under CI (`CI` non-empty), where it runs and fails.
+//! (or `$KUBECTL`). Without it the test says why and returns, except under CI (`CI`
+//! non-empty), where it fails (`edgegrid_testing::tools`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -10,13 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-#[allow(dead_code)] // the build-script half is for build.rs
-#[path = "../../../tests/src/tool_lookup.rs"]
-mod tool_lookup;
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).expect("crates/<name> in the workspace").to_path_buf()
-}
+use edgegrid_testing::tools::{tools, workspace_root as workspace};
 
 /// The `fake-apiserver serve` binary running for one test, and the kubeconfig it wrote.
 struct ServeProcess {
@@ -112,9 +106,8 @@ fn table(output: &str) -> Vec<Vec<String>> {
 }
 
 #[test]
-#[cfg_attr(missing_kubectl, ignore = "kubectl not found at $KUBECTL or .tools/bin: run .ci/install-tools")]
 fn kubectl_against_the_serve_binary() {
-    let kubectl = tool_lookup::require(&workspace(), "kubectl");
+    let Some([kubectl]) = tools("kubectl_against_the_serve_binary", ["kubectl"]) else { return };
     let mut served = ServeProcess::start("main");
 
     assert_eq!(
@@ -355,9 +348,8 @@ fn kubectl_against_the_serve_binary() {
 }
 
 #[test]
-#[cfg_attr(missing_kubectl, ignore = "kubectl not found at $KUBECTL or .tools/bin: run .ci/install-tools")]
 fn server_side_apply_tracks_field_owners_as_a_real_server() {
-    let kubectl = tool_lookup::require(&workspace(), "kubectl");
+    let Some([kubectl]) = tools("server_side_apply_tracks_field_owners_as_a_real_server", ["kubectl"]) else { return };
     let served = ServeProcess::start("apply");
     let write = |file: &str, replicas: u32, labels: &str| {
         let manifest = format!(

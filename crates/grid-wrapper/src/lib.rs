@@ -9,11 +9,14 @@
 //!
 //! One upstream per unit: [`unit`] decides whether the upstream is the cloud or the unit's
 //! leader; a leader also keeps the unpruned objects ([`upstream_log`]) and serves them to
-//! its followers ([`unit_server`]); followers reach it with [`unit_client`].
+//! its followers ([`unit_server`]); followers reach it with [`unit_client`]. The wrappers of
+//! a unit authenticate one another by their nodes' published Ed25519 keys
+//! ([`node_identity`]).
 
 pub mod cache;
 pub mod cli;
 pub mod metrics;
+pub mod node_identity;
 pub mod persist;
 pub mod proxy;
 pub mod replication;

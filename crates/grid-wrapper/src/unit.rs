@@ -24,7 +24,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use controller_support::node_identity::{ExpectedServer, MemberKeys, NodeIdentity, client_config};
+use crate::node_identity::{ExpectedServer, MemberKeys, NodeIdentity, client_config};
 use edgegrid_core::unit_upstream::{Choice, UnitMember, choose};
 use kube::Client;
 
@@ -84,7 +84,7 @@ pub enum IdentityError {
     Invalid {
         path: std::path::PathBuf,
         #[source]
-        source: controller_support::node_identity::NodeIdentityError,
+        source: crate::node_identity::NodeIdentityError,
     },
 }
 
@@ -135,7 +135,7 @@ impl Joining {
         let joined = async {
             let identity = read_identity(node, &self.key_file).await?;
             let unit = Unit::new((self.unit_config)(identity));
-            let tls = controller_support::node_identity::server_config(&unit.config.identity, unit.members.clone())?;
+            let tls = crate::node_identity::server_config(&unit.config.identity, unit.members.clone())?;
             let routes = crate::unit_server::router(unit.slot.clone(), self.serve, self.served, self.stop.clone());
             crate::unit_server::listen(
                 self.address,
@@ -165,7 +165,7 @@ pub enum JoinError {
     #[error(transparent)]
     Identity(#[from] IdentityError),
     #[error("the unit listener's TLS settings")]
-    Tls(#[from] controller_support::node_identity::NodeIdentityError),
+    Tls(#[from] crate::node_identity::NodeIdentityError),
     #[error(transparent)]
     Listen(#[from] crate::unit_server::UnitServerError),
 }

@@ -1,6 +1,6 @@
 //! A follower's API client to its unit's leader: a `kube::Client` the wrapper's unchanged
 //! upstream watchers use as they would the cloud's, over mutual TLS with the node
-//! identities (`controller_support::node_identity::client_config`: only the chosen
+//! identities (`crate::node_identity::client_config`: only the chosen
 //! leader's key is accepted).
 //!
 //! kube-rs takes no custom rustls verifier through `kube::Config`, so the stack kube-rs
@@ -44,7 +44,7 @@ pub enum UnitClientError {
     #[error("the leader's URL is malformed")]
     MalformedUrl(#[from] http::uri::InvalidUri),
     #[error("the follower's TLS settings")]
-    Identity(#[from] controller_support::node_identity::NodeIdentityError),
+    Identity(#[from] crate::node_identity::NodeIdentityError),
 }
 
 /// A client of the leader at `url` (`https://<leader address>:<port>`) over `tls` (the

@@ -1,7 +1,7 @@
 //! The unit leader's server: the [`UpstreamLog`] served to the unit's other wrappers over
 //! the site LAN, with the Kubernetes list/watch protocol their unmodified kube-rs watchers
 //! speak to the cloud, over mutual TLS keyed by the members' node identities
-//! (`controller_support::node_identity`; the TLS layer admits members only).
+//! (`crate::node_identity`; the TLS layer admits members only).
 //!
 //! Served: the log itself to the unit's standby (`GET /unit/v1/log`, see
 //! [`crate::replication`]), and GET list and watch, cluster-wide, of `/api/v1/services`,

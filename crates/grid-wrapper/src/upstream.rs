@@ -565,7 +565,7 @@ mod tests {
     /// A list from `address` through a follower's client of its leader, as the watches
     /// make it.
     async fn list_error(address: std::net::SocketAddr) -> watcher::Error {
-        use controller_support::node_identity::{ExpectedServer, NodeIdentity, client_config};
+        use crate::node_identity::{ExpectedServer, NodeIdentity, client_config};
         let key = |node: &str| {
             let document = ring::signature::Ed25519KeyPair::generate_pkcs8(&ring::rand::SystemRandom::new())
                 .expect("generating a key");

@@ -1,14 +1,8 @@
 //! A real kubectl pointed at a grid wrapper: `kubectl get endpointslices -A -w` shows the
 //! slices pruned to the node's unit, then the change a node relabelled upstream makes.
-//! kubectl comes from `.ci/install-tools` (or `$KUBECTL`). Without it the test is ignored
-//! with the reason (`build.rs` sets `missing_kubectl`), except under CI (`CI` non-empty),
-//! where it runs and fails.
-//!
-//! It lives here, not in `crates/grid-wrapper/tests/`, because only a build script can
-//! mark a test ignored and the shipped grid-wrapper has none; the wrapper's own test
-//! support is shared with its tests by path.
+//! kubectl comes from `.ci/install-tools` (or `$KUBECTL`). Without it the test says why
+//! and returns, except under CI (`CI` non-empty), where it fails (`edgegrid_testing::tools`).
 
-#[path = "../../crates/grid-wrapper/tests/common/mod.rs"]
 mod common;
 
 use std::io::Read;
@@ -18,7 +12,7 @@ use std::time::Duration;
 use common::*;
 use edgegrid_testing::KubeconfigFile;
 use edgegrid_testing::objects::ips;
-use edgegrid_tests::require_tool;
+use edgegrid_testing::tools::tools;
 
 /// One watch event as kubectl printed it: type, slice name, addresses.
 type Printed = (String, String, Vec<String>);
@@ -28,9 +22,9 @@ fn printed(r#type: &str, name: &str, ips: &[&str]) -> Printed {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[cfg_attr(missing_kubectl, ignore = "kubectl not found at $KUBECTL or .tools/bin: run .ci/install-tools")]
 async fn kubectl_get_watch_through_the_wrapper_shows_the_pruned_slices_and_their_changes() {
-    let kubectl = require_tool("kubectl");
+    let test = "kubectl_get_watch_through_the_wrapper_shows_the_pruned_slices_and_their_changes";
+    let Some([kubectl]) = tools(test, ["kubectl"]) else { return };
     let (server, upstream) = two_unit_cluster().await;
     let wrapper = RunningWrapper::start(&server.url(), config("n1")).await;
     // kubectl's discovery passes through the wrapper to the fake apiserver

@@ -9,14 +9,14 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use controller_support::node_identity::{
-    ExpectedServer, MemberKeys, NodeIdentity, PublicKeyBytes, client_config, server_config,
-};
 use controller_support::server::{ServerLimits, ServerMetrics};
 use controller_support::tls::TlsMetrics;
 use edgegrid_testing::objects::{endpoints_object, node_object, service_object, slice_object};
 use futures::{Stream, StreamExt};
 use grid_wrapper::metrics::StreamLabel;
+use grid_wrapper::node_identity::{
+    ExpectedServer, MemberKeys, NodeIdentity, PublicKeyBytes, client_config, server_config,
+};
 use grid_wrapper::unit_client::{leader_client, leader_client_counted};
 use grid_wrapper::unit_server::{ResourceLabel, ServeConfig, UnitServerMetrics, listen, router};
 use grid_wrapper::upstream_log::{UpstreamInput, UpstreamKind, UpstreamLog};

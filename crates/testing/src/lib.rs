@@ -3,7 +3,7 @@
 //! metric sample exactly, stop it with SIGTERM and time the exit, and stand-ins for an API
 //! server that hangs or is gone. HTTPS (a CA, certificates, a client) is in [`tls`],
 //! typed upstream objects in [`objects`], the chart's objects installed without helm in
-//! [`chart`].
+//! [`chart`], what a test needs of the machine (kubectl, helm, root) in [`tools`].
 //!
 //! A dev-dependency only: no shipped crate may depend on it (`cargo xtask check` fails
 //! when a binary's normal dependency tree contains it), and it depends on no edgegrid
@@ -14,6 +14,7 @@ pub mod link;
 pub mod objects;
 pub mod protobuf;
 pub mod tls;
+pub mod tools;
 
 use std::io::BufRead;
 use std::net::{SocketAddr, TcpListener};

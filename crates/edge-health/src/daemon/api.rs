@@ -8,16 +8,15 @@
 //! then observes at the next period, which is also how verdicts reach the Nodes once a
 //! lost cloud link is back.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use controller_support::unit_config::follow_edge_health_config_data;
-use controller_support::watch::{Index, Key, Watch};
+use controller_support::watch::{Index, Key, Watch, follow_object};
 use edgegrid_core::keys::{
-    EDGE_HEALTH_ADDRESS_ANNOTATION, EDGE_HEALTH_PUBLIC_KEY_ANNOTATION, EDGE_HEALTH_UNHEALTHY_VIEW_ANNOTATION,
+    EDGE_HEALTH_ADDRESS_ANNOTATION, EDGE_HEALTH_CONFIGMAP, EDGE_HEALTH_PUBLIC_KEY_ANNOTATION,
+    EDGE_HEALTH_UNHEALTHY_VIEW_ANNOTATION,
 };
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, PartialObjectMeta, Patch, PatchParams};
 use serde_json::json;
@@ -73,8 +72,10 @@ impl<S: Fn()> Index<PartialObjectMeta<Node>> for NodeFeed<S> {
 /// Feeds the `edge-health-config` ConfigMap (node-units mode) to the daemon; `synced` is
 /// called after every complete (re)list.
 pub async fn follow_config(client: kube::Client, daemon: Arc<Daemon>, namespace: String, synced: impl Fn()) {
-    let on_change = |data: Option<&BTreeMap<String, String>>| daemon.set_node_unit_config(data);
-    follow_edge_health_config_data(client, &namespace, on_change, synced).await
+    let api: Api<ConfigMap> = Api::namespaced(client, &namespace);
+    let on_change =
+        |map: Option<&ConfigMap>| daemon.set_node_unit_config(map.map(|m| m.data.clone().unwrap_or_default()).as_ref());
+    follow_object(api, EDGE_HEALTH_CONFIGMAP, on_change, synced).await
 }
 
 fn params() -> PatchParams {

@@ -1,5 +1,5 @@
 //! The daemon's state between its I/O, and every decision it takes, by calling the pure
-//! core the way [`crate::sim`] does: node metadata feeds [`UnitMembership`] and one
+//! core the way `crate::sim` does: node metadata feeds [`UnitMembership`] and one
 //! [`VoteTable`] + [`Schedule`] per unit; frames in are opened by the [`Verifier`] and
 //! their ballots recorded; the period's probe plan, indirect requests, results frame,
 //! evaluation and Node patches come out as data for the I/O tasks to carry out.

@@ -1,8 +1,7 @@
 //! Whether this machine has what the multi-host test's network needs, found without making
 //! anything: root with CAP_SYS_ADMIN and CAP_NET_ADMIN (network namespaces, veth pairs,
-//! iptables rules), and `ip` and `iptables` that run. std only: `build.rs` includes it too,
-//! to mark the test ignored outside CI when something is missing (the test itself then
-//! also makes a namespace to be sure, see `network::unavailable`).
+//! iptables rules), and `ip` and `iptables` that run (`network::unavailable` then also
+//! makes a namespace to be sure).
 
 use std::process::Command;
 

@@ -8,11 +8,11 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use controller_support::node_identity::{NodeIdentity, server_config};
 use controller_support::server::{ServerLimits, ServerMetrics};
 use controller_support::tls::TlsMetrics;
 use fake_apiserver::FakeApiServer;
 use grid_wrapper::metrics::Metrics;
+use grid_wrapper::node_identity::{NodeIdentity, server_config};
 use grid_wrapper::unit::{Unit, UnitConfig};
 use grid_wrapper::vouched::Vouching;
 use grid_wrapper::{Wrapper, WrapperConfig};

@@ -1,7 +1,6 @@
 //! What the wrapper's end-to-end tests share: a fake apiserver holding a two-unit cluster,
 //! wrappers running in-process against it over HTTP, and unmodified kube-rs clients
-//! pointed at each wrapper. The workspace's `tests/tests/grid_wrapper_kubectl.rs` compiles
-//! it too (by path), so it uses only that package's dev-dependencies as well.
+//! pointed at each wrapper.
 
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 

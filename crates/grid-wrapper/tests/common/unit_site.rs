@@ -9,12 +9,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine as _;
-use controller_support::node_identity::{NodeIdentity, server_config};
 use controller_support::server::{ServerLimits, ServerMetrics};
 use controller_support::tls::TlsMetrics;
 use edgegrid_core::unit_upstream::UnitMember;
 use grid_wrapper::cache::Kind;
 use grid_wrapper::metrics::{Metrics, SourceLabel};
+use grid_wrapper::node_identity::{NodeIdentity, server_config};
 use grid_wrapper::unit::{Unit, UnitConfig};
 use grid_wrapper::vouched::Vouching;
 use grid_wrapper::{Wrapper, WrapperConfig};
