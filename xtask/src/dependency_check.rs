@@ -50,16 +50,29 @@ const ALLOWED: [(&str, &str, &str); 1] = [(
 /// The [`CLOUD_ONLY`] packages in `tree` (as for [`forbidden_packages`]) when `binary` is
 /// an edge binary, each once.
 pub fn cloud_packages<'a>(binary: &str, tree: &'a str) -> Vec<&'a str> {
-    let mut found: Vec<&str> = Vec::new();
     if !EDGE_BINARIES.contains(&binary) {
-        return found;
+        return Vec::new();
     }
-    for name in tree.lines().filter_map(|line| line.split_whitespace().next()) {
-        if CLOUD_ONLY.contains(&name) && !found.contains(&name) {
-            found.push(name);
-        }
-    }
-    found
+    tree_packages(tree).filter(|name| CLOUD_ONLY.contains(name)).collect()
+}
+
+/// The packages of `cargo tree --prefix none --format {p}` output (`name v1.2.3`,
+/// `name v1.2.3 (/path)`, `name v1.2.3 (*)` for a repeat), each once, in the order first seen.
+fn tree_packages(tree: &str) -> impl Iterator<Item = &str> {
+    let mut seen = BTreeSet::new();
+    tree.lines().filter_map(|line| line.split_whitespace().next()).filter(move |name| seen.insert(*name))
+}
+
+/// The names of the packages of `metadata` with a target of `kind` (`bin`, `custom-build`).
+fn packages_with_target<'a>(metadata: &'a serde_json::Value, kind: &'a str) -> impl Iterator<Item = &'a str> {
+    let packages = metadata["packages"].as_array().map(Vec::as_slice).unwrap_or_default();
+    packages
+        .iter()
+        .filter(move |package| {
+            let targets = package["targets"].as_array().map(Vec::as_slice).unwrap_or_default();
+            targets.iter().any(|t| t["kind"].as_array().is_some_and(|kinds| kinds.iter().any(|k| k == kind)))
+        })
+        .filter_map(|package| package["name"].as_str())
 }
 
 /// Each workspace package's workspace dependencies (normal ones, direct and indirect),
@@ -114,45 +127,21 @@ pub fn direction_problems(metadata: &serde_json::Value) -> Vec<String> {
 
 /// The packages of `metadata` with a build script.
 pub fn build_scripts(metadata: &serde_json::Value) -> Vec<String> {
-    let packages = metadata["packages"].as_array().map(Vec::as_slice).unwrap_or_default();
-    packages
-        .iter()
-        .filter(|package| {
-            let targets = package["targets"].as_array().map(Vec::as_slice).unwrap_or_default();
-            targets.iter().any(|t| t["kind"].as_array().is_some_and(|kinds| kinds.iter().any(|k| k == "custom-build")))
-        })
-        .filter_map(|package| package["name"].as_str())
-        .map(str::to_string)
-        .collect()
+    packages_with_target(metadata, "custom-build").map(str::to_string).collect()
 }
 
 /// The [`TEST_ONLY`] packages in `tree` (the output of `cargo tree --prefix none --format {p}`
 /// for `binary`) that `binary` may not have, each once, in the order first seen.
 pub fn forbidden_packages<'a>(binary: &str, tree: &'a str) -> Vec<&'a str> {
-    let mut found: Vec<&str> = Vec::new();
-    for line in tree.lines() {
-        // `name v1.2.3`, `name v1.2.3 (/path)`, `name v1.2.3 (*)` for a repeat
-        let Some(name) = line.split_whitespace().next() else { continue };
-        let allowed = ALLOWED.iter().any(|&(b, package, _)| b == binary && package == name);
-        if TEST_ONLY.contains(&name) && !allowed && !found.contains(&name) {
-            found.push(name);
-        }
-    }
-    found
+    let allowed = |name: &str| ALLOWED.iter().any(|&(b, package, _)| b == binary && package == name);
+    tree_packages(tree).filter(|name| TEST_ONLY.contains(name) && !allowed(name)).collect()
 }
 
 /// The packages of `metadata` (`cargo metadata --no-deps --format-version 1`) with a binary
 /// target that are neither shipped nor known to be unshipped: binaries this check would
 /// otherwise miss.
 pub fn unlisted_binaries(metadata: &serde_json::Value) -> Vec<String> {
-    let packages = metadata["packages"].as_array().map(Vec::as_slice).unwrap_or_default();
-    packages
-        .iter()
-        .filter(|package| {
-            let targets = package["targets"].as_array().map(Vec::as_slice).unwrap_or_default();
-            targets.iter().any(|t| t["kind"].as_array().is_some_and(|kinds| kinds.iter().any(|k| k == "bin")))
-        })
-        .filter_map(|package| package["name"].as_str())
+    packages_with_target(metadata, "bin")
         .filter(|name| !SHIPPED_BINARIES.contains(name) && !UNSHIPPED_BINARIES.contains(name))
         .map(str::to_string)
         .collect()

@@ -21,10 +21,7 @@ pub fn node_snapshot(node: &Node, lease: Option<&Lease>, watched: bool) -> NodeS
         .and_then(|c| c.last_heartbeat_time.as_ref());
     NodeSnapshot {
         name: node.metadata.name.clone().unwrap_or_default(),
-        zone: ZoneKey {
-            region: labels.get(keys::TOPOLOGY_REGION_LABEL).cloned().unwrap_or_default(),
-            zone: labels.get(keys::TOPOLOGY_ZONE_LABEL).cloned().unwrap_or_default(),
-        },
+        zone: ZoneKey::of_labels(&labels),
         report: NodeReport {
             ready: reading.ready.map(|c| match c.status {
                 Some(keys::CONDITION_TRUE) => ReadyStatus::True,

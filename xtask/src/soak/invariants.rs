@@ -268,7 +268,6 @@ impl Checker {
             self.cloud_nonempty_since.get_or_insert(sample.at);
         }
         for node in &sample.truth {
-            let queued_ahead = queued_ahead(sample, &node.name, &owed_before, &not_ready_since);
             let memory = self.nodes.entry(node.name.clone()).or_default();
             let unit_changed = self.members.get(&node.unit) != members.get(&node.unit);
             let peers: Vec<&NodeTruth> = members[&node.unit]
@@ -337,7 +336,10 @@ impl Checker {
                     let start = judgeable_since.max(open);
                     match memory.handling_clock {
                         Some(clock) if clock.0 == start => clock,
-                        _ => (start, queued_ahead as Secs / self.zone_rules.eviction_rate),
+                        _ => {
+                            let ahead = queued_ahead(sample, &node.name, &owed_before, &not_ready_since);
+                            (start, ahead as Secs / self.zone_rules.eviction_rate)
+                        }
                     }
                 });
                 let tainted = observed.taints.iter().any(|t| t.ends_with(":NoExecute"));

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use edgegrid_core::keys;
+use edgegrid_core::protection::NodeReading;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -89,18 +90,8 @@ pub fn node_observed(node: &Node, pods: &[Pod]) -> NodeObserved {
     let pods = workload_pods(&name, pods)
         .map(|p| (format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any()), pod_ready(p)))
         .collect();
-    let labels = node.metadata.labels.clone().unwrap_or_default();
-    let zone = ZoneKey {
-        region: labels.get(keys::TOPOLOGY_REGION_LABEL).cloned().unwrap_or_default(),
-        zone: labels.get(keys::TOPOLOGY_ZONE_LABEL).cloned().unwrap_or_default(),
-    };
-    let ready = node
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-        .any(|c| c.type_ == keys::NODE_CONDITION_READY && c.status == keys::CONDITION_TRUE);
+    let zone = ZoneKey::of_labels(&node.metadata.labels.clone().unwrap_or_default());
+    let ready = NodeReading::of_node(node).ready.and_then(|c| c.status) == Some(keys::CONDITION_TRUE);
     NodeObserved { taints: taints(node), pods, not_ready: !ready, zone }
 }
 

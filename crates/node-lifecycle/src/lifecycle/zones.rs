@@ -2,6 +2,8 @@
 
 use std::collections::BTreeMap;
 
+use edgegrid_core::keys;
+
 use crate::lifecycle::LifecycleConfig;
 
 /// `topology.kubernetes.io/region` + `zone` of a node (empty when unlabelled).
@@ -9,6 +11,16 @@ use crate::lifecycle::LifecycleConfig;
 pub struct ZoneKey {
     pub region: String,
     pub zone: String,
+}
+
+impl ZoneKey {
+    /// The zone a node's labels put it in.
+    pub fn of_labels(labels: &BTreeMap<String, String>) -> Self {
+        Self {
+            region: labels.get(keys::TOPOLOGY_REGION_LABEL).cloned().unwrap_or_default(),
+            zone: labels.get(keys::TOPOLOGY_ZONE_LABEL).cloned().unwrap_or_default(),
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
