@@ -141,7 +141,7 @@ fn read_key(path: &Path) -> anyhow::Result<Vec<u8>> {
 /// The period loop (see the module comment).
 async fn periods(daemon: Arc<Daemon>, nodes: Api<Node>, advertised: String, cluster: ClusterIdentity) {
     let clock = daemon.clock();
-    let transport = Transport::new(daemon.settings().message_timeout);
+    let transport = Transport::of(daemon.settings());
     // the API's share of a period; the round runs alongside
     let api_limit = clock.length().mul_f64(0.75);
     let mut round: Option<AbortOnDrop> = None;
@@ -182,7 +182,7 @@ async fn periods(daemon: Arc<Daemon>, nodes: Api<Node>, advertised: String, clus
 /// --send-retries.
 async fn relays(daemon: Arc<Daemon>) {
     let clock = daemon.clock();
-    let transport = Transport::new(daemon.settings().message_timeout);
+    let transport = Transport::of(daemon.settings());
     let rounds = daemon.settings().protocol.relay_rounds;
     let mut after = wall_clock();
     loop {

@@ -3,6 +3,7 @@
 //! A probe answers Success or Failure (the target's fault) or a [`ProberError`] (ours:
 //! bad configuration, a command that cannot start); the worker discards the latter.
 
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,7 +14,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 
 use crate::state::Outcome;
 
@@ -122,23 +123,32 @@ impl Prober for NetworkProber {
 }
 
 pub async fn run_probe(target: &ProbeTarget, timeout: Duration) -> Result<ProbeReport, ProberError> {
+    run_probe_from(target, timeout, None).await
+}
+
+/// [`run_probe`] with its connections made from `source` when given: a daemon bound to
+/// one address of a multi-homed node speaks from it, so its peers, and the firewall
+/// between them, see the address it is known by.
+pub async fn run_probe_from(
+    target: &ProbeTarget,
+    timeout: Duration,
+    source: Option<IpAddr>,
+) -> Result<ProbeReport, ProberError> {
     let timed_out = || ProbeReport::failure(format!("probe timed out after {timeout:?}"));
     match target {
-        ProbeTarget::Tcp { host, port } => {
-            Ok(match tokio::time::timeout(timeout, TcpStream::connect((host.as_str(), *port))).await {
-                Err(_) => timed_out(),
-                Ok(Err(e)) => ProbeReport::failure(format!("dial tcp {host}:{port}: {e}")),
-                Ok(Ok(_)) => ProbeReport::success(""),
-            })
-        }
+        ProbeTarget::Tcp { host, port } => Ok(match tokio::time::timeout(timeout, dial(host, *port, source)).await {
+            Err(_) => timed_out(),
+            Ok(Err(e)) => ProbeReport::failure(format!("dial tcp {host}:{port}: {e}")),
+            Ok(Ok(_)) => ProbeReport::success(""),
+        }),
         ProbeTarget::Exec { command } => exec(command, timeout).await,
         ProbeTarget::Http(probe) => {
             check_host(&probe.host)?;
-            Ok(tokio::time::timeout(timeout, http(probe)).await.unwrap_or_else(|_| Ok(timed_out()))?)
+            Ok(tokio::time::timeout(timeout, http(probe, source)).await.unwrap_or_else(|_| Ok(timed_out()))?)
         }
         ProbeTarget::Grpc { host, port, service } => {
             check_host(host)?;
-            Ok(tokio::time::timeout(timeout, grpc(host, *port, service.as_deref()))
+            Ok(tokio::time::timeout(timeout, grpc(host, *port, service.as_deref(), source))
                 .await
                 .unwrap_or_else(|_| timed_out()))
         }
@@ -183,8 +193,32 @@ async fn exec(command: &[String], timeout: Duration) -> Result<ProbeReport, Prob
 trait Io: AsyncRead + AsyncWrite + Send + Unpin {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin> Io for T {}
 
-async fn connect(probe: &HttpProbe, host: &str, port: u16) -> Result<Box<dyn Io>, String> {
-    let tcp = TcpStream::connect((host, port)).await.map_err(|e| format!("dial tcp {host}:{port}: {e}"))?;
+/// A TCP connection to `host:port`, from `source` when given; the host's addresses of
+/// the source's family are tried in turn, as `TcpStream::connect` tries them all.
+async fn dial(host: &str, port: u16, source: Option<IpAddr>) -> std::io::Result<TcpStream> {
+    let Some(source) = source else { return TcpStream::connect((host, port)).await };
+    let mut last = None;
+    for address in tokio::net::lookup_host((host, port)).await? {
+        if address.is_ipv4() != source.is_ipv4() {
+            continue;
+        }
+        let socket = if address.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+        socket.bind(SocketAddr::new(source, 0))?;
+        match socket.connect(address).await {
+            Ok(stream) => return Ok(stream),
+            Err(error) => last = Some(error),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::AddrNotAvailable,
+            format!("{host} has no address to reach from {source}"),
+        )
+    }))
+}
+
+async fn connect(probe: &HttpProbe, host: &str, port: u16, source: Option<IpAddr>) -> Result<Box<dyn Io>, String> {
+    let tcp = dial(host, port, source).await.map_err(|e| format!("dial tcp {host}:{port}: {e}"))?;
     if !probe.https {
         return Ok(Box::new(tcp));
     }
@@ -223,7 +257,7 @@ fn roots(pem: &[u8]) -> Result<rustls::RootCertStore, String> {
     Ok(roots)
 }
 
-async fn http(probe: &HttpProbe) -> Result<ProbeReport, ProberError> {
+async fn http(probe: &HttpProbe, source: Option<IpAddr>) -> Result<ProbeReport, ProberError> {
     let scheme = if probe.https { "https" } else { "http" };
     let mut path = probe.path.clone();
     if !path.starts_with('/') {
@@ -231,7 +265,7 @@ async fn http(probe: &HttpProbe) -> Result<ProbeReport, ProberError> {
     }
     for _ in 0..=MAX_REDIRECTS {
         let url = format!("{scheme}://{}:{}{path}", probe.host, probe.port);
-        let io = match connect(probe, &probe.host, probe.port).await {
+        let io = match connect(probe, &probe.host, probe.port, source).await {
             Ok(io) => io,
             Err(e) => return Ok(ProbeReport::failure(format!("Get {url:?}: {e}"))),
         };
@@ -315,9 +349,9 @@ async fn read_capped(mut body: hyper::body::Incoming) -> Vec<u8> {
 /// gRPC health status SERVING.
 const SERVING: u64 = 1;
 
-async fn grpc(host: &str, port: u16, service: Option<&str>) -> ProbeReport {
+async fn grpc(host: &str, port: u16, service: Option<&str>, source: Option<IpAddr>) -> ProbeReport {
     let target = format!("{host}:{port}");
-    let tcp = match TcpStream::connect((host, port)).await {
+    let tcp = match dial(host, port, source).await {
         Ok(tcp) => tcp,
         Err(e) => return ProbeReport::failure(format!("failed to connect service {target:?}: {e}")),
     };

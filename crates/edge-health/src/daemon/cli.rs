@@ -195,6 +195,10 @@ pub struct Settings {
     pub node_name: String,
     /// The IP of this node's address annotation (and of its checks).
     pub advertise_ip: IpAddr,
+    /// Where this daemon's own connections (exchanges, checks) come from: the address it
+    /// binds when `--bind-address` names one, so its peers (and a firewall between them)
+    /// see the address it is known by; otherwise the kernel's choice.
+    pub source_ip: Option<IpAddr>,
     pub unit_source: UnitSource,
     pub namespace: String,
     pub key_file: PathBuf,
@@ -321,9 +325,14 @@ impl Flags {
             Some(key) => UnitSource::LabelKey(key.clone()),
             None => UnitSource::NodeUnits,
         };
+        let source_ip = match self.runtime.bind_address {
+            BindAddress::Socket(addr) if !addr.ip().is_unspecified() => Some(addr.ip()),
+            _ => None,
+        };
         Ok(Settings {
             node_name,
             advertise_ip,
+            source_ip,
             unit_source,
             namespace: self.namespace.clone(),
             key_file: self.hmac_key_file.clone(),
@@ -617,6 +626,22 @@ mod tests {
         .unwrap();
         let s = flags.settings("edge-1".into()).unwrap();
         assert_eq!(s.advertised("127.0.0.11:4000".parse().unwrap()), "127.0.0.11:4000".parse().unwrap());
+        assert_eq!(s.source_ip, Some("127.0.0.11".parse().unwrap()), "and its connections come from it");
+        let advertised = Flags::try_parse_from([
+            "edge-health",
+            "--hmac-key-file",
+            "/k",
+            "--signing-key-file",
+            "/s",
+            "--check",
+            HTTP,
+            "--advertise-address",
+            "10.0.0.4",
+        ])
+        .unwrap()
+        .settings("edge-1".into())
+        .unwrap();
+        assert_eq!(advertised.source_ip, None, "bound to every address: the kernel picks the source");
     }
 
     /// SuperEdge's flags, through the translation the binary applies.

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use edgegrid_core::keys::EDGE_HEALTH_ADDRESS_ANNOTATION;
-use edgegrid_prober::{Outcome, run_probe};
+use edgegrid_prober::{Outcome, run_probe_from};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use http::{Method, Request, StatusCode, header};
@@ -24,6 +24,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
+use super::cli::Settings;
 use super::metrics::ProbeLabels;
 use super::state::{AfterDirect, Daemon, OutgoingRequest, RelayFrame, wall_clock};
 use crate::config::{CheckConfig, CheckKind};
@@ -62,7 +63,18 @@ impl SendError {
 impl Transport {
     /// `timeout`: per attempt.
     pub fn new(timeout: Duration) -> Self {
+        Self::bound(timeout, None)
+    }
+
+    /// The daemon's own: its timeout, its connections from its source address.
+    pub fn of(settings: &Settings) -> Self {
+        Self::bound(settings.message_timeout, settings.source_ip)
+    }
+
+    /// [`Self::new`] with connections made from `source` when given.
+    pub fn bound(timeout: Duration, source: Option<IpAddr>) -> Self {
         let mut connector = HttpConnector::new();
+        connector.set_local_address(source);
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(timeout));
         Self { client: Client::builder(TokioExecutor::new()).build(connector), timeout }
@@ -123,7 +135,7 @@ pub async fn check_node(
         async move {
             let check = spec.kind.name();
             for _ in 0..spec.attempts() {
-                let result = match run_probe(&target, spec.timeout).await {
+                let result = match run_probe_from(&target, spec.timeout, daemon.settings().source_ip).await {
                     Ok(report) if report.outcome == Outcome::Success => "success",
                     Ok(report) => {
                         tracing::debug!(check, host = %host, detail = %report.detail, "check failed");
@@ -392,6 +404,31 @@ mod tests {
     use crate::daemon::metrics::{BallotLabels, ReasonLabel, ResultLabel, SentLabels};
     use crate::daemon::server::router;
     use crate::daemon::test_support::{KEY, daemon, member, signing_key};
+
+    /// A daemon bound to one address speaks from it: its checks and its exchanges reach a
+    /// peer from that address (what a firewall between members, or the soak's partition,
+    /// matches on), not from the kernel's pick (127.0.0.1 on loopback).
+    #[tokio::test]
+    async fn a_daemon_bound_to_one_address_checks_and_exchanges_from_it() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (peers, mut seen) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Ok((stream, peer)) = listener.accept().await {
+                let _ = peers.send(peer.ip());
+                drop(stream);
+            }
+        });
+        let check = format!("kind=tcp,port={},timeout=1s", addr.port());
+        let nodes = [member("checker", Some("127.0.0.12:51005")), member("target", Some("127.0.0.1:51005"))];
+        let bound = daemon("checker", &check, &["--bind-address", "127.0.0.12:0"], &nodes);
+        assert!(check_node(&bound.settings().checks, &[], addr.ip(), None, &bound).await);
+        assert_eq!(seen.recv().await, Some("127.0.0.12".parse().unwrap()), "the check");
+        let _ = Transport::of(bound.settings()).post(addr, Bytes::from_static(b"{}")).await;
+        assert_eq!(seen.recv().await, Some("127.0.0.12".parse().unwrap()), "the exchange");
+        let _ = Transport::new(Duration::from_secs(1)).post(addr, Bytes::from_static(b"{}")).await;
+        assert_eq!(seen.recv().await, Some("127.0.0.1".parse().unwrap()), "no source: the kernel's pick");
+    }
 
     /// With a `ca-file`, a kubelet check passes only on a peer presenting a certificate of
     /// that CA for its node (`CN=system:node:<name>`) and its address (an IP SAN): another

@@ -84,7 +84,7 @@ pub fn router_with_verdicts_readers(daemon: Arc<Daemon>, verdicts_readers: &Node
     for path in SUPEREDGE_PATHS {
         router = router.route(path, any(move |state: State<Shared>| superedge(state, path)));
     }
-    let transport = Transport::new(daemon.settings().message_timeout);
+    let transport = Transport::of(daemon.settings());
     router.with_state(Shared { daemon, helping, superedge_logged, transport })
 }
 
