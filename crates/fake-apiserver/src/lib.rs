@@ -80,8 +80,14 @@ impl FakeApiServer {
     }
 
     fn serve(listener: TcpListener, addr: SocketAddr, app: Arc<server::App>) -> Self {
+        let mut server = Self { addr, app, shutdown: None, task: None };
+        server.serve_on(listener);
+        server
+    }
+
+    fn serve_on(&mut self, listener: TcpListener) {
         let (shutdown, stopped) = oneshot::channel::<()>();
-        let router = router(app.clone());
+        let router = router(self.app.clone());
         let task = tokio::spawn(async move {
             let served = axum::serve(listener, router).with_graceful_shutdown(async {
                 let _ = stopped.await;
@@ -90,20 +96,37 @@ impl FakeApiServer {
                 tracing::error!(error = %e, "fake apiserver stopped");
             }
         });
-        Self { addr, app, shutdown: Some(shutdown), task: Some(task) }
+        (self.shutdown, self.task) = (Some(shutdown), Some(task));
     }
 
     /// Fault: the server goes away and comes back on the same port with the same
     /// objects (as an apiserver restart does); with `lose_history`, watches cannot resume.
     pub async fn restart(mut self, lose_history: bool) -> std::io::Result<Self> {
-        let app = self.app.clone();
-        let addr = self.addr;
+        self.go_down().await;
+        self.come_back(lose_history).await?;
+        Ok(self)
+    }
+
+    /// Fault, the first half of a restart: the server stops serving (connections are
+    /// refused, open watches end) and keeps its objects, as etcd keeps them while the
+    /// apiserver is down, until [`Self::come_back`]. Down already: nothing happens.
+    pub async fn go_down(&mut self) {
         self.shutdown_and_wait().await;
-        if lose_history {
-            app.store.compact_history();
+    }
+
+    /// Serves again on the same address after [`Self::go_down`]; with `lose_history`, the
+    /// change history is gone (watches resuming get 410 and list again). Serving
+    /// already: nothing happens.
+    pub async fn come_back(&mut self, lose_history: bool) -> std::io::Result<()> {
+        if self.task.is_some() {
+            return Ok(());
         }
-        let listener = TcpListener::bind(addr).await?;
-        Ok(Self::serve(listener, addr, app))
+        if lose_history {
+            self.app.store.compact_history();
+        }
+        let listener = TcpListener::bind(self.addr).await?;
+        self.serve_on(listener);
+        Ok(())
     }
 
     /// Fault: make requests for a resource plural (or `*`) fail, hang or slow down.

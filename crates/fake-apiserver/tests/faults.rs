@@ -116,3 +116,25 @@ async fn restart_keeps_objects_and_resumable_watches() {
     assert_eq!(api.list(&ListParams::default()).await.unwrap().items.len(), 3);
     server.stop().await;
 }
+
+/// A restart in two halves, for a fault that lasts: while down, a request finds no server
+/// at all (no HTTP answer, unlike a 503); the objects written before are there after, and
+/// a second `go_down` or `come_back` changes nothing.
+#[tokio::test]
+async fn a_server_gone_down_refuses_connections_and_comes_back_with_its_objects() {
+    let (mut server, client) = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    api.create(&PostParams::default(), &config_map("kept", &[])).await.unwrap();
+    within("go down", server.go_down()).await;
+    within("go down again", server.go_down()).await;
+    match api.list(&ListParams::default()).await {
+        Err(kube::Error::HyperError(_) | kube::Error::Service(_)) => {}
+        other => panic!("expected no connection while down, got {other:?}"),
+    }
+    within("come back", server.come_back(false)).await.unwrap();
+    within("come back again", server.come_back(false)).await.unwrap();
+    let names: Vec<String> =
+        api.list(&ListParams::default()).await.unwrap().items.into_iter().map(|c| c.name_any()).collect();
+    assert_eq!(names, ["kept"]);
+    server.stop().await;
+}

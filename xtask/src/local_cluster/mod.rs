@@ -23,6 +23,7 @@ mod acts;
 mod events;
 pub(crate) mod kubelet;
 pub(crate) mod layout;
+pub(crate) mod partition;
 mod pod_proxy_views;
 pub(crate) mod processes;
 mod site_link;
@@ -256,6 +257,10 @@ pub struct Cluster {
     pub components: Vec<Component>,
     /// The grid controller, running in-process.
     pub grid_controller: GridController,
+    /// The run's slot (its nodes' addresses are `127.<100 + slot>.*`).
+    pub slot: u8,
+    /// Partitions of the site network, once [`Self::enable_partitions`] made their chain.
+    partitions: Option<partition::Partitions>,
 }
 
 impl Cluster {
@@ -264,6 +269,24 @@ impl Cluster {
         for node in self.nodes.iter().filter(|n| n.unit == unit) {
             self.set_node_link(&node.name, up);
         }
+    }
+
+    /// Makes the run's firewall chain for [`Self::set_partitions`]; the error says why it
+    /// cannot be made here.
+    pub fn enable_partitions(&mut self) -> Result<()> {
+        if self.partitions.is_none() {
+            self.partitions = Some(partition::Partitions::new(self.slot)?);
+        }
+        Ok(())
+    }
+
+    /// Splits the site network between each pair of nodes of `pairs` (and heals every
+    /// other pair).
+    pub fn set_partitions(&self, pairs: &[(String, String)]) -> Result<()> {
+        let partitions = self.partitions.as_ref().context("partitions were not enabled")?;
+        let ip = |name: &String| self.nodes.iter().find(|n| n.name == *name).map(|n| n.ip).context("a node");
+        let cuts = pairs.iter().map(|(a, b)| Ok((ip(a)?, ip(b)?))).collect::<Result<Vec<_>>>()?;
+        partitions.set(&cuts)
     }
 
     pub fn set_node_link(&self, node: &str, up: bool) {
@@ -409,7 +432,7 @@ pub async fn run(args: RunArgs, root: &Path) -> Result<()> {
         return Ok(()); // stopped while building
     }
 
-    let server = FakeApiServer::start_with(args.port, ServerConfig::default())
+    let mut server = FakeApiServer::start_with(args.port, ServerConfig::default())
         .await
         .with_context(|| format!("starting the local cluster on 127.0.0.1:{}", args.port))?;
     let client = Client::try_from(kube::Config::new(server.url().parse()?))?;
@@ -417,7 +440,7 @@ pub async fn run(args: RunArgs, root: &Path) -> Result<()> {
     let result = run_cluster(
         &args,
         root,
-        &server,
+        &mut server,
         client,
         slot.number,
         (&run_dir, &kubeconfig_out, &bin_dir),
@@ -436,7 +459,7 @@ pub async fn run(args: RunArgs, root: &Path) -> Result<()> {
 async fn run_cluster(
     args: &RunArgs,
     root: &Path,
-    server: &FakeApiServer,
+    server: &mut FakeApiServer,
     client: Client,
     slot: u8,
     (run_dir, kubeconfig_out, bin_dir): (&Path, &Path, &Path),
@@ -495,12 +518,23 @@ async fn run_cluster(
     std::fs::rename(&tmp, kubeconfig_out)?;
     println!("  export KUBECONFIG={}", kubeconfig_out.display());
 
-    let mut cluster = Cluster { client, nodes, timing: TIMING, logs, kubelets, links, components, grid_controller };
+    let mut cluster = Cluster {
+        client,
+        nodes,
+        timing: TIMING,
+        logs,
+        kubelets,
+        links,
+        components,
+        grid_controller,
+        slot,
+        partitions: None,
+    };
     let result = tokio::select! {
         result = async {
             match &args.soak {
                 Some(soak) => crate::soak::run(&mut cluster, server, soak).await,
-                None => play(&mut cluster, server, args.acts).await,
+                None => play(&mut cluster, &*server, args.acts).await,
             }
         } => result,
         _ = shutdown.wait_for(|stop| *stop) => Ok(()),

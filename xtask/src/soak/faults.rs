@@ -53,6 +53,8 @@ pub struct Truth {
     /// What each running fault's end restores, by fault index: a unit cut's nodes (healed
     /// are the nodes it cut), a relabelled node's old unit.
     undo: BTreeMap<usize, Vec<String>>,
+    /// Each running partition's two sides, by fault index.
+    splits: BTreeMap<usize, (BTreeSet<String>, BTreeSet<String>)>,
 }
 
 impl Truth {
@@ -63,7 +65,33 @@ impl Truth {
             cuts: BTreeMap::new(),
             stopped: BTreeSet::new(),
             undo: BTreeMap::new(),
+            splits: BTreeMap::new(),
         }
+    }
+
+    /// The nodes `node`'s site network does not reach (across a running partition).
+    fn cut_from(&self, node: &str) -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        for (one, other) in self.splits.values() {
+            if one.contains(node) {
+                out.extend(other.iter().cloned());
+            }
+            if other.contains(node) {
+                out.extend(one.iter().cloned());
+            }
+        }
+        out
+    }
+
+    /// Every pair of nodes a running partition separates.
+    pub fn split_pairs(&self) -> Vec<(String, String)> {
+        let mut pairs = BTreeSet::new();
+        for (one, other) in self.splits.values() {
+            for a in one {
+                pairs.extend(other.iter().map(|b| (a.clone(), b.clone())));
+            }
+        }
+        pairs.into_iter().collect()
     }
 
     pub fn nodes(&self) -> Vec<NodeTruth> {
@@ -78,6 +106,7 @@ impl Truth {
                     link_up: self.cuts.get(name).copied().unwrap_or(0) == 0,
                     watching: alive && !self.stopped.contains(&format!("edge-health-{name}")),
                     wrapper_running: alive && !self.stopped.contains(&format!("grid-wrapper-{name}")),
+                    cut_from: self.cut_from(name),
                 }
             })
             .collect()
@@ -108,7 +137,7 @@ impl Truth {
 /// in `stop_problems`.
 pub async fn apply(
     cluster: &mut Cluster,
-    server: &FakeApiServer,
+    server: &mut FakeApiServer,
     truth: &mut Truth,
     operator: &Operator,
     (index, fault, phase): (usize, &Fault, Phase),
@@ -175,7 +204,15 @@ pub async fn apply(
                 server.drop_watches();
                 "the API server cuts every watch".to_string()
             }
+            ApiFault::Restart { .. } => {
+                server.go_down().await;
+                "the API server goes down".to_string()
+            }
         },
+        (FaultKind::Api(ApiFault::Restart { lose_history }), _) => {
+            server.come_back(*lose_history).await.context("the API server coming back")?;
+            format!("the API server is back{}", if *lose_history { " without its history" } else { "" })
+        }
         // cut watches resume on their own: nothing to undo
         (FaultKind::Api(ApiFault::DropWatches), _) => "(the cut watches resume)".to_string(),
         (FaultKind::Api(_), _) => {
@@ -206,6 +243,29 @@ pub async fn apply(
         (FaultKind::GridChurn { name }, Phase::End) => {
             operator.send(Write::DeleteGrids(name.clone()));
             format!("grids {name} deleted")
+        }
+        (FaultKind::UnitPartition { unit, cut_off }, phase) => {
+            let line = if phase == Phase::Start {
+                let cut_off: BTreeSet<String> = cut_off.iter().cloned().collect();
+                let rest: BTreeSet<String> = truth
+                    .units
+                    .iter()
+                    .filter(|(node, u)| *u == unit && !cut_off.contains(*node))
+                    .map(|(node, _)| node.clone())
+                    .collect();
+                let line = format!(
+                    "unit {unit}'s site network split: {} | {}",
+                    cut_off.iter().cloned().collect::<Vec<_>>().join(", "),
+                    rest.iter().cloned().collect::<Vec<_>>().join(", ")
+                );
+                truth.splits.insert(index, (cut_off, rest));
+                line
+            } else {
+                truth.splits.remove(&index);
+                format!("unit {unit}'s site network healed")
+            };
+            cluster.set_partitions(&truth.split_pairs())?;
+            line
         }
     };
     Ok(what)
@@ -432,5 +492,31 @@ mod tests {
         assert!(!truth.should_run("edge-health-edge-a-0"), "its node is dead");
         assert!(!truth.should_run("grid-wrapper-edge-a-2"), "a fault stopped it");
         assert!(truth.should_run("edge-health-edge-a-2"));
+    }
+
+    #[test]
+    fn a_partition_cuts_each_side_from_the_other_and_no_one_from_its_own() {
+        let nodes = crate::local_cluster::layout::nodes(0, 2, 3);
+        let mut truth = Truth::of(&nodes);
+        let side = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<BTreeSet<String>>();
+        truth.splits.insert(4, (side(&["edge-a-0"]), side(&["edge-a-1", "edge-a-2"])));
+        let cut: Vec<(String, Vec<String>)> =
+            truth.nodes().into_iter().map(|n| (n.name, n.cut_from.into_iter().collect())).collect();
+        let strings = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            cut,
+            [
+                ("edge-a-0".to_string(), strings(&["edge-a-1", "edge-a-2"])),
+                ("edge-a-1".to_string(), strings(&["edge-a-0"])),
+                ("edge-a-2".to_string(), strings(&["edge-a-0"])),
+                ("edge-b-0".to_string(), vec![]),
+                ("edge-b-1".to_string(), vec![]),
+                ("edge-b-2".to_string(), vec![]),
+            ]
+        );
+        let pair = |a: &str, b: &str| (a.to_string(), b.to_string());
+        assert_eq!(truth.split_pairs(), [pair("edge-a-0", "edge-a-1"), pair("edge-a-0", "edge-a-2")]);
+        truth.splits.remove(&4);
+        assert!(truth.split_pairs().is_empty() && truth.nodes().iter().all(|n| n.cut_from.is_empty()));
     }
 }

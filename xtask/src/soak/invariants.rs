@@ -87,6 +87,8 @@ pub struct NodeTruth {
     pub watching: bool,
     /// Its grid wrapper's process runs (on a live node).
     pub wrapper_running: bool,
+    /// The unit peers its site network does not reach (a partition inside the unit).
+    pub cut_from: BTreeSet<String>,
 }
 
 /// What the cloud says of a node.
@@ -261,6 +263,8 @@ impl Checker {
             m
         });
         let truth: BTreeMap<&str, &NodeTruth> = sample.truth.iter().map(|n| (n.name.as_str(), n)).collect();
+        let split: BTreeSet<&str> =
+            sample.truth.iter().filter(|n| !n.cut_from.is_empty()).map(|n| n.unit.as_str()).collect();
         let cloud = normalised(&sample.cloud);
         if cloud.is_empty() {
             self.cloud_nonempty_since = None;
@@ -276,8 +280,10 @@ impl Checker {
                 .filter_map(|p| truth.get(p.as_str()).copied())
                 .collect();
             let size = peers.len() + 1;
-            let watching = peers.iter().filter(|p| p.alive && p.watching).count();
-            let heard = peers.iter().filter(|p| p.alive && p.watching && p.link_up).count();
+            // a peer across a partition neither watches it nor is heard for it
+            let reached = |p: &&&NodeTruth| p.alive && p.watching && !node.cut_from.contains(&p.name);
+            let watching = peers.iter().filter(reached).count();
+            let heard = peers.iter().filter(reached).filter(|p| p.link_up).count();
             let observed = sample.nodes.get(&node.name).cloned().unwrap_or_default();
 
             // 1: protection owed to a live node
@@ -391,8 +397,17 @@ impl Checker {
                 continue;
             }
             let serving_for = sample.at - *memory.serving_since.get_or_insert(sample.at);
-            let expected = unit_view(&cloud, &sample.unit_services, &node.unit, &truth);
-            let listed = wrapper.listed.as_ref().map(normalised);
+            // while its unit is split, what the unit votes of its members is its own
+            // business: their endpoints may be served or not (after the heal, the view is
+            // due within the bound as after any change)
+            let undecided: BTreeSet<&str> = if split.contains(node.unit.as_str()) {
+                members[&node.unit].iter().map(String::as_str).collect()
+            } else {
+                BTreeSet::new()
+            };
+            let expected = without_nodes(&unit_view(&cloud, &sample.unit_services, &node.unit, &truth), &undecided);
+            let listed_whole = wrapper.listed.as_ref().map(normalised);
+            let listed = listed_whole.as_ref().map(|listed| without_nodes(listed, &undecided));
             if listed.as_ref() == Some(&expected) {
                 memory.view_wrong_since = None;
             } else {
@@ -418,7 +433,7 @@ impl Checker {
                     "its grid wrapper answered an empty list".into()
                 });
             }
-            match (&wrapper.mirror, &listed) {
+            match (&wrapper.mirror, &listed_whole) {
                 (Some(mirror), Some(listed)) => {
                     let mirror = normalised(mirror);
                     if mirror == *listed {
@@ -601,6 +616,13 @@ impl Found<'_> {
 /// Without Services that have no ready endpoint (present or absent means the same).
 fn normalised(endpoints: &Endpoints) -> Endpoints {
     endpoints.iter().filter(|(_, e)| !e.is_empty()).map(|(s, e)| (s.clone(), e.clone())).collect()
+}
+
+/// `endpoints` without those on `nodes`.
+fn without_nodes(endpoints: &Endpoints, nodes: &BTreeSet<&str>) -> Endpoints {
+    let on = |endpoint: &String| endpoint.rsplit_once('@').is_some_and(|(_, node)| nodes.contains(node));
+    let kept = endpoints.iter().map(|(service, e)| (service.clone(), e.iter().filter(|e| !on(e)).cloned().collect()));
+    normalised(&kept.collect())
 }
 
 /// What a wrapper in `unit` should serve: a unit-kept Service's endpoints on the unit's

@@ -58,6 +58,9 @@ pub enum ApiFault {
     Slow(u64),
     /// Every open watch cut (clients resume from their last version).
     DropWatches,
+    /// The server goes away (connections refused) and comes back with its objects when
+    /// the fault ends; `lose_history`: without its change history (watches list again).
+    Restart { lose_history: bool },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -90,6 +93,13 @@ pub enum FaultKind {
     GridChurn {
         name: String,
     },
+    /// The exchange between `cut_off` (at most half of `unit`'s members) and the rest of
+    /// the unit is dropped both ways (the site network split; each side's cloud links
+    /// work), and healed when it ends.
+    UnitPartition {
+        unit: String,
+        cut_off: Vec<String>,
+    },
 }
 
 impl FaultKind {
@@ -104,8 +114,10 @@ impl FaultKind {
             Self::Api(ApiFault::Unavailable) => "API 503 burst",
             Self::Api(ApiFault::Slow(_)) => "API slow",
             Self::Api(ApiFault::DropWatches) => "API watches cut",
+            Self::Api(ApiFault::Restart { .. }) => "API restart",
             Self::Relabel { .. } => "relabel",
             Self::GridChurn { .. } => "grid churn",
+            Self::UnitPartition { .. } => "unit partition",
         }
     }
 }
@@ -135,8 +147,90 @@ pub struct Layout {
 }
 
 /// The faults of a run of `duration`; none starts in the first `warmup` nor lasts into
-/// the final `tail`.
+/// the final `tail`. Two passes: the kinds every seed has had from the start, then the
+/// ones added since (drawn with a generator of their own around the first pass's faults),
+/// so a seed printed by an older run still replays the faults it had.
 pub fn draw(seed: u64, duration: Duration, warmup: Duration, tail: Duration, layout: &Layout) -> Vec<Fault> {
+    let mut faults = draw_first(seed, duration, warmup, tail, layout);
+    let later = draw_later(seed ^ LATER_KINDS, duration, warmup, tail, layout, &faults);
+    faults.extend(later);
+    faults.sort_by_key(|f| f.at); // stable: the first pass's order among equals stays
+    faults
+}
+
+/// Mixed into the seed for the second pass's generator.
+const LATER_KINDS: u64 = 0x5eed_0002;
+
+/// The second pass: a partition inside a unit or an API server restart every 15-45 s,
+/// where it fits around `first`: a partition in a unit none of whose members dies or
+/// moves (and none moves in) meanwhile, one partition at a time; a restart not during
+/// another API fault.
+fn draw_later(
+    seed: u64,
+    duration: Duration,
+    warmup: Duration,
+    tail: Duration,
+    layout: &Layout,
+    first: &[Fault],
+) -> Vec<Fault> {
+    let mut rng = Rng::new(seed);
+    let mut faults: Vec<Fault> = Vec::new();
+    let Some(end) = duration.checked_sub(tail) else { return faults };
+    let overlaps = |fault: &Fault, at: Duration, until: Duration| fault.at <= until && at <= fault.ends();
+    let mut at = warmup;
+    loop {
+        at += rng.millis(15_000, 45_000);
+        if at >= end {
+            break;
+        }
+        let fault = if rng.below(2) == 0 {
+            let lasts = rng.millis(20_000, 60_000).min(end - at);
+            let until = at + lasts;
+            let units: Vec<(&String, &Vec<String>)> = layout
+                .units
+                .iter()
+                .filter(|(unit, members)| {
+                    members.len() >= 2
+                        && !first.iter().chain(&faults).any(|f| {
+                            overlaps(f, at, until)
+                                && match &f.kind {
+                                    FaultKind::NodeDeath { node } => members.contains(node),
+                                    FaultKind::Relabel { node, to } => members.contains(node) || to == *unit,
+                                    FaultKind::UnitPartition { .. } => true,
+                                    _ => false,
+                                }
+                        })
+                })
+                .collect();
+            rng.pick(&units).map(|(unit, members)| {
+                let size = 1 + rng.below((members.len() / 2) as u64) as usize;
+                let mut rest: Vec<String> = members.to_vec();
+                let mut cut_off = Vec::new();
+                for _ in 0..size {
+                    cut_off.push(rest.remove(rng.below(rest.len() as u64) as usize));
+                }
+                cut_off.sort();
+                (lasts, FaultKind::UnitPartition { unit: unit.to_string(), cut_off })
+            })
+        } else {
+            let lasts = rng.millis(1_000, 4_000).min(end - at);
+            let lose_history = rng.below(2) == 0;
+            // a second apart from any other API fault, so each is over before the next
+            let busy = first.iter().chain(&faults).any(|f| {
+                matches!(f.kind, FaultKind::Api(_))
+                    && overlaps(f, at - Duration::from_secs(1), at + lasts + Duration::from_secs(1))
+            });
+            (!busy).then_some((lasts, FaultKind::Api(ApiFault::Restart { lose_history })))
+        };
+        if let Some((lasts, kind)) = fault {
+            faults.push(Fault { at, lasts, kind });
+        }
+    }
+    faults
+}
+
+/// The first pass: the kinds every seed has drawn from the start, from one generator.
+fn draw_first(seed: u64, duration: Duration, warmup: Duration, tail: Duration, layout: &Layout) -> Vec<Fault> {
     let mut rng = Rng::new(seed);
     let mut faults = Vec::new();
     let Some(end) = duration.checked_sub(tail) else { return faults };
@@ -309,8 +403,25 @@ mod tests {
                             assert_ne!(unit_of(a), unit_of(b), "seed {seed}: two deaths in one unit")
                         }
                         (FaultKind::Relabel { .. }, FaultKind::Relabel { .. })
-                        | (FaultKind::Api(_), FaultKind::Api(_)) => {
+                        | (FaultKind::Api(_), FaultKind::Api(_))
+                        | (FaultKind::UnitPartition { .. }, FaultKind::UnitPartition { .. }) => {
                             assert!(!overlap, "seed {seed}: {both:?} overlap")
+                        }
+                        (FaultKind::UnitPartition { unit, .. }, other)
+                        | (other, FaultKind::UnitPartition { unit, .. })
+                            if overlap =>
+                        {
+                            let members = &layout.units[unit];
+                            match other {
+                                FaultKind::NodeDeath { node } => {
+                                    assert!(!members.contains(node), "seed {seed}: a member dies while split: {both:?}")
+                                }
+                                FaultKind::Relabel { node, to } => assert!(
+                                    !members.contains(node) && to != unit,
+                                    "seed {seed}: the split unit's members change: {both:?}"
+                                ),
+                                _ => {}
+                            }
                         }
                         (FaultKind::NodeDeath { node: a } | FaultKind::Relabel { node: a, .. }, killed)
                         | (killed, FaultKind::NodeDeath { node: a } | FaultKind::Relabel { node: a, .. })
@@ -332,9 +443,32 @@ mod tests {
                     }
                 }
             }
-            assert!(faults.windows(2).all(|w| w[0].at < w[1].at), "in start order");
+            for fault in &faults {
+                if let FaultKind::UnitPartition { unit, cut_off } = &fault.kind {
+                    let members = &layout.units[unit];
+                    assert!(!cut_off.is_empty() && cut_off.len() <= members.len() / 2, "seed {seed}: {fault:?}");
+                    assert!(cut_off.iter().all(|n| members.contains(n)), "seed {seed}: {fault:?}");
+                }
+            }
+            assert!(faults.windows(2).all(|w| w[0].at <= w[1].at), "in start order");
         }
-        assert_eq!(kinds.len(), 10, "every kind is drawn: {kinds:?}");
+        assert_eq!(kinds.len(), 12, "every kind is drawn: {kinds:?}");
+    }
+
+    /// The kinds added later come from a generator of their own: a seed printed by an
+    /// older run still has the faults it had, with the new ones in between.
+    #[test]
+    fn the_kinds_added_later_leave_a_seeds_first_faults_as_they_were() {
+        for seed in [6, 101, 202, 303] {
+            let duration = Duration::from_secs(1800);
+            let all = draw(seed, duration, WARMUP, TAIL, &layout());
+            let later = |f: &&Fault| {
+                matches!(f.kind, FaultKind::UnitPartition { .. } | FaultKind::Api(ApiFault::Restart { .. }))
+            };
+            let first: Vec<Fault> = all.iter().filter(|f| !later(f)).cloned().collect();
+            assert_eq!(first, draw_first(seed, duration, WARMUP, TAIL, &layout()), "seed {seed}");
+            assert!(all.iter().filter(later).count() > 20, "seed {seed}: one every 15-45 s where it fits");
+        }
     }
 
     #[test]

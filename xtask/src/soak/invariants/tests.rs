@@ -35,6 +35,7 @@ impl World {
                     link_up: true,
                     watching: true,
                     wrapper_running: true,
+                    cut_from: BTreeSet::new(),
                 })
             })
             .collect();
@@ -43,6 +44,22 @@ impl World {
 
     fn node(&mut self, name: &str) -> &mut NodeTruth {
         self.truth.iter_mut().find(|n| n.name == name).expect("a node of the world")
+    }
+
+    /// Splits `cut_off` from the rest of its unit (`None`: heals every split).
+    fn split(&mut self, cut_off: Option<&[&str]>) {
+        let unit = cut_off.and_then(|c| c.first()).map(|n| self.node(n).unit.clone());
+        let members: Vec<String> =
+            self.truth.iter().filter(|n| Some(&n.unit) == unit.as_ref()).map(|n| n.name.clone()).collect();
+        for node in &mut self.truth {
+            node.cut_from = match cut_off {
+                Some(cut_off) if members.contains(&node.name) => {
+                    let inside = cut_off.contains(&node.name.as_str());
+                    members.iter().filter(|m| cut_off.contains(&m.as_str()) != inside).cloned().collect()
+                }
+                _ => BTreeSet::new(),
+            };
+        }
     }
 
     fn kill(&mut self, name: &str) {
@@ -395,6 +412,75 @@ fn zones_are_judged_apart_and_only_all_of_them_fully_disrupted_stops_every_one()
         sample
     });
     assert_eq!(named(&violations), [("2 dead-node-handled", 130.0, "a0", "handled")]);
+}
+
+/// A partition inside a unit: a member's protection counts only the peers on its side.
+/// The one cut off (1 of 4) is owed nothing (its unit cannot watch it), the three of the
+/// other side still are (each with two watching peers, three of four), and in a 2 | 2
+/// split nobody is.
+#[test]
+fn across_a_partition_only_the_side_holding_a_majority_keeps_its_protection() {
+    let taint_from = |world: &mut World, t: Secs, tainted: &str| {
+        world.node(tainted).link_up = t < 50.0;
+        let mut sample = world.sample(t);
+        if t >= 55.0 {
+            taint(&mut sample, tainted);
+        }
+        sample
+    };
+    let (cut_off, _) = run(80, |world, t| {
+        world.split((t >= 40.0).then_some(&["a0"][..]));
+        taint_from(world, t, "a0")
+    });
+    assert_eq!(named(&cut_off), [], "a0 alone is watched by nobody");
+    let (majority, _) = run(80, |world, t| {
+        world.split((t >= 40.0).then_some(&["a0"][..]));
+        taint_from(world, t, "a1")
+    });
+    assert_eq!(named(&majority), [("1 alive-node-kept", 55.0, "a1", "tainted")], "a1's side is three of four");
+    let (halves, _) = run(80, |world, t| {
+        world.split((t >= 40.0).then_some(&["a0", "a1"][..]));
+        taint_from(world, t, "a2")
+    });
+    assert_eq!(named(&halves), [], "two of four decide nothing");
+}
+
+/// While a unit is split, its wrappers may serve its members' endpoints or not (what each
+/// side votes of the other is theirs); once healed the view is due within the bound.
+#[test]
+fn while_a_unit_is_split_its_wrappers_may_drop_its_members_endpoints() {
+    let dropping_a0 = |until: Secs| {
+        move |world: &mut World, t: Secs| {
+            world.split((30.0..50.0).contains(&t).then_some(&["a0"][..]));
+            let mut sample = world.sample(t);
+            if (30.0..until).contains(&t) {
+                for wrapper in ["a1", "a2", "a3"] {
+                    let wrapper = sample.wrappers.get_mut(wrapper).expect("serving");
+                    wrapper
+                        .listed
+                        .as_mut()
+                        .expect("listed")
+                        .get_mut(SERVICE)
+                        .expect("svc")
+                        .retain(|e| !e.ends_with("@a0"));
+                    wrapper.mirror = wrapper.listed.clone();
+                }
+            }
+            sample
+        }
+    };
+    let (within, _) = run(100, dropping_a0(60.0));
+    assert_eq!(named(&within), [], "dropped for 30 s, 10 s past the heal");
+    let (too_long, _) = run(100, dropping_a0(80.0));
+    assert_eq!(
+        named(&too_long),
+        [
+            ("3 wrapper-serves-unit-view", 65.0, "a1", "view"),
+            ("3 wrapper-serves-unit-view", 65.0, "a2", "view"),
+            ("3 wrapper-serves-unit-view", 65.0, "a3", "view")
+        ],
+        "the bound (15 s) after the heal"
+    );
 }
 
 #[test]
