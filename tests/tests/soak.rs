@@ -1,6 +1,7 @@
 //! CI's short soak: `cargo xtask soak` with a fixed seed whose two and a half minutes hold
-//! eight kinds of fault (node deaths, node and unit link cuts, SIGKILL and SIGTERM of
-//! components, relabels, cut watches, grid churn), on the default 12 nodes in 3 units.
+//! nine kinds of fault (node deaths, node and unit link cuts, a 2 | 2 partition inside a
+//! unit for 41 s, SIGKILL and SIGTERM of components, relabels, cut watches, grid churn), on
+//! the default 12 nodes in 3 units.
 //! It fails on any invariant violation. In a test binary of its own so no other local
 //! cluster shares the two cores with it.
 
@@ -25,7 +26,9 @@ fn a_short_seeded_soak_breaks_no_invariant() {
             line[invariant.len()..].split_whitespace().map(|n| n.parse().expect("a count")).collect();
         assert!(counts.len() == 2 && counts[0] > 0 && counts[1] == 0, "{line}");
     }
-    for fault in ["node death", "node link cut", "unit link cut", "process SIGKILL", "relabel", "grid churn"] {
+    for fault in
+        ["node death", "node link cut", "unit link cut", "unit partition", "process SIGKILL", "relabel", "grid churn"]
+    {
         assert!(stdout.lines().any(|l| l.starts_with(fault)), "{fault} was injected: {stdout}");
     }
 }
