@@ -225,7 +225,8 @@ impl Flags {
             tls_metrics.register(unit);
         }
         let label_key = self.unit_label_key.clone();
-        let (port, read_timeout) = (self.unit_upstream_bind_address.port(), self.unit_upstream_read_timeout);
+        let bind_address = self.unit_upstream_bind_address;
+        let (port, read_timeout) = (bind_address.port(), self.unit_upstream_read_timeout);
         let (retry_after, sync_timeout) = (self.unit_upstream_retry_after, self.unit_upstream_sync_timeout);
         let log = LogConfig { history_limit: self.history_size, watch_buffer: self.watch_buffer };
         let vouch = self.vouch_config().map(|config| std::sync::Arc::new(crate::vouched::Vouching::new(config)));
@@ -239,6 +240,7 @@ impl Flags {
                 not_ready_for: sync_timeout,
                 read_timeout,
                 connect_timeout: read_timeout.min(Duration::from_secs(2)),
+                source: Some(bind_address.ip()).filter(|ip| !ip.is_unspecified()),
                 log,
                 vouch,
             }),

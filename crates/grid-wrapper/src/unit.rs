@@ -48,6 +48,10 @@ pub struct UnitConfig {
     /// A follower's link timeouts (a leader silent this long is taken for dead).
     pub read_timeout: Duration,
     pub connect_timeout: Duration,
+    /// Where a follower's connections to its leader come from: the address this wrapper
+    /// serves its unit on when that is one address (so the site network, and a firewall on
+    /// it, sees the member where it is known), else the kernel's choice.
+    pub source: Option<std::net::IpAddr>,
     pub log: listwatch::LogConfig,
     /// Vouched sharing: followers check every stream against the unit signer's batches.
     pub vouch: Option<Arc<crate::vouched::Vouching>>,
@@ -464,7 +468,8 @@ impl Supervisor {
         let url: http::Uri = format!("https://{host}:{}", self.unit.config.port).parse()?;
         let received = self.wrapper.metrics().upstream_bytes.clone();
         let (read_timeout, connect_timeout) = (self.unit.config.read_timeout, self.unit.config.connect_timeout);
-        crate::unit_client::leader_client_counted(&url, tls, read_timeout, connect_timeout, received)
+        let link = crate::unit_client::LinkSettings { read_timeout, connect_timeout, source: self.unit.config.source };
+        crate::unit_client::leader_client_counted(&url, tls, link, received)
     }
 
     /// Metrics and the log line of a new decision.

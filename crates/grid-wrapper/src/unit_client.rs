@@ -47,27 +47,39 @@ pub enum UnitClientError {
     Identity(#[from] crate::node_identity::NodeIdentityError),
 }
 
+/// How a follower's connections to its leader are made.
+#[derive(Clone, Copy, Debug)]
+pub struct LinkSettings {
+    /// A response, list or watch that sends nothing this long fails (a leader silent this
+    /// long is taken for dead).
+    pub read_timeout: Duration,
+    /// A connection (TCP and TLS handshake) not set up this soon fails.
+    pub connect_timeout: Duration,
+    /// The address the connections come from (`None`: the kernel's choice).
+    pub source: Option<std::net::IpAddr>,
+}
+
 /// A client of the leader at `url` (`https://<leader address>:<port>`) over `tls` (the
-/// follower's `node_identity::client_config`). A connection (TCP and TLS handshake) not
-/// set up within `connect_timeout` fails, and so does a response, list or watch that
-/// sends nothing for `read_timeout`. Call within a tokio runtime (kube's client spawns
-/// its request buffer).
+/// follower's `node_identity::client_config`), from the kernel's choice of address. A
+/// connection (TCP and TLS handshake) not set up within `connect_timeout` fails, and so
+/// does a response, list or watch that sends nothing for `read_timeout`. Call within a
+/// tokio runtime (kube's client spawns its request buffer).
 pub fn leader_client(
     url: &http::Uri,
     tls: Arc<rustls::ClientConfig>,
     read_timeout: Duration,
     connect_timeout: Duration,
 ) -> Result<kube::Client, UnitClientError> {
-    leader_client_counted(url, tls, read_timeout, connect_timeout, Family::default())
+    let link = LinkSettings { read_timeout, connect_timeout, source: None };
+    leader_client_counted(url, tls, link, Family::default())
 }
 
-/// [`leader_client`], with the body bytes received counted into `received` by stream
-/// ([`received_stream`]).
+/// [`leader_client`] with `link`'s settings, the body bytes received counted into
+/// `received` by stream ([`received_stream`]).
 pub fn leader_client_counted(
     url: &http::Uri,
     tls: Arc<rustls::ClientConfig>,
-    read_timeout: Duration,
-    connect_timeout: Duration,
+    link: LinkSettings,
     received: Family<StreamLabel, Counter>,
 ) -> Result<kube::Client, UnitClientError> {
     if url.scheme() != Some(&http::uri::Scheme::HTTPS) || url.authority().is_none() {
@@ -78,6 +90,7 @@ pub fn leader_client_counted(
     tcp.enforce_http(false);
     // a watch event is a small write on the leader's side; requests are on ours
     tcp.set_nodelay(true);
+    tcp.set_local_address(link.source);
     let https = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(rustls::ClientConfig::clone(&tls))
         .https_only()
@@ -85,8 +98,8 @@ pub fn leader_client_counted(
         .wrap_connector(tcp);
     let mut connector = TimeoutConnector::new(https);
     // covers the TLS handshake too: a host that accepts and never answers is given up
-    connector.set_connect_timeout(Some(connect_timeout));
-    connector.set_read_timeout(Some(read_timeout));
+    connector.set_connect_timeout(Some(link.connect_timeout));
+    connector.set_read_timeout(Some(link.read_timeout));
     // the read timeout counts from the last request written, not from when a pooled
     // connection went idle (it would otherwise fire on a request sent just before it)
     connector.set_reset_reader_on_write(true);

@@ -17,7 +17,7 @@ use grid_wrapper::metrics::StreamLabel;
 use grid_wrapper::node_identity::{
     ExpectedServer, MemberKeys, NodeIdentity, PublicKeyBytes, client_config, server_config,
 };
-use grid_wrapper::unit_client::{leader_client, leader_client_counted};
+use grid_wrapper::unit_client::{LinkSettings, leader_client, leader_client_counted};
 use grid_wrapper::unit_server::{ResourceLabel, ServeConfig, UnitServerMetrics, listen, router};
 use grid_wrapper::upstream_log::{UpstreamInput, UpstreamKind, UpstreamLog};
 use k8s_openapi::api::core::v1::{Endpoints, Node, Service};
@@ -236,6 +236,33 @@ async fn next_event<K: Debug>(watch: &mut Watcher<K>) -> watcher::Event<K> {
     }
 }
 
+/// A follower serving its unit on one address dials its leader from it: the site network
+/// (and a firewall between members) sees the member where it is known, not the kernel's
+/// pick (127.0.0.1 on loopback).
+#[tokio::test]
+async fn a_follower_dials_its_leader_from_the_source_address_given() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a listener");
+    let port = listener.local_addr().expect("its port").port();
+    let (peers, mut seen) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((stream, peer)) = listener.accept().await {
+            let _ = peers.send(peer.ip());
+            drop(stream); // no TLS: the request fails, where it came from is the point
+        }
+    });
+    let follower = identity("n2");
+    let tls = client_config(&follower, expecting(&identity("n1"))).expect("a follower's TLS settings");
+    let url: http::Uri = format!("https://127.0.0.1:{port}").parse().expect("a url");
+    for source in [Some("127.0.0.13".parse().expect("an address")), None] {
+        let link =
+            LinkSettings { read_timeout: Duration::from_secs(2), connect_timeout: Duration::from_secs(2), source };
+        let client = leader_client_counted(&url, tls.clone(), link, Family::default()).expect("a client");
+        let _ = Api::<Service>::all(client).list(&ListParams::default()).await;
+        let expected = source.unwrap_or_else(|| "127.0.0.1".parse().expect("loopback"));
+        assert_eq!(within("a connection", seen.recv()).await, Some(expected));
+    }
+}
+
 /// Every kind listed and watched by a follower through kube-rs, with exactly the leader's
 /// objects (metadata only for the cluster's nodes, its own Node whole by field selector),
 /// changes arriving as events, bytes counted alike on both sides, and watches ended when
@@ -249,9 +276,9 @@ async fn a_follower_lists_and_watches_every_kind_from_its_leader() {
     let leader = Leader::start(log.clone(), &[&follower]).await;
     let tls = client_config(&follower, expecting(&leader.identity)).expect("a follower's TLS settings");
     let received: Family<StreamLabel, Counter> = Family::default();
-    let client =
-        leader_client_counted(&leader.url(), tls, Duration::from_secs(5), Duration::from_secs(5), received.clone())
-            .expect("a client");
+    let link =
+        LinkSettings { read_timeout: Duration::from_secs(5), connect_timeout: Duration::from_secs(5), source: None };
+    let client = leader_client_counted(&leader.url(), tls, link, received.clone()).expect("a client");
 
     // lists: exactly the cloud's objects, in the leader's versions
     let services =

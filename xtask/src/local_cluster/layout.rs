@@ -19,6 +19,9 @@ pub const EDGE_HEALTH_METRICS_PORT: u16 = 30508;
 /// The grid wrapper kube-proxy would read, and its admin port.
 pub const WRAPPER_PORT: u16 = 30506;
 pub const WRAPPER_ADMIN_PORT: u16 = 30507;
+/// Where a grid wrapper serves its unit when it leads the unit's shared upstream (every
+/// member's the same, as the chart's).
+pub const UNIT_UPSTREAM_PORT: u16 = 30510;
 
 /// One simulated edge node.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -504,7 +504,10 @@ async fn run_cluster(
     tokio::spawn(workloads::run(client.clone(), stopped.clone()));
     let grid_controller = GridController::start(&server.url()).await?;
 
-    let components = start_components(&client, server, slot, run_dir, bin_dir, &nodes, &links).await?;
+    // the soak shares each unit's upstream, vouched as the chart sets it up
+    let sharing = if args.soak.is_some() { Some(Sharing::new(run_dir)?) } else { None };
+    let components =
+        start_components(&client, server, slot, (run_dir, bin_dir), &nodes, &links, sharing.as_ref()).await?;
     for kubelet in &kubelets {
         kubelet.register_daemon_pod(&client, "grid-wrapper", layout::WRAPPER_ADMIN_PORT).await?;
     }
@@ -723,10 +726,10 @@ async fn start_components(
     client: &Client,
     server: &FakeApiServer,
     slot: u8,
-    run_dir: &Path,
-    bin_dir: &Path,
+    (run_dir, bin_dir): (&Path, &Path),
     nodes: &[SimNode],
     links: &[(String, SiteLink)],
+    sharing: Option<&Sharing>,
 ) -> Result<Vec<Component>> {
     let cloud_ip = Ipv4Addr::new(127, 100 + slot, 0, 1);
     let cloud = server.url();
@@ -794,6 +797,33 @@ async fn start_components(
         run_dir,
     )?);
 
+    if let Some(sharing) = sharing {
+        let admin = SocketAddr::from((cloud_ip, 10263));
+        let args = [
+            "--bind-address",
+            &SocketAddr::from((cloud_ip, 10262)).to_string(),
+            "--metrics-bind-address",
+            &admin.to_string(),
+            "--signing-key-file",
+            &path(&sharing.signer_key),
+            "--unit-label-key",
+            layout::UNIT_LABEL_KEY,
+            "--namespace",
+            RELEASE_NAMESPACE,
+            "--leader-elect-resource-namespace",
+            RELEASE_NAMESPACE,
+        ];
+        components.push(Component::start(
+            bin_dir,
+            "unit-signer",
+            "unit-signer",
+            &cloud,
+            &strings(&args),
+            admin,
+            run_dir,
+        )?);
+    }
+
     for node in nodes {
         // a node's components reach the API server through its cloud link
         let site = links.iter().find(|(name, _)| *name == node.name).context("a node's link")?.1.url();
@@ -837,7 +867,7 @@ async fn start_components(
         components.push(Component::start(bin_dir, "edge-health", &name, &site, &strings(&args), admin, run_dir)?);
         let admin = node.addr(layout::WRAPPER_ADMIN_PORT);
         let verdicts = format!("http://{}/verdicts", node.addr(layout::EDGE_HEALTH_PORT));
-        let args = [
+        let mut args = strings(&[
             "--node-name",
             &node.name,
             "--bind-address",
@@ -846,22 +876,70 @@ async fn start_components(
             &admin.to_string(),
             "--edge-health-url",
             &verdicts,
-        ];
+        ]);
+        if let Some(sharing) = sharing {
+            // one upstream per unit: the node's edge-health key is its identity in the unit
+            args.extend(strings(&[
+                "--unit-label-key",
+                layout::UNIT_LABEL_KEY,
+                "--node-key-file",
+                &path(&signing_key),
+                "--unit-upstream-bind-address",
+                &node.addr(layout::UNIT_UPSTREAM_PORT).to_string(),
+                "--unit-vouch-keys",
+                &sharing.public_key,
+                "--unit-vouch-namespace",
+                RELEASE_NAMESPACE,
+            ]));
+        }
         components.push(Component::start(
             bin_dir,
             "grid-wrapper",
             &format!("grid-wrapper-{}", node.name),
             &site,
-            &strings(&args),
+            &args,
             admin,
             run_dir,
         )?);
     }
     println!(
-        "  started {} components: the admission webhook and edge-node-lifecycle, and per node a grid wrapper and an edge-health daemon",
-        components.len()
+        "  started {} components: the admission webhook{}, edge-node-lifecycle, and per node a grid wrapper{} and an edge-health daemon",
+        components.len(),
+        if sharing.is_some() { ", the unit signer" } else { "" },
+        if sharing.is_some() { " (one upstream per unit, vouched)" } else { "" },
     );
     Ok(components)
+}
+
+/// Vouched sharing of each unit's upstream: the unit signer's key, made for the run (kept
+/// 0600 in the run directory, as the chart keeps it in a Secret), and its public half the
+/// wrappers are given.
+struct Sharing {
+    signer_key: PathBuf,
+    public_key: String,
+}
+
+impl Sharing {
+    fn new(run_dir: &Path) -> Result<Self> {
+        use base64::Engine as _;
+        use ring::signature::{Ed25519KeyPair, KeyPair as _};
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let pkcs8 = Ed25519KeyPair::generate_pkcs8(&ring::rand::SystemRandom::new())
+            .map_err(|_| anyhow::anyhow!("generating the unit signer's key"))?;
+        let pair = Ed25519KeyPair::from_pkcs8(pkcs8.as_ref())
+            .map_err(|e| anyhow::anyhow!("reading the unit signer's key back: {e}"))?;
+        let signer_key = run_dir.join("unit-signer.key");
+        let _ = std::fs::remove_file(&signer_key);
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&signer_key)
+            .with_context(|| format!("creating {}", signer_key.display()))?;
+        std::io::Write::write_all(&mut file, pkcs8.as_ref())?;
+        let public_key = base64::engine::general_purpose::STANDARD.encode(pair.public_key().as_ref());
+        Ok(Self { signer_key, public_key })
+    }
 }
 
 fn strings(args: &[&str]) -> Vec<String> {

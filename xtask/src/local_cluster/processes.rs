@@ -13,9 +13,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::process::{Child, Command};
 
-/// The binaries the local cluster runs (the grid controller runs in-process).
-pub const BINARIES: [(&str, &str); 4] = [
+/// The binaries the local cluster runs, by package (the grid controller runs in-process).
+pub const BINARIES: [(&str, &str); 5] = [
     ("grid-wrapper", "grid-wrapper"),
+    ("grid-wrapper", "unit-signer"),
     ("edge-health", "edge-health"),
     ("edge-health-admission", "edge-health-admission"),
     ("edge-node-lifecycle", "edge-node-lifecycle"),
@@ -26,7 +27,8 @@ pub fn build(root: &Path) -> Result<()> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = std::process::Command::new(cargo);
     command.current_dir(root).args(["build", "--quiet", "--locked"]);
-    for (package, _) in BINARIES {
+    let packages: std::collections::BTreeSet<&str> = BINARIES.iter().map(|(package, _)| *package).collect();
+    for package in packages {
         command.args(["-p", package]);
     }
     if !cfg!(debug_assertions) {

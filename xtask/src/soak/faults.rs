@@ -183,13 +183,37 @@ pub async fn apply(
             format!("{component} {}", if *signal == Signal::Kill { "SIGKILLed" } else { "SIGTERMed" })
         }
         (FaultKind::ProcessKill { component, .. }, _) => {
-            truth.stopped.remove(component);
-            if component == "grid-controller" {
-                cluster.grid_controller.restart().await?;
-            } else if truth.should_run(component) {
-                cluster.components.iter_mut().find(|c| c.name == *component).context("a component")?.restart()?;
-            }
+            restart(cluster, truth, component).await?;
             format!("{component} restarted")
+        }
+        (FaultKind::UnitLeaderKill { unit, signal }, Phase::Start) => {
+            let members: Vec<String> = truth.units.iter().filter(|(_, u)| *u == unit).map(|(n, _)| n.clone()).collect();
+            let mut leader = None;
+            for node in cluster.nodes.iter().filter(|n| members.contains(&n.name)) {
+                if super::observe::leads_its_unit(node.addr(crate::local_cluster::layout::WRAPPER_ADMIN_PORT)).await {
+                    leader = Some(format!("grid-wrapper-{}", node.name));
+                    break;
+                }
+            }
+            match leader.filter(|component| truth.should_run(component)) {
+                Some(component) => {
+                    truth.undo.insert(index, vec![component.clone()]);
+                    truth.stopped.insert(component.clone());
+                    stop(cluster, &component, *signal, stop_problems).await?;
+                    let how = if *signal == Signal::Kill { "SIGKILLed" } else { "SIGTERMed" };
+                    format!("{component}, leading unit {unit}'s upstream, {how}")
+                }
+                None => format!("no running wrapper leads unit {unit}'s upstream: nothing stopped"),
+            }
+        }
+        (FaultKind::UnitLeaderKill { unit, .. }, _) => {
+            match truth.undo.remove(&index).and_then(|stopped| stopped.into_iter().next()) {
+                Some(component) => {
+                    restart(cluster, truth, &component).await?;
+                    format!("{component} restarted")
+                }
+                None => format!("(unit {unit}'s leader kill stopped nothing)"),
+            }
         }
         (FaultKind::Api(fault), Phase::Start) => match fault {
             ApiFault::Unavailable => {
@@ -269,6 +293,22 @@ pub async fn apply(
         }
     };
     Ok(what)
+}
+
+/// Starts `component` again after a fault stopped it, unless its node is dead (it starts
+/// with the node) or it runs already (a node that booted again started it, or a second
+/// fault that stopped it ended first).
+async fn restart(cluster: &mut Cluster, truth: &mut Truth, component: &str) -> Result<()> {
+    truth.stopped.remove(component);
+    if component == "grid-controller" {
+        cluster.grid_controller.restart().await?;
+    } else if truth.should_run(component) {
+        let process = cluster.components.iter_mut().find(|c| c.name == component).context("a component")?;
+        if process.pid().is_none() {
+            process.restart()?;
+        }
+    }
+    Ok(())
 }
 
 /// A write the soak makes as an operator would (not a fault: the churn a cluster lives

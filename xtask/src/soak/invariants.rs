@@ -14,7 +14,8 @@
 //!   webhook runs, whatever any link does. A node owed protection never carries a NoExecute
 //!   taint, and none of its pods is evicted or turns not ready;
 //! - a dead node is *judgeable* while at least two of its unit's live, watching peers are
-//!   heard by the cloud: judgeable for the grace period plus the bound it must carry a
+//!   heard by the cloud, those peers a majority of the others (on one side of a partition
+//!   inside the unit, if one splits it): judgeable for the grace period plus the bound it must carry a
 //!   NoExecute taint with none of its pods ready, and for the pods' toleration more, it
 //!   must have no pod left. That is stock handling, so kube's zone rules hold it back: the
 //!   clock runs only while its zone may be tainted at a non-zero rate (not a partially
@@ -328,7 +329,14 @@ impl Checker {
             // 2: stock handling of a dead node its unit can judge, once its zone may be
             // tainted: a clock that stops while the zone's rate is 0 and starts again when
             // it is not (the bucket starts empty), widened by one token per node queued ahead
-            let judgeable = !node.alive && heard >= 2 && 2 * watching > size - 1;
+            // judged by a side of its unit: live, watching peers that reach each other (all
+            // of them unless a partition splits the unit), two heard, a majority of the others
+            let judging: Vec<&NodeTruth> = peers.iter().copied().filter(|p| p.alive && p.watching).collect();
+            let judged_by = |p: &&NodeTruth| {
+                let side: Vec<&&NodeTruth> = judging.iter().filter(|q| !p.cut_from.contains(&q.name)).collect();
+                side.iter().filter(|q| q.link_up).count() >= 2 && 2 * side.len() > size - 1
+            };
+            let judgeable = !node.alive && judging.iter().any(judged_by);
             if !judgeable || unit_changed {
                 memory.judgeable_since = None;
                 memory.handled_timed = false;

@@ -32,10 +32,12 @@ use schedule::Fault;
 const USAGE: &str = "usage: cargo xtask soak [--seed S] [--duration D] [--nodes N] [--units U] [--no-build]
 
 Starts the embedded local cluster with N nodes in U units (N a multiple of U, 3 to 15
-nodes a unit) and every component, then injects faults drawn from the seed: node deaths,
-node and unit cloud link cuts, partitions inside a unit (iptables, as root), SIGKILL and
-SIGTERM of every component (restarted after), API server 503 bursts, slow answers, cut
-watches and restarts, relabels, grids created, scaled and deleted. Every second an observer checks the six invariants; a violation is printed with
+nodes a unit) and every component, each unit sharing one upstream (vouched by the unit
+signer), then injects faults drawn from the seed: node deaths, node and unit cloud link
+cuts, partitions inside a unit (iptables, as root), SIGKILL and SIGTERM of every
+component (restarted after), the units' upstream leaders included, API server 503
+bursts, slow answers, cut watches and restarts, relabels, grids created, scaled and
+deleted. Every second an observer checks the six invariants; a violation is printed with
 the seed that replays it. Exits 0 when none was broken.
 
   --seed S       the schedule's seed (default: random, printed first)

@@ -131,6 +131,14 @@ pub async fn wrapper_list(addr: SocketAddr) -> Option<(Endpoints, usize)> {
     tokio::time::timeout(Duration::from_secs(3), read).await.ok()?.ok()
 }
 
+/// Whether the grid wrapper whose admin listener is `admin` leads its unit's upstream now
+/// (its `grid_wrapper_unit_leading` gauge is 1).
+pub async fn leads_its_unit(admin: SocketAddr) -> bool {
+    let metrics = crate::local_cluster::processes::http_get(admin, "/metrics").await;
+    metrics
+        .is_some_and(|(status, body)| status == 200 && body.lines().any(|l| l.trim() == "grid_wrapper_unit_leading 1"))
+}
+
 /// Reads a log as it grows, for panics.
 #[derive(Default)]
 pub struct LogScanner {

@@ -100,6 +100,12 @@ pub enum FaultKind {
         unit: String,
         cut_off: Vec<String>,
     },
+    /// The grid wrapper leading `unit`'s shared upstream (found when the fault starts) is
+    /// stopped, and started again when the fault ends.
+    UnitLeaderKill {
+        unit: String,
+        signal: Signal,
+    },
 }
 
 impl FaultKind {
@@ -118,6 +124,8 @@ impl FaultKind {
             Self::Relabel { .. } => "relabel",
             Self::GridChurn { .. } => "grid churn",
             Self::UnitPartition { .. } => "unit partition",
+            Self::UnitLeaderKill { signal: Signal::Kill, .. } => "unit leader SIGKILL",
+            Self::UnitLeaderKill { signal: Signal::Term, .. } => "unit leader SIGTERM",
         }
     }
 }
@@ -154,17 +162,83 @@ pub fn draw(seed: u64, duration: Duration, warmup: Duration, tail: Duration, lay
     let mut faults = draw_first(seed, duration, warmup, tail, layout);
     let later = draw_later(seed ^ LATER_KINDS, duration, warmup, tail, layout, &faults);
     faults.extend(later);
+    let sharing = draw_sharing(seed ^ SHARING_KINDS, duration, warmup, tail, layout, &faults);
+    faults.extend(sharing);
     faults.sort_by_key(|f| f.at); // stable: the first pass's order among equals stays
     faults
 }
 
-/// Mixed into the seed for the second pass's generator.
+/// Mixed into the seed for the second and third passes' generators.
 const LATER_KINDS: u64 = 0x5eed_0002;
+const SHARING_KINDS: u64 = 0x5eed_0003;
+
+/// The unit signer's process (a cloud component when units share their upstream).
+pub const UNIT_SIGNER: &str = "unit-signer";
+
+/// The third pass: a unit's upstream leader or the unit signer stopped every 20-60 s,
+/// where it fits around `earlier`: a leader kill in a unit none of whose members moves
+/// (nor one moves in) or has its wrapper stopped meanwhile, one per unit at a time; a
+/// signer kill while no other stops it.
+fn draw_sharing(
+    seed: u64,
+    duration: Duration,
+    warmup: Duration,
+    tail: Duration,
+    layout: &Layout,
+    earlier: &[Fault],
+) -> Vec<Fault> {
+    let mut rng = Rng::new(seed);
+    let mut faults: Vec<Fault> = Vec::new();
+    let Some(end) = duration.checked_sub(tail) else { return faults };
+    let overlaps = |fault: &Fault, at: Duration, until: Duration| fault.at <= until && at <= fault.ends();
+    let mut at = warmup;
+    loop {
+        at += rng.millis(20_000, 60_000);
+        if at >= end {
+            break;
+        }
+        let signal = if rng.below(2) == 0 { Signal::Kill } else { Signal::Term };
+        let fault = if rng.below(3) < 2 {
+            let lasts = rng.millis(2_000, 15_000).min(end - at);
+            let until = at + lasts;
+            let units: Vec<&String> = layout
+                .units
+                .iter()
+                .filter(|(unit, members)| {
+                    !earlier.iter().chain(&faults).any(|f| {
+                        overlaps(f, at, until)
+                            && match &f.kind {
+                                FaultKind::Relabel { node, to } => members.contains(node) || to == *unit,
+                                FaultKind::ProcessKill { component, .. } => {
+                                    members.iter().any(|m| *component == format!("grid-wrapper-{m}"))
+                                }
+                                FaultKind::UnitLeaderKill { unit: other, .. } => other == *unit,
+                                _ => false,
+                            }
+                    })
+                })
+                .map(|(unit, _)| unit)
+                .collect();
+            rng.pick(&units).map(|unit| (lasts, FaultKind::UnitLeaderKill { unit: unit.to_string(), signal }))
+        } else {
+            let lasts = rng.millis(500, 5_000).min(end - at);
+            let busy = earlier.iter().chain(&faults).any(|f| {
+                overlaps(f, at, at + lasts)
+                    && matches!(&f.kind, FaultKind::ProcessKill { component, .. } if component == UNIT_SIGNER)
+            });
+            (!busy).then(|| (lasts, FaultKind::ProcessKill { component: UNIT_SIGNER.to_string(), signal }))
+        };
+        if let Some((lasts, kind)) = fault {
+            faults.push(Fault { at, lasts, kind });
+        }
+    }
+    faults
+}
 
 /// The second pass: a partition inside a unit or an API server restart every 15-45 s,
-/// where it fits around `first`: a partition in a unit none of whose members dies or
-/// moves (and none moves in) meanwhile, one partition at a time; a restart not during
-/// another API fault.
+/// where it fits around `first`: a partition in a unit none of whose members moves (and
+/// none moves in) meanwhile, one partition at a time; a restart not during another API
+/// fault.
 fn draw_later(
     seed: u64,
     duration: Duration,
@@ -194,7 +268,6 @@ fn draw_later(
                         && !first.iter().chain(&faults).any(|f| {
                             overlaps(f, at, until)
                                 && match &f.kind {
-                                    FaultKind::NodeDeath { node } => members.contains(node),
                                     FaultKind::Relabel { node, to } => members.contains(node) || to == *unit,
                                     FaultKind::UnitPartition { .. } => true,
                                     _ => false,
@@ -412,15 +485,31 @@ mod tests {
                             if overlap =>
                         {
                             let members = &layout.units[unit];
-                            match other {
-                                FaultKind::NodeDeath { node } => {
-                                    assert!(!members.contains(node), "seed {seed}: a member dies while split: {both:?}")
-                                }
-                                FaultKind::Relabel { node, to } => assert!(
+                            if let FaultKind::Relabel { node, to } = other {
+                                assert!(
                                     !members.contains(node) && to != unit,
                                     "seed {seed}: the split unit's members change: {both:?}"
-                                ),
+                                );
+                            }
+                        }
+                        (FaultKind::UnitLeaderKill { unit, .. }, other)
+                        | (other, FaultKind::UnitLeaderKill { unit, .. })
+                            if overlap =>
+                        {
+                            let members = &layout.units[unit];
+                            let member_wrapper = |c: &String| members.iter().any(|m| *c == format!("grid-wrapper-{m}"));
+                            match other {
+                                FaultKind::Relabel { node, .. } => {
+                                    assert!(!members.contains(node), "seed {seed}: {both:?}")
+                                }
+                                FaultKind::ProcessKill { component, .. } => {
+                                    assert!(!member_wrapper(component), "seed {seed}: {both:?}")
+                                }
+                                FaultKind::UnitLeaderKill { unit: other, .. } => assert_ne!(unit, other, "seed {seed}"),
                                 _ => {}
+                            }
+                            if let FaultKind::Relabel { to, .. } = other {
+                                assert_ne!(to, unit, "seed {seed}: {both:?}");
                             }
                         }
                         (FaultKind::NodeDeath { node: a } | FaultKind::Relabel { node: a, .. }, killed)
@@ -452,7 +541,7 @@ mod tests {
             }
             assert!(faults.windows(2).all(|w| w[0].at <= w[1].at), "in start order");
         }
-        assert_eq!(kinds.len(), 12, "every kind is drawn: {kinds:?}");
+        assert_eq!(kinds.len(), 14, "every kind is drawn: {kinds:?}");
     }
 
     /// The kinds added later come from a generator of their own: a seed printed by an
@@ -463,11 +552,29 @@ mod tests {
             let duration = Duration::from_secs(1800);
             let all = draw(seed, duration, WARMUP, TAIL, &layout());
             let later = |f: &&Fault| {
-                matches!(f.kind, FaultKind::UnitPartition { .. } | FaultKind::Api(ApiFault::Restart { .. }))
+                matches!(
+                    &f.kind,
+                    FaultKind::UnitPartition { .. }
+                        | FaultKind::Api(ApiFault::Restart { .. })
+                        | FaultKind::UnitLeaderKill { .. }
+                ) || matches!(&f.kind, FaultKind::ProcessKill { component, .. } if component == UNIT_SIGNER)
             };
             let first: Vec<Fault> = all.iter().filter(|f| !later(f)).cloned().collect();
             assert_eq!(first, draw_first(seed, duration, WARMUP, TAIL, &layout()), "seed {seed}");
-            assert!(all.iter().filter(later).count() > 20, "seed {seed}: one every 15-45 s where it fits");
+            assert!(
+                all.iter().filter(later).count() > 40,
+                "seed {seed}: two passes of one every 15-60 s where it fits"
+            );
+            let second = |f: &&Fault| {
+                matches!(f.kind, FaultKind::UnitPartition { .. } | FaultKind::Api(ApiFault::Restart { .. }))
+            };
+            let seconds: Vec<Fault> = all.iter().filter(second).cloned().collect();
+            let first = draw_first(seed, duration, WARMUP, TAIL, &layout());
+            assert_eq!(
+                seconds,
+                draw_later(seed ^ LATER_KINDS, duration, WARMUP, TAIL, &layout(), &first),
+                "seed {seed}"
+            );
         }
     }
 

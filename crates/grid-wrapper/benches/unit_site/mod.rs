@@ -126,6 +126,7 @@ pub async fn start(
             not_ready_for: Duration::from_secs(60),
             read_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(2),
+            source: None,
             log: config.log,
             vouch,
         });

@@ -105,6 +105,7 @@ pub async fn start_with(
         not_ready_for: Duration::from_secs(10),
         read_timeout: Duration::from_secs(5),
         connect_timeout: Duration::from_secs(2),
+        source: Some(IpAddr::V4(member.host)),
         log: config.log,
         vouch,
     });

@@ -445,6 +445,31 @@ fn across_a_partition_only_the_side_holding_a_majority_keeps_its_protection() {
     assert_eq!(named(&halves), [], "two of four decide nothing");
 }
 
+/// A death during a partition inside its unit: judged when one side alone holds two
+/// heard peers and a majority of the others (the 2 | 1 split of a0's three peers, wherever
+/// the dead a0 was cut off to), not when no side does (a1 | a2, with a3 dead too).
+#[test]
+fn a_dead_node_is_judged_by_a_side_of_its_split_unit_holding_a_majority() {
+    let untainted = |cut_off: &'static [&'static str], also_dead: Option<&'static str>| {
+        move |world: &mut World, t: Secs| {
+            if t == 40.0 {
+                world.kill("a0");
+                also_dead.into_iter().for_each(|n| world.kill(n));
+            }
+            world.split(Some(cut_off));
+            let mut sample = world.sample(t);
+            sample.nodes.get_mut("a0").expect("a0").taints.clear();
+            sample
+        }
+    };
+    let (two_of_three, _) = run(80, untainted(&["a1"], None));
+    assert_eq!(named(&two_of_three), [("2 dead-node-handled", 70.0, "a0", "handled")]);
+    let (with_one, _) = run(80, untainted(&["a0", "a1"], None));
+    assert_eq!(named(&with_one), [("2 dead-node-handled", 70.0, "a0", "handled")], "a0's own side is no matter");
+    let (no_side, _) = run(80, untainted(&["a1"], Some("a3")));
+    assert!(named(&no_side).iter().all(|v| v.2 != "a0"), "{:?}", named(&no_side));
+}
+
 /// While a unit is split, its wrappers may serve its members' endpoints or not (what each
 /// side votes of the other is theirs); once healed the view is due within the bound.
 #[test]
