@@ -24,13 +24,19 @@
 //! `--vmodule`, `--log_dir`, `--log_file`, ...) are every binary's: `--v=N` sets the
 //! default log level (0-3 info, 4-5 debug, 6 and more trace: klog's V(2) is steady-state
 //! information, V(4) debugging), the others are ignored (we always log to stderr).
+//!
+//! This is the engine only, with the klog flags ([`KLOG`]): each binary's table, and the
+//! resolver of its flags that depend on others, is in that binary's crate, in a `superedge`
+//! module beside its flags (`grid_wrapper::cli::superedge::GRID_WRAPPER`,
+//! `edge_health::daemon::cli::superedge::EDGE_HEALTH`,
+//! `edge_health_admission::cli::superedge::EDGE_HEALTH_ADMISSION`, and grid-controller's
+//! binary's `cli::superedge::GRID_CONTROLLER`), built with [`flag`], [`ignore`] and
+//! [`rename`], its resolver reading and adding to a [`Resolution`].
 
 use std::ffi::OsString;
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
-use crate::flags::{BindAddress, parse_duration};
+use crate::flags::BindAddress;
 
 /// The message of every deprecation line (with `flag` and `replacement`/`note` or
 /// `ignored` as fields).
@@ -105,8 +111,12 @@ pub struct LegacyFlag {
 pub struct LegacyTable {
     pub binary: &'static str,
     pub flags: &'static [LegacyFlag],
-    /// Translates the table's [`Translation::Custom`] flags.
-    custom: fn(&mut Resolution<'_>) -> Result<(), LegacyFlagError>,
+    /// Flags given as `key=value,...` whose every occurrence adds to the earlier ones (a
+    /// pflag Value whose Set parses each occurrence into one struct): their values are
+    /// joined with `,` rather than the last one winning.
+    pub accumulated: &'static [&'static str],
+    /// Translates the table's [`Translation::Custom`] flags ([`no_custom`] when it has none).
+    pub custom: fn(&mut Resolution<'_>) -> Result<(), LegacyFlagError>,
 }
 
 impl std::fmt::Debug for LegacyTable {
@@ -258,7 +268,9 @@ where
         }
         match given.iter_mut().find(|g| g.flag.name == flag.name) {
             // a pflag Value whose Set parses each occurrence into one struct: the parts add up
-            Some(earlier) if ACCUMULATED.contains(&flag.name) => earlier.value = format!("{},{value}", earlier.value),
+            Some(earlier) if table.accumulated.contains(&flag.name) => {
+                earlier.value = format!("{},{value}", earlier.value)
+            }
             // Go: the last value wins; the flag keeps its first place in the log
             Some(earlier) => earlier.value = value,
             None => given.push(Given { flag, value }),
@@ -363,8 +375,9 @@ struct Given {
     value: String,
 }
 
-/// What the translation has found and made so far; the tables' resolvers add to it.
-struct Resolution<'a> {
+/// What the translation has found and made so far; the tables' resolvers
+/// ([`LegacyTable::custom`]) read the flags given from it and add their translations to it.
+pub struct Resolution<'a> {
     given: &'a [Given],
     ours: &'a [OsString],
     /// (the SuperEdge flag, our argument `--name=value`)
@@ -375,23 +388,31 @@ struct Resolution<'a> {
 
 impl Resolution<'_> {
     /// The value given for SuperEdge's `name`.
-    fn value(&self, name: &str) -> Option<&str> {
+    pub fn value(&self, name: &str) -> Option<&str> {
         self.given.iter().find(|g| g.flag.name == name).map(|g| g.value.as_str())
     }
 
-    fn replaced(&mut self, name: &str, args: Vec<String>, by: String, note: Option<String>) {
+    /// Our flag `name`'s value among our own arguments given (`--name=value`, `--name value`;
+    /// a bare `--name` gives ""), the last one given.
+    pub fn our_value(&self, name: &str) -> Option<&str> {
+        our_value(self.ours, name)
+    }
+
+    /// SuperEdge's `name` read as our `args`, said as `by` (with `note`) in its deprecation.
+    pub fn replaced(&mut self, name: &str, args: Vec<String>, by: String, note: Option<String>) {
         let flag = format!("--{name}");
         self.added.extend(args.into_iter().map(|arg| (flag.clone(), arg)));
         self.deprecations.push(Deprecation { flag, outcome: Outcome::Replaced { by, note } });
     }
 
     /// Read as our `args`, said as such.
-    fn rename(&mut self, name: &str, args: Vec<String>, note: Option<String>) {
+    pub fn rename(&mut self, name: &str, args: Vec<String>, note: Option<String>) {
         let by = args.join(" ");
         self.replaced(name, args, by, note);
     }
 
-    fn ignore(&mut self, name: &str, reason: impl Into<String>) {
+    /// SuperEdge's `name` ignored for `reason`, said in its deprecation.
+    pub fn ignore(&mut self, name: &str, reason: impl Into<String>) {
         self.deprecations
             .push(Deprecation { flag: format!("--{name}"), outcome: Outcome::Ignored { reason: reason.into() } });
     }
@@ -455,12 +476,13 @@ fn our_value<'a>(ours: &'a [OsString], name: &str) -> Option<&'a str> {
     found
 }
 
-fn invalid(flag: &str, value: &str, reason: String) -> LegacyFlagError {
+/// The error for SuperEdge's `flag` given `value`, refused for `reason`.
+pub fn invalid(flag: &str, value: &str, reason: String) -> LegacyFlagError {
     LegacyFlagError::InvalidValue { flag: flag.to_string(), value: value.to_string(), reason }
 }
 
 /// A decimal whole number of at least `min`.
-fn whole_number(flag: &str, value: &str, min: i64) -> Result<u64, LegacyFlagError> {
+pub fn whole_number(flag: &str, value: &str, min: i64) -> Result<u64, LegacyFlagError> {
     let number: i64 = value.parse().map_err(|_| invalid(flag, value, "not a whole number".into()))?;
     if number < min {
         return Err(invalid(flag, value, format!("must be at least {min}")));
@@ -503,26 +525,32 @@ fn check_value(flag: &str, value: &str, check: Check) -> Result<(), LegacyFlagEr
     }
 }
 
-const fn flag(name: &'static str, takes: Takes, translation: Translation) -> LegacyFlag {
+/// A table's entry: SuperEdge's flag `name` (with `-` as separator), its syntax and fate.
+pub const fn flag(name: &'static str, takes: Takes, translation: Translation) -> LegacyFlag {
     LegacyFlag { name, takes, translation }
 }
 
-const fn ignore(check: Check, reason: &'static str) -> Translation {
+/// A flag's value checked, then ignored for `reason`.
+pub const fn ignore(check: Check, reason: &'static str) -> Translation {
     Translation::Ignore { check, reason }
 }
 
-const fn rename(to: &'static str, check: Check) -> Translation {
+/// A flag read as our flag `to`, its value checked, with no note.
+pub const fn rename(to: &'static str, check: Check) -> Translation {
     Translation::Rename { to, check, note: None }
 }
 
 const STDERR_ONLY: &str = "we always log to stderr, where the container runtime keeps the log";
-const NO_CLIENT_RATE_LIMIT: &str =
+/// Why SuperEdge's client rate limits (`--kube-qps`, `--kube-burst`) are ignored.
+pub const NO_CLIENT_RATE_LIMIT: &str =
     "our API client has no client-side rate limit (the API server's priority and fairness applies)";
-const MASTER_URL: &str =
+/// Why SuperEdge's API server URL flags (`--master`, `--masterurl`) take only an empty value.
+pub const MASTER_URL: &str =
     "name the API server in the kubeconfig's cluster server (--kubeconfig); an empty value is accepted";
 
-/// klog's flags, which every SuperEdge binary took.
-const KLOG: &[LegacyFlag] = &[
+/// klog's flags, which every SuperEdge binary took: every table's, after its own
+/// ([`LegacyTable::lookup`]).
+pub const KLOG: &[LegacyFlag] = &[
     flag("v", Takes::Value, Translation::Verbosity),
     flag(
         "vmodule",
@@ -542,427 +570,8 @@ const KLOG: &[LegacyFlag] = &[
     flag("log-backtrace-at", Takes::Value, ignore(Check::Any, "no stack traces are logged on a line")),
 ];
 
-/// `application-grid-wrapper` (`cmd/application-grid-wrapper/app/options`).
-pub static GRID_WRAPPER: LegacyTable = LegacyTable {
-    binary: "grid-wrapper",
-    flags: &[
-        flag("hostname", Takes::Value, rename("--node-name", Check::Any)),
-        flag(
-            "notify-channel-size",
-            Takes::Value,
-            Translation::Rename {
-                to: "--watch-buffer",
-                check: Check::Positive,
-                note: Some(
-                    "events buffered per watcher; a watcher further behind gets 410 and relists (SuperEdge dropped events)",
-                ),
-            },
-        ),
-        flag("insecure", Takes::Bool, Translation::Custom),
-        flag("cert-file", Takes::Value, Translation::Custom),
-        flag("key-file", Takes::Value, Translation::Custom),
-        flag("ca-file", Takes::Value, Translation::Custom),
-        flag("service-autonomy-enhancement", Takes::Value, Translation::Custom),
-        flag("debug", Takes::Bool, ignore(Check::Bool, "no pprof handlers are served")),
-        flag(
-            "support-endpointslice",
-            Takes::Bool,
-            ignore(Check::Bool, "Endpoints and EndpointSlices are always both served"),
-        ),
-        flag("kube-qps", Takes::Value, ignore(Check::Float, NO_CLIENT_RATE_LIMIT)),
-        flag("kube-burst", Takes::Value, ignore(Check::Int, NO_CLIENT_RATE_LIMIT)),
-    ],
-    custom: grid_wrapper,
-};
-
-/// `edge-health` (`pkg/edge-health/options`). SuperEdge overwrote its numeric flags with
-/// their defaults after parsing; here the numbers given are the numbers used.
-pub static EDGE_HEALTH: LegacyTable = LegacyTable {
-    binary: "edge-health",
-    flags: &[
-        flag("hostname", Takes::Value, rename("--node-name", Check::Any)),
-        flag("masterurl", Takes::Value, Translation::Unsupported { reason: MASTER_URL }),
-        flag("kubeletauthplugin", Takes::Value, Translation::Custom),
-        flag("kubeletplugin", Takes::Value, Translation::Custom),
-        flag("pingplugin", Takes::Value, Translation::Custom),
-        flag("healthcheckperiod", Takes::Value, Translation::Custom),
-        flag(
-            "healthcheckscoreline",
-            Takes::Value,
-            Translation::Rename {
-                to: "--healthy-score",
-                check: Check::PositiveFloat,
-                note: Some(
-                    "the same number: SuperEdge scored a passing check 100 x its weight, and its plugin flags' weights \
-                     are read x100 as --check weights",
-                ),
-            },
-        ),
-        flag("voteperiod", Takes::Value, ignore(Check::Positive, "the votes are counted at every period's end")),
-        flag("votetimeout", Takes::Value, Translation::Custom),
-        flag(
-            "communicateperiod",
-            Takes::Value,
-            ignore(
-                Check::Positive,
-                "results travel by gossip, --relay-rounds times per --period, not to every peer every N seconds",
-            ),
-        ),
-        flag(
-            "communicatetimetout",
-            Takes::Value,
-            Translation::Seconds {
-                to: "--message-timeout",
-                note: Some("per attempt of sending one message to a peer"),
-            },
-        ),
-        flag("communicateretrytime", Takes::Value, Translation::Custom),
-        flag("communicateserverport", Takes::Value, Translation::Custom),
-    ],
-    custom: edge_health,
-};
-
-/// `edge-health-admission` (Go's `flag` package: `cmd/edge-health-admission/admission.go`,
-/// `pkg/edge-health-admission/config`).
-pub static EDGE_HEALTH_ADMISSION: LegacyTable = LegacyTable {
-    binary: "edge-health-admission",
-    flags: &[
-        flag("admission-control-server-cert", Takes::Value, rename("--tls-cert-file", Check::Any)),
-        flag("admission-control-server-key", Takes::Value, rename("--tls-private-key-file", Check::Any)),
-        flag("adminssion-control-listen-addr", Takes::Value, rename("--bind-address", Check::BindAddress)),
-        flag("kubeconfigpath", Takes::Value, rename("--kubeconfig", Check::Any)),
-        flag("masterurl", Takes::Value, Translation::Unsupported { reason: MASTER_URL }),
-        flag("always-reachable", Takes::Bool, Translation::Same),
-    ],
-    custom: no_custom,
-};
-
-/// `application-grid-controller` (`cmd/application-grid-controller/app/options`). Its
-/// `--kubeconfig` and `--leader-elect*` flags are ours too (same names and meanings),
-/// but for the lock kind.
-pub static GRID_CONTROLLER: LegacyTable = LegacyTable {
-    binary: "grid-controller",
-    flags: &[
-        flag("master", Takes::Value, Translation::Unsupported { reason: MASTER_URL }),
-        flag("kube-qps", Takes::Value, ignore(Check::Float, NO_CLIENT_RATE_LIMIT)),
-        flag("kube-burst", Takes::Value, ignore(Check::Int, NO_CLIENT_RATE_LIMIT)),
-        flag(
-            "feature-gates",
-            Takes::Value,
-            ignore(
-                Check::FeatureGates,
-                "SuperEdge's controller registered its EndpointSlice gate and never read it; grids need no gate",
-            ),
-        ),
-        flag(
-            "sync-period",
-            Takes::Value,
-            ignore(
-                Check::Positive,
-                "each grid is checked again every 5 minutes, and at once when it or what it owns changes",
-            ),
-        ),
-        flag("worker", Takes::Value, ignore(Check::Positive, "grids are reconciled concurrently, each one at a time")),
-        flag(
-            "leader-elect-resource-lock",
-            Takes::Value,
-            ignore(Check::Any, "the leader lock is always a coordination.k8s.io Lease"),
-        ),
-    ],
-    custom: no_custom,
-};
-
-fn no_custom(_: &mut Resolution<'_>) -> Result<(), LegacyFlagError> {
-    Ok(())
-}
-
-/// Flags given as `key=value,...` whose every occurrence SuperEdge added to the same
-/// settings (`ServiceAutonomyEnhancementOptions.Set`), so a later one changes only the keys
-/// it names.
-const ACCUMULATED: [&str; 1] = ["service-autonomy-enhancement"];
-
-/// SuperEdge's edge-health address the wrapper read, and how often.
-const DEFAULT_NEIGHBOR_STATUS: &str = "http://localhost:51005/localinfo";
-const DEFAULT_AUTONOMY_INTERVAL: u64 = 30;
-
-fn grid_wrapper(r: &mut Resolution<'_>) -> Result<(), LegacyFlagError> {
-    // SuperEdge's default: plain HTTP to kube-proxy
-    let insecure = r.value("insecure").is_none_or(|v| v == "true");
-    let file = |r: &Resolution<'_>, name: &str| r.value(name).filter(|v| !v.is_empty()).map(str::to_string);
-    if insecure {
-        if r.value("insecure").is_some() {
-            r.ignore(
-                "insecure",
-                "plain HTTP is our default too (HTTPS with --tls-cert-file and --tls-private-key-file)",
-            );
-        }
-        for name in ["cert-file", "key-file", "ca-file"] {
-            if r.value(name).is_some() {
-                r.ignore(name, "SuperEdge served plain HTTP with --insecure (its default, true) and never read it");
-            }
-        }
-    } else {
-        let (Some(cert), Some(key)) = (file(r, "cert-file"), file(r, "key-file")) else {
-            return Err(LegacyFlagError::Unsupported {
-                flag: "--insecure".into(),
-                value: "false".into(),
-                reason: "HTTPS needs --cert-file and --key-file (SuperEdge could not serve without them either)".into(),
-            });
-        };
-        r.replaced(
-            "insecure",
-            Vec::new(),
-            "--tls-cert-file and --tls-private-key-file".into(),
-            Some("HTTPS is served when a certificate is given".into()),
-        );
-        r.rename("cert-file", vec![format!("--tls-cert-file={cert}")], None);
-        r.rename("key-file", vec![format!("--tls-private-key-file={key}")], None);
-        if r.value("ca-file").is_some() {
-            r.ignore(
-                "ca-file",
-                "SuperEdge set it as the server's RootCAs, which a Go TLS server never reads: clients were not asked \
-                 for certificates (--client-ca-file would require them)",
-            );
-        }
-    }
-
-    if let Some(value) = r.value("service-autonomy-enhancement").map(str::to_string) {
-        let flag = "--service-autonomy-enhancement";
-        let bad = |reason: String| invalid(flag, &value, reason);
-        let (mut enabled, mut address, mut interval) =
-            (false, DEFAULT_NEIGHBOR_STATUS.to_string(), DEFAULT_AUTONOMY_INTERVAL);
-        for pair in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (key, field) = pair.split_once('=').ok_or_else(|| bad(format!("{pair:?} is not key=value")))?;
-            let field = field.trim();
-            match key.trim() {
-                "enabled" => enabled = parse_go_bool(field).map_err(|why| bad(format!("enabled: {why}")))?,
-                "address" => address = field.to_string(),
-                "interval" => {
-                    interval =
-                        field.parse::<u64>().ok().filter(|seconds| *seconds > 0).ok_or_else(|| {
-                            bad(format!("interval {field:?} is not a whole number of seconds above 0"))
-                        })?
-                }
-                other => return Err(bad(format!("unknown key {other:?} (enabled, address, interval)"))),
-            }
-        }
-        if enabled {
-            let (url, moved) = verdicts_url(&address).map_err(bad)?;
-            let note = match moved {
-                true => {
-                    "our edge-health serves its verdicts on /verdicts (SuperEdge's /localinfo), same scheme, host and port"
-                }
-                false => "the address as given",
-            };
-            let args = vec![format!("--edge-health-url={url}"), format!("--edge-health-poll-interval={interval}s")];
-            r.rename("service-autonomy-enhancement", args, Some(note.into()));
-        } else {
-            r.ignore(
-                "service-autonomy-enhancement",
-                "enabled=false: service autonomy stays off (no --edge-health-url)",
-            );
-        }
-    }
-    Ok(())
-}
-
-/// SuperEdge's neighbour-status address as our verdicts URL: `/localinfo` becomes
-/// `/verdicts` (the query goes: ours takes none); whether it did.
-fn verdicts_url(address: &str) -> Result<(String, bool), String> {
-    let uri: axum::http::Uri = address.parse().map_err(|_| format!("address {address:?} is not a URL"))?;
-    let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
-        return Err(format!("address {address:?} is not an http:// or https:// URL"));
-    };
-    if !matches!(scheme, "http" | "https") {
-        return Err(format!("address {address:?} is not an http:// or https:// URL"));
-    }
-    match uri.path() {
-        "/localinfo" | "/localinfo/" => Ok((format!("{scheme}://{authority}/verdicts"), true)),
-        _ => Ok((address.to_string(), false)),
-    }
-}
-
-/// One of SuperEdge's check plugin flags (`timeout=5,retrytime=3,weight=1,port=10250`).
-#[derive(Debug, PartialEq)]
-struct PluginCheck {
-    kind: &'static str,
-    port: u16,
-    timeout_secs: u64,
-    attempts: u64,
-    weight: f64,
-}
-
-/// SuperEdge scored a passing check 100 points times its weight.
-const SUPEREDGE_POINTS_PER_WEIGHT: f64 = 100.0;
-/// SuperEdge's `--healthcheckperiod` default, seconds.
-const DEFAULT_CHECK_PERIOD: u64 = 10;
-
-impl PluginCheck {
-    /// Every key must be there and valid (SuperEdge read a typo as 0), `retrytime` (its
-    /// number of attempts: 0 never probed and counted as passed) at least 1.
-    fn parse(plugin: &str, value: &str) -> Result<Self, LegacyFlagError> {
-        let flag = format!("--{plugin}");
-        let bad = |reason: String| invalid(&flag, value, reason);
-        let (mut timeout, mut attempts, mut weight, mut port) = (None, None, None, None);
-        for pair in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (key, raw) = pair.split_once('=').ok_or_else(|| bad(format!("{pair:?} is not key=value")))?;
-            let raw = raw.trim();
-            let number =
-                |what: &str| raw.parse::<u64>().map_err(|_| bad(format!("{what} {raw:?} is not a whole number")));
-            match key.trim() {
-                "timeout" => timeout = Some(number("timeout")?),
-                "retrytime" => attempts = Some(number("retrytime")?),
-                "weight" => {
-                    weight = Some(
-                        raw.parse::<f64>()
-                            .ok()
-                            .filter(|w| w.is_finite() && *w > 0.0)
-                            .ok_or_else(|| bad(format!("weight {raw:?} is not a number above 0")))?,
-                    )
-                }
-                "port" => {
-                    port = Some(
-                        raw.parse::<u16>()
-                            .ok()
-                            .filter(|p| *p > 0)
-                            .ok_or_else(|| bad(format!("port {raw:?} is not a port number")))?,
-                    )
-                }
-                other => return Err(bad(format!("unknown key {other:?} (timeout, retrytime, weight, port)"))),
-            }
-        }
-        let missing = |key: &str| bad(format!("{key} is required"));
-        let timeout_secs = timeout.ok_or_else(|| missing("timeout"))?;
-        let attempts = attempts.ok_or_else(|| missing("retrytime"))?;
-        let weight = weight.ok_or_else(|| missing("weight"))?;
-        let port = port.ok_or_else(|| missing("port"))?;
-        if timeout_secs == 0 {
-            return Err(bad("timeout 0 would fail every check".into()));
-        }
-        if attempts == 0 {
-            return Err(bad("retrytime 0 would never probe".into()));
-        }
-        let kind = match plugin {
-            "kubeletauthplugin" => "kubelet",
-            "kubeletplugin" => "http",
-            _ => "tcp",
-        };
-        Ok(Self { kind, port, timeout_secs, attempts, weight })
-    }
-
-    /// Our `--check` value.
-    fn check(&self) -> String {
-        let mut check = format!("kind={},port={}", self.kind, self.port);
-        if self.kind == "http" {
-            check.push_str(",path=/healthz");
-        }
-        let _ = write!(
-            check,
-            ",timeout={}s,retries={},weight={}",
-            self.timeout_secs,
-            self.attempts - 1,
-            self.weight * SUPEREDGE_POINTS_PER_WEIGHT
-        );
-        check
-    }
-
-    /// The longest it takes against one peer.
-    fn worst_secs(&self) -> u64 {
-        self.timeout_secs.saturating_mul(self.attempts)
-    }
-}
-
-fn edge_health(r: &mut Resolution<'_>) -> Result<(), LegacyFlagError> {
-    let mut plugins = Vec::new();
-    for plugin in ["kubeletauthplugin", "kubeletplugin", "pingplugin"] {
-        if let Some(value) = r.value(plugin) {
-            plugins.push((plugin, PluginCheck::parse(plugin, value)?));
-        }
-    }
-    let our_period = our_value(r.ours, "--period").map(str::to_string);
-    let check_period = match r.value("healthcheckperiod").map(str::to_string) {
-        Some(value) => {
-            if our_period.is_some() {
-                return Err(LegacyFlagError::Conflict {
-                    legacy: "--healthcheckperiod".into(),
-                    ours: "--period".into(),
-                });
-            }
-            Some(whole_number("--healthcheckperiod", &value, 1)?)
-        }
-        None => None,
-    };
-    // SuperEdge waited the check period after each round of checks (`wait.Until`), so a
-    // cycle was the round plus the period; ours are fixed periods a whole round must fit
-    // in, so the period is the check period plus the longest round
-    let round: u64 = plugins.iter().map(|(_, p)| p.worst_secs()).fold(0, u64::saturating_add);
-    let derived = match (&our_period, check_period, plugins.is_empty()) {
-        (None, Some(_), _) | (None, None, false) => {
-            Some(check_period.unwrap_or(DEFAULT_CHECK_PERIOD).saturating_add(round))
-        }
-        _ => None,
-    };
-    let period_note = derived.map(|period| {
-        format!(
-            "SuperEdge waited its check period ({} s) after each round of checks, and a round of its plugin checks \
-             takes up to {round} s: our periods are fixed and hold a whole round, so --period={period}s",
-            check_period.unwrap_or(DEFAULT_CHECK_PERIOD)
-        )
-    });
-    if let (Some(period), Some(_)) = (derived, check_period) {
-        r.rename("healthcheckperiod", vec![format!("--period={period}s")], period_note.clone());
-    }
-    for (index, (plugin, check)) in plugins.iter().enumerate() {
-        let mut args = vec![format!("--check={}", check.check())];
-        let mut note = "retrytime counts attempts (retries = retrytime - 1); the weight is x100, as SuperEdge scored \
-                        it, so --healthcheckscoreline keeps its number"
-            .to_string();
-        if let (Some(period), None) = (derived, check_period) {
-            // said with every plugin flag, as no flag of the period was given
-            note.push_str("; ");
-            note.push_str(period_note.as_deref().unwrap_or_default());
-            if index == 0 {
-                args.push(format!("--period={period}s"));
-            }
-        }
-        let by = format!("--check={}", check.check());
-        r.replaced(plugin, args, by, Some(note));
-    }
-
-    if let Some(value) = r.value("votetimeout").map(str::to_string) {
-        let timeout = whole_number("--votetimeout", &value, 1)?;
-        let period = match (&our_period, derived) {
-            // a bad --period is clap's to refuse; the window then does not matter
-            (Some(ours), _) => parse_duration(ours).unwrap_or(Duration::from_secs(DEFAULT_CHECK_PERIOD)),
-            (None, Some(period)) => Duration::from_secs(period),
-            (None, None) => Duration::from_secs(DEFAULT_CHECK_PERIOD),
-        };
-        let window =
-            u64::try_from(u128::from(timeout).saturating_mul(1_000_000_000).div_ceil(period.as_nanos().max(1)))
-                .unwrap_or(u64::MAX)
-                .max(1);
-        let note = format!(
-            "SuperEdge ignored results older than {timeout} s; a ballot counts for {window} periods of {period:?}"
-        );
-        r.rename("votetimeout", vec![format!("--vote-window={window}")], Some(note));
-    }
-    if let Some(value) = r.value("communicateretrytime").map(str::to_string) {
-        let attempts = whole_number("--communicateretrytime", &value, 0)?;
-        if attempts == 0 {
-            return Err(invalid("--communicateretrytime", &value, "0 attempts would never send".into()));
-        }
-        let note = "SuperEdge's number counts attempts: retries = attempts - 1";
-        r.rename("communicateretrytime", vec![format!("--send-retries={}", attempts - 1)], Some(note.into()));
-    }
-    if let Some(value) = r.value("communicateserverport").map(str::to_string) {
-        let port = value
-            .parse::<u16>()
-            .ok()
-            .filter(|p| *p > 0)
-            .ok_or_else(|| invalid("--communicateserverport", &value, "not a port number".into()))?;
-        let note = "SuperEdge listened on every interface";
-        r.rename("communicateserverport", vec![format!("--bind-address=:{port}")], Some(note.into()));
-    }
+/// The resolver of a table without [`Translation::Custom`] flags.
+pub fn no_custom(_: &mut Resolution<'_>) -> Result<(), LegacyFlagError> {
     Ok(())
 }
 

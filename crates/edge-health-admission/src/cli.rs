@@ -1,6 +1,8 @@
 //! The webhook's command line (SuperEdge's `--always-reachable` among ours; its other flags
-//! are translated by `controller_support::legacy_flags::EDGE_HEALTH_ADMISSION`), and what
-//! each part takes from it.
+//! are translated by [`superedge::EDGE_HEALTH_ADMISSION`]), and what each part takes from
+//! it.
+
+pub mod superedge;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -103,8 +105,9 @@ impl Flags {
 #[cfg(test)]
 mod tests {
     use clap::Parser;
-    use controller_support::legacy_flags::{EDGE_HEALTH_ADMISSION, try_parse_from};
+    use controller_support::legacy_flags::try_parse_from;
 
+    use super::superedge::EDGE_HEALTH_ADMISSION;
     use super::*;
 
     fn always_reachable(args: &[&str]) -> Result<bool, String> {

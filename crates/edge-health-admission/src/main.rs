@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use controller_support::{Runtime, legacy_flags};
 use edge_health_admission::cli::Flags;
+use edge_health_admission::cli::superedge::EDGE_HEALTH_ADMISSION;
 use edge_health_admission::metrics::Metrics;
 use edge_health_admission::self_managed::Manager;
 use edge_health_admission::server::{MAX_BODY_BYTES, router};
@@ -22,7 +23,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     // SuperEdge's Deployment arguments work too (translated, logged once built)
-    let (flags, legacy) = legacy_flags::parse::<Flags>(&legacy_flags::EDGE_HEALTH_ADMISSION);
+    let (flags, legacy) = legacy_flags::parse::<Flags>(&EDGE_HEALTH_ADMISSION);
     let (tls, resolver) = flags.serving_tls()?;
     let metrics = Arc::new(Metrics::default());
     let node_cache = Arc::new(flags.node_cache());

@@ -1,6 +1,8 @@
 //! The grid wrapper's command line (SuperEdge's `--wrapper-in-cluster` among ours; its
-//! other flags are translated by `controller_support::legacy_flags::GRID_WRAPPER`), and
-//! the configuration each part takes from it.
+//! other flags are translated by [`superedge::GRID_WRAPPER`]), and the configuration each
+//! part takes from it.
+
+pub mod superedge;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -317,7 +319,8 @@ mod tests {
 
     #[test]
     fn superedge_flags_reach_our_configuration() {
-        use controller_support::legacy_flags::{GRID_WRAPPER, try_parse_from};
+        use super::superedge::GRID_WRAPPER;
+        use controller_support::legacy_flags::try_parse_from;
         let args = [
             "grid-wrapper",
             "--hostname=edge-1",

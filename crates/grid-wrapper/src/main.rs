@@ -9,13 +9,14 @@ use std::sync::Arc;
 use controller_support::state_file::ClusterIdentity;
 use controller_support::{Runtime, legacy_flags, runtime};
 use grid_wrapper::cli::Flags;
+use grid_wrapper::cli::superedge::GRID_WRAPPER;
 use grid_wrapper::metrics::Metrics;
 use grid_wrapper::{NOT_SYNCED, Wrapper, follow_readiness};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     // SuperEdge's DaemonSet arguments work too (translated, logged once built)
-    let (flags, legacy) = legacy_flags::parse::<Flags>(&legacy_flags::GRID_WRAPPER);
+    let (flags, legacy) = legacy_flags::parse::<Flags>(&GRID_WRAPPER);
     flags.check()?;
     let config = flags.wrapper_config();
     let metrics = Arc::new(Metrics::default());

@@ -3,7 +3,10 @@
 //! Every number given is the number used (SuperEdge parsed its numeric flags and then
 //! overwrote them with defaults); a configuration that cannot work (no check, a check
 //! that cannot finish within the period, no address peers could reach) is a start-up
-//! error naming the flag, not a daemon that votes everyone unhealthy.
+//! error naming the flag, not a daemon that votes everyone unhealthy. SuperEdge's flags are
+//! translated into these first ([`superedge`]).
+
+pub mod superedge;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -83,7 +86,7 @@ pub struct Flags {
     /// passes on 2xx/3xx and on the kubelet's 401/403 (it is serving), and sends the token
     /// of --kubelet-check-service-account or --token-file, or none.
     /// (SuperEdge's `--kubeletauthplugin`, `--kubeletplugin` and `--pingplugin` are read as
-    /// checks: see `controller_support::legacy_flags::EDGE_HEALTH`.)
+    /// checks: see `edge_health::daemon::cli::superedge::EDGE_HEALTH`.)
     #[arg(long = "check", value_name = "CHECK", value_parser = parse_check)]
     pub checks: Vec<CheckSpec>,
     /// A peer passes when the weights of its passing checks reach this. Default: the sum
@@ -646,7 +649,8 @@ mod tests {
 
     /// SuperEdge's flags, through the translation the binary applies.
     fn legacy_settings(args: &[&str]) -> Result<Settings, SettingsError> {
-        use controller_support::legacy_flags::{EDGE_HEALTH, try_parse_from};
+        use super::superedge::EDGE_HEALTH;
+        use controller_support::legacy_flags::try_parse_from;
         let all = [
             &["edge-health", "--hmac-key-file", "/k", "--signing-key-file", "/s", "--advertise-address", "10.244.0.5"],
             args,
@@ -728,7 +732,7 @@ mod tests {
         assert_eq!(s.message_timeout, Duration::from_secs(2));
         assert_eq!(s.checks.healthy_score(), 100.0);
         let (flags, _) = controller_support::legacy_flags::try_parse_from::<Flags, _, _>(
-            &controller_support::legacy_flags::EDGE_HEALTH,
+            &super::superedge::EDGE_HEALTH,
             [
                 "edge-health",
                 "--hmac-key-file=/k",
