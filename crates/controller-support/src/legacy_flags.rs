@@ -575,5 +575,7 @@ pub fn no_custom(_: &mut Resolution<'_>) -> Result<(), LegacyFlagError> {
     Ok(())
 }
 
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 #[cfg(test)]
 mod tests;

@@ -3,6 +3,7 @@ use std::sync::{Arc, Mutex};
 
 use proptest::prelude::*;
 
+use super::testing::*;
 use super::*;
 
 /// A binary's table for the engine's own tests: some of the grid wrapper's flags, whose
@@ -35,45 +36,6 @@ fn insecure(r: &mut Resolution<'_>) -> Result<(), LegacyFlagError> {
 static KLOG_ONLY: LegacyTable = LegacyTable { binary: "klog-only", flags: &[], accumulated: &[], custom: no_custom };
 
 const TABLES: [&LegacyTable; 2] = [&WRAPPER_LIKE, &KLOG_ONLY];
-
-fn run(table: &LegacyTable, args: &[&str]) -> Result<Translated, LegacyFlagError> {
-    translate(table, std::iter::once("bin").chain(args.iter().copied()))
-}
-
-/// The arguments after the program name, and the deprecations.
-fn ok(table: &LegacyTable, args: &[&str]) -> (Vec<String>, Vec<Deprecation>) {
-    let translated = run(table, args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    assert_eq!(translated.args[0], "bin");
-    let out = translated.args[1..].iter().map(|a| a.to_str().expect("utf-8").to_string()).collect();
-    (out, translated.legacy.deprecations().to_vec())
-}
-
-fn args(table: &LegacyTable, given: &[&str]) -> Vec<String> {
-    ok(table, given).0
-}
-
-fn flags(deprecations: &[Deprecation]) -> Vec<&str> {
-    deprecations.iter().map(|d| d.flag.as_str()).collect()
-}
-
-fn replaced(flag: &str, by: &str, note: Option<&str>) -> Deprecation {
-    Deprecation { flag: flag.into(), outcome: Outcome::Replaced { by: by.into(), note: note.map(Into::into) } }
-}
-
-fn ignored(flag: &str, reason: &str) -> Deprecation {
-    Deprecation { flag: flag.into(), outcome: Outcome::Ignored { reason: reason.into() } }
-}
-
-fn error(table: &LegacyTable, args: &[&str]) -> LegacyFlagError {
-    match run(table, args) {
-        Ok(translated) => panic!("{args:?} accepted: {:?}", translated.args),
-        Err(error) => error,
-    }
-}
-
-fn invalid_value(flag: &str, value: &str, reason: &str) -> LegacyFlagError {
-    LegacyFlagError::InvalidValue { flag: flag.into(), value: value.into(), reason: reason.into() }
-}
 
 #[test]
 fn every_go_syntax_of_a_flag_with_a_value() {
@@ -299,42 +261,10 @@ fn klog_verbosity_sets_the_default_log_filter() {
     assert_eq!(args(&WRAPPER_LIKE, &["-V"]), ["-V"]);
 }
 
-/// A valid value for each flag, by what it must be.
-fn sample(flag: &LegacyFlag) -> &'static str {
-    match (flag.name, flag.translation) {
-        ("insecure", _) => "true",
-        (_, Translation::Custom | Translation::Seconds { .. } | Translation::Verbosity) => "2",
-        (_, Translation::Unsupported { .. }) => "",
-        (_, Translation::Rename { check, .. } | Translation::Ignore { check, .. }) => match check {
-            Check::Any => "x",
-            Check::Bool => "true",
-            Check::Int | Check::Positive => "3",
-            Check::Float | Check::PositiveFloat => "1.5",
-            Check::Severity => "INFO",
-            Check::FeatureGates => "A=true",
-            Check::BindAddress => ":1",
-        },
-        (_, Translation::Same) => "true",
-    }
-}
-
 #[test]
 fn every_flag_of_every_table_is_logged_once_when_given() {
     for table in TABLES {
-        let mut names = std::collections::BTreeSet::new();
-        for flag in table.flags.iter().chain(KLOG) {
-            assert!(names.insert(flag.name), "{}: {} twice", table.binary, flag.name);
-            assert!(flag.name.chars().all(|c| c.is_ascii_lowercase() || c == '-'), "{}", flag.name);
-            assert!(table.lookup(&flag.name.replace('-', "_")).is_some());
-            if flag.translation == Translation::Same {
-                continue;
-            }
-            for dashes in ["-", "--"] {
-                let given = format!("{dashes}{}={}", flag.name, sample(flag));
-                let (_, deprecations) = ok(table, &[&given, &given]);
-                assert_eq!(flags(&deprecations), [format!("--{}", flag.name)], "{}: {given}", table.binary);
-            }
-        }
+        testing::assert_every_flag_logged_once(table, &[("insecure", "true")]);
     }
 }
 

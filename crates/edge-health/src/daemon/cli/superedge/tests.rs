@@ -1,41 +1,6 @@
-use controller_support::legacy_flags::{Deprecation, KLOG, LegacyFlag, Outcome, Translated, translate};
+use controller_support::legacy_flags::testing::*;
 
 use super::*;
-
-fn run(table: &LegacyTable, args: &[&str]) -> Result<Translated, LegacyFlagError> {
-    translate(table, std::iter::once("bin").chain(args.iter().copied()))
-}
-
-/// The arguments after the program name, and the deprecations.
-fn ok(table: &LegacyTable, args: &[&str]) -> (Vec<String>, Vec<Deprecation>) {
-    let translated = run(table, args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    assert_eq!(translated.args[0], "bin");
-    let out = translated.args[1..].iter().map(|a| a.to_str().expect("utf-8").to_string()).collect();
-    (out, translated.legacy.deprecations().to_vec())
-}
-
-fn args(table: &LegacyTable, given: &[&str]) -> Vec<String> {
-    ok(table, given).0
-}
-
-fn flags(deprecations: &[Deprecation]) -> Vec<&str> {
-    deprecations.iter().map(|d| d.flag.as_str()).collect()
-}
-
-fn ignored(flag: &str, reason: &str) -> Deprecation {
-    Deprecation { flag: flag.into(), outcome: Outcome::Ignored { reason: reason.into() } }
-}
-
-fn error(table: &LegacyTable, args: &[&str]) -> LegacyFlagError {
-    match run(table, args) {
-        Ok(translated) => panic!("{args:?} accepted: {:?}", translated.args),
-        Err(error) => error,
-    }
-}
-
-fn invalid_value(flag: &str, value: &str, reason: &str) -> LegacyFlagError {
-    LegacyFlagError::InvalidValue { flag: flag.into(), value: value.into(), reason: reason.into() }
-}
 
 #[test]
 fn a_superedge_flag_and_ours_for_the_same_thing_conflict() {
@@ -237,50 +202,20 @@ fn edge_health_communication_and_node() {
     );
 }
 
-/// A valid value for each flag, by what it must be.
-fn sample(flag: &LegacyFlag) -> &'static str {
-    match (flag.name, flag.translation) {
-        ("kubeletauthplugin" | "kubeletplugin" | "pingplugin", _) => "timeout=1,retrytime=1,weight=1,port=1",
-        ("communicateserverport", _) => "51005",
-        (_, Translation::Custom | Translation::Seconds { .. } | Translation::Verbosity) => "2",
-        (_, Translation::Unsupported { .. }) => "",
-        (_, Translation::Rename { check, .. } | Translation::Ignore { check, .. }) => match check {
-            Check::Any => "x",
-            Check::Bool => "true",
-            Check::Int | Check::Positive => "3",
-            Check::Float | Check::PositiveFloat => "1.5",
-            Check::Severity => "INFO",
-            Check::FeatureGates => "A=true",
-            Check::BindAddress => ":1",
-        },
-        (_, Translation::Same) => "true",
-    }
-}
-
 #[test]
 fn every_flag_is_logged_once_when_given() {
-    let table = &EDGE_HEALTH;
-    let mut names = std::collections::BTreeSet::new();
-    for flag in table.flags.iter().chain(KLOG) {
-        assert!(names.insert(flag.name), "{}: {} twice", table.binary, flag.name);
-        assert!(flag.name.chars().all(|c| c.is_ascii_lowercase() || c == '-'), "{}", flag.name);
-        assert!(table.lookup(&flag.name.replace('-', "_")).is_some());
-        if flag.translation == Translation::Same {
-            continue;
-        }
-        for dashes in ["-", "--"] {
-            let given = format!("{dashes}{}={}", flag.name, sample(flag));
-            let (_, deprecations) = ok(table, &[&given, &given]);
-            assert_eq!(flags(&deprecations), [format!("--{}", flag.name)], "{}: {given}", table.binary);
-        }
-    }
+    assert_every_flag_logged_once(
+        &EDGE_HEALTH,
+        &[
+            ("kubeletauthplugin", "timeout=1,retrytime=1,weight=1,port=1"),
+            ("kubeletplugin", "timeout=1,retrytime=1,weight=1,port=1"),
+            ("pingplugin", "timeout=1,retrytime=1,weight=1,port=1"),
+            ("communicateserverport", "51005"),
+        ],
+    );
 }
 
 #[test]
 fn translated_arguments_hold_no_superedge_flag() {
-    let (table, manifest) = (&EDGE_HEALTH, &EDGE_HEALTH_MANIFEST[..]);
-    let once = run(table, manifest).unwrap();
-    let twice = translate(table, once.args.clone()).unwrap();
-    assert_eq!(twice.args, once.args, "{}", table.binary);
-    assert_eq!(twice.legacy.deprecations(), [], "{}", table.binary);
+    assert_translation_leaves_no_superedge_flag(&EDGE_HEALTH, &EDGE_HEALTH_MANIFEST);
 }
