@@ -241,25 +241,17 @@ async fn next_event<K: Debug>(watch: &mut Watcher<K>) -> watcher::Event<K> {
 /// pick (127.0.0.1 on loopback).
 #[tokio::test]
 async fn a_follower_dials_its_leader_from_the_source_address_given() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a listener");
-    let port = listener.local_addr().expect("its port").port();
-    let (peers, mut seen) = tokio::sync::mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        while let Ok((stream, peer)) = listener.accept().await {
-            let _ = peers.send(peer.ip());
-            drop(stream); // no TLS: the request fails, where it came from is the point
-        }
-    });
+    let mut recorder = edgegrid_testing::SourceRecorder::start().await;
     let follower = identity("n2");
     let tls = client_config(&follower, expecting(&identity("n1"))).expect("a follower's TLS settings");
-    let url: http::Uri = format!("https://127.0.0.1:{port}").parse().expect("a url");
+    let url: http::Uri = format!("https://{}", recorder.addr).parse().expect("a url");
     for source in [Some("127.0.0.13".parse().expect("an address")), None] {
         let link =
             LinkSettings { read_timeout: Duration::from_secs(2), connect_timeout: Duration::from_secs(2), source };
         let client = leader_client_counted(&url, tls.clone(), link, Family::default()).expect("a client");
         let _ = Api::<Service>::all(client).list(&ListParams::default()).await;
         let expected = source.unwrap_or_else(|| "127.0.0.1".parse().expect("loopback"));
-        assert_eq!(within("a connection", seen.recv()).await, Some(expected));
+        assert_eq!(recorder.next().await, Some(expected));
     }
 }
 

@@ -247,23 +247,16 @@ async fn tcp_connect() {
 /// and a host with no address of the source's family is a failure saying so.
 #[tokio::test]
 async fn network_probes_dial_from_the_source_address_given() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (peers, mut seen) = tokio::sync::mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        while let Ok((stream, peer)) = listener.accept().await {
-            let _ = peers.send(peer.ip());
-            drop(stream); // the probe fails; where it came from is the point
-        }
-    });
+    let mut recorder = edgegrid_testing::SourceRecorder::start().await;
+    let addr = recorder.addr;
     let tcp = ProbeTarget::Tcp { host: addr.ip().to_string(), port: addr.port() };
     let grpc = ProbeTarget::Grpc { host: addr.ip().to_string(), port: addr.port(), service: None };
     let source: std::net::IpAddr = "127.0.0.7".parse().unwrap();
     for target in [&tcp, &http(addr, "/ok"), &grpc] {
         run_probe_from(target, TIMEOUT, Some(source)).await.expect("no prober error");
-        assert_eq!(seen.recv().await, Some(source), "{target:?}");
+        assert_eq!(recorder.next().await, Some(source), "{target:?}");
         run_probe(target, TIMEOUT).await.expect("no prober error");
-        assert_eq!(seen.recv().await, Some("127.0.0.1".parse().unwrap()), "{target:?}");
+        assert_eq!(recorder.next().await, Some("127.0.0.1".parse().unwrap()), "{target:?}");
     }
     let v6 = run_probe_from(&tcp, TIMEOUT, Some("::1".parse().unwrap())).await.expect("no prober error");
     assert_eq!(v6.outcome, Outcome::Failure);

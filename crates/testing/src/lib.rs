@@ -25,6 +25,34 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+/// A listener on 127.0.0.1 that notes where each connection comes from and closes it at
+/// once: for tests of the source address a client dials from (the request fails; where
+/// it came from is the point).
+pub struct SourceRecorder {
+    pub addr: SocketAddr,
+    sources: tokio::sync::mpsc::UnboundedReceiver<std::net::IpAddr>,
+}
+
+impl SourceRecorder {
+    pub async fn start() -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a listener on 127.0.0.1");
+        let addr = listener.local_addr().expect("its address");
+        let (sender, sources) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Ok((stream, peer)) = listener.accept().await {
+                let _ = sender.send(peer.ip());
+                drop(stream);
+            }
+        });
+        Self { addr, sources }
+    }
+
+    /// Where the next connection came from (`None` when none came within 5 s).
+    pub async fn next(&mut self) -> Option<std::net::IpAddr> {
+        tokio::time::timeout(Duration::from_secs(5), self.sources.recv()).await.ok().flatten()
+    }
+}
+
 /// A port free at the time of asking, on 127.0.0.1.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(0)

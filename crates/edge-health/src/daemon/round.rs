@@ -410,24 +410,17 @@ mod tests {
     /// matches on), not from the kernel's pick (127.0.0.1 on loopback).
     #[tokio::test]
     async fn a_daemon_bound_to_one_address_checks_and_exchanges_from_it() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (peers, mut seen) = tokio::sync::mpsc::unbounded_channel();
-        tokio::spawn(async move {
-            while let Ok((stream, peer)) = listener.accept().await {
-                let _ = peers.send(peer.ip());
-                drop(stream);
-            }
-        });
+        let mut recorder = edgegrid_testing::SourceRecorder::start().await;
+        let addr = recorder.addr;
         let check = format!("kind=tcp,port={},timeout=1s", addr.port());
         let nodes = [member("checker", Some("127.0.0.12:51005")), member("target", Some("127.0.0.1:51005"))];
         let bound = daemon("checker", &check, &["--bind-address", "127.0.0.12:0"], &nodes);
         assert!(check_node(&bound.settings().checks, &[], addr.ip(), None, &bound).await);
-        assert_eq!(seen.recv().await, Some("127.0.0.12".parse().unwrap()), "the check");
+        assert_eq!(recorder.next().await, Some("127.0.0.12".parse().unwrap()), "the check");
         let _ = Transport::of(bound.settings()).post(addr, Bytes::from_static(b"{}")).await;
-        assert_eq!(seen.recv().await, Some("127.0.0.12".parse().unwrap()), "the exchange");
+        assert_eq!(recorder.next().await, Some("127.0.0.12".parse().unwrap()), "the exchange");
         let _ = Transport::new(Duration::from_secs(1)).post(addr, Bytes::from_static(b"{}")).await;
-        assert_eq!(seen.recv().await, Some("127.0.0.1".parse().unwrap()), "no source: the kernel's pick");
+        assert_eq!(recorder.next().await, Some("127.0.0.1".parse().unwrap()), "no source: the kernel's pick");
     }
 
     /// With a `ca-file`, a kubelet check passes only on a peer presenting a certificate of
