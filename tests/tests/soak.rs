@@ -1,7 +1,8 @@
 //! CI's short soak: `cargo xtask soak` with a fixed seed whose two and a half minutes hold
 //! nine kinds of fault (node deaths, node and unit link cuts, a 2 | 2 partition inside a
-//! unit for 41 s, SIGKILL and SIGTERM of components, relabels, cut watches, grid churn), on
-//! the default 12 nodes in 3 units.
+//! unit for 41 s, SIGKILL and SIGTERM of components (the unit signer's among them),
+//! relabels, cut watches, grid churn), on the default 12 nodes in 3 units, each unit sharing
+//! one vouched upstream.
 //! It fails on any invariant violation. In a test binary of its own so no other local
 //! cluster shares the two cores with it.
 
