@@ -911,9 +911,9 @@ async fn start_components(
     Ok(components)
 }
 
-/// Vouched sharing of each unit's upstream: the unit signer's key, made for the run (kept
-/// 0600 in the run directory, as the chart keeps it in a Secret), and its public half the
-/// wrappers are given.
+/// Vouched sharing of each unit's upstream: the unit signer's key, made for the run and
+/// kept 0600 in the run directory (by the components' own `write_private`), as the chart
+/// keeps it in a Secret; and its public half, which the wrappers are given.
 struct Sharing {
     signer_key: PathBuf,
     public_key: String,
@@ -923,20 +923,13 @@ impl Sharing {
     fn new(run_dir: &Path) -> Result<Self> {
         use base64::Engine as _;
         use ring::signature::{Ed25519KeyPair, KeyPair as _};
-        use std::os::unix::fs::OpenOptionsExt as _;
         let pkcs8 = Ed25519KeyPair::generate_pkcs8(&ring::rand::SystemRandom::new())
             .map_err(|_| anyhow::anyhow!("generating the unit signer's key"))?;
         let pair = Ed25519KeyPair::from_pkcs8(pkcs8.as_ref())
             .map_err(|e| anyhow::anyhow!("reading the unit signer's key back: {e}"))?;
         let signer_key = run_dir.join("unit-signer.key");
-        let _ = std::fs::remove_file(&signer_key);
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&signer_key)
-            .with_context(|| format!("creating {}", signer_key.display()))?;
-        std::io::Write::write_all(&mut file, pkcs8.as_ref())?;
+        controller_support::state_file::write_private(&signer_key, pkcs8.as_ref())
+            .with_context(|| format!("writing {}", signer_key.display()))?;
         let public_key = base64::engine::general_purpose::STANDARD.encode(pair.public_key().as_ref());
         Ok(Self { signer_key, public_key })
     }

@@ -178,9 +178,7 @@ pub async fn apply(
             format!("unit {unit}'s cloud links {} ({})", if up { "healed" } else { "cut" }, nodes.join(", "))
         }
         (FaultKind::ProcessKill { component, signal }, Phase::Start) => {
-            truth.stopped.insert(component.clone());
-            stop(cluster, component, *signal, stop_problems).await?;
-            format!("{component} {}", if *signal == Signal::Kill { "SIGKILLed" } else { "SIGTERMed" })
+            stop_for_a_fault(cluster, truth, component, *signal, stop_problems).await?
         }
         (FaultKind::ProcessKill { component, .. }, _) => {
             restart(cluster, truth, component).await?;
@@ -198,10 +196,8 @@ pub async fn apply(
             match leader.filter(|component| truth.should_run(component)) {
                 Some(component) => {
                     truth.undo.insert(index, vec![component.clone()]);
-                    truth.stopped.insert(component.clone());
-                    stop(cluster, &component, *signal, stop_problems).await?;
-                    let how = if *signal == Signal::Kill { "SIGKILLed" } else { "SIGTERMed" };
-                    format!("{component}, leading unit {unit}'s upstream, {how}")
+                    let line = stop_for_a_fault(cluster, truth, &component, *signal, stop_problems).await?;
+                    format!("{line} (it led unit {unit}'s upstream)")
                 }
                 None => format!("no running wrapper leads unit {unit}'s upstream: nothing stopped"),
             }
@@ -293,6 +289,19 @@ pub async fn apply(
         }
     };
     Ok(what)
+}
+
+/// Stops `component` with `signal` for a fault (the truth says so); what was done.
+async fn stop_for_a_fault(
+    cluster: &mut Cluster,
+    truth: &mut Truth,
+    component: &str,
+    signal: Signal,
+    stop_problems: &mut Vec<(String, String)>,
+) -> Result<String> {
+    truth.stopped.insert(component.to_string());
+    stop(cluster, component, signal, stop_problems).await?;
+    Ok(format!("{component} {}", if signal == Signal::Kill { "SIGKILLed" } else { "SIGTERMed" }))
 }
 
 /// Starts `component` again after a fault stopped it, unless its node is dead (it starts

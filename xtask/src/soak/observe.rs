@@ -135,8 +135,9 @@ pub async fn wrapper_list(addr: SocketAddr) -> Option<(Endpoints, usize)> {
 /// (its `grid_wrapper_unit_leading` gauge is 1).
 pub async fn leads_its_unit(admin: SocketAddr) -> bool {
     let metrics = crate::local_cluster::processes::http_get(admin, "/metrics").await;
-    metrics
-        .is_some_and(|(status, body)| status == 200 && body.lines().any(|l| l.trim() == "grid_wrapper_unit_leading 1"))
+    metrics.is_some_and(|(status, body)| {
+        status == 200 && edgegrid_testing::sample(&body, "grid_wrapper_unit_leading") == Some("1")
+    })
 }
 
 /// Reads a log as it grows, for panics.
@@ -182,6 +183,31 @@ mod tests {
     use super::*;
     use crate::local_cluster::kubelet::DAEMON_NAMESPACE;
     use serde_json::json;
+
+    /// A wrapper leads when its gauge reads exactly 1: not another metric sharing the
+    /// prefix, not a 0, not a listener that does not answer 200.
+    #[tokio::test]
+    async fn a_wrapper_leads_when_its_unit_leading_gauge_is_one() {
+        async fn serving(status: u16, body: &'static str) -> SocketAddr {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a listener");
+            let addr = listener.local_addr().expect("its address");
+            tokio::spawn(async move {
+                while let Ok((mut stream, _)) = listener.accept().await {
+                    let mut request = [0u8; 1024];
+                    let _ = stream.read(&mut request).await;
+                    let response = format!("HTTP/1.1 {status} X\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+                    let _ = stream.write_all(response.as_bytes()).await;
+                }
+            });
+            addr
+        }
+        let leading = "# TYPE grid_wrapper_unit_leading gauge\ngrid_wrapper_unit_leading_changes 3\ngrid_wrapper_unit_leading 1\n";
+        assert!(leads_its_unit(serving(200, leading).await).await);
+        let following = "grid_wrapper_unit_leading_changes 1\ngrid_wrapper_unit_leading 0\n";
+        assert!(!leads_its_unit(serving(200, following).await).await);
+        assert!(!leads_its_unit(serving(503, leading).await).await);
+    }
 
     #[test]
     fn a_node_is_read_as_its_taints_and_its_workload_pods_readiness() {
