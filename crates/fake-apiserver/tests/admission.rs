@@ -188,10 +188,7 @@ async fn failure_policy_decides_on_unreachable_slow_untrusted_or_broken_webhooks
     )
     .unwrap()
     .pem();
-    let closed = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap()
-    };
+    let closed = std::net::SocketAddr::from(([127, 0, 0, 1], edgegrid_testing::free_port()));
     let cases = [
         ("unreachable", format!("https://{closed}/mutate"), pki.ca_pem.clone(), 5, "failed calling webhook"),
         ("slow", format!("https://{addr}/slow"), pki.ca_pem.clone(), 1, "context deadline exceeded"),

@@ -596,8 +596,7 @@ mod tests {
     #[tokio::test]
     async fn a_refused_connection_is_told_from_a_link_that_fails_otherwise() {
         // a port nothing listens on: bound, then closed
-        let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("address").port();
-        let closed = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        let closed = std::net::SocketAddr::from(([127, 0, 0, 1], edgegrid_testing::free_port()));
         assert_eq!(classify(&list_error(closed).await), Outcome::Failed(LinkFailure::NotListening));
 
         // a listener that takes connections and closes them unanswered (as a leader refusing

@@ -97,7 +97,7 @@ async fn http_status_redirects_bodies_and_timeouts() {
     }
     assert_eq!(outcome(&auth, TIMEOUT).await.0, Outcome::Success, "bearer token and headers sent");
 
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let closed = std::net::SocketAddr::from(([127, 0, 0, 1], edgegrid_testing::free_port()));
     let (refused, detail) = outcome(&http(closed, "/ok"), TIMEOUT).await;
     assert_eq!(refused, Outcome::Failure);
     assert!(detail.contains("Connection refused"), "{detail}");
@@ -336,7 +336,7 @@ async fn grpc_health() {
     let (unknown, detail) = outcome(&grpc(Some("missing")), TIMEOUT).await;
     assert_eq!(unknown, Outcome::Failure);
     assert!(detail.contains("grpc-status \"5\""), "{detail}");
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let closed = edgegrid_testing::free_port();
     let (refused, _) =
         outcome(&ProbeTarget::Grpc { host: "127.0.0.1".into(), port: closed, service: None }, TIMEOUT).await;
     assert_eq!(refused, Outcome::Failure);

@@ -53,9 +53,34 @@ impl SourceRecorder {
     }
 }
 
-/// A port free at the time of asking, on 127.0.0.1.
+/// Where [`free_port`] looks: below Linux's default ephemeral range (32768-60999), so no
+/// outgoing connection and no `bind(0)` of any process can take the port between the
+/// asking and the binary's own bind.
+const FREE_PORTS: std::ops::Range<u16> = 20_000..32_000;
+
+/// A port free at the time of asking, on every address, and never handed out before in
+/// this process. Why not `bind(0)`: its port comes from the ephemeral range, which the
+/// kernel hands to the next outgoing connection (or another test's `bind(0)`) once the
+/// asking listener is closed; CI once saw a binary refused its port that way.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(0)
+    static NEXT: AtomicUsize = AtomicUsize::new(usize::MAX);
+    let span = usize::from(FREE_PORTS.end - FREE_PORTS.start);
+    // each test process starts somewhere else in the range (a binary from a test run
+    // before may still hold its ports for a moment)
+    let _ = NEXT.compare_exchange(
+        usize::MAX,
+        std::process::id() as usize * 7919 % span,
+        Ordering::Relaxed,
+        Ordering::Relaxed,
+    );
+    for _ in 0..span {
+        let offset = NEXT.fetch_add(1, Ordering::Relaxed) % span;
+        let port = FREE_PORTS.start + offset as u16;
+        if TcpListener::bind(("0.0.0.0", port)).is_ok() && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in {FREE_PORTS:?}")
 }
 
 /// A kubeconfig pointing at `server` (`http://127.0.0.1:PORT`) without credentials.
@@ -343,6 +368,18 @@ mod tests {
                     2026-01-01T00:00:00Z  WARN x: deprecated\n";
         assert_eq!(logged_values(logs, "deprecated", "flag"), ["--v", "--debug"]);
         assert_eq!(logged_values(logs, "deprecated", "ignored"), [r#"a \"quoted\" word"#]);
+    }
+
+    #[test]
+    fn free_ports_are_outside_the_ephemeral_range_and_never_handed_out_twice() {
+        let ports: Vec<u16> = (0..200).map(|_| free_port()).collect();
+        assert!(ports.iter().all(|port| FREE_PORTS.contains(port)), "{ports:?}");
+        let distinct: std::collections::BTreeSet<_> = ports.iter().collect();
+        assert_eq!(distinct.len(), ports.len(), "{ports:?}");
+        // one taken meanwhile is passed over
+        let next = free_port() + 1;
+        let _held = TcpListener::bind(("127.0.0.1", next)).unwrap();
+        assert_ne!(free_port(), next);
     }
 
     #[test]
