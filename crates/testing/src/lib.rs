@@ -55,8 +55,9 @@ impl SourceRecorder {
 
 /// Where [`free_port`] looks: below Linux's default ephemeral range (32768-60999), so no
 /// outgoing connection and no `bind(0)` of any process can take the port between the
-/// asking and the binary's own bind.
-const FREE_PORTS: std::ops::Range<u16> = 20_000..32_000;
+/// asking and the binary's own bind, and below the local cluster's node ports (30250 and
+/// up on each node's loopback address), which a test may run beside.
+const FREE_PORTS: std::ops::Range<u16> = 20_000..30_000;
 
 /// A port free at the time of asking, on every address, and never handed out before in
 /// this process. Why not `bind(0)`: its port comes from the ephemeral range, which the
