@@ -2,8 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-mod stop_on_drop;
-pub use stop_on_drop::StopOnDrop;
+pub use edgegrid_testing::StopOnDrop;
 
 /// The workspace root, for tests that run the project's commands.
 pub fn workspace_root() -> PathBuf {

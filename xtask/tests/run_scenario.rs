@@ -16,9 +16,7 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-#[path = "../../tests/src/stop_on_drop.rs"]
-mod stop_on_drop;
-use stop_on_drop::StopOnDrop;
+use edgegrid_testing::StopOnDrop;
 
 const COMPONENTS: [&str; 4] = ["grid-wrapper", "edge-health", "edge-health-admission", "edge-node-lifecycle"];
 

@@ -23,7 +23,7 @@ pub struct Admin {
     pub readiness: Readiness,
 }
 
-/// The binary's readiness as `/readyz` answers it: `200 ok` once every [`Gate`] is open,
+/// The binary's readiness as `/readyz` answers it: `200 ok` once every [`ReadinessGate`] is open,
 /// else `503 not ready: <what the closed gates wait for>` (joined by `; `). A note set with
 /// [`set_note`](Self::set_note) follows the word while every gate is open (e.g. `ok:
 /// serving from cache, apiserver unreachable`). Once shutdown began the answer is `not
@@ -44,7 +44,7 @@ struct ReadinessState {
 /// One condition readiness waits for, named by what it waits for (`the node watch has not
 /// listed yet`). Closed when made; clones share it.
 #[derive(Clone, Debug)]
-pub struct Gate {
+pub struct ReadinessGate {
     readiness: Readiness,
     index: usize,
 }
@@ -60,10 +60,10 @@ impl Readiness {
     }
 
     /// A new gate, closed: readiness waits for `waiting` until it is opened.
-    pub fn gate(&self, waiting: impl Into<String>) -> Gate {
+    pub fn gate(&self, waiting: impl Into<String>) -> ReadinessGate {
         let mut state = self.state();
         state.gates.push((waiting.into(), false));
-        Gate { readiness: self.clone(), index: state.gates.len() - 1 }
+        ReadinessGate { readiness: self.clone(), index: state.gates.len() - 1 }
     }
 
     pub fn is_ready(&self) -> bool {
@@ -96,7 +96,7 @@ impl Readiness {
     }
 }
 
-impl Gate {
+impl ReadinessGate {
     pub fn open(&self) {
         self.set(true);
     }

@@ -138,11 +138,11 @@ impl LegacyTable {
 pub struct Deprecation {
     /// `--name` as the table spells it.
     pub flag: String,
-    pub outcome: Outcome,
+    pub treatment: Treatment,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub enum Treatment {
     /// Read as `by` (our flags with their values, or what else now does its job).
     Replaced {
         by: String,
@@ -182,12 +182,12 @@ impl LegacyFlags {
         for deprecation in &self.deprecations {
             // `&str` fields: quoted in text logs, plain strings in JSON
             let flag = deprecation.flag.as_str();
-            match &deprecation.outcome {
-                Outcome::Replaced { by, note: Some(note) } => {
+            match &deprecation.treatment {
+                Treatment::Replaced { by, note: Some(note) } => {
                     tracing::warn!(flag, replacement = by.as_str(), note = note.as_str(), "{DEPRECATED}")
                 }
-                Outcome::Replaced { by, note: None } => tracing::warn!(flag, replacement = by.as_str(), "{DEPRECATED}"),
-                Outcome::Ignored { reason } => tracing::warn!(flag, ignored = reason.as_str(), "{DEPRECATED}"),
+                Treatment::Replaced { by, note: None } => tracing::warn!(flag, replacement = by.as_str(), "{DEPRECATED}"),
+                Treatment::Ignored { reason } => tracing::warn!(flag, ignored = reason.as_str(), "{DEPRECATED}"),
             }
         }
     }
@@ -402,7 +402,7 @@ impl Resolution<'_> {
     pub fn replaced(&mut self, name: &str, args: Vec<String>, by: String, note: Option<String>) {
         let flag = format!("--{name}");
         self.added.extend(args.into_iter().map(|arg| (flag.clone(), arg)));
-        self.deprecations.push(Deprecation { flag, outcome: Outcome::Replaced { by, note } });
+        self.deprecations.push(Deprecation { flag, treatment: Treatment::Replaced { by, note } });
     }
 
     /// Read as our `args`, said as such.
@@ -414,7 +414,7 @@ impl Resolution<'_> {
     /// SuperEdge's `name` ignored for `reason`, said in its deprecation.
     pub fn ignore(&mut self, name: &str, reason: impl Into<String>) {
         self.deprecations
-            .push(Deprecation { flag: format!("--{name}"), outcome: Outcome::Ignored { reason: reason.into() } });
+            .push(Deprecation { flag: format!("--{name}"), treatment: Treatment::Ignored { reason: reason.into() } });
     }
 
     fn generic(&mut self, g: &Given) -> Result<(), LegacyFlagError> {

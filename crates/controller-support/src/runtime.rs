@@ -24,7 +24,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::Error;
-use crate::admin::{self, Admin, Gate, Readiness};
+use crate::admin::{self, Admin, ReadinessGate, Readiness};
 use crate::flags::{BindAddress, parse_duration};
 use crate::leader::{self, LeaderFlags};
 use crate::legacy_flags::LegacyFlags;
@@ -114,6 +114,22 @@ pub async fn client(kubeconfig: Option<PathBuf>) -> Result<Client, Error> {
 pub fn without_retries(mut config: kube::Config) -> kube::Config {
     config.default_retry = false;
     config
+}
+
+/// The service a [`Runtime::client_through`] layer wraps: kube's own stack for the
+/// configuration (kube's `GenericService`, which kube does not export by name).
+pub type ClientStack = tower::util::BoxService<
+    axum::http::Request<kube::client::Body>,
+    axum::http::Response<Box<kube::client::DynBody>>,
+    tower::BoxError,
+>;
+
+/// Whether a client retries refused requests within the request (kube's default) or
+/// reports them at once ([`without_retries`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Retries {
+    Kept,
+    Off,
 }
 
 /// The node name given, else the host name.
@@ -428,7 +444,7 @@ pub struct Runtime {
     identity: Option<String>,
     readiness: Readiness,
     /// Opened by [`Runtime::mark_ready`].
-    started: Gate,
+    started: ReadinessGate,
     registry: Arc<Mutex<Registry>>,
     leadership: watch::Receiver<bool>,
     /// Holds `leadership` true for a process that does not elect.
@@ -480,7 +496,27 @@ impl Runtime {
 
     /// A client of the same configuration [`without_retries`].
     pub fn client_without_retries(&self) -> Result<Client, Error> {
-        Client::try_from(without_retries(self.config.clone())).map_err(Error::Client)
+        self.client_through(&tower::layer::util::Identity::new(), Retries::Off)
+    }
+
+    /// A client of the same configuration whose requests and responses also pass through
+    /// `layer`, outermost (e.g. one counting what a stream received), so a binary that
+    /// needs more of its client than the runtime's still does not build one of its own.
+    pub fn client_through<L, B>(&self, layer: &L, retries: Retries) -> Result<Client, Error>
+    where
+        L: tower::Layer<ClientStack>,
+        L::Service: tower::Service<axum::http::Request<kube::client::Body>, Response = axum::http::Response<B>> + Send + 'static,
+        <L::Service as tower::Service<axum::http::Request<kube::client::Body>>>::Future: Send + 'static,
+        <L::Service as tower::Service<axum::http::Request<kube::client::Body>>>::Error: Into<tower::BoxError>,
+        B: hyper::body::Body<Data = hyper::body::Bytes> + Send + 'static,
+        B::Error: Into<tower::BoxError>,
+    {
+        let config = match retries {
+            Retries::Kept => self.config.clone(),
+            Retries::Off => without_retries(self.config.clone()),
+        };
+        let stack = kube::client::ClientBuilder::try_from(config).map_err(Error::Client)?;
+        Ok(stack.with_layer(layer).build())
     }
 
     /// The configuration the client was built from (e.g. for a client of the binary's own
@@ -499,7 +535,7 @@ impl Runtime {
         self.identity.as_deref()
     }
 
-    /// What `/readyz` answers: the binary adds a [`Gate`] for each thing it must have
+    /// What `/readyz` answers: the binary adds a [`ReadinessGate`] for each thing it must have
     /// before it can do its job (`readiness().gate("the node watch has not listed yet")`)
     /// and opens it when it has; clones can be moved into its tasks. Once shutdown begins
     /// the answer is `not ready: shutting down`.
@@ -782,6 +818,45 @@ mod tests {
             .build()
             .await
             .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_client_through_a_layer_passes_each_request_through_it_and_retries_only_when_asked() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        let server = fake_apiserver::FakeApiServer::start().await.unwrap();
+        let kubeconfig = KubeconfigFile::new(&server.url()).unwrap();
+        let runtime = Runtime::builder("layered", &local_flags(&kubeconfig, "127.0.0.1:0", "127.0.0.1:0")).build().await.unwrap();
+        let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+        let layer = tower::util::MapRequestLayer::new({
+            let seen = seen.clone();
+            move |request: axum::http::Request<kube::client::Body>| {
+                seen.lock().unwrap().push(request.uri().path().to_string());
+                request
+            }
+        });
+        let configmaps = "/api/v1/namespaces/default/configmaps";
+        server.set_fault("configmaps", fake_apiserver::Fault::Error(503));
+
+        let mark = server.requests().mark();
+        let off = runtime.client_through(&layer, Retries::Off).unwrap();
+        let refused = kube::Api::<ConfigMap>::default_namespaced(off).list(&Default::default()).await;
+        assert!(matches!(refused, Err(kube::Error::Api(ref status)) if status.code == 503), "{refused:?}");
+        let paths = |mark| server.requests().since(mark).into_iter().map(|r| r.path).collect::<Vec<_>>();
+        assert_eq!(paths(mark), [configmaps], "one request, not retried");
+        assert_eq!(*seen.lock().unwrap(), [configmaps]);
+
+        // kept: the refused request is retried within the call, and the call succeeds once
+        // the server answers again
+        let mark = server.requests().mark();
+        let kept = runtime.client_through(&layer, Retries::Kept).unwrap();
+        let listing = tokio::spawn(async move { kube::Api::<ConfigMap>::default_namespaced(kept).list(&Default::default()).await });
+        while server.requests().since(mark).is_empty() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        server.clear_faults();
+        assert!(listing.await.unwrap().is_ok());
+        assert!(paths(mark).len() >= 2, "{:?}", paths(mark));
+        assert_eq!(*seen.lock().unwrap(), [configmaps, configmaps], "the layer sees the call once, outside the retries");
     }
 
     // no election: the runtime never calls the (unreachable) API server

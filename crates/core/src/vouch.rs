@@ -14,7 +14,7 @@
 //! states the stream went through since the previous batch ([`Batch`]). The leader serves
 //! that batch like any other object. A follower hashes the states it receives the same way
 //! and passes an event on to its cache only once a state at or after it was vouched for by
-//! a batch it verified ([`Gate`], [`Voucher`]). A state is its objects' content, not their
+//! a batch it verified ([`VouchGate`], [`Voucher`]). A state is its objects' content, not their
 //! history: the hash does not depend on order, relists or resourceVersions (the leader's
 //! log numbers objects its own way), so follower and signer reach the same digest from
 //! different event histories.
@@ -32,7 +32,7 @@ mod gate;
 mod set_hash;
 
 pub use batch::{Batch, BatchError, MAX_STATES_PER_STREAM, SignedBatch, Voucher, VoucherConfig};
-pub use gate::{Gate, Op, Recorder};
+pub use gate::{VouchGate, Op, StateRecorder};
 pub use set_hash::{ElementDigest, LANES, SetHash, StateDigest, hex, parse_hex, sha256};
 
 use std::collections::BTreeMap;

@@ -45,10 +45,8 @@
 //! `ADMISSION_BENCH_STAGES_ONLY=1` prints the in-process stages alone (a few seconds).
 //! Timings need an otherwise idle machine (the header prints the load average).
 
-#[path = "../../../tests/src/bench_table.rs"]
-mod bench_table;
 
-use bench_table::{Table, duration, met, percentile};
+use edgegrid_testing::bench_table::{Table, duration, met, percentile};
 
 // the shipped binary's allocator, so the in-process stages measure what ships
 #[global_allocator]
@@ -1265,7 +1263,7 @@ async fn bench() {
     let scale = Scale::from_env();
     let mut table = Table::new(["value", "p50", "p99", "target", "result"]);
     let started = Instant::now();
-    let load = bench_table::load_average;
+    let load = edgegrid_testing::bench_table::load_average;
     let load_at_start = load().unwrap_or_default();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let ticks = clock_ticks_per_second();

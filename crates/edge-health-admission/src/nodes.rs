@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
-use controller_support::Gate;
+use controller_support::ReadinessGate;
 use controller_support::watch::{Index, Key, Watch, follow_object};
 use edgegrid_core::keys;
 use edgegrid_core::membership::{NodeUnitCheck, UnitSource, WatchedNodes};
@@ -291,7 +291,7 @@ pub async fn follow(
     client: kube::Client,
     nodes: Arc<NodeCache>,
     metrics: Arc<Metrics>,
-    listed: Gate,
+    listed: ReadinessGate,
     config_namespace: String,
 ) {
     let config_synced = Arc::new(AtomicBool::new(!nodes.reads_config_map()));
@@ -317,7 +317,7 @@ pub async fn follow(
 struct NodeFeed<'a> {
     nodes: &'a NodeCache,
     metrics: Arc<Metrics>,
-    listed: Gate,
+    listed: ReadinessGate,
     config_synced: Arc<AtomicBool>,
 }
 

@@ -19,13 +19,11 @@
 //! `EDGE_HEALTH_BENCH_COSTS_ONLY=1` the per-period costs alone (no detection or accusation
 //! runs).
 
-#[path = "../../../tests/src/bench_table.rs"]
-mod bench_table;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use bench_table::{Table, duration, load_average, met, percentile};
+use edgegrid_testing::bench_table::{Table, duration, load_average, met, percentile};
 use edge_health::config::ProtocolConfig;
 use edge_health::sim::{PeriodStats, Sim, SimConfig, false_accusations};
 use edge_health::vote::Verdict;

@@ -23,8 +23,6 @@
 //! the unit of 500. Timings need an otherwise
 //! idle machine (the header prints the load average); byte counts do not.
 
-#[path = "../../../tests/src/bench_table.rs"]
-mod bench_table;
 mod fleet;
 mod unit_site;
 
@@ -35,7 +33,7 @@ use fake_apiserver::FakeApiServer;
 use grid_wrapper::cache::{Kind, ViewSource};
 use grid_wrapper::metrics::SourceLabel;
 
-use bench_table::{Table, duration, met};
+use edgegrid_testing::bench_table::{Table, duration, met};
 use bytes::Bytes;
 use fleet::*;
 use http_body_util::BodyExt;
@@ -55,7 +53,7 @@ const JSON_ACCEPT: &str = "application/json";
 const SLICES: &str = "/apis/discovery.k8s.io/v1/endpointslices?labelSelector=%21service.kubernetes.io%2Fheadless";
 
 fn median(sorted: &[Duration]) -> Duration {
-    bench_table::percentile(sorted, 0.5)
+    edgegrid_testing::bench_table::percentile(sorted, 0.5)
 }
 
 fn mib(bytes: usize) -> String {
@@ -354,7 +352,7 @@ fn main() {
         scale.services,
         scale.endpoints_per_slice,
         if scale.quick { " (QUICK: not comparable with the targets)" } else { "" },
-        bench_table::load_average().unwrap_or_else(|| "unknown".into()),
+        edgegrid_testing::bench_table::load_average().unwrap_or_else(|| "unknown".into()),
     );
     let mut table = Table::new(["shared / protobuf", "not shared / JSON", "ratio", "target", "result"]);
     let small = Scale { nodes: scale.nodes / 10, units: scale.units / 10, services: scale.services / 10, ..scale };

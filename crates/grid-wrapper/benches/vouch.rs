@@ -5,15 +5,12 @@
 //! in-process wrappers on 1k slices, vouched (the signer in process, its period 1 s) or
 //! not. Prints one table; medians. `WRAPPER_BENCH_QUICK=1` for a smoke run.
 
-#[path = "../../../tests/src/bench_table.rs"]
-#[allow(dead_code, reason = "the table's helpers this bench does not use")]
-mod bench_table;
 mod fleet;
 mod unit_site;
 
 use std::time::{Duration, Instant};
 
-use bench_table::{Table, duration};
+use edgegrid_testing::bench_table::{self, Table, duration};
 use edgegrid_core::vouch::{Batch, KeyedSet, Voucher, VoucherConfig, sha256};
 use fleet::{Scale, slice_object};
 use grid_wrapper::signer::{UNIT_REFRESH, refreshes_in};

@@ -17,10 +17,8 @@
 //! (its numbers are not comparable with the targets). Timings need an otherwise idle
 //! machine (the header prints the load average); memory and byte counts do not.
 
-#[path = "../../../tests/src/bench_table.rs"]
-mod bench_table;
 
-use bench_table::{Table, duration, met, percentile};
+use edgegrid_testing::bench_table::{Table, duration, met, percentile};
 use std::io::{BufRead, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -503,7 +501,7 @@ async fn bench() {
     let mut table = Table::new(["median / p50", "p99", "ratio", "target", "result"]);
     let started = Instant::now();
     // timings are only comparable on an otherwise idle machine: say how busy it was
-    let load = bench_table::load_average;
+    let load = edgegrid_testing::bench_table::load_average;
     let load_at_start = load().unwrap_or_default();
 
     // 1. latency

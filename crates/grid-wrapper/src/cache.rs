@@ -189,7 +189,7 @@ pub enum CacheError {
 
 /// What one input did.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct Outcome {
+pub struct Applied {
     /// Served changes, in commit order (empty while staging).
     pub served: Vec<(Kind, ChangeKind)>,
     /// Pruned objects whose form changed (staged or served).
@@ -302,8 +302,8 @@ impl Cache {
         self.log.all().flat_map(|(kind, objects)| objects.values().map(move |o| (*kind, o)))
     }
 
-    pub fn apply(&mut self, input: Input) -> Result<Outcome, CacheError> {
-        let mut outcome = Outcome::default();
+    pub fn apply(&mut self, input: Input) -> Result<Applied, CacheError> {
+        let mut outcome = Applied::default();
         match input {
             Input::Begin(stream) => {
                 self.relisting.insert(stream, BTreeSet::new());
@@ -351,7 +351,7 @@ impl Cache {
         }
     }
 
-    fn upsert(&mut self, object: Object, outcome: &mut Outcome) -> Result<(), CacheError> {
+    fn upsert(&mut self, object: Object, outcome: &mut Applied) -> Result<(), CacheError> {
         match object {
             Object::Service(mut service) => {
                 service.metadata.managed_fields = None;
@@ -395,7 +395,7 @@ impl Cache {
         Ok(())
     }
 
-    fn delete(&mut self, stream: Stream, (namespace, name): ObjectId, outcome: &mut Outcome) -> Result<(), CacheError> {
+    fn delete(&mut self, stream: Stream, (namespace, name): ObjectId, outcome: &mut Applied) -> Result<(), CacheError> {
         let id = NamespacedName::new(&namespace, &name);
         match stream {
             Stream::Services => {
@@ -429,7 +429,7 @@ impl Cache {
         Ok(())
     }
 
-    fn through_view(&mut self, change: InputChange, outcome: &mut Outcome) -> Result<(), CacheError> {
+    fn through_view(&mut self, change: InputChange, outcome: &mut Applied) -> Result<(), CacheError> {
         outcome.through_view = true;
         for change in self.view.apply(change)? {
             outcome.repruned += 1;
@@ -450,7 +450,7 @@ impl Cache {
 
     /// Stages or serves one object's new state (`None`: gone). A version that looks the
     /// same to clients as the served one is not served again.
-    fn commit(&mut self, kind: Kind, id: ObjectId, value: Option<Value>, outcome: &mut Outcome) {
+    fn commit(&mut self, kind: Kind, id: ObjectId, value: Option<Value>, outcome: &mut Applied) {
         if let Some(staged) = &mut self.staging {
             match value {
                 // encoding a JSON value cannot fail
@@ -479,7 +479,7 @@ impl Cache {
     }
 
     /// The first full sync: serve the staged state, replacing whatever was served.
-    fn serve_staged(&mut self, outcome: &mut Outcome) {
+    fn serve_staged(&mut self, outcome: &mut Applied) {
         let Some(staged) = self.staging.take() else { return };
         let stale: Vec<(Kind, ObjectId)> = self
             .log

@@ -22,7 +22,7 @@ pub mod proxy;
 pub mod replication;
 pub mod server;
 pub mod signer;
-pub mod status;
+pub mod api_status;
 pub mod unit;
 pub mod unit_client;
 pub mod unit_server;
@@ -41,7 +41,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use controller_support::Gate;
+use controller_support::ReadinessGate;
 use edgegrid_core::unit_upstream::UnitMember;
 use listwatch::{LogConfig, WatchConfig};
 use tokio::sync::watch;
@@ -93,7 +93,7 @@ impl Wrapper {
             config.node_name.clone(),
             config.rewrite_local_apiserver,
             config.log,
-            status::first_resource_version(),
+            api_status::first_resource_version(),
         )
         .with_unit_label_key(config.unit_label_key.clone());
         Ok(Arc::new(Self {
@@ -243,7 +243,7 @@ pub const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
 pub const NOT_SYNCED: &str = "the upstream API server has not synced yet";
 
 /// Ready once the upstream view is served; a restored view is served but not ready.
-pub async fn follow_readiness(wrapper: Arc<Wrapper>, upstream_synced: Gate, restored_note: Option<String>) {
+pub async fn follow_readiness(wrapper: Arc<Wrapper>, upstream_synced: ReadinessGate, restored_note: Option<String>) {
     let mut serving = wrapper.serving_changes();
     loop {
         let now = *serving.borrow_and_update();

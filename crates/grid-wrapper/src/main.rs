@@ -20,8 +20,8 @@ async fn main() -> anyhow::Result<()> {
     flags.check()?;
     let config = flags.wrapper_config();
     let metrics = Arc::new(Metrics::default());
-    // an upstream outage must reach the watchers (their backoff, metrics and relist decide)
-    let upstream = runtime::without_retries(runtime::config(flags.runtime.kubeconfig.clone()).await?);
+    // what the proxy passes requests to (the runtime's client is built from the same)
+    let upstream = runtime::config(flags.runtime.kubeconfig.clone()).await?;
     let wrapper = Wrapper::new(&config, &upstream, metrics.clone())?;
     // the saved view is the cluster's the client configuration names (see `persist`)
     let saver = flags.saver(ClusterIdentity::of(&upstream));
@@ -45,7 +45,8 @@ async fn main() -> anyhow::Result<()> {
     tokio::spawn(follow_readiness(wrapper.clone(), synced, restored_note));
     runtime.mark_ready();
     let counted = grid_wrapper::unit_client::CountReceivedLayer::new(metrics.upstream_bytes.clone());
-    let client = kube::client::ClientBuilder::try_from(upstream)?.with_layer(&counted).build();
+    // an upstream outage must reach the watchers (their backoff, metrics and relist decide)
+    let client = runtime.client_through(&counted, runtime::Retries::Off)?;
     let shutdown = runtime.shutdown_signal();
     if let Some(config) = flags.verdicts() {
         tokio::spawn(grid_wrapper::verdicts::run(wrapper.clone(), config, shutdown.clone().signalled()));

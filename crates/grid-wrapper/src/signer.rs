@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use controller_support::metrics::Register;
 use controller_support::watch::{Index, Key, Watch};
-use edgegrid_core::vouch::{BATCH_CONFIG_MAP, BATCH_DATA_KEY, Batch, Op, Recorder, SIGNATURE_DATA_KEY, StateDigest};
+use edgegrid_core::vouch::{BATCH_CONFIG_MAP, BATCH_DATA_KEY, Batch, Op, StateRecorder, SIGNATURE_DATA_KEY, StateDigest};
 use k8s_openapi::api::core::v1::{ConfigMap, Endpoints, Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, Patch, PatchParams};
@@ -55,12 +55,12 @@ pub struct SignerConfig {
 /// The records of every stream: what the watches feed, what a batch takes. Pure.
 #[derive(Debug, Default)]
 pub struct Records {
-    services: Recorder<Key>,
-    slices: Recorder<Key>,
-    endpoints: Recorder<Key>,
-    node_metadata: Recorder<Key>,
+    services: StateRecorder<Key>,
+    slices: StateRecorder<Key>,
+    endpoints: StateRecorder<Key>,
+    node_metadata: StateRecorder<Key>,
     /// Per unit (the label's value), its Nodes.
-    units: BTreeMap<String, Recorder<Key>>,
+    units: BTreeMap<String, StateRecorder<Key>>,
     /// Each Node's unit, to take it out of the old one when relabelled.
     unit_of: BTreeMap<String, String>,
     /// Whether the Node watch has completed a list, and whether one is under way: a unit
@@ -125,7 +125,7 @@ impl Records {
             (vouching::ENDPOINTS.to_string(), self.endpoints.len()),
             (vouching::NODE_METADATA.to_string(), self.node_metadata.len()),
         ];
-        sizes.push(("unit-nodes".to_string(), self.units.values().map(Recorder::len).sum()));
+        sizes.push(("unit-nodes".to_string(), self.units.values().map(StateRecorder::len).sum()));
         sizes
     }
 
@@ -154,7 +154,7 @@ impl Records {
                         self.unit_of.insert(key.name.clone(), unit.clone());
                         let listed = self.nodes_listed && !self.nodes_listing;
                         let recorder = self.units.entry(unit).or_insert_with(|| {
-                            let mut recorder = Recorder::default();
+                            let mut recorder = StateRecorder::default();
                             if listed {
                                 recorder.step(&Op::<Key, ()>::Begin);
                                 recorder.step(&Op::<Key, ()>::Done);
@@ -190,7 +190,7 @@ enum NodeStep {
 /// computes it ([`crate::vouching`]).
 struct Recording<'a, K> {
     records: &'a Mutex<Records>,
-    recorder: fn(&mut Records) -> &mut Recorder<Key>,
+    recorder: fn(&mut Records) -> &mut StateRecorder<Key>,
     stream: &'static str,
     element: fn(&str, &K) -> edgegrid_core::vouch::ElementDigest,
 }

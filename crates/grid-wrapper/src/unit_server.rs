@@ -41,7 +41,7 @@ use tokio::task::JoinHandle;
 
 use controller_support::server::PeerCertificate;
 
-use crate::status::{not_serving, status_response};
+use crate::api_status::{not_serving, status_response};
 use crate::upstream_log::{UpstreamKind, UpstreamLog};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -59,7 +59,7 @@ pub struct UnitServerMetrics {
     /// Body bytes of lists and watches sent to followers, by kind.
     pub served_bytes: Family<ResourceLabel, Counter>,
     /// Open watches per follower.
-    watching: Arc<Mutex<HashMap<Follower, usize>>>,
+    watching: Arc<Mutex<HashMap<FollowerId, usize>>>,
 }
 
 impl Register for UnitServerMetrics {
@@ -79,7 +79,7 @@ impl Register for UnitServerMetrics {
 
 impl UnitServerMetrics {
     /// Counts one open watch of `peer` for as long as the guard lives.
-    fn watching(&self, peer: Follower) -> FollowerGuard {
+    fn watching(&self, peer: FollowerId) -> FollowerGuard {
         let mut watching = self.watching.lock().unwrap_or_else(PoisonError::into_inner);
         let open = watching.entry(peer.clone()).or_default();
         *open += 1;
@@ -92,13 +92,13 @@ impl UnitServerMetrics {
 
 struct FollowerGuard {
     metrics: UnitServerMetrics,
-    peer: Follower,
+    peer: FollowerId,
 }
 
 /// Who a follower is: the key its TLS handshake proved (several wrappers can share one
 /// source address, e.g. behind NAT), or its address on a plain connection.
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
-enum Follower {
+enum FollowerId {
     Key(Vec<u8>),
     Address(IpAddr),
 }
@@ -224,9 +224,9 @@ async fn dispatch(State(served): State<Served>, request: Request<Body>) -> Respo
     };
     let accept = request.headers().get(header::ACCEPT).and_then(|a| a.to_str().ok());
     let term = request.headers().get(TERM_HEADER).and_then(|t| t.to_str().ok());
-    let key = request.extensions().get::<PeerCertificate>().map(|PeerCertificate(key)| Follower::Key(key.to_vec()));
+    let key = request.extensions().get::<PeerCertificate>().map(|PeerCertificate(key)| FollowerId::Key(key.to_vec()));
     let address =
-        request.extensions().get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(peer)| Follower::Address(peer.ip()));
+        request.extensions().get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(peer)| FollowerId::Address(peer.ip()));
     let peer = key.or(address);
     // a leader that just took over syncs from the cloud first (see `ServeConfig::sync_wait`)
     if let Some(log) = served.log.current() {
@@ -245,7 +245,7 @@ fn serve(
     query: &HashMap<String, String>,
     accept: Option<&str>,
     term: Option<&str>,
-    peer: Option<Follower>,
+    peer: Option<FollowerId>,
 ) -> Result<Response, listwatch::Error> {
     let kind = match resource {
         Resource::Services => UpstreamKind::Services,

@@ -358,7 +358,7 @@ impl LinkHealth {
 
 /// What a failed watch says of the link.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Outcome {
+enum WatchErrorClass {
     /// The link failed.
     Failed(LinkFailure),
     /// The upstream answered what a healthy one says too (410: resume too old, relist;
@@ -370,7 +370,7 @@ enum Outcome {
     LeftOver,
 }
 
-fn classify(error: &watcher::Error) -> Outcome {
+fn classify(error: &watcher::Error) -> WatchErrorClass {
     let response = match error {
         watcher::Error::InitialListFailed(kube::Error::Api(response))
         | watcher::Error::WatchStartFailed(kube::Error::Api(response))
@@ -383,12 +383,12 @@ fn classify(error: &watcher::Error) -> Outcome {
     };
     let left_over = |e: &(dyn std::error::Error + 'static)| e.is::<crate::unit_client::LeaderChanged>();
     match response {
-        Some(410 | 504) => Outcome::Answered,
-        Some(503) => Outcome::Failed(LinkFailure::NotReady),
-        Some(_) => Outcome::Failed(LinkFailure::Unreachable),
-        None if caused_by(error, &left_over) => Outcome::LeftOver,
-        None if caused_by(error, &refused) => Outcome::Failed(LinkFailure::NotListening),
-        None => Outcome::Failed(LinkFailure::Unreachable),
+        Some(410 | 504) => WatchErrorClass::Answered,
+        Some(503) => WatchErrorClass::Failed(LinkFailure::NotReady),
+        Some(_) => WatchErrorClass::Failed(LinkFailure::Unreachable),
+        None if caused_by(error, &left_over) => WatchErrorClass::LeftOver,
+        None if caused_by(error, &refused) => WatchErrorClass::Failed(LinkFailure::NotListening),
+        None => WatchErrorClass::Failed(LinkFailure::Unreachable),
     }
 }
 
@@ -547,9 +547,9 @@ impl<K: Resource + serde::Serialize> Index<K> for Feed<'_, K> {
         metrics.upstream_errors.get_or_create(&label).inc();
         metrics.upstream_synced.get_or_create(&label).set(0);
         match classify(error) {
-            Outcome::Failed(failure) => self.health.failed(self.stream, failure),
-            Outcome::Answered => self.health.working(self.stream),
-            Outcome::LeftOver => {}
+            WatchErrorClass::Failed(failure) => self.health.failed(self.stream, failure),
+            WatchErrorClass::Answered => self.health.working(self.stream),
+            WatchErrorClass::LeftOver => {}
         }
     }
 }
@@ -588,16 +588,16 @@ mod tests {
         use crate::unit_client::LeaderChanged;
         let direct = watcher::Error::InitialListFailed(kube::Error::Service(Box::new(LeaderChanged)));
         let in_io = watcher::Error::WatchFailed(kube::Error::Service(Box::new(std::io::Error::other(LeaderChanged))));
-        assert_eq!((classify(&direct), classify(&in_io)), (Outcome::LeftOver, Outcome::LeftOver));
+        assert_eq!((classify(&direct), classify(&in_io)), (WatchErrorClass::LeftOver, WatchErrorClass::LeftOver));
         let other = watcher::Error::WatchFailed(kube::Error::Service(Box::new(std::io::Error::other("reset"))));
-        assert_eq!(classify(&other), Outcome::Failed(LinkFailure::Unreachable));
+        assert_eq!(classify(&other), WatchErrorClass::Failed(LinkFailure::Unreachable));
     }
 
     #[tokio::test]
     async fn a_refused_connection_is_told_from_a_link_that_fails_otherwise() {
         // a port nothing listens on: bound, then closed
         let closed = std::net::SocketAddr::from(([127, 0, 0, 1], edgegrid_testing::free_port()));
-        assert_eq!(classify(&list_error(closed).await), Outcome::Failed(LinkFailure::NotListening));
+        assert_eq!(classify(&list_error(closed).await), WatchErrorClass::Failed(LinkFailure::NotListening));
 
         // a listener that takes connections and closes them unanswered (as a leader refusing
         // the follower's key does, after the handshake)
@@ -608,7 +608,7 @@ mod tests {
                 drop(connection);
             }
         });
-        assert_eq!(classify(&list_error(address).await), Outcome::Failed(LinkFailure::Unreachable));
+        assert_eq!(classify(&list_error(address).await), WatchErrorClass::Failed(LinkFailure::Unreachable));
         closer.abort();
     }
 }

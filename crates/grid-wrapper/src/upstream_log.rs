@@ -183,7 +183,7 @@ struct State {
 
 impl UpstreamLog {
     pub fn new(config: LogConfig) -> Arc<Self> {
-        Self::with(new_term(), Log::continuing(config, crate::status::first_resource_version()), BTreeSet::new())
+        Self::with(new_term(), Log::continuing(config, crate::api_status::first_resource_version()), BTreeSet::new())
     }
 
     /// A replica of the log of `term` as it was at `rv`, to be filled by

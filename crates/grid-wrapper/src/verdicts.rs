@@ -5,7 +5,7 @@
 //!
 //! Verdicts are keyed by node name, as the slices' `nodeName` is (SuperEdge looked nodes up
 //! by IP in data keyed by name, so its version only worked where names were IPs). The
-//! decision of what to feed the cache is [`Follower`], pure; [`run`] does the polling.
+//! decision of what to feed the cache is [`DownNodes`], pure; [`run`] does the polling.
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -35,13 +35,13 @@ pub struct VerdictsConfig {
 
 /// Decides, from each poll's outcome, the set of down nodes to serve.
 #[derive(Debug)]
-pub struct Follower {
+pub struct DownNodes {
     stale_after: Duration,
     last_good: Option<Instant>,
     serving: BTreeSet<String>,
 }
 
-impl Follower {
+impl DownNodes {
     pub fn new(stale_after: Duration) -> Self {
         Self { stale_after, last_good: None, serving: BTreeSet::new() }
     }
@@ -90,7 +90,7 @@ pub enum PollError {
 /// Polls until `stop`, feeding every change of the down set to the wrapper.
 pub async fn run(wrapper: Arc<Wrapper>, config: VerdictsConfig, stop: impl Future<Output = ()>) {
     let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
-    let mut follower = Follower::new(config.stale_after);
+    let mut down_nodes = DownNodes::new(config.stale_after);
     let mut ticks = tokio::time::interval(config.interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let poll_forever = async {
@@ -116,10 +116,10 @@ pub async fn run(wrapper: Arc<Wrapper>, config: VerdictsConfig, stop: impl Futur
             // API server (a leader is never asked who the members are)
             match &verdicts {
                 Some(verdicts) => wrapper.set_unit_peers(edgegrid_core::unit_upstream::members_of(verdicts)),
-                None if follower.is_stale(Instant::now()) => wrapper.set_unit_peers(Vec::new()),
+                None if down_nodes.is_stale(Instant::now()) => wrapper.set_unit_peers(Vec::new()),
                 None => {}
             }
-            if let Some(down) = follower.polled(Instant::now(), verdicts.as_ref()) {
+            if let Some(down) = down_nodes.polled(Instant::now(), verdicts.as_ref()) {
                 tracing::info!(down = ?down, "nodes voted down by the local unit");
                 metrics.nodes_down.set(i64::try_from(down.len()).unwrap_or(i64::MAX));
                 wrapper.apply(Input::NodesDown(down));
@@ -168,24 +168,24 @@ mod tests {
     fn changes_are_fed_once_and_stale_verdicts_are_forgotten() {
         let start = Instant::now();
         let at = |s: u64| start + Duration::from_secs(s);
-        let mut follower = Follower::new(Duration::from_secs(10));
-        assert_eq!(follower.polled(at(0), Some(&view(&[], &["n2"]))), None, "nothing down, nothing to say");
-        assert_eq!(follower.polled(at(1), Some(&view(&["n2"], &["n3"]))), set(&["n2"]));
-        assert_eq!(follower.polled(at(2), Some(&view(&["n2"], &["n3"]))), None, "same set again");
+        let mut down_nodes = DownNodes::new(Duration::from_secs(10));
+        assert_eq!(down_nodes.polled(at(0), Some(&view(&[], &["n2"]))), None, "nothing down, nothing to say");
+        assert_eq!(down_nodes.polled(at(1), Some(&view(&["n2"], &["n3"]))), set(&["n2"]));
+        assert_eq!(down_nodes.polled(at(2), Some(&view(&["n2"], &["n3"]))), None, "same set again");
         // the daemon stops answering: the last verdicts hold until they are 10 s old
-        assert_eq!(follower.polled(at(5), None), None);
-        assert_eq!(follower.polled(at(11), None), None);
-        assert_eq!(follower.polled(at(12), None), set(&[]), "stale: every node served again");
-        assert_eq!(follower.polled(at(13), None), None);
-        assert_eq!(follower.polled(at(14), Some(&view(&["n2", "n3"], &[]))), set(&["n2", "n3"]));
-        assert_eq!(follower.polled(at(15), Some(&view(&[], &["n2", "n3"]))), set(&[]), "voted back up");
-        assert!(follower.serving().is_empty());
+        assert_eq!(down_nodes.polled(at(5), None), None);
+        assert_eq!(down_nodes.polled(at(11), None), None);
+        assert_eq!(down_nodes.polled(at(12), None), set(&[]), "stale: every node served again");
+        assert_eq!(down_nodes.polled(at(13), None), None);
+        assert_eq!(down_nodes.polled(at(14), Some(&view(&["n2", "n3"], &[]))), set(&["n2", "n3"]));
+        assert_eq!(down_nodes.polled(at(15), Some(&view(&[], &["n2", "n3"]))), set(&[]), "voted back up");
+        assert!(down_nodes.serving().is_empty());
     }
 
     #[test]
     fn without_any_good_answer_nothing_is_down() {
-        let mut follower = Follower::new(Duration::from_secs(10));
-        assert_eq!(follower.polled(Instant::now(), None), None);
-        assert!(follower.serving().is_empty());
+        let mut down_nodes = DownNodes::new(Duration::from_secs(10));
+        assert_eq!(down_nodes.polled(Instant::now(), None), None);
+        assert!(down_nodes.serving().is_empty());
     }
 }

@@ -1,5 +1,5 @@
 //! A follower's vouched streams ([`edgegrid_core::vouch`]): each stream from the leader
-//! goes through a [`Gate`] that passes a step on to the cache only once the unit signer
+//! goes through a [`VouchGate`] that passes a step on to the cache only once the unit signer
 //! vouched for the state after it (or a later one), as the signed batches the leader
 //! serves ([`DigestsFeed`]) say. Steps held longer than the patience, or a served state
 //! no batch vouched for within the patience (a leader withholding changes or batches),
@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use controller_support::watch::{Index, Key, Watch};
 use edgegrid_core::vouch::{
-    BATCH_DATA_KEY, BatchError, ElementDigest, Gate, Op, SIGNATURE_DATA_KEY, SignedBatch, Voucher, VoucherConfig,
+    BATCH_DATA_KEY, BatchError, ElementDigest, VouchGate, Op, SIGNATURE_DATA_KEY, SignedBatch, Voucher, VoucherConfig,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Resource;
@@ -101,7 +101,7 @@ impl Vouching {
         received
     }
 
-    fn release<K: Ord + Clone, T>(&self, gate: &mut Gate<K, T>) -> Vec<Op<K, T>> {
+    fn release<K: Ord + Clone, T>(&self, gate: &mut VouchGate<K, T>) -> Vec<Op<K, T>> {
         let voucher = self.voucher.lock().unwrap_or_else(PoisonError::into_inner);
         gate.release(&voucher, Instant::now())
     }
@@ -150,7 +150,7 @@ impl Index<ConfigMap> for DigestsFeed<'_> {
 
 /// A stream's gate and the feed it passes steps on to.
 struct Gated<K, I> {
-    gate: Gate<Key, K>,
+    gate: VouchGate<Key, K>,
     inner: I,
 }
 
@@ -248,7 +248,7 @@ pub async fn run<K, I>(
     K::DynamicType: Default,
     I: Index<K>,
 {
-    let gated = Mutex::new(Gated { gate: Gate::new(stream.clone()), inner });
+    let gated = Mutex::new(Gated { gate: VouchGate::new(stream.clone()), inner });
     let taking = watch.run(Taking { gated: &gated, vouching, stream: &stream, element });
     let releasing = async {
         let mut taken = vouching.taken.subscribe();

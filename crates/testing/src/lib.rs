@@ -3,18 +3,23 @@
 //! metric sample exactly, stop it with SIGTERM and time the exit, and stand-ins for an API
 //! server that hangs or is gone. HTTPS (a CA, certificates, a client) is in [`tls`],
 //! typed upstream objects in [`objects`], the chart's objects installed without helm in
-//! [`chart`], what a test needs of the machine (kubectl, helm, root) in [`tools`].
+//! [`chart`], what a test needs of the machine (kubectl, helm, root) in [`tools`], the
+//! benchmarks' percentiles and tables in [`bench_table`].
 //!
 //! A dev-dependency only: no shipped crate may depend on it (`cargo xtask check` fails
 //! when a binary's normal dependency tree contains it), and it depends on no edgegrid
 //! crate, so any crate's own tests can use it.
 
+pub mod bench_table;
 pub mod chart;
 pub mod link;
 pub mod objects;
 pub mod protobuf;
 pub mod tls;
+mod stop_on_drop;
 pub mod tools;
+
+pub use stop_on_drop::StopOnDrop;
 
 use std::io::BufRead;
 use std::net::{SocketAddr, TcpListener};

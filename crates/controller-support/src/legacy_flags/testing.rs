@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use super::Check;
 pub use super::{
-    Deprecation, KLOG, LegacyFlag, LegacyFlagError, LegacyTable, Outcome, Translated, Translation, translate,
+    Deprecation, KLOG, LegacyFlag, LegacyFlagError, LegacyTable, Treatment, Translated, Translation, translate,
 };
 
 /// `args` translated as given to a binary called `bin`.
@@ -33,11 +33,11 @@ pub fn flags(deprecations: &[Deprecation]) -> Vec<&str> {
 }
 
 pub fn replaced(flag: &str, by: &str, note: Option<&str>) -> Deprecation {
-    Deprecation { flag: flag.into(), outcome: Outcome::Replaced { by: by.into(), note: note.map(Into::into) } }
+    Deprecation { flag: flag.into(), treatment: Treatment::Replaced { by: by.into(), note: note.map(Into::into) } }
 }
 
 pub fn ignored(flag: &str, reason: &str) -> Deprecation {
-    Deprecation { flag: flag.into(), outcome: Outcome::Ignored { reason: reason.into() } }
+    Deprecation { flag: flag.into(), treatment: Treatment::Ignored { reason: reason.into() } }
 }
 
 /// The error `args` are refused with (panics when they are accepted).

@@ -221,7 +221,7 @@ fn klog_flags_are_every_binarys() {
             "{}",
             table.binary
         );
-        assert!(deprecations[..12].iter().all(|d| matches!(d.outcome, Outcome::Ignored { .. })));
+        assert!(deprecations[..12].iter().all(|d| matches!(d.treatment, Treatment::Ignored { .. })));
     }
     // `_` and `-` are one separator: one flag, logged once
     assert_eq!(flags(&ok(&KLOG_ONLY, &["--log_dir=/a", "--log-dir=/b"]).1), ["--log-dir"]);

@@ -1,5 +1,5 @@
-//! Both ends of a stream: the signer's [`Recorder`] notes the states a stream goes
-//! through; a follower's [`Gate`] holds what its leader sends until a state at or after it
+//! Both ends of a stream: the signer's [`StateRecorder`] notes the states a stream goes
+//! through; a follower's [`VouchGate`] holds what its leader sends until a state at or after it
 //! is vouched for.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -63,20 +63,20 @@ impl<K: Ord + Clone> Tracked<K> {
 /// The signer's record of one stream: the digests of the states it went through since
 /// the last batch.
 #[derive(Debug)]
-pub struct Recorder<K: Ord> {
+pub struct StateRecorder<K: Ord> {
     tracked: Tracked<K>,
     /// Whether a list has completed (before that, the stream vouches for nothing).
     synced: bool,
     since_batch: Vec<StateDigest>,
 }
 
-impl<K: Ord> Default for Recorder<K> {
+impl<K: Ord> Default for StateRecorder<K> {
     fn default() -> Self {
         Self { tracked: Tracked::default(), synced: false, since_batch: Vec::new() }
     }
 }
 
-impl<K: Ord + Clone> Recorder<K> {
+impl<K: Ord + Clone> StateRecorder<K> {
     /// Takes one step of the stream.
     pub fn step<T>(&mut self, op: &Op<K, T>) {
         if let Some(point) = self.tracked.step(op) {
@@ -93,7 +93,7 @@ impl<K: Ord + Clone> Recorder<K> {
         self.take_states_refreshing(true)
     }
 
-    /// [`Recorder::take_states`], naming the current state when nothing changed only if
+    /// [`StateRecorder::take_states`], naming the current state when nothing changed only if
     /// `refresh` (a stream of many, e.g. one per unit, refreshed in turns to keep batches
     /// small: followers must then keep a digest for longer than a round of refreshes).
     pub fn take_states_refreshing(&mut self, refresh: bool) -> Option<Vec<StateDigest>> {
@@ -140,7 +140,7 @@ struct Held<K, T> {
 /// or a later one, was vouched for; until then they are held (the cache serves the last
 /// vouched state meanwhile).
 #[derive(Debug)]
-pub struct Gate<K: Ord, T> {
+pub struct VouchGate<K: Ord, T> {
     stream: String,
     tracked: Tracked<K>,
     held: VecDeque<Held<K, T>>,
@@ -151,7 +151,7 @@ pub struct Gate<K: Ord, T> {
     passed_keys: BTreeSet<K>,
 }
 
-impl<K: Ord + Clone, T> Gate<K, T> {
+impl<K: Ord + Clone, T> VouchGate<K, T> {
     /// A gate for `stream` (its name in the batches).
     pub fn new(stream: impl Into<String>) -> Self {
         Self {
@@ -164,7 +164,7 @@ impl<K: Ord + Clone, T> Gate<K, T> {
     }
 
     /// Takes the next step from the leader, arrived at `now`; it is held until
-    /// [`Gate::release`] finds it vouched for. A delete of a key the stream does not
+    /// [`VouchGate::release`] finds it vouched for. A delete of a key the stream does not
     /// hold changes no state and is dropped (passed on, it could reach an object the cache
     /// keys otherwise, e.g. a Node by name).
     pub fn take(&mut self, op: Op<K, T>, now: Instant) {
@@ -177,7 +177,7 @@ impl<K: Ord + Clone, T> Gate<K, T> {
         self.held.push_back(Held { op, at: now, point });
     }
 
-    /// [`Gate::release`] when only the newest held step can have made a difference (a
+    /// [`VouchGate::release`] when only the newest held step can have made a difference (a
     /// step taken since the last release; the batches are unchanged): one check, not a
     /// scan of everything held.
     pub fn release_newest(&mut self, voucher: &Voucher, now: Instant) -> Vec<Op<K, T>> {

@@ -361,7 +361,7 @@ fn delete(key: &str) -> Step {
 }
 
 /// The signer's batch after `steps`.
-fn recorded(recorder: &mut Recorder<String>, steps: &[Step], sequence: u64, signer: &Ed25519KeyPair) -> SignedBatch {
+fn recorded(recorder: &mut StateRecorder<String>, steps: &[Step], sequence: u64, signer: &Ed25519KeyPair) -> SignedBatch {
     for step in steps {
         recorder.step(step);
     }
@@ -371,7 +371,7 @@ fn recorded(recorder: &mut Recorder<String>, steps: &[Step], sequence: u64, sign
 
 #[test]
 fn a_recorder_vouches_for_nothing_before_its_first_list_and_for_the_current_state_after() {
-    let mut recorder = Recorder::default();
+    let mut recorder = StateRecorder::default();
     recorder.step(&Op::<String, u8>::Begin);
     recorder.step(&apply("a", 1));
     assert_eq!(recorder.take_states(), None);
@@ -406,8 +406,8 @@ fn a_recorder_vouches_for_nothing_before_its_first_list_and_for_the_current_stat
 struct Follower {
     signer: Ed25519KeyPair,
     voucher: Voucher,
-    recorder: Recorder<String>,
-    gate: Gate<String, u8>,
+    recorder: StateRecorder<String>,
+    gate: VouchGate<String, u8>,
     t0: Instant,
     sequence: u64,
 }
@@ -419,8 +419,8 @@ impl Follower {
         Self {
             signer,
             voucher,
-            recorder: Recorder::default(),
-            gate: Gate::new("slices"),
+            recorder: StateRecorder::default(),
+            gate: VouchGate::new("slices"),
             t0: Instant::now(),
             sequence: 0,
         }
@@ -588,8 +588,8 @@ proptest! {
     ) {
         let signer = key_pair();
         let mut voucher = voucher(&[&signer]);
-        let mut recorder = Recorder::default();
-        let mut gate = Gate::new("slices");
+        let mut recorder = StateRecorder::default();
+        let mut gate = VouchGate::new("slices");
         let now = Instant::now();
         let mut truth: BTreeMap<String, u8> = BTreeMap::new();
         let mut steps = vec![Op::Begin, Op::Done];

@@ -79,7 +79,7 @@ fn grid_wrapper_serves_https_only_with_insecure_false() {
     assert_eq!(deprecations[1], replaced("--cert-file", "--tls-cert-file=/c", None));
     assert_eq!(deprecations[2], replaced("--key-file", "--tls-private-key-file=/k", None));
     assert!(
-        matches!(&deprecations[3].outcome, Outcome::Ignored { reason } if reason.contains("RootCAs")),
+        matches!(&deprecations[3].treatment, Treatment::Ignored { reason } if reason.contains("RootCAs")),
         "SuperEdge never asked clients for certificates: {deprecations:?}"
     );
     for given in [
@@ -144,7 +144,7 @@ fn grid_wrapper_service_autonomy() {
     let (out, deprecations) =
         ok(&GRID_WRAPPER, &["--service-autonomy-enhancement=enabled=true,address=http://127.0.0.1:51005/verdicts"]);
     assert_eq!(out[0], "--edge-health-url=http://127.0.0.1:51005/verdicts");
-    assert!(matches!(&deprecations[0].outcome, Outcome::Replaced { note: Some(n), .. } if n == "the address as given"));
+    assert!(matches!(&deprecations[0].treatment, Treatment::Replaced { note: Some(n), .. } if n == "the address as given"));
     for off in ["enabled=false,interval=10", "", "address=http://x:1/localinfo"] {
         let given = format!("--service-autonomy-enhancement={off}");
         assert_eq!(

@@ -35,8 +35,8 @@ fn edge_health_manifest() {
     let out: Vec<_> = translated.args[1..].iter().map(|a| a.to_str().unwrap()).collect();
     assert_eq!(out, ["--check=kind=kubelet,port=10250,timeout=5s,retries=2,weight=100", "--period=25s"]);
     assert_eq!(flags(translated.legacy.deprecations()), ["--kubeletauthplugin", "--v"]);
-    match &translated.legacy.deprecations()[0].outcome {
-        Outcome::Replaced { by, note: Some(note) } => {
+    match &translated.legacy.deprecations()[0].treatment {
+        Treatment::Replaced { by, note: Some(note) } => {
             assert_eq!(by, "--check=kind=kubelet,port=10250,timeout=5s,retries=2,weight=100");
             assert!(note.contains("retries = retrytime - 1"), "{note}");
             assert!(note.contains("--period=25s"), "the period it implies is said: {note}");
@@ -101,12 +101,12 @@ fn edge_health_periods_and_votes() {
     );
     assert_eq!(out, ["--period=9s", "--check=kind=kubelet,port=10250,timeout=2s,retries=1,weight=100"]);
     assert!(
-        matches!(&deprecations[0].outcome, Outcome::Replaced { by, note: Some(note) }
+        matches!(&deprecations[0].treatment, Treatment::Replaced { by, note: Some(note) }
             if by == "--period=9s" && note.contains("(5 s)") && note.contains("up to 4 s")),
         "{deprecations:?}"
     );
     assert!(
-        matches!(&deprecations[1].outcome, Outcome::Replaced { note: Some(note), .. } if !note.contains("--period")),
+        matches!(&deprecations[1].treatment, Treatment::Replaced { note: Some(note), .. } if !note.contains("--period")),
         "the period is said once, with --healthcheckperiod: {deprecations:?}"
     );
     assert_eq!(

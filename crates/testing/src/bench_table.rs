@@ -1,6 +1,5 @@
 //! What the benchmarks share: percentiles, readable durations and the one table each
-//! prints. Included by path (`#[path = ...] mod bench_table;`), so
-//! no shipped crate carries it.
+//! prints.
 
 use std::time::Duration;
 

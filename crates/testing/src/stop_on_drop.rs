@@ -1,6 +1,6 @@
 //! A child process stopped (SIGTERM, then waited for) when a test ends early on a failed
 //! assertion, so a run that failed does not leave it running, holding its ports and
-//! slot for the next test. Compiled into `edgegrid-tests` and, by path, xtask's tests.
+//! slot for the next test.
 
 use std::process::{Child, Command};
 
