@@ -16,7 +16,7 @@ pub fn workspace_root() -> PathBuf {
 pub fn xtask() -> PathBuf {
     let mut build = std::process::Command::new(env!("CARGO"));
     build.args(["build", "--quiet", "--locked", "--package", "xtask"]);
-    for package in ["grid-wrapper", "edge-health", "edge-health-admission", "edge-node-lifecycle"] {
+    for package in ["grid-wrapper", "unit-signer", "edge-health", "edge-health-admission", "edge-node-lifecycle"] {
         build.args(["--package", package]);
     }
     let status = build.current_dir(workspace_root()).status().expect("cargo runs");

@@ -19,15 +19,16 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-/// The packages whose binaries the Containerfile builds into images (one binary each, same
-/// name, but grid-wrapper's `unit-signer` too: it shares the package's dependencies).
-pub const SHIPPED_BINARIES: [&str; 5] =
-    ["grid-controller", "grid-wrapper", "edge-health", "edge-health-admission", "edge-node-lifecycle"];
+/// The packages whose binaries the Containerfile builds into images (one binary each, of
+/// the package's name).
+pub const SHIPPED_BINARIES: [&str; 6] =
+    ["grid-controller", "grid-wrapper", "unit-signer", "edge-health", "edge-health-admission", "edge-node-lifecycle"];
 
 /// The shipped binaries that run on every edge node, and the packages only the cloud
 /// runs, which an edge binary must not link (what an edge box's root could read or run).
 pub const EDGE_BINARIES: [&str; 2] = ["grid-wrapper", "edge-health"];
-pub const CLOUD_ONLY: [&str; 4] = ["grid-controller", "edge-health-admission", "edge-node-lifecycle", "node-lifecycle"];
+pub const CLOUD_ONLY: [&str; 5] =
+    ["grid-controller", "edge-health-admission", "edge-node-lifecycle", "node-lifecycle", "unit-signer"];
 
 /// The lowest layers (pure domain, list/watch serving), and the runtime every binary runs
 /// in: a lower layer depends on no runtime package, the runtime on no workspace package.

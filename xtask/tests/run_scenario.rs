@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 
 use edgegrid_testing::StopOnDrop;
 
-const COMPONENTS: [&str; 4] = ["grid-wrapper", "edge-health", "edge-health-admission", "edge-node-lifecycle"];
+const COMPONENTS: [&str; 5] =
+    ["grid-wrapper", "unit-signer", "edge-health", "edge-health-admission", "edge-node-lifecycle"];
 
 const UNIT_VIEWS: &str = "\
 What each node's kube-proxy gets from its grid wrapper:

@@ -25,15 +25,20 @@
 //! time within the allowed skew of the follower's clock, and digests that expire a window
 //! after they were received), which serves a state the cloud held a few seconds ago.
 //!
+//! The streams' names and each object's element in them ([`SERVICES`], [`unit_nodes`],
+//! [`object_element`], ...) are defined here once, for the signer and the followers alike.
+//!
 //! Pure: the wrappers and the signer feed objects, batches and the time.
 
 mod batch;
 mod gate;
 mod set_hash;
+mod streams;
 
 pub use batch::{Batch, BatchError, MAX_STATES_PER_STREAM, SignedBatch, Voucher, VoucherConfig};
-pub use gate::{VouchGate, Op, StateRecorder};
+pub use gate::{Op, StateRecorder, VouchGate};
 pub use set_hash::{ElementDigest, LANES, SetHash, StateDigest, hex, parse_hex, sha256};
+pub use streams::{ENDPOINT_SLICES, ENDPOINTS, NODE_METADATA, SERVICES, metadata_element, object_element, unit_nodes};
 
 use std::collections::BTreeMap;
 

@@ -10,13 +10,12 @@ mod unit_site;
 
 use std::time::{Duration, Instant};
 
+use edgegrid_core::vouch::{self, Batch, KeyedSet, Voucher, VoucherConfig, object_element, sha256};
 use edgegrid_testing::bench_table::{self, Table, duration};
-use edgegrid_core::vouch::{Batch, KeyedSet, Voucher, VoucherConfig, sha256};
 use fleet::{Scale, slice_object};
-use grid_wrapper::signer::{UNIT_REFRESH, refreshes_in};
-use grid_wrapper::vouching::{self, object_element};
 use ring::rand::SystemRandom;
 use ring::signature::{Ed25519KeyPair, KeyPair};
+use unit_signer::{UNIT_REFRESH, refreshes_in};
 use unit_site::{members, publish, served_first, start, unit_members, visible_slice, write_change};
 
 fn median(mut samples: Vec<Duration>) -> Duration {
@@ -39,7 +38,7 @@ fn timed(runs: usize, mut f: impl FnMut()) -> Duration {
 fn main() {
     let scale = Scale::from_env();
     let slices: Vec<_> = (0..scale.services).map(|i| slice_object(i, &scale, None, 0)).collect();
-    let stream = vouching::ENDPOINT_SLICES;
+    let stream = vouch::ENDPOINT_SLICES;
     let mut table = Table::new(["median", "per object", "", "", ""]);
     let mut batches = Table::new(["mean size", "sign", "sign and verify", "", ""]);
     let mut latency = Table::new(["not vouched", "vouched", "added", "", ""]);
@@ -77,16 +76,16 @@ fn main() {
     let public: [u8; 32] = key.public_key().as_ref().try_into().expect("32 bytes");
     let batch = |units: u32, sequence: u64| {
         let mut states: Vec<(String, Vec<[u8; 32]>)> = vec![
-            (vouching::SERVICES.into(), vec![sha256(b"s")]),
-            (vouching::ENDPOINT_SLICES.into(), (0..21u32).map(|i| sha256(&i.to_le_bytes())).collect()),
-            (vouching::ENDPOINTS.into(), (0..21u32).map(|i| sha256(&(i + 100).to_le_bytes())).collect()),
-            (vouching::NODE_METADATA.into(), vec![sha256(b"m")]),
+            (vouch::SERVICES.into(), vec![sha256(b"s")]),
+            (vouch::ENDPOINT_SLICES.into(), (0..21u32).map(|i| sha256(&i.to_le_bytes())).collect()),
+            (vouch::ENDPOINTS.into(), (0..21u32).map(|i| sha256(&(i + 100).to_le_bytes())).collect()),
+            (vouch::NODE_METADATA.into(), vec![sha256(b"m")]),
         ];
         states.extend(
             (0..units)
                 .map(|u| format!("unit-{u}"))
                 .filter(|unit| refreshes_in(unit, sequence))
-                .map(|unit| (vouching::unit_nodes(&unit), vec![sha256(unit.as_bytes())])),
+                .map(|unit| (vouch::unit_nodes(&unit), vec![sha256(unit.as_bytes())])),
         );
         Batch::new("run", sequence, 1_790_000_000, states)
     };
@@ -159,15 +158,15 @@ async fn change_latency(scale: &Scale, vouched: bool) -> Vec<Duration> {
     let key = Ed25519KeyPair::from_pkcs8(Ed25519KeyPair::generate_pkcs8(&SystemRandom::new()).expect("a key").as_ref())
         .expect("the key");
     let public: [u8; 32] = key.public_key().as_ref().try_into().expect("32 bytes");
-    let signer = tokio::spawn(grid_wrapper::signer::run(
+    let signer = tokio::spawn(unit_signer::run(
         cloud,
         std::sync::Arc::new(key),
-        grid_wrapper::signer::SignerConfig {
+        unit_signer::SignerConfig {
             namespace: "edgegrid".into(),
             unit_label_key: fleet::UNIT_LABEL.into(),
             period: Duration::from_secs(1),
         },
-        grid_wrapper::signer::SignerMetrics::default(),
+        unit_signer::SignerMetrics::default(),
         std::future::pending(),
     ));
     let vouching = || {

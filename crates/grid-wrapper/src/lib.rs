@@ -11,8 +11,11 @@
 //! leader; a leader also keeps the unpruned objects ([`upstream_log`]) and serves them to
 //! its followers ([`unit_server`]); followers reach it with [`unit_client`]. The wrappers of
 //! a unit authenticate one another by their nodes' published Ed25519 keys
-//! ([`node_identity`]).
+//! ([`node_identity`]). With vouched sharing a follower serves only the states of its
+//! leader's streams that the cloud's signer (the `unit-signer` crate) vouched for
+//! ([`vouched`]).
 
+pub mod api_status;
 pub mod cache;
 pub mod cli;
 pub mod metrics;
@@ -21,8 +24,6 @@ pub mod persist;
 pub mod proxy;
 pub mod replication;
 pub mod server;
-pub mod signer;
-pub mod api_status;
 pub mod unit;
 pub mod unit_client;
 pub mod unit_server;
@@ -30,7 +31,6 @@ pub mod upstream;
 pub mod upstream_log;
 pub mod verdicts;
 pub mod vouched;
-pub mod vouching;
 
 #[cfg(test)]
 mod cache_tests;

@@ -27,7 +27,7 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 
-use edgegrid_core::vouch::{BATCH_CONFIG_MAP, ElementDigest};
+use edgegrid_core::vouch::{self, BATCH_CONFIG_MAP, ElementDigest, metadata_element, object_element};
 use k8s_openapi::api::core::v1::ConfigMap;
 
 use crate::Wrapper;
@@ -35,7 +35,6 @@ use crate::cache::{Input, Object, Stream};
 use crate::metrics::StreamLabel;
 use crate::upstream_log::{UpstreamInput, UpstreamKind, UpstreamLog};
 use crate::vouched::{Vouched, Vouching};
-use crate::vouching::{self, metadata_element, object_element};
 
 /// Where a wrapper's upstream objects come from and where they go besides its cache.
 pub struct Plan {
@@ -118,7 +117,7 @@ pub async fn run_plan(wrapper: Arc<Wrapper>, plan: Plan, stop: impl Future<Outpu
                     local: &local,
                     feed: feed(Stream::LocalNode, UpstreamKind::UnitNodes).of(Object::LocalNode),
                 };
-                let gate = gates.map(|vouching| (vouching, vouching::unit_nodes(value)));
+                let gate = gates.map(|vouching| (vouching, vouch::unit_nodes(value)));
                 checked(watch.named("unit nodes"), nodes, gate, object_element, health, Stream::LocalNode).await;
             }
         }
@@ -128,7 +127,7 @@ pub async fn run_plan(wrapper: Arc<Wrapper>, plan: Plan, stop: impl Future<Outpu
         checked(
             Watch::new(Api::<Service>::all(client.clone())).retrying_with(&group),
             feed(Stream::Services, UpstreamKind::Services).of(Object::Service),
-            gate(vouching::SERVICES),
+            gate(vouch::SERVICES),
             object_element,
             health,
             Stream::Services,
@@ -136,7 +135,7 @@ pub async fn run_plan(wrapper: Arc<Wrapper>, plan: Plan, stop: impl Future<Outpu
         checked(
             Watch::new(Api::<EndpointSlice>::all(client.clone())).retrying_with(&group),
             feed(Stream::EndpointSlices, UpstreamKind::EndpointSlices).of(Object::Slice),
-            gate(vouching::ENDPOINT_SLICES),
+            gate(vouch::ENDPOINT_SLICES),
             object_element,
             health,
             Stream::EndpointSlices,
@@ -144,7 +143,7 @@ pub async fn run_plan(wrapper: Arc<Wrapper>, plan: Plan, stop: impl Future<Outpu
         checked(
             Watch::new(Api::<Endpoints>::all(client.clone())).retrying_with(&group),
             feed(Stream::Endpoints, UpstreamKind::Endpoints).of(Object::Endpoints),
-            gate(vouching::ENDPOINTS),
+            gate(vouch::ENDPOINTS),
             object_element,
             health,
             Stream::Endpoints,
@@ -155,7 +154,7 @@ pub async fn run_plan(wrapper: Arc<Wrapper>, plan: Plan, stop: impl Future<Outpu
                 .retrying_with(&group)
                 .named("nodes (metadata)"),
             feed(Stream::RemoteNodes, UpstreamKind::NodeMetadata).of(remote_node),
-            gate(vouching::NODE_METADATA),
+            gate(vouch::NODE_METADATA),
             |stream, node: &PartialObjectMeta<Node>| metadata_element(stream, &node.metadata),
             health,
             Stream::RemoteNodes,

@@ -36,6 +36,7 @@ use grid_wrapper::node_identity::NodeIdentity;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ListParams, Patch, PatchParams, WatchEvent};
 use serde_json::json;
+use unit_signer::{SignerConfig, SignerMetrics};
 
 /// Each test runs five to seven wrapper binaries: one at a time, so that a starved leader
 /// does not make its followers pass it over (which these tests would then report).
@@ -114,7 +115,7 @@ struct Site {
     /// Flags every member starts with besides the site's own.
     extra_args: Vec<String>,
     /// The unit signer, when the site's sharing is vouched.
-    signer: Option<RunningBinary>,
+    _signer: Option<tokio::task::JoinHandle<()>>,
 }
 
 /// Each node's unit and published identity, as the edge-health daemons know them.
@@ -185,7 +186,7 @@ impl Site {
             published,
             edge_health,
             extra_args: Vec::new(),
-            signer: None,
+            _signer: None,
         }
     }
 
@@ -498,39 +499,29 @@ async fn a_unit_elects_one_wrapper_to_watch_the_cloud_and_serves_every_change_th
     assert_eq!(followers.as_deref(), Some("4"));
 }
 
-/// The unit of five with vouched sharing: the unit-signer binary signs the cloud's
-/// states, every member checks its leader's streams against them (`--unit-vouch-keys`).
+/// The unit of five with vouched sharing: the unit signer signs the cloud's states, every
+/// member checks its leader's streams against them (`--unit-vouch-keys`). The signer runs
+/// in process: its binary belongs to the unit-signer package (whose tests run it), and a
+/// test here can only name this package's binaries.
 async fn vouched_unit_of_five() -> (Site, tokio::sync::MutexGuard<'static, ()>) {
     let turn = ONE_SITE_AT_A_TIME.lock().await;
     let mut site = Site::new(&[]).await;
     create_namespace(&site.upstream, "edgegrid").await;
     let document = ring::signature::Ed25519KeyPair::generate_pkcs8(&ring::rand::SystemRandom::new()).expect("a key");
-    let key_path = site.dir.join("signing-key");
-    std::fs::write(&key_path, document.as_ref()).expect("write the signing key");
-    let public = ring::signature::Ed25519KeyPair::from_pkcs8(document.as_ref()).expect("the key");
-    let public = base64::engine::general_purpose::STANDARD.encode(ring::signature::KeyPair::public_key(&public));
-    let kubeconfig = site.dir.join("signer.kubeconfig");
-    std::fs::write(&kubeconfig, edgegrid_testing::kubeconfig(&site.server.url())).expect("write the kubeconfig");
-    let args: Vec<String> = [
-        "--kubeconfig",
-        &kubeconfig.display().to_string(),
-        "--signing-key-file",
-        &key_path.display().to_string(),
-        "--namespace",
-        "edgegrid",
-        "--unit-label-key",
-        "unit",
-        "--period",
-        "200ms",
-        "--bind-address",
-        &format!("127.0.0.1:{}", edgegrid_testing::free_port()),
-        "--metrics-bind-address",
-        &format!("127.0.0.1:{}", edgegrid_testing::free_port()),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    site.signer = Some(RunningBinary::start(env!("CARGO_BIN_EXE_unit-signer"), &args).expect("the signer starts"));
+    let key = ring::signature::Ed25519KeyPair::from_pkcs8(document.as_ref()).expect("the key");
+    let public = base64::engine::general_purpose::STANDARD.encode(ring::signature::KeyPair::public_key(&key));
+    let config = SignerConfig {
+        namespace: "edgegrid".into(),
+        unit_label_key: "unit".into(),
+        period: Duration::from_millis(200),
+    };
+    site._signer = Some(tokio::spawn(unit_signer::run(
+        site.upstream.clone(),
+        Arc::new(key),
+        config,
+        SignerMetrics::default(),
+        std::future::pending(),
+    )));
     site.extra_args = vec![format!("--unit-vouch-keys={public}"), "--unit-vouch-namespace=edgegrid".into()];
     (led_unit_of_five(site).await, turn)
 }

@@ -18,10 +18,10 @@ use edgegrid_core::vouch::VoucherConfig;
 use edgegrid_testing::link::Link;
 use edgegrid_testing::objects::slice_object;
 use grid_wrapper::metrics::ResultLabel;
-use grid_wrapper::signer::{SignerConfig, SignerMetrics};
 use grid_wrapper::upstream_log::{UpstreamInput, UpstreamKind};
 use grid_wrapper::vouched::{VouchConfig, Vouching};
 use ring::signature::{Ed25519KeyPair, KeyPair};
+use unit_signer::{SignerConfig, SignerMetrics};
 use unit_site::{Member, Running, free_unit_port, key_document, start};
 
 const NAMESPACE: &str = "edgegrid";
@@ -58,7 +58,7 @@ async fn site_with(gated: bool, follower_keys: FollowerKeys, patience: Duration)
     let public: [u8; 32] = signing.public_key().as_ref().try_into().expect("32 bytes");
     let config =
         SignerConfig { namespace: NAMESPACE.into(), unit_label_key: "unit".into(), period: Duration::from_millis(200) };
-    let signer = tokio::spawn(grid_wrapper::signer::run(
+    let signer = tokio::spawn(unit_signer::run(
         cloud.clone(),
         Arc::new(signing),
         config,

@@ -16,7 +16,7 @@ use tokio::process::{Child, Command};
 /// The binaries the local cluster runs, by package (the grid controller runs in-process).
 pub const BINARIES: [(&str, &str); 5] = [
     ("grid-wrapper", "grid-wrapper"),
-    ("grid-wrapper", "unit-signer"),
+    ("unit-signer", "unit-signer"),
     ("edge-health", "edge-health"),
     ("edge-health-admission", "edge-health-admission"),
     ("edge-node-lifecycle", "edge-node-lifecycle"),

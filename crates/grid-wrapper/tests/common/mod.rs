@@ -1,29 +1,27 @@
-//! What the wrapper's end-to-end tests share: a fake apiserver holding a two-unit cluster,
-//! wrappers running in-process against it over HTTP, and unmodified kube-rs clients
-//! pointed at each wrapper.
+//! What the wrapper's end-to-end tests share: a fake apiserver holding a two-unit cluster
+//! (`cluster`, which the unit signer's tests share too), wrappers running in-process
+//! against it over HTTP, and unmodified kube-rs clients pointed at each wrapper.
 
 #![allow(dead_code, reason = "each test binary uses a different subset")]
+
+mod cluster;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use edgegrid_testing::objects::*;
-use fake_apiserver::FakeApiServer;
 use futures::TryStreamExt;
 use grid_wrapper::cache::ViewSource;
 use grid_wrapper::metrics::Metrics;
 use grid_wrapper::{Wrapper, WrapperConfig};
-use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{Api, PostParams, WatchEvent};
-use kube::{Client, Resource};
+use kube::Client;
+use kube::api::{Api, WatchEvent};
 use listwatch::{LogConfig, WatchConfig};
 use serde_json::Value;
 
-pub fn client_for(url: &str) -> Client {
-    Client::try_from(kube::Config::new(url.parse().expect("url"))).expect("client for an http url")
-}
+pub use cluster::*;
 
 pub fn config(node: &str) -> WrapperConfig {
     WrapperConfig {
@@ -106,71 +104,6 @@ impl Drop for RunningWrapper {
     }
 }
 
-/// Waits for a future, failing the test instead of hanging it.
-pub async fn within<F: std::future::Future>(what: &str, fut: F) -> F::Output {
-    within_for(Duration::from_secs(15), what, fut).await
-}
-
-/// [`within`] with a bound of its own.
-pub async fn within_for<F: std::future::Future>(bound: Duration, what: &str, fut: F) -> F::Output {
-    tokio::time::timeout(bound, fut).await.unwrap_or_else(|_| panic!("timed out after {bound:?}: {what}"))
-}
-
-/// Polls until `probe` returns `Some`.
-pub async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    within(what, async {
-        loop {
-            if let Some(found) = probe().await {
-                return found;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-}
-
-pub async fn create_namespaced<K>(client: &Client, object: K) -> K
-where
-    K: Resource<Scope = kube::core::NamespaceResourceScope>
-        + Clone
-        + serde::Serialize
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-    K::DynamicType: Default,
-{
-    let api: Api<K> = Api::namespaced(client.clone(), "ns");
-    api.create(&PostParams::default(), &object).await.expect("create upstream object")
-}
-
-pub async fn create_node(client: &Client, node: Node) -> Node {
-    Api::<Node>::all(client.clone()).create(&PostParams::default(), &node).await.expect("create node")
-}
-
-/// The upstream cluster of the unit tests, over HTTP: n1 and n2 in unit a, n3 in unit b;
-/// `web` is unit-scoped with endpoints in both units, `plain` has no annotation.
-pub async fn two_unit_cluster() -> (FakeApiServer, Client) {
-    let server = FakeApiServer::start().await.expect("bind 127.0.0.1");
-    let client = client_for(&server.url());
-    let namespace: k8s_openapi::api::core::v1::Namespace =
-        serde_json::from_value(serde_json::json!({"metadata": {"name": "ns"}})).expect("namespace");
-    Api::all(client.clone()).create(&PostParams::default(), &namespace).await.expect("create namespace");
-    for (name, unit) in [("n1", "a"), ("n2", "a"), ("n3", "b")] {
-        create_node(&client, node_object(name, &[("unit", unit)])).await;
-    }
-    create_namespaced(&client, service_object("web", Some(r#"["unit"]"#))).await;
-    create_namespaced(&client, service_object("plain", None)).await;
-    create_namespaced(&client, slice_object("web-1", "web", &[("10.0.0.1", "n1"), ("10.0.0.3", "n3")])).await;
-    create_namespaced(&client, slice_object("web-2", "web", &[("10.0.0.2", "n2")])).await;
-    create_namespaced(&client, slice_object("plain-1", "plain", &[("10.0.0.5", "n3")])).await;
-    create_namespaced(&client, endpoints_object("web", &[("10.0.0.1", "n1"), ("10.0.0.2", "n2"), ("10.0.0.3", "n3")]))
-        .await;
-    (server, client)
-}
-
 /// `name -> addresses` of a set of served slices, sorted by name.
 pub fn slice_ips(slices: &[EndpointSlice]) -> Vec<(String, Vec<String>)> {
     let mut out: Vec<(String, Vec<String>)> = slices
@@ -190,20 +123,6 @@ pub fn value_ips<K: serde::Serialize>(object: &K) -> Vec<String> {
 
 pub fn json(body: &str) -> Value {
     serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
-}
-
-/// Relabels upstream node `node` into unit `unit`.
-pub async fn relabel(client: &Client, node: &str, unit: &str) {
-    let nodes: Api<Node> = Api::all(client.clone());
-    let patch = serde_json::json!({"metadata": {"labels": {"unit": unit}}});
-    nodes.patch(node, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch)).await.expect("relabel");
-}
-
-/// Creates upstream namespace `name`.
-pub async fn create_namespace(client: &Client, name: &str) {
-    let namespace: k8s_openapi::api::core::v1::Namespace =
-        serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).expect("namespace");
-    Api::all(client.clone()).create(&PostParams::default(), &namespace).await.expect("create namespace");
 }
 
 /// `(name, addresses)` pairs as owned strings, for comparing with [`slice_ips`].

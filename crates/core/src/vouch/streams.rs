@@ -1,11 +1,12 @@
-//! What the unit signer ([`crate::signer`]) and a follower hash alike (see
-//! [`edgegrid_core::vouch`]): the streams' names in the signed batches and each object's
+//! What the unit signer (the `unit-signer` crate) and a follower (grid-wrapper's
+//! `vouched`) hash alike: the streams' names in the signed batches and each object's
 //! element. One definition for both sides: a follower whose element differed from the
 //! signer's would hold everything its leader sends.
 
-use edgegrid_core::vouch::{ElementDigest, element};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
+
+use super::{ElementDigest, element};
 
 /// Services, cluster-wide.
 pub const SERVICES: &str = "services";

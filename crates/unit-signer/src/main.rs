@@ -12,8 +12,8 @@ use anyhow::Context as _;
 use base64::Engine as _;
 use clap::Parser;
 use controller_support::{LeaderFlags, Runtime, RuntimeFlags, parse_duration};
-use grid_wrapper::signer::{SignerConfig, SignerMetrics};
 use ring::signature::{Ed25519KeyPair, KeyPair};
+use unit_signer::{SignerConfig, SignerMetrics};
 
 #[derive(Parser, Debug)]
 #[command(version, about = "Signs the states of the objects unit leaders share, for their followers to check")]
@@ -77,9 +77,7 @@ async fn main() -> anyhow::Result<()> {
     let config =
         SignerConfig { namespace: flags.namespace, unit_label_key: flags.unit_label_key, period: flags.period };
     runtime
-        .run_while_leading(move |shutdown| {
-            grid_wrapper::signer::run(client, key, config, metrics, shutdown.signalled())
-        })
+        .run_while_leading(move |shutdown| unit_signer::run(client, key, config, metrics, shutdown.signalled()))
         .await?;
     Ok(())
 }

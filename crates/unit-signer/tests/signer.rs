@@ -2,19 +2,20 @@
 //! key, and vouch for exactly the states a follower computes from the same objects (read
 //! here with a kube client, as a follower reads them through its leader).
 
-mod common;
+// The fake API server's two-unit cluster and the waits, as grid-wrapper's tests have them:
+// included by path, not copied (the file needs nothing of the wrapper).
+#[path = "../../grid-wrapper/tests/common/cluster.rs"]
+mod cluster;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::*;
+use cluster::*;
 use edgegrid_core::vouch::{
-    BATCH_CONFIG_MAP, BATCH_DATA_KEY, Batch, KeyedSet, SIGNATURE_DATA_KEY, SignedBatch, StateDigest, Voucher,
-    VoucherConfig, hex,
+    self, BATCH_CONFIG_MAP, BATCH_DATA_KEY, Batch, KeyedSet, SIGNATURE_DATA_KEY, SignedBatch, StateDigest, Voucher,
+    VoucherConfig, hex, metadata_element, object_element,
 };
 use edgegrid_testing::objects::slice_object;
-use grid_wrapper::signer::{SignerConfig, SignerMetrics};
-use grid_wrapper::vouching::{self, metadata_element, object_element};
 use k8s_openapi::api::core::v1::{ConfigMap, Endpoints, Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ListParams};
@@ -22,6 +23,7 @@ use kube::core::PartialObjectMeta;
 use kube::{Client, ResourceExt};
 use ring::rand::SystemRandom;
 use ring::signature::{Ed25519KeyPair, KeyPair};
+use unit_signer::{SignerConfig, SignerMetrics};
 
 const NAMESPACE: &str = "edgegrid";
 
@@ -57,30 +59,28 @@ async fn expected_states(client: &Client, units: &[&str]) -> Vec<(String, StateD
     let metadata = Api::<PartialObjectMeta<Node>>::all(client.clone()).list(&params).await.expect("metadata");
     let mut states = vec![
         (
-            vouching::SERVICES.to_string(),
+            vouch::SERVICES.to_string(),
+            digest_of(services.iter().map(|o| (key(o.namespace(), o.name_any()), object_element(vouch::SERVICES, o)))),
+        ),
+        (
+            vouch::ENDPOINT_SLICES.to_string(),
             digest_of(
-                services.iter().map(|o| (key(o.namespace(), o.name_any()), object_element(vouching::SERVICES, o))),
+                slices.iter().map(|o| (key(o.namespace(), o.name_any()), object_element(vouch::ENDPOINT_SLICES, o))),
             ),
         ),
         (
-            vouching::ENDPOINT_SLICES.to_string(),
+            vouch::ENDPOINTS.to_string(),
             digest_of(
-                slices.iter().map(|o| (key(o.namespace(), o.name_any()), object_element(vouching::ENDPOINT_SLICES, o))),
+                endpoints.iter().map(|o| (key(o.namespace(), o.name_any()), object_element(vouch::ENDPOINTS, o))),
             ),
         ),
         (
-            vouching::ENDPOINTS.to_string(),
-            digest_of(
-                endpoints.iter().map(|o| (key(o.namespace(), o.name_any()), object_element(vouching::ENDPOINTS, o))),
-            ),
-        ),
-        (
-            vouching::NODE_METADATA.to_string(),
-            digest_of(metadata.iter().map(|o| (o.name_any(), metadata_element(vouching::NODE_METADATA, &o.metadata)))),
+            vouch::NODE_METADATA.to_string(),
+            digest_of(metadata.iter().map(|o| (o.name_any(), metadata_element(vouch::NODE_METADATA, &o.metadata)))),
         ),
     ];
     for unit in units {
-        let stream = vouching::unit_nodes(unit);
+        let stream = vouch::unit_nodes(unit);
         let nodes = Api::<Node>::all(client.clone()).list(&ListParams::default().labels(&format!("unit={unit}"))).await;
         let nodes = nodes.expect("unit nodes");
         states.push((stream.clone(), digest_of(nodes.iter().map(|n| (n.name_any(), object_element(&stream, n))))));
@@ -130,8 +130,7 @@ async fn the_signer_vouches_for_the_states_a_follower_computes_and_follows_every
     let config =
         SignerConfig { namespace: NAMESPACE.into(), unit_label_key: "unit".into(), period: Duration::from_millis(100) };
     let metrics = SignerMetrics::default();
-    let signer =
-        tokio::spawn(grid_wrapper::signer::run(client.clone(), key, config, metrics.clone(), std::future::pending()));
+    let signer = tokio::spawn(unit_signer::run(client.clone(), key, config, metrics.clone(), std::future::pending()));
     let mut voucher = Voucher::new(VoucherConfig {
         keys: vec![public],
         max_skew: Duration::from_secs(30),
@@ -172,7 +171,7 @@ async fn a_batch_is_written_by_the_signers_field_manager_and_counted() {
     let config =
         SignerConfig { namespace: NAMESPACE.into(), unit_label_key: "unit".into(), period: Duration::from_millis(100) };
     let metrics = SignerMetrics::default();
-    let signer = tokio::spawn(grid_wrapper::signer::run(
+    let signer = tokio::spawn(unit_signer::run(
         client.clone(),
         Arc::new(signing_key()),
         config,
@@ -184,10 +183,9 @@ async fn a_batch_is_written_by_the_signers_field_manager_and_counted() {
     })
     .await;
     let managers: Vec<String> = configmap.managed_fields().iter().filter_map(|entry| entry.manager.clone()).collect();
-    assert_eq!(managers, [grid_wrapper::signer::FIELD_MANAGER]);
+    assert_eq!(managers, [unit_signer::FIELD_MANAGER]);
     eventually("two batches written", || async {
-        (metrics.batches.get_or_create(&grid_wrapper::signer::ResultLabel { result: "written" }).get() >= 2)
-            .then_some(())
+        (metrics.batches.get_or_create(&unit_signer::ResultLabel { result: "written" }).get() >= 2).then_some(())
     })
     .await;
     signer.abort();

@@ -1,9 +1,10 @@
-//! The unit signer: the cloud side of vouched sharing ([`edgegrid_core::vouch`]). It
-//! watches what unit leaders watch (Services, EndpointSlices, Endpoints, every Node's
-//! metadata, and the Nodes of each unit) and, once a period, writes a batch of the states
-//! each stream went through, signed with its key, to the ConfigMap
-//! [`BATCH_CONFIG_MAP`] that leaders serve their followers. One replica writes (the
-//! binary is leader-elected); its key never leaves the cloud.
+//! The unit signer, the cloud side of vouched unit sharing ([`edgegrid_core::vouch`]), and
+//! its single job: it watches what unit leaders watch (Services, EndpointSlices,
+//! Endpoints, every Node's metadata, and the Nodes of each unit) and, once a period,
+//! writes a batch of the states each stream went through, signed with its key, to the
+//! ConfigMap [`BATCH_CONFIG_MAP`] that leaders serve their followers. A cloud Deployment,
+//! kept out of the grid-wrapper crate every edge node runs: one replica writes (the
+//! binary is leader-elected), and its key never leaves the cloud.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -11,7 +12,9 @@ use std::time::Duration;
 
 use controller_support::metrics::Register;
 use controller_support::watch::{Index, Key, Watch};
-use edgegrid_core::vouch::{BATCH_CONFIG_MAP, BATCH_DATA_KEY, Batch, Op, StateRecorder, SIGNATURE_DATA_KEY, StateDigest};
+use edgegrid_core::vouch::{
+    self, BATCH_CONFIG_MAP, BATCH_DATA_KEY, Batch, Op, SIGNATURE_DATA_KEY, StateDigest, StateRecorder,
+};
 use k8s_openapi::api::core::v1::{ConfigMap, Endpoints, Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, Patch, PatchParams};
@@ -23,8 +26,6 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use ring::signature::Ed25519KeyPair;
-
-use crate::vouching::{self, metadata_element, object_element};
 
 /// A unit's unchanged state is named once in this many batches (followers keep a digest
 /// for `--unit-vouch-window`, 10 s by default: more than 5 periods of 1 s).
@@ -79,10 +80,10 @@ impl Records {
     pub fn take_states(&mut self, sequence: u64) -> Vec<(String, Vec<StateDigest>)> {
         let mut states = Vec::new();
         let cluster = [
-            (vouching::SERVICES, &mut self.services),
-            (vouching::ENDPOINT_SLICES, &mut self.slices),
-            (vouching::ENDPOINTS, &mut self.endpoints),
-            (vouching::NODE_METADATA, &mut self.node_metadata),
+            (vouch::SERVICES, &mut self.services),
+            (vouch::ENDPOINT_SLICES, &mut self.slices),
+            (vouch::ENDPOINTS, &mut self.endpoints),
+            (vouch::NODE_METADATA, &mut self.node_metadata),
         ];
         for (stream, recorder) in cluster {
             if let Some(digests) = recorder.take_states() {
@@ -93,7 +94,7 @@ impl Records {
             if let Some(digests) =
                 recorder.take_states_refreshing(refreshes_in(unit, sequence)).filter(|d| !d.is_empty())
             {
-                states.push((vouching::unit_nodes(unit), digests));
+                states.push((vouch::unit_nodes(unit), digests));
             }
         }
         self.units.retain(|_, recorder| !recorder.is_empty());
@@ -105,10 +106,10 @@ impl Records {
     pub fn give_back(&mut self, states: Vec<(String, Vec<StateDigest>)>) {
         for (stream, digests) in states {
             let recorder = match stream.as_str() {
-                vouching::SERVICES => Some(&mut self.services),
-                vouching::ENDPOINT_SLICES => Some(&mut self.slices),
-                vouching::ENDPOINTS => Some(&mut self.endpoints),
-                vouching::NODE_METADATA => Some(&mut self.node_metadata),
+                vouch::SERVICES => Some(&mut self.services),
+                vouch::ENDPOINT_SLICES => Some(&mut self.slices),
+                vouch::ENDPOINTS => Some(&mut self.endpoints),
+                vouch::NODE_METADATA => Some(&mut self.node_metadata),
                 other => other.strip_prefix("unit-nodes/").and_then(|unit| self.units.get_mut(unit)),
             };
             if let Some(recorder) = recorder {
@@ -120,10 +121,10 @@ impl Records {
     /// Objects per stream, for the metrics.
     fn sizes(&self) -> Vec<(String, usize)> {
         let mut sizes = vec![
-            (vouching::SERVICES.to_string(), self.services.len()),
-            (vouching::ENDPOINT_SLICES.to_string(), self.slices.len()),
-            (vouching::ENDPOINTS.to_string(), self.endpoints.len()),
-            (vouching::NODE_METADATA.to_string(), self.node_metadata.len()),
+            (vouch::SERVICES.to_string(), self.services.len()),
+            (vouch::ENDPOINT_SLICES.to_string(), self.slices.len()),
+            (vouch::ENDPOINTS.to_string(), self.endpoints.len()),
+            (vouch::NODE_METADATA.to_string(), self.node_metadata.len()),
         ];
         sizes.push(("unit-nodes".to_string(), self.units.values().map(StateRecorder::len).sum()));
         sizes
@@ -150,7 +151,7 @@ impl Records {
                 }
                 match unit {
                     Some(unit) => {
-                        let element = object_element(&vouching::unit_nodes(&unit), &*node);
+                        let element = vouch::object_element(&vouch::unit_nodes(&unit), &*node);
                         self.unit_of.insert(key.name.clone(), unit.clone());
                         let listed = self.nodes_listed && !self.nodes_listing;
                         let recorder = self.units.entry(unit).or_insert_with(|| {
@@ -187,7 +188,7 @@ enum NodeStep {
 }
 
 /// Feeds one stream's recorder from its watch, each object's element as a follower
-/// computes it ([`crate::vouching`]).
+/// computes it ([`vouch::object_element`], [`vouch::metadata_element`]).
 struct Recording<'a, K> {
     records: &'a Mutex<Records>,
     recorder: fn(&mut Records) -> &mut StateRecorder<Key>,
@@ -289,26 +290,26 @@ pub async fn run(
         Watch::new(Api::<Service>::all(client.clone())).run(Recording {
             records: &records,
             recorder: |r| &mut r.services,
-            stream: vouching::SERVICES,
-            element: object_element,
+            stream: vouch::SERVICES,
+            element: vouch::object_element,
         }),
         Watch::new(Api::<EndpointSlice>::all(client.clone())).run(Recording {
             records: &records,
             recorder: |r| &mut r.slices,
-            stream: vouching::ENDPOINT_SLICES,
-            element: object_element,
+            stream: vouch::ENDPOINT_SLICES,
+            element: vouch::object_element,
         }),
         Watch::new(Api::<Endpoints>::all(client.clone())).run(Recording {
             records: &records,
             recorder: |r| &mut r.endpoints,
-            stream: vouching::ENDPOINTS,
-            element: object_element,
+            stream: vouch::ENDPOINTS,
+            element: vouch::object_element,
         }),
         Watch::new(Api::<PartialObjectMeta<Node>>::all(client.clone())).named("nodes (metadata)").run(Recording {
             records: &records,
             recorder: |r| &mut r.node_metadata,
-            stream: vouching::NODE_METADATA,
-            element: |stream, node: &PartialObjectMeta<Node>| metadata_element(stream, &node.metadata),
+            stream: vouch::NODE_METADATA,
+            element: |stream, node: &PartialObjectMeta<Node>| vouch::metadata_element(stream, &node.metadata),
         }),
         Watch::new(Api::<Node>::all(client.clone()))
             .labels(&config.unit_label_key)
