@@ -33,10 +33,12 @@ use edgegrid_core::keys;
 use futures::{FutureExt, Stream, StreamExt};
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::Service;
-use kube::api::{Api, DynamicObject};
-use kube::runtime::controller::Controller;
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::runtime::controller::{self, Controller};
 use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{self, Store};
+use kube::runtime::utils::Backoff;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
@@ -81,6 +83,45 @@ where
     (reader, stream)
 }
 
+/// The controller of the grids of `resource`, fed by a watch that backs off on its own.
+/// The controller itself never pauses: kube's pauses all of a controller's triggers after
+/// any of its watches fails (longer after each failure in a row, up to 30 s), so a failing
+/// watch of generated objects held back every grid's own events (the soak saw a created
+/// DeploymentGrid wait more than 45 s after an API server restart). Each watch, this one
+/// and the generated objects' (see [`generated`]), backs off on its own instead.
+fn grids_controller(client: &Client, resource: &ApiResource) -> Controller<DynamicObject> {
+    let writer = Writer::new(resource.clone());
+    let reader = writer.as_reader();
+    let grids = watcher(Api::<DynamicObject>::all_with(client.clone(), resource), watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .applied_objects();
+    Controller::for_stream_with(grids, reader, resource.clone()).trigger_backoff(NoPause)
+}
+
+/// The controller's backoff of its triggers: none (see [`grids_controller`]).
+struct NoPause;
+
+impl Iterator for NoPause {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        Some(Duration::ZERO)
+    }
+}
+
+impl Backoff for NoPause {
+    fn reset(&mut self) {}
+}
+
+/// What a controller yields besides reconciles (which report through `error_policy`): a
+/// failure of a watch feeding it, which kube's controller would otherwise drop unseen.
+async fn log_watch_failure<T, E: std::error::Error>(kind: &'static str, result: Result<T, controller::Error<E, watcher::Error>>) {
+    if let Err(controller::Error::QueueError(error)) = result {
+        tracing::warn!(kind, %error, "a watch feeding the controller failed; it retries on its own");
+    }
+}
+
 fn receiver_stream<T: Send + 'static>(rx: tokio::sync::mpsc::UnboundedReceiver<T>) -> impl Stream<Item = T> + Send {
     futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) })
 }
@@ -121,39 +162,36 @@ pub async fn run_with(
         status_subresources: StatusSubresources::new(settings.status_reprobe),
         unstored: Mutex::default(),
     });
-    let config = watcher::Config::default();
     let shutdown = Box::pin(shutdown).shared();
 
     let sg = resource_of::<ServiceGrid>();
-    let service_grids = Controller::new_with(Api::<DynamicObject>::all_with(client.clone(), &sg), config.clone(), sg)
+    let service_grids = grids_controller(&client, &sg)
         .owns_stream(service_events)
         .graceful_shutdown_on(shutdown.clone())
         .run(reconcile_service_grid, error_policy::<ServiceGrid>, ctx.clone())
-        .for_each(|_| async {});
+        .for_each(|result| log_watch_failure("ServiceGrid", result));
 
     let dg = resource_of::<DeploymentGrid>();
     let (dg_trigger, dg_triggered) = tokio::sync::mpsc::unbounded_channel();
-    let deployment_grids =
-        Controller::new_with(Api::<DynamicObject>::all_with(client.clone(), &dg), config.clone(), dg.clone());
+    let deployment_grids = grids_controller(&client, &dg);
     let dg_store = deployment_grids.store();
     let deployment_grids = deployment_grids
         .owns_stream(deployment_events)
         .reconcile_on(receiver_stream(dg_triggered))
         .graceful_shutdown_on(shutdown.clone())
         .run(reconcile_workload_grid::<DeploymentGrid>, error_policy::<DeploymentGrid>, ctx.clone())
-        .for_each(|_| async {});
+        .for_each(|result| log_watch_failure("DeploymentGrid", result));
 
     let ssg = resource_of::<StatefulSetGrid>();
     let (ssg_trigger, ssg_triggered) = tokio::sync::mpsc::unbounded_channel();
-    let statefulset_grids =
-        Controller::new_with(Api::<DynamicObject>::all_with(client.clone(), &ssg), config, ssg.clone());
+    let statefulset_grids = grids_controller(&client, &ssg);
     let ssg_store = statefulset_grids.store();
     let statefulset_grids = statefulset_grids
         .owns_stream(statefulset_events)
         .reconcile_on(receiver_stream(ssg_triggered))
         .graceful_shutdown_on(shutdown.clone())
         .run(reconcile_workload_grid::<StatefulSetGrid>, error_policy::<StatefulSetGrid>, ctx)
-        .for_each(|_| async {});
+        .for_each(|result| log_watch_failure("StatefulSetGrid", result));
 
     let node_follower = follow_nodes(client, nodes, vec![(dg_store, dg, dg_trigger), (ssg_store, ssg, ssg_trigger)]);
     tokio::select! {
