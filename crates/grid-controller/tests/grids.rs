@@ -6,6 +6,7 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use common::*;
 use edgegrid_core::crd::{DeploymentGrid, GridConditionType, ServiceGrid, StatefulSetGrid};
@@ -512,6 +513,42 @@ async fn failed_writes_are_visible_and_retried() {
     })
     .await;
     assert_eq!(recovered.workloads, ["echo-unit-a", "echo-unit-c"]);
+    c.stop().await;
+}
+
+/// Found by the soak (seed 202, after an API server restart): kube's controller pauses
+/// all its triggers after any of its watches fails, for longer after each failure in a
+/// row (up to 30 s), so a watch of generated Deployments that kept failing held back the
+/// events of every DeploymentGrid; a grid created then waited more than 45 s. A watch
+/// backs off on its own; a grid's own event is reconciled at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_watch_of_generated_objects_does_not_hold_back_a_new_grid() {
+    let c = cluster(&[("n1", &[("zone1", "unit-a")])]).await;
+    let client = c.client.clone();
+    // the Deployments watch fails from now on (each retry answered 500, never retried
+    // within the request)
+    c.server.set_fault("deployments", Fault::Error(500));
+    c.server.drop_watches();
+    // failures at about 0, 0.8, 2.4, 5.6 and 12 s: kube's pause of the triggers would now
+    // last until about 25 s
+    tokio::time::sleep(Duration::from_secs(13)).await;
+    Api::<DeploymentGrid>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &deployment_grid("late", "zone1"))
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        if dg_status(&client, "late").await.is_some_and(|s| applied_is(&s, "ApplyFailed")) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the grid was not reconciled within 5 s of its creation");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    c.server.clear_faults();
+    eventually("its deployment once the watch works", || async {
+        (names(&deployments(&client).await) == ["late-unit-a"]).then_some(())
+    })
+    .await;
     c.stop().await;
 }
 
