@@ -186,7 +186,9 @@ impl LegacyFlags {
                 Treatment::Replaced { by, note: Some(note) } => {
                     tracing::warn!(flag, replacement = by.as_str(), note = note.as_str(), "{DEPRECATED}")
                 }
-                Treatment::Replaced { by, note: None } => tracing::warn!(flag, replacement = by.as_str(), "{DEPRECATED}"),
+                Treatment::Replaced { by, note: None } => {
+                    tracing::warn!(flag, replacement = by.as_str(), "{DEPRECATED}")
+                }
                 Treatment::Ignored { reason } => tracing::warn!(flag, ignored = reason.as_str(), "{DEPRECATED}"),
             }
         }

@@ -31,7 +31,7 @@ pub mod state_file;
 pub mod tls;
 pub mod watch;
 
-pub use admin::{ReadinessGate, Readiness};
+pub use admin::{Readiness, ReadinessGate};
 pub use flags::{BindAddress, parse_duration};
 pub use leader::LeaderFlags;
 pub use legacy_flags::LegacyFlags;

@@ -24,7 +24,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::Error;
-use crate::admin::{self, Admin, ReadinessGate, Readiness};
+use crate::admin::{self, Admin, Readiness, ReadinessGate};
 use crate::flags::{BindAddress, parse_duration};
 use crate::leader::{self, LeaderFlags};
 use crate::legacy_flags::LegacyFlags;
@@ -505,7 +505,9 @@ impl Runtime {
     pub fn client_through<L, B>(&self, layer: &L, retries: Retries) -> Result<Client, Error>
     where
         L: tower::Layer<ClientStack>,
-        L::Service: tower::Service<axum::http::Request<kube::client::Body>, Response = axum::http::Response<B>> + Send + 'static,
+        L::Service: tower::Service<axum::http::Request<kube::client::Body>, Response = axum::http::Response<B>>
+            + Send
+            + 'static,
         <L::Service as tower::Service<axum::http::Request<kube::client::Body>>>::Future: Send + 'static,
         <L::Service as tower::Service<axum::http::Request<kube::client::Body>>>::Error: Into<tower::BoxError>,
         B: hyper::body::Body<Data = hyper::body::Bytes> + Send + 'static,
@@ -825,7 +827,8 @@ mod tests {
         use k8s_openapi::api::core::v1::ConfigMap;
         let server = fake_apiserver::FakeApiServer::start().await.unwrap();
         let kubeconfig = KubeconfigFile::new(&server.url()).unwrap();
-        let runtime = Runtime::builder("layered", &local_flags(&kubeconfig, "127.0.0.1:0", "127.0.0.1:0")).build().await.unwrap();
+        let runtime =
+            Runtime::builder("layered", &local_flags(&kubeconfig, "127.0.0.1:0", "127.0.0.1:0")).build().await.unwrap();
         let seen = Arc::new(Mutex::new(Vec::<String>::new()));
         let layer = tower::util::MapRequestLayer::new({
             let seen = seen.clone();
@@ -849,14 +852,21 @@ mod tests {
         // the server answers again
         let mark = server.requests().mark();
         let kept = runtime.client_through(&layer, Retries::Kept).unwrap();
-        let listing = tokio::spawn(async move { kube::Api::<ConfigMap>::default_namespaced(kept).list(&Default::default()).await });
+        let listing =
+            tokio::spawn(
+                async move { kube::Api::<ConfigMap>::default_namespaced(kept).list(&Default::default()).await },
+            );
         while server.requests().since(mark).is_empty() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         server.clear_faults();
         assert!(listing.await.unwrap().is_ok());
         assert!(paths(mark).len() >= 2, "{:?}", paths(mark));
-        assert_eq!(*seen.lock().unwrap(), [configmaps, configmaps], "the layer sees the call once, outside the retries");
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [configmaps, configmaps],
+            "the layer sees the call once, outside the retries"
+        );
     }
 
     // no election: the runtime never calls the (unreachable) API server

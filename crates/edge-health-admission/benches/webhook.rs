@@ -45,7 +45,6 @@
 //! `ADMISSION_BENCH_STAGES_ONLY=1` prints the in-process stages alone (a few seconds).
 //! Timings need an otherwise idle machine (the header prints the load average).
 
-
 use edgegrid_testing::bench_table::{Table, duration, met, percentile};
 
 // the shipped binary's allocator, so the in-process stages measure what ships

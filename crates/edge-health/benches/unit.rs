@@ -19,14 +19,13 @@
 //! `EDGE_HEALTH_BENCH_COSTS_ONLY=1` the per-period costs alone (no detection or accusation
 //! runs).
 
-
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use edgegrid_testing::bench_table::{Table, duration, load_average, met, percentile};
 use edge_health::config::ProtocolConfig;
 use edge_health::sim::{PeriodStats, Sim, SimConfig, false_accusations};
 use edge_health::vote::Verdict;
+use edgegrid_testing::bench_table::{Table, duration, load_average, met, percentile};
 
 /// `k` of the reference protocol.
 const K: usize = 3;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use controller_support::{Gate, ShutdownSignal};
+use controller_support::{ReadinessGate, ShutdownSignal};
 use edgegrid_core::membership::UnitSource;
 use k8s_openapi::api::core::v1::Node;
 use kube::Client;
@@ -84,7 +84,7 @@ pub async fn run(
     config: ControllerConfig,
     metrics: Arc<Metrics>,
     leader: watch::Receiver<bool>,
-    synced: Gate,
+    synced: ReadinessGate,
     shutdown: ShutdownSignal,
 ) {
     let mut shutdown = shutdown.receiver();

@@ -116,7 +116,10 @@ impl Backoff for NoPause {
 
 /// What a controller yields besides reconciles (which report through `error_policy`): a
 /// failure of a watch feeding it, which kube's controller would otherwise drop unseen.
-async fn log_watch_failure<T, E: std::error::Error>(kind: &'static str, result: Result<T, controller::Error<E, watcher::Error>>) {
+async fn log_watch_failure<T, E: std::error::Error>(
+    kind: &'static str,
+    result: Result<T, controller::Error<E, watcher::Error>>,
+) {
     if let Err(controller::Error::QueueError(error)) = result {
         tracing::warn!(kind, %error, "a watch feeding the controller failed; it retries on its own");
     }

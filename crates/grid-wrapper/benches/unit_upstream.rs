@@ -33,8 +33,8 @@ use fake_apiserver::FakeApiServer;
 use grid_wrapper::cache::{Kind, ViewSource};
 use grid_wrapper::metrics::SourceLabel;
 
-use edgegrid_testing::bench_table::{Table, duration, met};
 use bytes::Bytes;
+use edgegrid_testing::bench_table::{Table, duration, met};
 use fleet::*;
 use http_body_util::BodyExt;
 use k8s_openapi::api::discovery::v1::EndpointSlice;

@@ -17,7 +17,6 @@
 //! (its numbers are not comparable with the targets). Timings need an otherwise idle
 //! machine (the header prints the load average); memory and byte counts do not.
 
-
 use edgegrid_testing::bench_table::{Table, duration, met, percentile};
 use std::io::{BufRead, Write};
 use std::net::SocketAddr;

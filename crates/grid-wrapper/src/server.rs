@@ -25,9 +25,9 @@ use listwatch::{FieldSelector, ListOptions, Representation, WatchOptions};
 use serde_json::json;
 
 use crate::Wrapper;
+use crate::api_status::{not_serving, status_response};
 use crate::cache::{Kind, ViewSource};
 use crate::metrics::{CodeLabel, KindLabel, WatcherGuard};
-use crate::api_status::{not_serving, status_response};
 
 /// The served API, `/debug/topology` (for `debug_readers`), and pass-through for the rest.
 pub fn router(wrapper: Arc<Wrapper>, debug_readers: &NodeLocal) -> Router {

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use controller_support::watch::{Index, Key, Watch};
 use edgegrid_core::vouch::{
-    BATCH_DATA_KEY, BatchError, ElementDigest, VouchGate, Op, SIGNATURE_DATA_KEY, SignedBatch, Voucher, VoucherConfig,
+    BATCH_DATA_KEY, BatchError, ElementDigest, Op, SIGNATURE_DATA_KEY, SignedBatch, VouchGate, Voucher, VoucherConfig,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Resource;

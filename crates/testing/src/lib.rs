@@ -15,8 +15,8 @@ pub mod chart;
 pub mod link;
 pub mod objects;
 pub mod protobuf;
-pub mod tls;
 mod stop_on_drop;
+pub mod tls;
 pub mod tools;
 
 pub use stop_on_drop::StopOnDrop;

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use super::Check;
 pub use super::{
-    Deprecation, KLOG, LegacyFlag, LegacyFlagError, LegacyTable, Treatment, Translated, Translation, translate,
+    Deprecation, KLOG, LegacyFlag, LegacyFlagError, LegacyTable, Translated, Translation, Treatment, translate,
 };
 
 /// `args` translated as given to a binary called `bin`.

@@ -361,7 +361,12 @@ fn delete(key: &str) -> Step {
 }
 
 /// The signer's batch after `steps`.
-fn recorded(recorder: &mut StateRecorder<String>, steps: &[Step], sequence: u64, signer: &Ed25519KeyPair) -> SignedBatch {
+fn recorded(
+    recorder: &mut StateRecorder<String>,
+    steps: &[Step],
+    sequence: u64,
+    signer: &Ed25519KeyPair,
+) -> SignedBatch {
     for step in steps {
         recorder.step(step);
     }

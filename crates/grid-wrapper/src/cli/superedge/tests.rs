@@ -144,7 +144,9 @@ fn grid_wrapper_service_autonomy() {
     let (out, deprecations) =
         ok(&GRID_WRAPPER, &["--service-autonomy-enhancement=enabled=true,address=http://127.0.0.1:51005/verdicts"]);
     assert_eq!(out[0], "--edge-health-url=http://127.0.0.1:51005/verdicts");
-    assert!(matches!(&deprecations[0].treatment, Treatment::Replaced { note: Some(n), .. } if n == "the address as given"));
+    assert!(
+        matches!(&deprecations[0].treatment, Treatment::Replaced { note: Some(n), .. } if n == "the address as given")
+    );
     for off in ["enabled=false,interval=10", "", "address=http://x:1/localinfo"] {
         let given = format!("--service-autonomy-enhancement={off}");
         assert_eq!(
