@@ -35,9 +35,9 @@ pub struct Findings {
     pub problems: Vec<Problem>,
 }
 
-/// The outcome of a reconcile.
+/// What a reconcile concluded.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Outcome {
+pub enum Conclusion {
     /// The grid could not be decoded or planned; nothing was written for it.
     Blocked {
         reason: &'static str,
@@ -87,14 +87,14 @@ fn applied(problems: &[Problem], generation: Option<i64>, now: &Time) -> GridCon
 
 pub fn workload_grid_status(
     previous: Option<&WorkloadGridStatus>,
-    outcome: &Outcome,
+    outcome: &Conclusion,
     generation: Option<i64>,
     now: &Time,
 ) -> WorkloadGridStatus {
     let mut status = previous.cloned().unwrap_or_default();
     status.observed_generation = generation;
     let findings = match outcome {
-        Outcome::Blocked { reason, message } => {
+        Conclusion::Blocked { reason, message } => {
             for type_ in [GridConditionType::Applied, GridConditionType::Ready] {
                 set_condition(
                     &mut status.conditions,
@@ -103,7 +103,7 @@ pub fn workload_grid_status(
             }
             return status;
         }
-        Outcome::Reconciled(findings) => findings,
+        Conclusion::Reconciled(findings) => findings,
     };
     status.states = findings.states.clone();
     status.units = findings.states.len() as i32;
@@ -171,7 +171,7 @@ pub fn workload_grid_status(
 /// A ServiceGrid's status: the Service it controls (if any) and Applied = Ready.
 pub fn service_grid_status(
     previous: Option<&ServiceGridStatus>,
-    outcome: &Outcome,
+    outcome: &Conclusion,
     service: Option<String>,
     generation: Option<i64>,
     now: &Time,
@@ -179,10 +179,10 @@ pub fn service_grid_status(
     let mut status = previous.cloned().unwrap_or_default();
     status.observed_generation = generation;
     let applied = match outcome {
-        Outcome::Blocked { reason, message } => {
+        Conclusion::Blocked { reason, message } => {
             condition(GridConditionType::Applied, false, reason, message.clone(), generation, now)
         }
-        Outcome::Reconciled(findings) => {
+        Conclusion::Reconciled(findings) => {
             status.service = service;
             applied(&findings.problems, generation, now)
         }
@@ -289,7 +289,7 @@ mod tests {
             skipped: vec![],
             problems: vec![],
         };
-        let first = workload_grid_status(None, &Outcome::Reconciled(findings.clone()), Some(3), &at(10));
+        let first = workload_grid_status(None, &Conclusion::Reconciled(findings.clone()), Some(3), &at(10));
         assert_eq!((first.units, first.ready_units, first.observed_generation), (2, 1, Some(3)));
         assert_eq!(first.workloads, ["web-a", "web-b"]);
         assert_eq!(
@@ -303,7 +303,7 @@ mod tests {
         );
         let mut all = findings;
         all.states.insert("b".into(), state("web-b", 2, 2));
-        let second = workload_grid_status(Some(&first), &Outcome::Reconciled(all), Some(3), &at(20));
+        let second = workload_grid_status(Some(&first), &Conclusion::Reconciled(all), Some(3), &at(20));
         assert_eq!(second.ready_units, 2);
         assert_eq!(
             summary(&second.conditions),
@@ -317,7 +317,7 @@ mod tests {
         // nothing changed: the identical status (no write, no event)
         let third = workload_grid_status(
             Some(&second),
-            &Outcome::Reconciled(Findings { states: second.states.clone(), ..Default::default() }),
+            &Conclusion::Reconciled(Findings { states: second.states.clone(), ..Default::default() }),
             Some(3),
             &at(30),
         );
@@ -342,7 +342,7 @@ mod tests {
                 Problem { reason: "DeleteFailed", message: "deleting Deployment default/web-old: forbidden".into() },
             ],
         };
-        let status = workload_grid_status(None, &Outcome::Reconciled(findings.clone()), Some(1), &at(5));
+        let status = workload_grid_status(None, &Conclusion::Reconciled(findings.clone()), Some(1), &at(5));
         let both = "Deployment default/web-d is controlled by DeploymentGrid/web-unit; deleting Deployment default/web-old: forbidden";
         assert_eq!(
             summary(&status.conditions),
@@ -364,13 +364,13 @@ mod tests {
                 },
             ]
         );
-        let again = workload_grid_status(Some(&status), &Outcome::Reconciled(findings), Some(1), &at(9));
+        let again = workload_grid_status(Some(&status), &Conclusion::Reconciled(findings), Some(1), &at(9));
         assert_eq!(again, status);
         assert_eq!(announcements(&status.conditions, &again.conditions), vec![]);
         // resolved: Normal Applied, Ready follows availability
         let fixed = workload_grid_status(
             Some(&again),
-            &Outcome::Reconciled(Findings { states: again.states.clone(), ..Default::default() }),
+            &Conclusion::Reconciled(Findings { states: again.states.clone(), ..Default::default() }),
             Some(2),
             &at(12),
         );
@@ -388,7 +388,7 @@ mod tests {
     #[test]
     fn a_blocked_grid_is_not_ready_with_the_reason() {
         let blocked =
-            Outcome::Blocked { reason: "InvalidSpec", message: "spec.template.replicas: invalid type".into() };
+            Conclusion::Blocked { reason: "InvalidSpec", message: "spec.template.replicas: invalid type".into() };
         let status = workload_grid_status(None, &blocked, Some(4), &at(1));
         assert_eq!(
             summary(&status.conditions),
@@ -415,7 +415,7 @@ mod tests {
             ],
             problems: vec![],
         };
-        let status = workload_grid_status(None, &Outcome::Reconciled(findings.clone()), Some(2), &at(5));
+        let status = workload_grid_status(None, &Conclusion::Reconciled(findings.clone()), Some(2), &at(5));
         let why = "b: its templates entry \"x\" is not in templatePool";
         assert_eq!(
             summary(&status.conditions),
@@ -442,7 +442,7 @@ mod tests {
                 },
             ]
         );
-        let again = workload_grid_status(Some(&status), &Outcome::Reconciled(findings), Some(2), &at(9));
+        let again = workload_grid_status(Some(&status), &Conclusion::Reconciled(findings), Some(2), &at(9));
         assert_eq!(again, status);
         assert_eq!(announcements(&status.conditions, &again.conditions), vec![], "a resync is silent");
         // another unit loses its template: announced again, with both
@@ -454,7 +454,7 @@ mod tests {
             ],
             problems: vec![],
         };
-        let worse = workload_grid_status(Some(&again), &Outcome::Reconciled(more), Some(3), &at(12));
+        let worse = workload_grid_status(Some(&again), &Conclusion::Reconciled(more), Some(3), &at(12));
         let both = format!("{why}; c: defaultTemplateName \"y\" is not in templatePool");
         assert_eq!(
             summary(&worse.conditions)[1],
@@ -471,7 +471,7 @@ mod tests {
         // resolved: True, and Ready follows availability
         let fixed = workload_grid_status(
             Some(&worse),
-            &Outcome::Reconciled(Findings { states: worse.states.clone(), ..Default::default() }),
+            &Conclusion::Reconciled(Findings { states: worse.states.clone(), ..Default::default() }),
             Some(4),
             &at(20),
         );
@@ -484,7 +484,7 @@ mod tests {
 
     #[test]
     fn no_units_is_ready() {
-        let status = workload_grid_status(None, &Outcome::Reconciled(Findings::default()), None, &at(1));
+        let status = workload_grid_status(None, &Conclusion::Reconciled(Findings::default()), None, &at(1));
         assert_eq!(
             summary(&status.conditions)[3],
             (Ready, True, "NoUnits".into(), "no node carries the gridUniqKey label".into(), 1)
@@ -495,7 +495,7 @@ mod tests {
     fn service_grid_ready_means_applied() {
         let ok = service_grid_status(
             None,
-            &Outcome::Reconciled(Findings::default()),
+            &Conclusion::Reconciled(Findings::default()),
             Some("web-svc".into()),
             Some(1),
             &at(1),
@@ -515,7 +515,7 @@ mod tests {
             }],
             ..Default::default()
         };
-        let bad = service_grid_status(Some(&ok), &Outcome::Reconciled(conflict), None, Some(1), &at(2));
+        let bad = service_grid_status(Some(&ok), &Conclusion::Reconciled(conflict), None, Some(1), &at(2));
         assert_eq!(bad.service, None);
         assert_eq!(bad.conditions[1].reason, "NameConflict");
         assert_eq!(bad.conditions[1].status, False);

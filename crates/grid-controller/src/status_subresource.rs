@@ -128,7 +128,7 @@ pub struct StatusSubresources {
 
 /// Whether to write a status, and what changed on the way.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Gate {
+pub struct StatusWrite {
     pub write: bool,
     pub transition: Option<Transition>,
 }
@@ -156,33 +156,33 @@ impl StatusSubresources {
     }
 
     /// Whether to write a status of `resource`'s kind now, asking discovery when due.
-    pub async fn gate(&self, client: &Client, resource: &ApiResource) -> Gate {
+    pub async fn gate(&self, client: &Client, resource: &ApiResource) -> StatusWrite {
         let entry = self.entry(&resource.kind);
         let decided = Self::state(&entry).decide(Instant::now(), self.reprobe);
         if decided != Decision::Ask {
-            return Gate { write: decided == Decision::Write, transition: None };
+            return StatusWrite { write: decided == Decision::Write, transition: None };
         }
         let _asking = entry.asking.lock().await;
         // whoever held the lock before may have asked already
         let decided = Self::state(&entry).decide(Instant::now(), self.reprobe);
         if decided != Decision::Ask {
-            return Gate { write: decided == Decision::Write, transition: None };
+            return StatusWrite { write: decided == Decision::Write, transition: None };
         }
         let served = serves_status(client, resource).await;
         let mut state = Self::state(&entry);
         let transition = state.observe(served, Instant::now());
-        Gate { write: state.known == Known::Served, transition }
+        StatusWrite { write: state.known == Known::Served, transition }
     }
 
     /// A status write of `resource`'s kind was answered 404: asks discovery whether the
     /// subresource went away. `None` when discovery could not tell (the 404 stands).
-    pub async fn after_not_found(&self, client: &Client, resource: &ApiResource) -> Option<Gate> {
+    pub async fn after_not_found(&self, client: &Client, resource: &ApiResource) -> Option<StatusWrite> {
         let entry = self.entry(&resource.kind);
         let _asking = entry.asking.lock().await;
         let served = serves_status(client, resource).await?;
         let mut state = Self::state(&entry);
         let transition = state.observe(Some(served), Instant::now());
-        Some(Gate { write: served, transition })
+        Some(StatusWrite { write: served, transition })
     }
 }
 

@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use super::context::{Context, grid_key};
-use crate::status::Outcome;
+use crate::status::Conclusion;
 
 /// Re-check even without changes, as a safety net (costs reads only when nothing changed).
 const RESYNC: Duration = Duration::from_secs(300);
@@ -43,8 +43,8 @@ impl Error {
 }
 
 /// The result of a reconcile from its outcome: failures back off, conflicts re-check soon.
-pub(super) fn finish(outcome: &Outcome) -> Result<Action, Error> {
-    let Outcome::Reconciled(findings) = outcome else {
+pub(super) fn finish(outcome: &Conclusion) -> Result<Action, Error> {
+    let Conclusion::Reconciled(findings) = outcome else {
         return Ok(Action::await_change());
     };
     if let Some(failure) = findings.problems.iter().find(|p| p.reason == "ApplyFailed" || p.reason == "DeleteFailed") {
@@ -53,8 +53,8 @@ pub(super) fn finish(outcome: &Outcome) -> Result<Action, Error> {
     if findings.problems.is_empty() { Ok(Action::requeue(RESYNC)) } else { Ok(Action::requeue(CONFLICT_RECHECK)) }
 }
 
-pub(super) fn decode<G: Resource<DynamicType = ()> + DeserializeOwned>(grid: &DynamicObject) -> Result<G, Outcome> {
-    let blocked = |e: serde_json::Error| Outcome::Blocked {
+pub(super) fn decode<G: Resource<DynamicType = ()> + DeserializeOwned>(grid: &DynamicObject) -> Result<G, Conclusion> {
+    let blocked = |e: serde_json::Error| Conclusion::Blocked {
         reason: "InvalidSpec",
         message: format!("the object does not decode as a {}: {e}", G::kind(&())),
     };

@@ -13,7 +13,7 @@ use super::frame::{Error, decode, finish, resource_of, timed};
 use super::status_write::{conclude, now, previous_status};
 use super::write::{identity, sync_object};
 use crate::plan;
-use crate::status::{self, Findings, Outcome};
+use crate::status::{self, Conclusion, Findings};
 
 #[tracing::instrument(skip_all, fields(kind = "ServiceGrid", namespace = grid.namespace().unwrap_or_default(), name = %grid.name_any()))]
 pub async fn reconcile_service_grid(grid: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -24,18 +24,18 @@ pub async fn reconcile_service_grid(grid: Arc<DynamicObject>, ctx: Arc<Context>)
         let outcome = match decode::<ServiceGrid>(&grid) {
             Err(blocked) => blocked,
             Ok(typed) => match plan::plan_service_grid(&typed) {
-                Err(e) => Outcome::Blocked { reason: e.reason(), message: e.to_string() },
+                Err(e) => Conclusion::Blocked { reason: e.reason(), message: e.to_string() },
                 Ok(service) => {
                     let mut findings = Findings::default();
                     match sync_object(&ctx, &identity(&grid), &service).await {
                         Ok(live) => service_name = Some(live.name_any()),
                         Err(problem) => findings.problems.push(problem),
                     }
-                    Outcome::Reconciled(findings)
+                    Conclusion::Reconciled(findings)
                 }
             },
         };
-        if let Outcome::Blocked { reason, .. } = &outcome {
+        if let Conclusion::Blocked { reason, .. } = &outcome {
             ctx.metrics.failed("ServiceGrid", reason);
         }
         let status =

@@ -14,7 +14,7 @@ use super::MANAGER;
 use super::context::{Context, unstored_key};
 use super::frame::Error;
 use crate::status;
-use crate::status_subresource::Gate;
+use crate::status_subresource::StatusWrite;
 
 pub(super) fn now() -> Time {
     Time(jiff::Timestamp::now())
@@ -101,11 +101,11 @@ where
             match ctx.status_subresources.after_not_found(&ctx.client, resource).await {
                 // discovery cannot tell why: the 404 stands (and is retried with backoff)
                 None => Err(Error::Api(kube::Error::Api(status))),
-                Some(Gate { write: true, .. }) => {
+                Some(StatusWrite { write: true, .. }) => {
                     tracing::debug!(grid = %grid.name_any(), "status write 404: the grid is gone");
                     Ok(())
                 }
-                Some(Gate { write: false, transition }) => {
+                Some(StatusWrite { write: false, transition }) => {
                     ctx.status_gate_changed(grid, resource, transition).await;
                     ctx.remember_unstored(grid, resource, next);
                     Ok(())

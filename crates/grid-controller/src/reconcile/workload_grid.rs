@@ -17,7 +17,7 @@ use super::frame::{Error, decode, finish, resource_of, timed};
 use super::status_write::{conclude, now, previous_status};
 use super::write::{delete_unused_templates, identity, prune, sync_object};
 use crate::plan::{self, WorkloadGrid};
-use crate::status::{self, Findings, Outcome};
+use crate::status::{self, Conclusion, Findings};
 
 /// Reads a generated workload's state for the grid's `status.states`.
 pub trait ObservedWorkload {
@@ -95,7 +95,7 @@ where
         let outcome = match plan::plan_workload_grid(&typed, &units) {
             Err(e) => {
                 ctx.metrics.failed(&kind, e.reason());
-                Outcome::Blocked { reason: e.reason(), message: e.to_string() }
+                Conclusion::Blocked { reason: e.reason(), message: e.to_string() }
             }
             Ok(plan) => {
                 let who = identity(&grid);
@@ -115,7 +115,7 @@ where
                     let unused = typed.templates().unused();
                     findings.problems.extend(delete_unused_templates(&ctx, &grid, &resource, unused).await);
                 }
-                Outcome::Reconciled(findings)
+                Conclusion::Reconciled(findings)
             }
         };
         let status = status::workload_grid_status(previous.as_ref(), &outcome, grid.metadata.generation, &now());
