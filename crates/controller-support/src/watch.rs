@@ -168,6 +168,7 @@ pub struct Watch<K: Resource> {
     config: watcher::Config,
     name: String,
     group: Option<RetryGroup>,
+    relist_after_failure: bool,
 }
 
 impl<K> Watch<K>
@@ -178,7 +179,7 @@ where
     /// Every object `api` reaches; named in logs by its plural.
     pub fn new(api: Api<K>) -> Self {
         let name = K::plural(&K::DynamicType::default()).into_owned();
-        Self { api, config: watcher::Config::default(), name, group: None }
+        Self { api, config: watcher::Config::default(), name, group: None, relist_after_failure: false }
     }
 
     /// Only objects matching the field selector (e.g. `metadata.name=n1`: RBAC may grant
@@ -200,6 +201,15 @@ where
         self
     }
 
+    /// After a failure, starts over with a list (once the backoff is waited out) rather than
+    /// resuming from the last version seen, so every failure is followed by `begin` ...
+    /// `done`. For an index that must know when it is current again: a resumed watch says
+    /// nothing until the next change, which for a quiet collection may never come.
+    pub fn relisting_after_failure(mut self) -> Self {
+        self.relist_after_failure = true;
+        self
+    }
+
     /// The name logs give the watch (default: the resource's plural).
     pub fn named(mut self, name: impl Into<String>) -> Self {
         self.name = name.into();
@@ -213,8 +223,8 @@ where
         let mut retry = Retry::new(DefaultBackoff::default(), self.group.clone());
         loop {
             let mut events = std::pin::pin!(watcher(self.api.clone(), self.config.clone()));
-            let relist = loop {
-                let Some(event) = events.next().await else { break false };
+            let relist_after = loop {
+                let Some(event) = events.next().await else { break None };
                 match event {
                     Ok(event) => {
                         // `Init` comes before the list is asked for: not a word from the server
@@ -229,16 +239,17 @@ where
                         tracing::warn!(watch = %self.name, %error, "watch failed; keeping what it saw, retrying");
                         index.failed(&error);
                         if version_unknown_upstream(&error) {
-                            break true;
+                            break Some(RELIST_DELAY);
                         }
                         retry.failed().await;
+                        if self.relist_after_failure {
+                            break Some(Duration::ZERO);
+                        }
                     }
                 }
             };
-            if !relist {
-                return;
-            }
-            tokio::time::sleep(RELIST_DELAY).await;
+            let Some(delay) = relist_after else { return };
+            tokio::time::sleep(delay).await;
         }
     }
 }

@@ -3,6 +3,7 @@
 //! resource version" (an API server that came back with older versions), each heard as
 //! its differences; a metadata-only, field-selected watch.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -13,9 +14,9 @@ use kube::api::{Api, PartialObjectMeta};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
-/// What an index heard, in order, shared with the test.
+/// What an index heard, in order, shared with the test; and how often its watch failed.
 #[derive(Clone, Default)]
-struct Heard(Arc<Mutex<Vec<String>>>);
+struct Heard(Arc<Mutex<Vec<String>>>, Arc<AtomicUsize>);
 
 impl Heard {
     fn push(&self, line: String) {
@@ -53,6 +54,9 @@ impl<K: kube::Resource> Index<K> for Heard {
     }
     fn done(&mut self) {
         self.push("done".into());
+    }
+    fn failed(&mut self, _: &kube::runtime::watcher::Error) {
+        self.1.fetch_add(1, Ordering::SeqCst);
     }
 }
 
@@ -150,4 +154,44 @@ async fn a_metadata_only_watch_selects_by_field() {
     let requests = server.requests().since(0);
     assert!(requests.iter().all(|r| r.query.contains("fieldSelector=metadata.name%3Da")), "{requests:?}");
     watching.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_relisting_after_failure_starts_over_with_a_list_where_another_resumes() {
+    let server = FakeApiServer::start().await.unwrap();
+    create(&server, "a", json!({}));
+    let (relisting, resuming) = (Heard::default(), Heard::default());
+    // failures reach the watch at once, not after kube's client retried the 503s for minutes
+    let config = controller_support::runtime::without_retries(kube::Config::new(server.url().parse().unwrap()));
+    let api = Api::<ConfigMap>::namespaced(Client::try_from(config).unwrap(), "default");
+    let watches =
+        [(Watch::new(api.clone()).relisting_after_failure(), relisting.clone()), (Watch::new(api), resuming.clone())]
+            .map(|(watch, heard)| {
+                tokio::spawn({
+                    let mut index = heard;
+                    async move { watch.run(&mut index).await }
+                })
+            });
+    let relisted_at = relisting.until(0, &["begin", "apply a", "done"]).await;
+    let resumed_at = resuming.until(0, &["begin", "apply a", "done"]).await;
+
+    // both fail; the server keeps its history, so a watch can resume where it was
+    server.set_fault("configmaps", Fault::Error(503));
+    server.drop_watches();
+    for _ in 0..500 {
+        if relisting.1.load(Ordering::SeqCst) > 0 && resuming.1.load(Ordering::SeqCst) > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(relisting.1.load(Ordering::SeqCst) > 0 && resuming.1.load(Ordering::SeqCst) > 0, "both failed");
+    server.clear_faults();
+    let relisted_at = relisting.until(relisted_at, &["begin", "apply a", "done"]).await;
+    create(&server, "b", json!({}));
+    relisting.until(relisted_at, &["apply b"]).await;
+    // the other heard nothing of the failure: it resumed and only hears the change
+    resuming.until(resumed_at, &["apply b"]).await;
+    for watch in watches {
+        watch.abort();
+    }
 }

@@ -10,6 +10,7 @@ mod writes;
 pub use self::taint_manager::{pods_due_for_eviction, shard_of};
 pub use self::writes::{mark_unknown_patch, swap_taints};
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -19,7 +20,7 @@ use edgegrid_core::membership::UnitSource;
 use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use kube::api::Api;
-use node_lifecycle::lifecycle::{Action, LifecycleConfig, MonitorCore, condition_taint_actions};
+use node_lifecycle::lifecycle::{Action, LifecycleConfig, MonitorCore, ZoneKey, ZoneState, condition_taint_actions};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -91,9 +92,9 @@ pub async fn run(
     let (caches, drivers) = start_caches(&client, &config);
     tokio::select! {
         _ = async {
-            let _ = caches.nodes.wait_until_ready().await;
-            let _ = caches.leases.wait_until_ready().await;
-            let _ = caches.pods.wait_until_ready().await;
+            caches.nodes.wait_until_listed().await;
+            caches.leases.wait_until_listed().await;
+            caches.pods.wait_until_listed().await;
             while !caches.config_synced.load(Ordering::SeqCst) {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
@@ -101,6 +102,7 @@ pub async fn run(
         _ = shutdown.changed() => return,
     }
     synced.open();
+    metrics.view_current.set(1);
     tracing::info!("caches synced");
 
     // One core per leadership term, built when it starts: a core kept from an earlier
@@ -112,13 +114,22 @@ pub async fn run(
     let mut next_monitor = Instant::now();
     let mut next_taint_manager = Instant::now();
     let nodes_api: Api<Node> = Api::all(client.clone());
+    let mut view = ViewState::default();
+    let mut zone_states: BTreeMap<ZoneKey, ZoneState> = BTreeMap::new();
     loop {
         tokio::select! {
             _ = ticker.tick() => {}
             _ = shutdown.changed() => break,
         }
+        let current = view.judge(caches.view_current(), &metrics);
         if !*leader.borrow() {
             term = None;
+            continue;
+        }
+        // nothing is judged, drained or evicted from a view that is not current (see
+        // `caches`): decisions wait until it is; the core's clocks run on meanwhile, so a
+        // dead node is still dead and a live one's renewals are seen afresh
+        if !current {
             continue;
         }
         let now = Instant::now();
@@ -136,6 +147,9 @@ pub async fn run(
             metrics.monitor_passes.inc();
             for (zone, state) in core.zone_states() {
                 metrics.set_zone_state(&zone.region, &zone.zone, state);
+                if zone_states.insert(zone.clone(), state) != Some(state) {
+                    tracing::info!(region = %zone.region, zone = %zone.zone, ?state, "zone state");
+                }
             }
         } else {
             actions.extend(changed_nodes_taints(&caches));
@@ -145,7 +159,10 @@ pub async fn run(
             let outcome = execute(&client, &nodes_api, &caches, &node, &batch).await;
             for action in &batch {
                 match &outcome {
-                    Ok(()) => metrics.action(action_label(action)),
+                    Ok(()) => {
+                        log_no_execute_change(action);
+                        metrics.action(action_label(action));
+                    }
                     Err(e) => {
                         tracing::warn!(?action, error = %e, "action failed (retried on a later pass)");
                         metrics.error(e.metric_label());
@@ -165,6 +182,48 @@ pub async fn run(
     }
     for driver in drivers {
         driver.abort();
+    }
+}
+
+/// Whether the loop judges, logged when it changes.
+#[derive(Default)]
+struct ViewState {
+    /// Since when the view has not been current.
+    stale_since: Option<Instant>,
+}
+
+impl ViewState {
+    /// Whether to judge now, given whether the view is current.
+    fn judge(&mut self, current: bool, metrics: &Metrics) -> bool {
+        match (current, self.stale_since) {
+            (false, None) => {
+                tracing::warn!(
+                    "the view of Nodes and Leases is not current (a watch failed or is relisting): judging nothing until it is"
+                );
+                self.stale_since = Some(Instant::now());
+                metrics.view_current.set(0);
+            }
+            (true, Some(since)) => {
+                tracing::info!(stale_for = ?since.elapsed(), "the view of Nodes and Leases is current again: judging resumes");
+                self.stale_since = None;
+                metrics.view_current.set(1);
+            }
+            _ => {}
+        }
+        current
+    }
+}
+
+/// kube-controller-manager logs every NoExecute taint it adds or removes; so does this.
+fn log_no_execute_change(action: &Action) {
+    match action {
+        Action::AddTaint { node, taint } if taint.effect() == edgegrid_core::keys::TAINT_EFFECT_NO_EXECUTE => {
+            tracing::info!(%node, ?taint, "tainted NoExecute");
+        }
+        Action::RemoveTaint { node, taint } if taint.effect() == edgegrid_core::keys::TAINT_EFFECT_NO_EXECUTE => {
+            tracing::info!(%node, ?taint, "NoExecute taint removed");
+        }
+        _ => {}
     }
 }
 

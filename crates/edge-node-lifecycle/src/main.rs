@@ -22,8 +22,10 @@ async fn main() -> anyhow::Result<()> {
         .await?;
     let synced = runtime.readiness().gate("the caches have not synced yet");
     runtime.mark_ready();
-    let work =
-        controller::run(runtime.client(), config, metrics, runtime.leadership(), synced, runtime.shutdown_signal());
+    // failures reach the watches (which must know when their view is not current) and the
+    // writes (decided again on the next pass) at once, not after minutes of kube's retries
+    let client = runtime.client_without_retries()?;
+    let work = controller::run(client, config, metrics, runtime.leadership(), synced, runtime.shutdown_signal());
     runtime.run(work).await?;
     Ok(())
 }

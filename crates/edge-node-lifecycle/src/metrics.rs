@@ -34,6 +34,8 @@ pub struct Metrics {
     zones: Family<ZoneLabels, Gauge>,
     pub evictions: Counter,
     pub monitor_passes: Counter,
+    /// 1 while the Node and Lease caches are current (judged from), 0 while not.
+    pub view_current: Gauge,
 }
 
 impl Register for Metrics {
@@ -43,6 +45,11 @@ impl Register for Metrics {
         registry.register("zone_state", "1 for the current disruption state of each zone", self.zones.clone());
         registry.register("evictions", "Pods deleted by the taint manager", self.evictions.clone());
         registry.register("monitor_passes", "Node monitor passes run", self.monitor_passes.clone());
+        registry.register(
+            "view_current",
+            "1 while the Node and Lease caches are current; 0 while a watch failed or relists (nothing is judged)",
+            self.view_current.clone(),
+        );
     }
 }
 

@@ -92,9 +92,13 @@ async fn a_stale_view_of_nodes_and_leases_changes_nothing() {
     cut.store(true, Ordering::SeqCst);
     server.drop_watches();
     tokio::time::sleep(Duration::from_secs(6)).await;
+    let exposition = controller_support::metrics::exposition("edge-node-lifecycle", &*controller.metrics);
+    assert!(exposition.contains("edge_node_lifecycle_view_current 0"), "{exposition}");
     cut.store(false, Ordering::SeqCst);
     // back: several monitor passes, drains and taint-manager passes on the fresh view
     tokio::time::sleep(Duration::from_secs(4)).await;
+    let exposition = controller_support::metrics::exposition("edge-node-lifecycle", &*controller.metrics);
+    assert!(exposition.contains("edge_node_lifecycle_view_current 1"), "{exposition}");
 
     assert_eq!(*changes.lock().unwrap(), Vec::<String>::new(), "nodes changed by a controller judging a stale view");
     let dead = nodes.get(DEAD).await.unwrap();

@@ -1,29 +1,35 @@
-//! The watched state: the reflectors this controller drives over Nodes, node Leases and Pods
-//! (and the `edge-health-config` ConfigMap when SuperEdge's node units are read), and the
-//! membership the node watch feeds, relists included. The loop and the writes only read it.
+//! The watched state: Nodes, node Leases and Pods as the runtime's watch helper feeds them
+//! (and the `edge-health-config` ConfigMap when SuperEdge's node units are read), the
+//! membership the node watch feeds, and whether the view is current. The loop and the
+//! writes only read it.
+//!
+//! A view that is not current (a watch failed, or is relisting) must not be judged: a
+//! Lease cache frozen by an API server restart shows every node silent past its grace
+//! period, every zone fully disrupted (so every NoExecute taint lifted) and live nodes
+//! Unknown; the soak saw exactly that. So the Node and Lease watches start over with a
+//! list after every failure, and are current again only when that list is complete.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
-use controller_support::watch::follow_object;
+use controller_support::watch::{Index, Key, RetryGroup, Watch, follow_object};
 use edgegrid_core::keys;
 use edgegrid_core::membership::{Labels, NodeUnitCheck, UnitSource, WatchedNodes};
-use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kube::api::Api;
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
+use tokio::sync::watch as signal;
 
 use super::{ControllerConfig, Error};
 use crate::snapshot::node_snapshot;
 
 pub(super) struct Caches {
-    pub(super) nodes: Store<Node>,
-    pub(super) leases: Store<Lease>,
-    pub(super) pods: Store<Pod>,
+    pub(super) nodes: Cache<Node>,
+    pub(super) leases: Cache<Lease>,
+    pub(super) pods: Cache<Pod>,
     /// Fed by the node watch (and the ConfigMap's): whom edge-health watches, and which
     /// nodes changed since their NoSchedule taints were last looked at.
     pub(super) membership: Arc<Mutex<Membership>>,
@@ -31,89 +37,171 @@ pub(super) struct Caches {
     pub(super) config_synced: Arc<AtomicBool>,
 }
 
+impl Caches {
+    /// Whether what the monitor judges from (Nodes and Leases) is the API server's view now.
+    pub(super) fn view_current(&self) -> bool {
+        self.nodes.is_current() && self.leases.is_current()
+    }
+}
+
+/// One watched collection: its objects, and whether they are current.
+pub(super) struct Cache<K> {
+    shared: Arc<RwLock<Held<K>>>,
+    listed: signal::Receiver<bool>,
+}
+
+struct Held<K> {
+    objects: BTreeMap<Key, Arc<K>>,
+    /// Complete since the last list ended, and no failure since.
+    current: bool,
+}
+
+impl<K> Cache<K> {
+    fn new() -> (Self, CacheFeed<K>) {
+        let shared = Arc::new(RwLock::new(Held { objects: BTreeMap::new(), current: false }));
+        let (listed_tx, listed) = signal::channel(false);
+        (Self { shared: shared.clone(), listed }, CacheFeed { shared, listed: listed_tx })
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Held<K>> {
+        self.shared.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn state(&self) -> Vec<Arc<K>> {
+        self.read().objects.values().cloned().collect()
+    }
+
+    /// A cluster-scoped object by name.
+    pub(super) fn get(&self, name: &str) -> Option<Arc<K>> {
+        self.read().objects.get(&Key { namespace: None, name: name.to_string() }).cloned()
+    }
+
+    pub(super) fn is_current(&self) -> bool {
+        self.read().current
+    }
+
+    /// Waits until the first list is complete.
+    pub(super) async fn wait_until_listed(&self) {
+        let mut listed = self.listed.clone();
+        // the feed lives as long as the watch task; if it ends, so does the wait
+        let _ = listed.wait_for(|listed| *listed).await;
+    }
+}
+
+/// What the watch helper feeds a [`Cache`] through.
+struct CacheFeed<K> {
+    shared: Arc<RwLock<Held<K>>>,
+    listed: signal::Sender<bool>,
+}
+
+impl<K> CacheFeed<K> {
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Held<K>> {
+        self.shared.write().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl<K: kube::Resource> Index<K> for CacheFeed<K> {
+    fn begin(&mut self) {
+        self.write().current = false;
+    }
+    fn apply(&mut self, object: K) {
+        self.write().objects.insert(Key::of(&object), Arc::new(object));
+    }
+    fn delete(&mut self, key: Key) {
+        self.write().objects.remove(&key);
+    }
+    fn done(&mut self) {
+        self.write().current = true;
+        self.listed.send_replace(true);
+    }
+    fn failed(&mut self, _: &watcher::Error) {
+        self.write().current = false;
+    }
+}
+
 pub(super) struct Membership {
     pub(super) watched: WatchedNodes,
     /// Nodes added or changed since the last NoSchedule pass (kube-controller-manager runs
     /// that pass on every node event).
     pub(super) changed: BTreeSet<String>,
-    /// The names listed so far while a relist is under way.
-    relisting: Option<Vec<ListedNode>>,
 }
 
-/// A node's name, labels and annotations, as a relist delivers them.
+/// A node's name, labels and annotations, as a list delivers them.
 type ListedNode = (String, Labels, Option<Labels>);
 
-impl Membership {
-    fn on_node(&mut self, event: &watcher::Event<Node>) {
-        let entry = |node: &Node| {
-            (node.name_any(), node.metadata.labels.clone().unwrap_or_default(), node.metadata.annotations.clone())
-        };
-        match event {
-            watcher::Event::Apply(node) => {
-                let empty = Labels::new();
-                let name = node.name_any();
-                self.watched.apply(
-                    &name,
-                    node.metadata.labels.as_ref().unwrap_or(&empty),
-                    node.metadata.annotations.as_ref(),
-                );
-                self.changed.insert(name);
-            }
-            watcher::Event::Delete(node) => {
-                self.watched.delete(&node.name_any());
-            }
-            watcher::Event::Init => self.relisting = Some(Vec::new()),
-            watcher::Event::InitApply(node) => {
-                let listed = entry(node);
-                self.changed.insert(listed.0.clone());
-                self.relisting.get_or_insert_default().push(listed);
-            }
-            watcher::Event::InitDone => {
-                let listed = self.relisting.take().unwrap_or_default();
-                self.watched.replace_all(listed.iter().map(|(n, l, a)| (n.clone(), l.clone(), a.as_ref())));
+/// The node watch's index: the cache, and the membership (a list applied at its end, as
+/// one replacement, so a relist costs one recount rather than one per node).
+struct NodeFeed {
+    cache: CacheFeed<Node>,
+    membership: Arc<Mutex<Membership>>,
+    /// The nodes listed so far while a list is under way.
+    listing: Option<Vec<ListedNode>>,
+}
+
+impl NodeFeed {
+    fn membership(&self) -> std::sync::MutexGuard<'_, Membership> {
+        self.membership.lock().expect("membership lock")
+    }
+}
+
+impl Index<Node> for NodeFeed {
+    fn begin(&mut self) {
+        self.listing = Some(Vec::new());
+        self.cache.begin();
+    }
+    fn apply(&mut self, node: Node) {
+        let name = node.name_any();
+        let labels = node.metadata.labels.clone().unwrap_or_default();
+        match self.listing.as_mut() {
+            Some(listing) => listing.push((name.clone(), labels, node.metadata.annotations.clone())),
+            None => {
+                self.membership().watched.apply(&name, &labels, node.metadata.annotations.as_ref());
             }
         }
+        self.membership().changed.insert(name);
+        self.cache.apply(node);
+    }
+    fn delete(&mut self, key: Key) {
+        // in a list, absence is what `done` applies
+        if self.listing.is_none() {
+            self.membership().watched.delete(&key.name);
+        }
+        self.cache.delete(key);
+    }
+    fn done(&mut self) {
+        let listed = self.listing.take().unwrap_or_default();
+        self.membership().watched.replace_all(listed.iter().map(|(n, l, a)| (n.clone(), l.clone(), a.as_ref())));
+        self.cache.done();
+    }
+    fn failed(&mut self, error: &watcher::Error) {
+        self.cache.failed(error);
     }
 }
 
 pub(super) fn start_caches(client: &Client, config: &ControllerConfig) -> (Caches, Vec<tokio::task::JoinHandle<()>>) {
-    fn cache<K>(
-        api: Api<K>,
-        mut on_event: impl FnMut(&watcher::Event<K>) + Send + 'static,
-    ) -> (Store<K>, tokio::task::JoinHandle<()>)
-    where
-        K: kube::Resource<DynamicType = ()>
-            + Clone
-            + std::fmt::Debug
-            + serde::de::DeserializeOwned
-            + Send
-            + Sync
-            + 'static,
-    {
-        let (reader, writer) = reflector::store();
-        let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()).default_backoff());
-        let driver = tokio::spawn(async move {
-            let mut stream = std::pin::pin!(stream);
-            while let Some(event) = stream.next().await {
-                match event {
-                    Ok(event) => on_event(&event),
-                    Err(e) => tracing::warn!(error = %e, "watch error"),
-                }
-            }
-        });
-        (reader, driver)
-    }
     let membership = Arc::new(Mutex::new(Membership {
         watched: WatchedNodes::new(config.unit_source.clone()),
         changed: BTreeSet::new(),
-        relisting: None,
     }));
-    let fed = membership.clone();
-    let (nodes, n) =
-        cache(Api::<Node>::all(client.clone()), move |event| fed.lock().expect("membership lock").on_node(event));
-    let (leases, l) = cache(Api::<Lease>::namespaced(client.clone(), keys::NODE_LEASE_NAMESPACE), |_| {});
-    let (pods, p) = cache(Api::<Pod>::all(client.clone()), |_| {});
-    let mut drivers = vec![n, l, p];
+    // one view: after an outage, the first watch to hear from the server wakes the others
+    let group = RetryGroup::new();
+    let (nodes, node_feed) = Cache::new();
+    let node_feed = NodeFeed { cache: node_feed, membership: membership.clone(), listing: None };
+    let (leases, lease_feed) = Cache::new();
+    let (pods, pod_feed) = Cache::new();
+    let mut drivers = vec![
+        tokio::spawn(
+            Watch::new(Api::<Node>::all(client.clone())).retrying_with(&group).relisting_after_failure().run(node_feed),
+        ),
+        tokio::spawn(
+            Watch::new(Api::<Lease>::namespaced(client.clone(), keys::NODE_LEASE_NAMESPACE))
+                .retrying_with(&group)
+                .relisting_after_failure()
+                .run(lease_feed),
+        ),
+        // pods are not judged from, so they may resume where they were
+        tokio::spawn(Watch::new(Api::<Pod>::all(client.clone())).retrying_with(&group).run(pod_feed)),
+    ];
     let config_synced = Arc::new(AtomicBool::new(config.unit_source != UnitSource::NodeUnits));
     if config.unit_source == UnitSource::NodeUnits {
         let (fed, synced, client) = (membership.clone(), config_synced.clone(), client.clone());
@@ -144,7 +232,7 @@ pub(super) fn snapshots(caches: &Caches) -> Vec<node_lifecycle::lifecycle::NodeS
 }
 
 pub(super) fn cached_node(caches: &Caches, name: &str) -> Result<Arc<Node>, Error> {
-    caches.nodes.get(&reflector::ObjectRef::new(name)).ok_or_else(|| Error::NodeNotCached(name.into()))
+    caches.nodes.get(name).ok_or_else(|| Error::NodeNotCached(name.into()))
 }
 
 pub(super) fn pods_on(caches: &Caches, node: &str) -> Vec<Arc<Pod>> {
