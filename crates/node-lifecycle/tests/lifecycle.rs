@@ -715,7 +715,10 @@ fn controller_cut_off_from_the_api_server_judges_the_dead_by_what_it_saw() {
     // a-00 dies at t=50 and a-01 at t=100, both voted unhealthy; every other node is
     // fine. From t=120 to t=300 the controller is cut off from the API server: its caches
     // stop updating (so to it every heartbeat stops) and its writes fail; the first
-    // writes after it (carrying stale resourceVersions) fail too, until t=305.
+    // writes after it (carrying stale resourceVersions) fail too, until t=305. (The
+    // edge-node-lifecycle binary does not judge a view it knows is stale, a failed or
+    // relisting watch: `edge-node-lifecycle/tests/stale_caches.rs`. This is the core
+    // fed a view stale without anyone knowing, e.g. a watch that hangs.)
     let mut sim = Sim::new();
     sim.add("a", 10, |i| [Some((50, u64::MAX)), Some((100, u64::MAX))].get(i).copied().flatten(), |i| i < 2);
     sim.add("b", 10, |_| None, |_| false);
