@@ -540,3 +540,6 @@ fn stable_metadata(metadata: &Value) -> Value {
     }
     metadata
 }
+
+#[cfg(test)]
+mod tests;

@@ -32,9 +32,6 @@ pub mod upstream_log;
 pub mod verdicts;
 pub mod vouched;
 
-#[cfg(test)]
-mod cache_tests;
-
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::path::PathBuf;

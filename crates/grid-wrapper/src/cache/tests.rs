@@ -4,7 +4,7 @@
 use listwatch::{ChangeKind, ListOptions, LogConfig, WatchOptions};
 use serde_json::{Value, json};
 
-use super::cache::*;
+use super::*;
 use edgegrid_testing::objects::*;
 
 const LOG: LogConfig = LogConfig { history_limit: 1000, watch_buffer: 1000 };
