@@ -20,14 +20,16 @@ async fn main() -> anyhow::Result<()> {
     flags.check()?;
     let config = flags.wrapper_config();
     let metrics = Arc::new(Metrics::default());
-    // what the proxy passes requests to (the runtime's client is built from the same)
-    let upstream = runtime::config(flags.runtime.kubeconfig.clone()).await?;
+    let mut builder = Runtime::builder("grid-wrapper", &flags.runtime);
+    // what the proxy passes requests to: the configuration the runtime builds its clients
+    // from, read once, before the runtime serves the proxy's routes
+    let upstream = builder.load_config().await?;
     let wrapper = Wrapper::new(&config, &upstream, metrics.clone())?;
     // the saved view is the cluster's the client configuration names (see `persist`)
     let saver = flags.saver(ClusterIdentity::of(&upstream));
     let debug_readers = flags.debug_readers();
     let unit_served = grid_wrapper::unit_server::UnitServerMetrics::default();
-    let runtime = Runtime::builder("grid-wrapper", &flags.runtime)
+    let runtime = builder
         .legacy_flags(legacy)
         .metrics(&*metrics)
         .metrics(&unit_served)
