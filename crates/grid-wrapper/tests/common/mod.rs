@@ -1,10 +1,8 @@
 //! What the wrapper's end-to-end tests share: a fake apiserver holding a two-unit cluster
-//! (`cluster`, which the unit signer's tests share too), wrappers running in-process
-//! against it over HTTP, and unmodified kube-rs clients pointed at each wrapper.
+//! (`edgegrid_testing::cluster`, which the unit signer's tests share too), wrappers running
+//! in-process against it over HTTP, and unmodified kube-rs clients pointed at each wrapper.
 
 #![allow(dead_code, reason = "each test binary uses a different subset")]
-
-mod cluster;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -21,7 +19,7 @@ use kube::api::{Api, WatchEvent};
 use listwatch::{LogConfig, WatchConfig};
 use serde_json::Value;
 
-pub use cluster::*;
+pub use edgegrid_testing::cluster::*;
 
 pub fn config(node: &str) -> WrapperConfig {
     WrapperConfig {
