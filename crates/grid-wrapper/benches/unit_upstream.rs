@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use edgegrid_testing::link::Link;
 use fake_apiserver::FakeApiServer;
 use grid_wrapper::cache::{Kind, ViewSource};
-use grid_wrapper::metrics::SourceLabel;
+use unit_link::metrics::SourceLabel;
 
 use bytes::Bytes;
 use edgegrid_testing::bench_table::{Table, duration, met};
@@ -200,7 +200,7 @@ async fn sharing(scale: &Scale, count: usize, failover: bool, phases: &[bool]) -
             let synced = running.iter().all(|r| r.wrapper.serving() == ViewSource::Upstream);
             let settled = !shared
                 || running.iter().skip(1).all(|r| {
-                    r.wrapper.metrics().upstream_source.get_or_create(&SourceLabel { source: "leader" }).get() == 1
+                    r.wrapper.metrics().link.upstream_source.get_or_create(&SourceLabel { source: "leader" }).get() == 1
                 });
             if synced && settled {
                 break;
@@ -314,7 +314,8 @@ async fn kill_the_leader(
             lost = Some(now.iter().map(|(_, n)| n).sum());
             for (i, n) in &now {
                 let r = &running[*i];
-                let source = r.wrapper.metrics().upstream_source.get_or_create(&SourceLabel { source: "leader" }).get();
+                let source =
+                    r.wrapper.metrics().link.upstream_source.get_or_create(&SourceLabel { source: "leader" }).get();
                 println!(
                     "  {} stale {}s after: {n} slices, following a leader: {}, serving {:?}",
                     r.wrapper.local_node(),
