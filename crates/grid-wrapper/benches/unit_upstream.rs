@@ -110,7 +110,9 @@ async fn list(connection: &mut Connection, accept: &str) -> (Duration, Bytes, St
 async fn encodings(scale: &Scale) -> Encodings {
     let wrapper = offline_wrapper();
     each_upstream_input(scale, |input, _| wrapper.apply(input));
-    let addr = serve(wrapper.router(&grid_wrapper::server::debug_readers(Vec::new())), false).await;
+    let addr =
+        serve(grid_wrapper::server::router(wrapper.clone(), &grid_wrapper::server::debug_readers(Vec::new())), false)
+            .await;
     let mut connection = connect(addr).await;
     let (first_protobuf_serve, protobuf_body, content_type) = list(&mut connection, KUBE_PROXY_ACCEPT).await;
     assert_eq!(content_type, "application/vnd.kubernetes.protobuf");

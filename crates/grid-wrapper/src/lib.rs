@@ -211,17 +211,6 @@ impl Wrapper {
             let _ = stopped.wait_for(|stop| *stop).await;
         }
     }
-
-    /// The served API, `/debug/topology` (for `debug_readers`, see
-    /// [`server::debug_readers`]) and the pass-through.
-    pub fn router(self: &Arc<Self>, debug_readers: &controller_support::NodeLocal) -> axum::Router {
-        server::router(self.clone(), debug_readers)
-    }
-
-    /// `/debug/topology` alone (see [`server::debug_router`]).
-    pub fn debug_router(self: &Arc<Self>, debug_readers: &controller_support::NodeLocal) -> axum::Router {
-        server::debug_router(self.clone(), debug_readers)
-    }
 }
 
 /// Defaults a Kubernetes operator would pick for one edge node.

@@ -31,8 +31,8 @@ async fn main() -> anyhow::Result<()> {
         .legacy_flags(legacy)
         .metrics(&*metrics)
         .metrics(&unit_served)
-        .routes(wrapper.router(&debug_readers))
-        .metrics_routes(wrapper.debug_router(&debug_readers))
+        .routes(grid_wrapper::server::router(wrapper.clone(), &debug_readers))
+        .metrics_routes(grid_wrapper::server::debug_router(wrapper.clone(), &debug_readers))
         .tls(flags.tls.config()?)
         .build()
         .await?;

@@ -59,7 +59,8 @@ impl RunningWrapper {
         let server = tokio::spawn({
             // the address of each client, as the runtime's server gives it: the debug view
             // answers loopback clients only
-            let router = wrapper.router(&grid_wrapper::server::debug_readers(Vec::new()));
+            let router =
+                grid_wrapper::server::router(wrapper.clone(), &grid_wrapper::server::debug_readers(Vec::new()));
             async move {
                 axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>()).await.expect("serve");
             }
