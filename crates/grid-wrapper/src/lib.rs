@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use controller_support::ReadinessGate;
-use edgegrid_core::unit_upstream::UnitMember;
+use edgegrid_core::unit::upstream::UnitMember;
 use listwatch::{LogConfig, WatchConfig};
 use tokio::sync::watch;
 

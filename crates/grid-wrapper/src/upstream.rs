@@ -19,7 +19,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use controller_support::watch::{Index, Key, RetryGroup, Watch};
-use edgegrid_core::unit_upstream::UnitMember;
+use edgegrid_core::unit::upstream::UnitMember;
 use k8s_openapi::api::core::v1::{Endpoints, Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::Api;

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use common::*;
-use edgegrid_core::health::{LocalVerdicts, PeerIdentity};
+use edgegrid_core::unit::local_verdicts::{LocalVerdicts, PeerIdentity};
 use edgegrid_testing::link::Link;
 use edgegrid_testing::{RunningBinary, TempDir, http_get, sample};
 use fake_apiserver::FakeApiServer;

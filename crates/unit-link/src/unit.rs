@@ -1,7 +1,7 @@
 //! One upstream per unit: where this wrapper takes its upstream objects from (the cloud,
 //! or the wrapper leading its unit) and whether it serves the unit's other wrappers.
 //!
-//! [`run`] re-decides with [`edgegrid_core::unit_upstream::choose`] whenever its inputs
+//! [`run`] re-decides with [`edgegrid_core::unit::upstream::choose`] whenever its inputs
 //! change: the unit's members (the identities the local edge-health read), the nodes the
 //! local edge-health votes down, and the members this wrapper failed to reach. The
 //! upstream the wrapper runs for a choice ([`FedWrapper::run_plan`]) is replaced only when
@@ -24,7 +24,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use edgegrid_core::unit_upstream::{Choice, UnitMember, choose};
+use edgegrid_core::unit::upstream::{Choice, UnitMember, choose};
 use kube::Client;
 
 use crate::link_health::{LinkFailure, LinkHealth};

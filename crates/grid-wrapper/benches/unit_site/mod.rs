@@ -85,19 +85,19 @@ impl Running {
 }
 
 /// The unit's members as each node's edge-health would read them.
-pub fn unit_members(members: &[Member]) -> Vec<edgegrid_core::unit_upstream::UnitMember> {
+pub fn unit_members(members: &[Member]) -> Vec<edgegrid_core::unit::upstream::UnitMember> {
     members
         .iter()
         .filter_map(|m| {
             let address = format!("{}:51005", m.host);
-            edgegrid_core::unit_upstream::UnitMember::from_annotations(&m.node, Some(&m.public), Some(&address))
+            edgegrid_core::unit::upstream::UnitMember::from_annotations(&m.node, Some(&m.public), Some(&address))
         })
         .collect()
 }
 
 pub async fn start(
     member: &Member,
-    peers: &[edgegrid_core::unit_upstream::UnitMember],
+    peers: &[edgegrid_core::unit::upstream::UnitMember],
     cloud: SocketAddr,
     shared: bool,
     unit_port: u16,

@@ -11,7 +11,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use controller_support::server::{ServerLimits, ServerMetrics};
 use controller_support::tls::TlsMetrics;
-use edgegrid_core::unit_upstream::UnitMember;
+use edgegrid_core::unit::upstream::UnitMember;
 use grid_wrapper::cache::Kind;
 use grid_wrapper::metrics::Metrics;
 use grid_wrapper::{Wrapper, WrapperConfig};
