@@ -261,6 +261,7 @@ async fn chart_lints_renders_and_applies() {
             json!(["edge-health-kubelet-check"]),
         ),
         ("edgegrid:edge-health-admission-certificates", "", "secrets", "get", json!(["edge-health-admission-tls"])),
+        ("edgegrid:edge-health-admission-certificates", "", "secrets", "list", json!(["edge-health-admission-tls"])),
         ("edgegrid:edge-health-admission-certificates", "", "secrets", "watch", json!(["edge-health-admission-tls"])),
         ("edgegrid:edge-health-admission-certificates", "", "secrets", "update", json!(["edge-health-admission-tls"])),
         ("edgegrid:edge-health-admission-certificates", "", "secrets", "create", Value::Null),

@@ -6,7 +6,9 @@
 //!   benchmark framework, and no certificate generator unless the binary issues
 //!   certificates; and an edge binary links no cloud-only package;
 //! - the direction between layers: the domain core and the list/watch library depend on no
-//!   runtime package, and the runtime on no other workspace package;
+//!   runtime package, and the runtime on no other workspace package; a library split out of
+//!   an edge binary (the unit link) depends on no binary's package, no cloud-only package
+//!   and no test support;
 //! - no package has a build script (a test that needs what a machine may lack decides
 //!   when it runs: `edgegrid_testing::tools`).
 //!
@@ -29,6 +31,11 @@ pub const SHIPPED_BINARIES: [&str; 6] =
 pub const EDGE_BINARIES: [&str; 2] = ["grid-wrapper", "edge-health"];
 pub const CLOUD_ONLY: [&str; 5] =
     ["grid-controller", "edge-health-admission", "edge-node-lifecycle", "node-lifecycle", "unit-signer"];
+
+/// Shipped libraries of the edge binaries (a job split out of a binary's crate, linked into
+/// it): the binary depends on them, never the other way round, and what an edge binary may
+/// not link they may not depend on either.
+pub const EDGE_LIBRARIES: [&str; 1] = ["unit-link"];
 
 /// The lowest layers (pure domain, list/watch serving), and the runtime every binary runs
 /// in: a lower layer depends on no runtime package, the runtime on no workspace package.
@@ -121,6 +128,17 @@ pub fn direction_problems(metadata: &serde_json::Value) -> Vec<String> {
             if RUNTIME.contains(&package.as_str()) {
                 problems.push(format!("the runtime package {package} depends on the workspace package {dependency}"));
             }
+            if EDGE_LIBRARIES.contains(&package.as_str()) {
+                if SHIPPED_BINARIES.contains(&dependency.as_str()) {
+                    problems.push(format!("the edge library {package} depends on the binary package {dependency}"));
+                }
+                if CLOUD_ONLY.contains(&dependency.as_str()) {
+                    problems.push(format!("the edge library {package} depends on the cloud-only {dependency}"));
+                }
+                if TEST_ONLY.contains(&dependency.as_str()) {
+                    problems.push(format!("the edge library {package} depends on the test support {dependency}"));
+                }
+            }
         }
     }
     problems
@@ -191,13 +209,15 @@ pub fn check(workspace_root: &Path) -> Result<String> {
     let allowed: Vec<String> =
         ALLOWED.iter().map(|(binary, package, why)| format!("{package} in {binary}: {why}")).collect();
     Ok(format!(
-        "the {} shipped binaries link none of {} (allowed: {}); the edge binaries ({}) none of {}; {} and {} \
+        "the {} shipped binaries link none of {} (allowed: {}); the edge binaries ({}) none of {}; the edge \
+         libraries ({}) depend on no binary's package, no cloud-only package and no test support; {} and {} \
          depend on no runtime package, which depends on no workspace package; no package has a build script",
         SHIPPED_BINARIES.len(),
         TEST_ONLY.join(", "),
         allowed.join("; "),
         EDGE_BINARIES.join(", "),
         CLOUD_ONLY.join(", "),
+        EDGE_LIBRARIES.join(", "),
         FOUNDATION[0],
         FOUNDATION[1],
     ))
@@ -312,6 +332,33 @@ mod tests {
                 "the runtime package controller-support depends on the workspace package node-lifecycle",
                 "edgegrid-core depends on the runtime package controller-support",
                 "listwatch depends on the runtime package controller-support",
+            ]
+        );
+    }
+
+    #[test]
+    fn an_edge_library_depends_on_no_binary_cloud_only_or_test_package() {
+        let good = metadata(&[
+            ("unit-link", &["controller-support", "edgegrid-core"], &["edgegrid-testing", "grid-wrapper"], &["lib"]),
+            ("grid-wrapper", &["unit-link"], &[], &["lib", "bin"]),
+            ("controller-support", &[], &[], &["lib"]),
+            ("edgegrid-core", &[], &[], &["lib"]),
+        ]);
+        assert_eq!(direction_problems(&good), Vec::<String>::new(), "dev-dependencies do not count");
+        let bad = metadata(&[
+            ("unit-link", &["grid-wrapper", "helper"], &[], &["lib"]),
+            ("grid-wrapper", &[], &[], &["lib", "bin"]),
+            ("helper", &["unit-signer", "fake-apiserver"], &[], &["lib"]),
+            ("unit-signer", &[], &[], &["lib", "bin"]),
+            ("fake-apiserver", &[], &[], &["lib", "bin"]),
+        ]);
+        assert_eq!(
+            direction_problems(&bad),
+            [
+                "the edge library unit-link depends on the test support fake-apiserver",
+                "the edge library unit-link depends on the binary package grid-wrapper",
+                "the edge library unit-link depends on the binary package unit-signer",
+                "the edge library unit-link depends on the cloud-only unit-signer",
             ]
         );
     }

@@ -3,7 +3,8 @@
 //! [`rbac`]) into the Helm chart; `cargo xtask check`
 //! fails when the committed files differ from what the code generates, or when the
 //! packages depend against its rules ([`dependency_check`]: test support in a shipped
-//! binary, a cloud-only crate in an edge binary, a layer depending upwards, a build script);
+//! binary, a cloud-only crate in an edge binary, a layer depending upwards, a build script),
+//! or when unit tests sit in a `<name>_tests.rs` file ([`test_layout`]);
 //! `cargo xtask run` runs the system (see `local_cluster`); `cargo xtask soak` runs it
 //! under seeded random faults against the mission's invariants (see `soak`);
 //! `cargo xtask crds` prints
@@ -14,6 +15,7 @@ mod dependency_check;
 mod local_cluster;
 mod rbac;
 mod soak;
+mod test_layout;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -62,7 +64,8 @@ fn main() -> ExitCode {
         _ => {
             eprintln!("usage: cargo xtask <gen-crds|check|crds|run|soak>");
             eprintln!("  gen-crds  write the CRD YAML into {CRD_DIR}, {VALUES_SCHEMA} and {RBAC_TEMPLATE}");
-            eprintln!("  check     fail when the committed generated files are stale or a binary links test support");
+            eprintln!("  check     fail when the committed generated files are stale, a binary links test support");
+            eprintln!("            or unit tests sit in a <name>_tests.rs file");
             eprintln!("  crds      print the CRDs to install (kubectl apply -f -)");
             eprintln!("  run       start the embedded local cluster and play the mission on it, or with");
             eprintln!("            --kubeconfig/KUBECONFIG install into that cluster (run --help)");
@@ -144,6 +147,7 @@ fn check() -> Result<()> {
     }
     println!("generated files are up to date ({} CRDs, the values schema, the RBAC rules)", wanted.len());
     println!("{}", dependency_check::check(&workspace_root())?);
+    println!("{}", test_layout::check(&workspace_root())?);
     Ok(())
 }
 

@@ -300,14 +300,14 @@ pub const TABLE: &[RuleSet] = &[
         when: "admission.certificate.mode=selfManaged",
         rules: &[
             Rule {
-                why: "the CA and serving certificate the replicas share, read (watched by name) and replaced by name",
+                why: "the CA and serving certificate the replicas share, read (listed and watched by name) and replaced by name",
                 group: "",
                 resources: &["secrets"],
                 names: &[Name::Value {
                     path: "admission.certificate.secretName",
                     default: "edge-health-admission-tls",
                 }],
-                verbs: &["get", "watch", "update"],
+                verbs: &["get", "list", "watch", "update"],
             },
             Rule {
                 why: "the first replica creates it (create cannot be limited by name)",
@@ -645,10 +645,10 @@ mod tests {
         assert_eq!(
             &template[start..end],
             "{{- define \"edgegrid.rules.edge-health-admission-certificates\" -}}\n\
-             # the CA and serving certificate the replicas share, read (watched by name) and replaced by name\n\
+             # the CA and serving certificate the replicas share, read (listed and watched by name) and replaced by name\n\
              - apiGroups: [\"\"]\n  resources: [\"secrets\"]\n\
              \x20 resourceNames: [{{ $.Values.admission.certificate.secretName | quote }}]\n\
-             \x20 verbs: [\"get\", \"watch\", \"update\"]\n\
+             \x20 verbs: [\"get\", \"list\", \"watch\", \"update\"]\n\
              # the first replica creates it (create cannot be limited by name)\n\
              - apiGroups: [\"\"]\n  resources: [\"secrets\"]\n  verbs: [\"create\"]\n"
         );

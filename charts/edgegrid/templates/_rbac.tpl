@@ -144,11 +144,11 @@
 {{- end }}
 {{- /* edge-health-admission (Role in the release namespace; admission.certificate.mode=selfManaged) */}}
 {{- define "edgegrid.rules.edge-health-admission-certificates" -}}
-# the CA and serving certificate the replicas share, read (watched by name) and replaced by name
+# the CA and serving certificate the replicas share, read (listed and watched by name) and replaced by name
 - apiGroups: [""]
   resources: ["secrets"]
   resourceNames: [{{ $.Values.admission.certificate.secretName | quote }}]
-  verbs: ["get", "watch", "update"]
+  verbs: ["get", "list", "watch", "update"]
 # the first replica creates it (create cannot be limited by name)
 - apiGroups: [""]
   resources: ["secrets"]

@@ -1,7 +1,8 @@
 //! The runtime every edgegrid binary runs in, so its `main.rs` only parses its own flags,
-//! builds its context and hands its work over: common flags, logging, the API client,
-//! the admin server, optional leader election with the `<prefix>_leader` gauge, and
-//! shutdown on SIGTERM/Ctrl-C with a bounded drain. It must never let a process outlive a
+//! builds its context and hands its work over: common flags, logging, the API clients
+//! (each built from the one client configuration the runtime reads), the admin server,
+//! optional leader election with the `<prefix>_leader` gauge, and shutdown on
+//! SIGTERM/Ctrl-C with a bounded drain. It must never let a process outlive a
 //! signal by more than the grace period (plus a few seconds), whatever state it is in.
 //!
 //! Exit status: 0 after a signal (even when the work had to be abandoned), an error (1)
@@ -85,8 +86,10 @@ const fn default_address(port: u16, loopback: bool) -> BindAddress {
 
 /// The client configuration from `kubeconfig` when given, else from the files in
 /// `KUBECONFIG`, else from the in-cluster service account (never `~/.kube/config`: a pod
-/// must not pick up whatever a developer left there).
-pub async fn config(kubeconfig: Option<PathBuf>) -> Result<kube::Config, Error> {
+/// must not pick up whatever a developer left there). Read once per process, by
+/// [`Builder::load_config`] or [`Builder::build`]: two reads could disagree (a rotated
+/// file, a changed context), and a binary's clients must all talk to one cluster as one user.
+async fn read_config(kubeconfig: Option<PathBuf>) -> Result<kube::Config, Error> {
     let kubeconfig = match kubeconfig {
         Some(path) => Some(
             Kubeconfig::read_from(&path)
@@ -100,11 +103,6 @@ pub async fn config(kubeconfig: Option<PathBuf>) -> Result<kube::Config, Error> 
             .map_err(|source| Error::Kubeconfig { from: "the kubeconfig's current context".into(), source }),
         None => kube::Config::incluster().map_err(Error::InCluster),
     }
-}
-
-/// A client from [`config`]`(kubeconfig)`.
-pub async fn client(kubeconfig: Option<PathBuf>) -> Result<Client, Error> {
-    Client::try_from(config(kubeconfig).await?).map_err(Error::Client)
 }
 
 /// `config` for a client that reports a refused request (429, 503, 504) at once instead
@@ -124,8 +122,9 @@ pub type ClientStack = tower::util::BoxService<
     tower::BoxError,
 >;
 
-/// Whether a client retries refused requests within the request (kube's default) or
-/// reports them at once ([`without_retries`]).
+/// Whether a [`Runtime::client_through`] client retries refused requests within the
+/// request (kube's default, as [`Runtime::client`]) or reports them at once
+/// ([`without_retries`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Retries {
     Kept,
@@ -196,6 +195,9 @@ impl ShutdownSignal {
 pub struct Builder {
     name: String,
     kubeconfig: Option<PathBuf>,
+    /// Read from `kubeconfig` by [`load_config`](Self::load_config) when the binary needs
+    /// it before [`build`](Self::build), else by `build`.
+    config: Option<kube::Config>,
     admin_addresses: [BindAddress; 2],
     log_format: LogFormat,
     node_name: String,
@@ -281,8 +283,23 @@ impl Builder {
         self
     }
 
-    /// Starts logging, builds the client, binds and serves the admin server (and the
-    /// binary's routes) and starts the election. Nothing the binary does runs yet.
+    /// The client configuration every client of the runtime will be built from, read now
+    /// (once: [`build`](Self::build) keeps it), for what the binary must set up before the
+    /// runtime is built with it, e.g. routes that pass requests on to the API server with
+    /// the binary's own credentials. After `build`: [`Runtime::config`].
+    pub async fn load_config(&mut self) -> Result<kube::Config, Error> {
+        let config = match self.config.take() {
+            Some(config) => config,
+            None => read_config(self.kubeconfig.clone()).await?,
+        };
+        self.config = Some(config.clone());
+        Ok(config)
+    }
+
+    /// Starts logging, reads the client configuration (unless
+    /// [`load_config`](Self::load_config) did), builds the client, binds and serves the
+    /// admin server (and the binary's routes) and starts the election. Nothing the binary
+    /// does runs yet.
     pub async fn build(self) -> Result<Runtime, Error> {
         let default_filter = self.legacy.as_ref().and_then(LegacyFlags::default_log_filter).unwrap_or("info");
         if let Err(error) = logging::init_with_default(self.log_format, default_filter) {
@@ -293,7 +310,10 @@ impl Builder {
         }
         // early, so a SIGTERM during start-up is not fatal before the handler is in place
         let signals = Signals::install()?;
-        let config = config(self.kubeconfig).await?;
+        let config = match self.config {
+            Some(config) => config,
+            None => read_config(self.kubeconfig).await?,
+        };
         let client = Client::try_from(config.clone()).map_err(Error::Client)?;
         let registry = Arc::new(Mutex::new(self.registry));
         let election_config = match &self.leader {
@@ -468,6 +488,7 @@ impl Runtime {
         Builder {
             name: name.to_string(),
             kubeconfig: flags.kubeconfig.clone(),
+            config: None,
             admin_addresses: [flags.bind_address, flags.metrics_bind_address],
             log_format: flags.log_format,
             node_name: node_name(flags.node_name.as_deref()),
@@ -490,18 +511,18 @@ impl Runtime {
         self
     }
 
+    /// The client of [`config`](Self::config), with kube's retries (a refused request is
+    /// retried within the call).
     pub fn client(&self) -> Client {
         self.client.clone()
     }
 
-    /// A client of the same configuration [`without_retries`].
-    pub fn client_without_retries(&self) -> Result<Client, Error> {
-        self.client_through(&tower::layer::util::Identity::new(), Retries::Off)
-    }
-
-    /// A client of the same configuration whose requests and responses also pass through
-    /// `layer`, outermost (e.g. one counting what a stream received), so a binary that
-    /// needs more of its client than the runtime's still does not build one of its own.
+    /// A new client of [`config`](Self::config) whose requests and responses also pass
+    /// through `layer`, outermost (e.g. one counting what a stream received), and that
+    /// keeps kube's retries or reports a refused request at once ([`Retries`]), so a
+    /// binary that needs more of its client than [`client`](Self::client) still does not
+    /// build one of its own. This is the one way to any other client: without a layer of
+    /// its own a binary passes `&tower::layer::util::Identity::new()`.
     pub fn client_through<L, B>(&self, layer: &L, retries: Retries) -> Result<Client, Error>
     where
         L: tower::Layer<ClientStack>,
@@ -521,8 +542,9 @@ impl Runtime {
         Ok(stack.with_layer(layer).build())
     }
 
-    /// The configuration the client was built from (e.g. for a client of the binary's own
-    /// over kube's `ConfigExt` layers).
+    /// The client configuration, read once (by [`Builder::load_config`] or
+    /// [`Builder::build`]), that every client of the runtime is built from (e.g. to
+    /// identify the cluster a saved state belongs to).
     pub fn config(&self) -> &kube::Config {
         &self.config
     }
@@ -785,14 +807,28 @@ mod tests {
     async fn the_config_is_the_kubeconfigs() {
         let url = unreachable_url();
         let kubeconfig = KubeconfigFile::new(&url).unwrap();
-        let config = config(Some(kubeconfig.path().to_path_buf())).await.unwrap();
+        let config = read_config(Some(kubeconfig.path().to_path_buf())).await.unwrap();
         assert_eq!(config.cluster_url.to_string(), format!("{url}/"));
         let missing = config_error(kubeconfig.path().with_extension("missing")).await;
         assert!(matches!(missing, Error::Kubeconfig { .. }), "{missing:?}");
     }
 
     async fn config_error(path: PathBuf) -> Error {
-        config(Some(path)).await.expect_err("an error")
+        read_config(Some(path)).await.expect_err("an error")
+    }
+
+    #[tokio::test]
+    async fn a_config_loaded_before_build_is_the_one_the_runtime_keeps() {
+        let url = unreachable_url();
+        let kubeconfig = KubeconfigFile::new(&url).unwrap();
+        let mut builder = Runtime::builder("loaded-early", &local_flags(&kubeconfig, "127.0.0.1:0", "127.0.0.1:0"));
+        let loaded = builder.load_config().await.unwrap();
+        assert_eq!(loaded.cluster_url.to_string(), format!("{url}/"));
+        // read once: neither a second load nor build reads the file again
+        std::fs::remove_file(kubeconfig.path()).unwrap();
+        assert_eq!(builder.load_config().await.unwrap().cluster_url, loaded.cluster_url);
+        let runtime = builder.build().await.unwrap();
+        assert_eq!(runtime.config().cluster_url, loaded.cluster_url);
     }
 
     fn local_flags(kubeconfig: &KubeconfigFile, bind: &str, metrics: &str) -> RuntimeFlags<0, 0> {

@@ -617,7 +617,7 @@ impl TlsListener {
     }
 
     /// Starts accepting on `listener` with a rustls configuration the caller built and
-    /// keeps up to date itself (e.g. grid-wrapper's `node_identity::server_config`, whose verifier reads
+    /// keeps up to date itself (e.g. unit-link's `node_identity::server_config`, whose verifier reads
     /// the unit's member keys at each handshake): no files, nothing re-read. Handshakes are
     /// bounded and counted as with [`TlsListener::new`].
     pub fn with_server_config(

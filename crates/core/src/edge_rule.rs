@@ -2,8 +2,8 @@
 //! (the admission webhook and the edge-aware node lifecycle controller). With the `cli`
 //! feature they are clap arguments, so both binaries take the same flags with the same help.
 
-use crate::membership::UnitSource;
 use crate::protection::ProtectionLimit;
+use crate::unit::membership::UnitSource;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "cli", derive(clap::Args))]

@@ -86,7 +86,7 @@ pub const EDGE_HEALTH_ADDRESS_ANNOTATION: &str = "edgegrid.io/edge-health-addres
 pub const EDGE_HEALTH_PUBLIC_KEY_ANNOTATION: &str = "edgegrid.io/edge-health-public-key";
 /// Node annotation each edge-health daemon keeps on its own Node when the cloud writes the
 /// verdicts (`--verdict-writer=cloud`): the members it holds Unhealthy, sorted,
-/// comma-separated (see [`crate::unit_verdict`]).
+/// comma-separated (see [`crate::unit::verdict`]).
 pub const EDGE_HEALTH_UNHEALTHY_VIEW_ANNOTATION: &str = "edgegrid.io/edge-health-unhealthy";
 /// Node role label of control-plane nodes (Kubernetes 1.20 and later).
 pub const CONTROL_PLANE_ROLE_LABEL: &str = "node-role.kubernetes.io/control-plane";

@@ -2,17 +2,18 @@
 //! went Unknown keeps its pods and endpoints, because the unit's peers still see it alive
 //! and so it is the cloud link that failed, not the node.
 //!
-//! A node is protected when its Ready condition is Unknown, edge-health watches it (it is
-//! a member of a unit whose peers probe it and vote on it: [`crate::membership`]), it is
-//! not annotated `nodeunhealth` (any value: the vote's writers mark a node its unit voted
-//! down `"yes"` and one it reached no verdict on `"undecided"`, so the annotation is absent
-//! only where two peers vouch for the node, see [`crate::unit_verdict`]), and it has not
-//! been Unknown for longer than its protection limit. The limit is the cluster-wide one (`--max-unreachable-protection`),
-//! or the node's [`MAX_UNREACHABLE_PROTECTION_ANNOTATION`] when that is valid and shorter:
-//! a node may ask to be protected for less, never for more (the annotation is on the
-//! node's own object, which its edge identity may be able to write). Zero means unlimited.
-//! Once the limit has passed, or for a node nobody watches, the node is handled as stock
-//! Kubernetes would handle it.
+//! A node is protected when its Ready condition is Unknown, edge-health watches it (it is a
+//! member of a unit whose peers probe it and vote on it: [`crate::unit::membership`]), it
+//! is not annotated `nodeunhealth` (any value: the vote's writers mark a node its unit
+//! voted down `"yes"` and one it reached no verdict on `"undecided"`, so the annotation is
+//! absent only where two peers vouch for the node, see [`crate::unit::verdict`]), and it
+//! has not been Unknown for longer than its protection limit. The limit is the cluster-wide
+//! one (`--max-unreachable-protection`), or the node's
+//! [`MAX_UNREACHABLE_PROTECTION_ANNOTATION`] when that is valid and shorter: a node may ask
+//! to be protected for less, never for more (the annotation is on the node's own object,
+//! which its edge identity may be able to write). Zero means unlimited. Once the limit has
+//! passed, or for a node nobody watches, the node is handled as stock Kubernetes would
+//! handle it.
 //!
 //! Both enforcers call [`judge`]: the admission mutations (on the raw JSON the apiserver
 //! sends, see [`crate::admission`]) and the edge-aware node lifecycle controller (on its
@@ -152,8 +153,8 @@ pub struct NodeFacts {
     /// When the Ready condition went Unknown: its `lastTransitionTime`. `None` when absent
     /// or unparsable; only a bounded limit needs it.
     pub unknown_since: Option<Timestamp>,
-    /// Edge-health watches the node ([`crate::membership::WatchedNodes`]): only then can its
-    /// not being voted unhealthy mean its peers see it alive.
+    /// Edge-health watches the node ([`crate::unit::membership::WatchedNodes`]): only then
+    /// can its not being voted unhealthy mean its peers see it alive.
     pub watched: bool,
     /// `nodeunhealth` present: the node's unit voted it unhealthy (see [`voted_unhealthy`]).
     pub voted_unhealthy: bool,
@@ -239,7 +240,7 @@ impl<'a> NodeReading<'a> {
     /// readiness (the webhook's case); `None` without a Ready condition. An absent or
     /// unparsable `lastTransitionTime` is `unknown_since: None`, which only matters to a
     /// bounded limit. Whether edge-health `watched` the node is not on the node alone (it
-    /// takes its unit's other members: [`crate::membership::WatchedNodes`]).
+    /// takes its unit's other members: [`crate::unit::membership::WatchedNodes`]).
     pub fn facts(&self, watched: bool) -> Option<NodeFacts> {
         let ready = self.ready?;
         Some(NodeFacts {

@@ -81,7 +81,7 @@ impl Flags {
 
     pub fn node_cache(&self) -> NodeCache {
         NodeCache::new(self.edge_rule.unit_source())
-            .with_vote_rule(edgegrid_core::unit_verdict::VoteRule { allow_units_of_two: self.allow_units_of_two })
+            .with_vote_rule(edgegrid_core::unit::verdict::VoteRule { allow_units_of_two: self.allow_units_of_two })
     }
 
     pub fn webhook(&self, nodes: Arc<NodeCache>, metrics: Arc<Metrics>) -> Webhook {

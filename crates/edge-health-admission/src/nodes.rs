@@ -14,9 +14,9 @@ use std::sync::{Arc, RwLock};
 use controller_support::ReadinessGate;
 use controller_support::watch::{Index, Key, Watch, follow_object};
 use edgegrid_core::keys;
-use edgegrid_core::membership::{NodeUnitCheck, UnitSource, WatchedNodes};
 use edgegrid_core::protection::{NodeFacts, NodeReading};
-use edgegrid_core::unit_verdict::{self, AnnotationPatch, ObservedNode, ViewBook, VoteRule, annotation_patch};
+use edgegrid_core::unit::membership::{NodeUnitCheck, UnitSource, WatchedNodes};
+use edgegrid_core::unit::verdict::{self, AnnotationPatch, ObservedNode, ViewBook, VoteRule, annotation_patch};
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kube::Api;
 use serde_json::json;
@@ -166,8 +166,8 @@ impl NodeCache {
         // neither, as the daemons keep it out of their units: its silence must not dilute
         // the majority that votes a dead node down, and a verdict on it from views that
         // never held it would remove what SuperEdge's daemons write (a write fight).
-        let runs = edgegrid_core::membership::runs_edge_health(node.metadata.annotations.as_ref());
-        if edgegrid_core::membership::is_control_plane(labels) || !runs {
+        let runs = edgegrid_core::unit::membership::runs_edge_health(node.metadata.annotations.as_ref());
+        if edgegrid_core::unit::membership::is_control_plane(labels) || !runs {
             known.voters.remove(&name);
         } else {
             let view =
@@ -229,10 +229,10 @@ impl NodeCache {
     /// from.
     pub fn verdict_patches(&self) -> Vec<AnnotationPatch> {
         let mut known = self.nodes.write().unwrap_or_else(|p| p.into_inner());
-        let voters: Vec<unit_verdict::Voter> = known
+        let voters: Vec<verdict::Voter> = known
             .voters
             .iter()
-            .map(|(name, record)| unit_verdict::Voter {
+            .map(|(name, record)| verdict::Voter {
                 name: name.clone(),
                 units: known.watched.units_of(&record.labels),
                 view: record.view.clone(),
@@ -240,7 +240,7 @@ impl NodeCache {
                 fresh: record.fresh,
             })
             .collect();
-        let verdicts = unit_verdict::verdicts(&voters, &mut known.views, self.vote_rule);
+        let verdicts = verdict::verdicts(&voters, &mut known.views, self.vote_rule);
         verdicts
             .into_iter()
             .filter_map(|(name, verdict)| annotation_patch(&known.voters.get(&name)?.observed, verdict))
@@ -457,8 +457,8 @@ mod tests {
 
     /// A view over `members` holding `unhealthy` Unhealthy (what a daemon publishes).
     fn view(members: &[&str], unhealthy: &[&str]) -> String {
-        unit_verdict::View {
-            members: unit_verdict::members_version(members.iter().copied()),
+        verdict::View {
+            members: verdict::members_version(members.iter().copied()),
             unhealthy: unhealthy.iter().map(|s| s.to_string()).collect(),
             undecided: Default::default(),
         }
@@ -498,8 +498,8 @@ mod tests {
     fn verdict_patches_follow_the_published_views() {
         let cache = NodeCache::new(UnitSource::LabelKey("zone".into()));
         let (accuse, clear) = (view(&U1, &["a4"]), view(&U1, &[]));
-        let unsure = unit_verdict::View {
-            members: unit_verdict::members_version(U1),
+        let unsure = verdict::View {
+            members: verdict::members_version(U1),
             undecided: ["a4".to_string()].into(),
             ..Default::default()
         }

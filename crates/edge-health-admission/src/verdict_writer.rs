@@ -1,5 +1,5 @@
 //! The cloud-side writer of the `nodeunhealth` verdicts (see
-//! `edgegrid_core::unit_verdict`): every period, the verdict the unit members' published
+//! `edgegrid_core::unit::verdict`): every period, the verdict the unit members' published
 //! views call for is compared with each cached node's annotation, and a node that differs
 //! is patched, conditional on the resourceVersion it was judged at (a replica that lost
 //! the race, or a node changed since, gets a failed test and is judged again from the next
@@ -18,7 +18,7 @@ use kube::Resource;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 
-use edgegrid_core::health::Verdict;
+use edgegrid_core::unit::local_verdicts::Verdict;
 
 use crate::metrics::{Metrics, VerdictWriteLabels};
 use crate::nodes::NodeCache;

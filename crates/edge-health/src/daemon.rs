@@ -34,10 +34,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use controller_support::runtime::Retries;
 use controller_support::state_file::ClusterIdentity;
 use controller_support::{LegacyFlags, Runtime};
 use k8s_openapi::api::core::v1::{Node, ServiceAccount};
 use kube::Api;
+use tower::layer::util::Identity;
 
 use self::cli::Flags;
 use self::kubelet_credential::KubeletCredential;
@@ -90,7 +92,7 @@ pub async fn run(flags: Flags, legacy: LegacyFlags) -> anyhow::Result<()> {
 
     let client = runtime.client();
     // writes: a refusal is counted and retried next period from the then observed Node
-    let writer = runtime.client_without_retries()?;
+    let writer = runtime.client_through(&Identity::new(), Retries::Off)?;
     let shutdown = runtime.shutdown_signal();
     let node_units = matches!(settings.unit_source, UnitSource::NodeUnits);
     // ready once the Nodes (and, in node-units mode, the ConfigMap) have listed; the key

@@ -3,15 +3,15 @@
 //! daemon) and kept current as nodes are added, relabelled and deleted.
 //!
 //! Only nodes running this daemon (publishing its address,
-//! [`edgegrid_core::membership::runs_edge_health`], the cloud components' own test for
-//! "runs edge-health") are members. A node of the unit without it, such as one still
+//! [`edgegrid_core::unit::membership::runs_edge_health`], the cloud components' own test
+//! for "runs edge-health") are members. A node of the unit without it, such as one still
 //! running SuperEdge's edge-health while its unit migrates, cannot be probed (no address),
 //! casts no ballot and writes nothing: counted as a checker it would only dilute every
-//! majority (its silence could keep a dead node from ever being voted down, which the
-//! cloud would then keep protecting although no peer watching it says it is alive), and
-//! named the writer it would leave every verdict unwritten. So it is left out whole: a
-//! member's fate is decided by the peers that really watch it, and nothing this daemon
-//! concludes or writes is ever about a node it does not watch.
+//! majority (its silence could keep a dead node from ever being voted down, which the cloud
+//! would then keep protecting although no peer watching it says it is alive), and named the
+//! writer it would leave every verdict unwritten. So it is left out whole: a member's fate
+//! is decided by the peers that really watch it, and nothing this daemon concludes or
+//! writes is ever about a node it does not watch.
 //!
 //! Two ways to say what a unit is:
 //! - [`UnitSource::LabelKey`] (`--unit-label-key`): nodes sharing the local node's value
@@ -41,7 +41,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 // The unit definitions are core's, shared with the cloud components that decide whom the
 // edge rule may protect: a daemon's peers are exactly the members core says it has.
-pub use edgegrid_core::membership::{Labels, NodeUnitCheck, UnitId, UnitSource, is_control_plane, runs_edge_health};
+pub use edgegrid_core::unit::membership::{
+    Labels, NodeUnitCheck, UnitId, UnitSource, is_control_plane, runs_edge_health,
+};
 
 /// One unit the local node belongs to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -184,7 +186,7 @@ impl UnitMembership {
         if !node.runs_edge_health {
             return BTreeSet::new();
         }
-        edgegrid_core::membership::units_of(&self.source, &self.check, &node.labels)
+        edgegrid_core::unit::membership::units_of(&self.source, &self.check, &node.labels)
     }
 
     fn recompute(&mut self) -> MembershipChange {

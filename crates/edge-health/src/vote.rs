@@ -32,7 +32,7 @@
 //!   once could leave one of its targets with a single voice for the rest of the window. `t` is
 //!   **Unhealthy** or **Healthy** as [`VoteRule::decide`] says: at least two counted
 //!   ballots agreeing and a strict majority of those counted (the one rule the cloud's
-//!   writer applies to the views, see `edgegrid_core::unit_verdict`); otherwise (a tie, a
+//!   writer applies to the views, see `edgegrid_core::unit::verdict`); otherwise (a tie, a
 //!   single ballot, none) it is **Undecided**, at every evaluation: a verdict is never
 //!   kept on no majority, so a liar making a tie cannot hold a dead node's protection. A
 //!   node starts Undecided, and a restarted daemon writes and publishes nothing for its
@@ -67,9 +67,9 @@ use crate::selection::{Assignment, Schedule};
 use crate::time::Period;
 
 /// What a unit concluded about a node: the type `GET /verdicts` serves.
-pub use edgegrid_core::health::Verdict;
+pub use edgegrid_core::unit::local_verdicts::Verdict;
 /// The verdict annotation's patch: the same for the edge writer and the cloud's.
-pub use edgegrid_core::unit_verdict::{AnnotationPatch, ObservedNode, VoteRule, annotation_patch};
+pub use edgegrid_core::unit::verdict::{AnnotationPatch, ObservedNode, VoteRule, annotation_patch};
 
 /// The counted ballots about one node at one evaluation.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]

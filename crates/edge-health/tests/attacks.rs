@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use common::adversary::{Adversary, PERIOD, PROTOCOL, VOTE_WINDOW, post_frame};
 use common::{Cluster, Member, expect, loopback, until, views, views_agree};
-use edgegrid_core::health::Verdict;
 use edgegrid_core::keys::EDGE_HEALTH_PUBLIC_KEY_ANNOTATION;
+use edgegrid_core::unit::local_verdicts::Verdict;
 use tokio::time::Instant;
 
 /// As in `binary.rs`: the window turns over, the next evaluation decides, plus slack.

@@ -24,12 +24,12 @@ use common::{
 use edge_health::ballot::SigningKey;
 use edge_health::message::{HmacKey, Message, Payload, seal_message};
 use edge_health::time::Timestamp;
-use edgegrid_core::health::Verdict;
 use edgegrid_core::keys::{
     EDGE_HEALTH_ADDRESS_ANNOTATION, EDGE_HEALTH_CONFIGMAP, EDGE_HEALTH_PUBLIC_KEY_ANNOTATION,
     EDGE_HEALTH_UNHEALTHY_VIEW_ANNOTATION, NODE_UNIT_LABEL_VALUE,
 };
-use edgegrid_core::unit_verdict::{View, members_version};
+use edgegrid_core::unit::local_verdicts::Verdict;
+use edgegrid_core::unit::verdict::{View, members_version};
 use edgegrid_testing::{RunningBinary, TempDir};
 use fake_apiserver::Fault;
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
@@ -113,7 +113,7 @@ async fn a_dead_node_alone_is_annotated_once_and_cleared_when_back() {
     let mut published = std::collections::BTreeMap::new();
     for member in &members {
         let annotations = cluster.annotations(&member.name).await;
-        let identity = edgegrid_core::health::PeerIdentity {
+        let identity = edgegrid_core::unit::local_verdicts::PeerIdentity {
             public_key: annotations
                 .get(edgegrid_core::keys::EDGE_HEALTH_PUBLIC_KEY_ANNOTATION)
                 .cloned()

@@ -25,7 +25,7 @@
 //!   forgery is counted as refused by the honest daemons.
 //!
 //! Each defence is also a unit test that failed without it (`round.rs`, `message/tests.rs`,
-//! `vote/tests.rs`, `core::unit_verdict`); here they hold together, in the binaries.
+//! `vote/tests.rs`, `core::unit::verdict`); here they hold together, in the binaries.
 
 mod common;
 
@@ -42,10 +42,10 @@ use common::{Cluster, Member, PROMPT_EXIT, client, loopback, until, views};
 use edge_health_admission::metrics::Metrics;
 use edge_health_admission::nodes::{NodeCache, follow};
 use edge_health_admission::verdict_writer;
-use edgegrid_core::health::Verdict;
 use edgegrid_core::keys::{EDGE_HEALTH_UNHEALTHY_VIEW_ANNOTATION, NODE_UNHEALTH_YES};
-use edgegrid_core::membership::UnitSource;
-use edgegrid_core::unit_verdict::{View, members_version};
+use edgegrid_core::unit::local_verdicts::Verdict;
+use edgegrid_core::unit::membership::UnitSource;
+use edgegrid_core::unit::verdict::{View, members_version};
 use edgegrid_testing::chart::{UNIT_LABEL_POLICY, unit_label_policy};
 use fake_apiserver::UserInfo;
 use k8s_openapi::api::core::v1::Node;

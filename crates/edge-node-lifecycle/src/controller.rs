@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use controller_support::{ReadinessGate, ShutdownSignal};
-use edgegrid_core::membership::UnitSource;
+use edgegrid_core::unit::membership::UnitSource;
 use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use kube::api::Api;
@@ -41,7 +41,7 @@ pub struct ControllerConfig {
     pub taint_manager_shards: usize,
     /// How edge-health groups nodes into units (`--unit-label-key`; empty: SuperEdge's
     /// node units, read with the `edge-health-config` ConfigMap): the edge rule protects
-    /// only the nodes edge-health watches (`edgegrid_core::membership`).
+    /// only the nodes edge-health watches (`edgegrid_core::unit::membership`).
     pub unit_source: UnitSource,
     /// Where the `edge-health-config` ConfigMap lives (read only for SuperEdge node units).
     pub edge_health_config_namespace: String,

@@ -6,9 +6,11 @@ use std::sync::Arc;
 
 use clap::Parser;
 use controller_support::Runtime;
+use controller_support::runtime::Retries;
 use edge_node_lifecycle::cli::Flags;
 use edge_node_lifecycle::controller;
 use edge_node_lifecycle::metrics::Metrics;
+use tower::layer::util::Identity;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -24,7 +26,7 @@ async fn main() -> anyhow::Result<()> {
     runtime.mark_ready();
     // failures reach the watches (which must know when their view is not current) and the
     // writes (decided again on the next pass) at once, not after minutes of kube's retries
-    let client = runtime.client_without_retries()?;
+    let client = runtime.client_through(&Identity::new(), Retries::Off)?;
     let work = controller::run(client, config, metrics, runtime.leadership(), synced, runtime.shutdown_signal());
     runtime.run(work).await?;
     Ok(())

@@ -6,10 +6,10 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use node_lifecycle::lifecycle::{NodeReport, NodeSnapshot, ReadyStatus, Taint, ZoneKey};
 
-/// `watched`: whether edge-health watches the node (`edgegrid_core::membership`), which
-/// takes the node's unit and its peers, so the caller's index answers it. What the edge
-/// rule reads of the node (its Ready condition's status and `lastTransitionTime`, its vote
-/// and limit annotations) comes through core's [`NodeReading`].
+/// `watched`: whether edge-health watches the node (`edgegrid_core::unit::membership`),
+/// which takes the node's unit and its peers, so the caller's index answers it. What the
+/// edge rule reads of the node (its Ready condition's status and `lastTransitionTime`, its
+/// vote and limit annotations) comes through core's [`NodeReading`].
 pub fn node_snapshot(node: &Node, lease: Option<&Lease>, watched: bool) -> NodeSnapshot {
     let labels = node.metadata.labels.clone().unwrap_or_default();
     let conditions = node.status.as_ref().and_then(|s| s.conditions.as_ref());

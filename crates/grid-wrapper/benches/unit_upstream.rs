@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use edgegrid_testing::link::Link;
 use fake_apiserver::FakeApiServer;
 use grid_wrapper::cache::{Kind, ViewSource};
-use grid_wrapper::metrics::SourceLabel;
+use unit_link::metrics::SourceLabel;
 
 use bytes::Bytes;
 use edgegrid_testing::bench_table::{Table, duration, met};
@@ -110,7 +110,9 @@ async fn list(connection: &mut Connection, accept: &str) -> (Duration, Bytes, St
 async fn encodings(scale: &Scale) -> Encodings {
     let wrapper = offline_wrapper();
     each_upstream_input(scale, |input, _| wrapper.apply(input));
-    let addr = serve(wrapper.router(&grid_wrapper::server::debug_readers(Vec::new())), false).await;
+    let addr =
+        serve(grid_wrapper::server::router(wrapper.clone(), &grid_wrapper::server::debug_readers(Vec::new())), false)
+            .await;
     let mut connection = connect(addr).await;
     let (first_protobuf_serve, protobuf_body, content_type) = list(&mut connection, KUBE_PROXY_ACCEPT).await;
     assert_eq!(content_type, "application/vnd.kubernetes.protobuf");
@@ -200,7 +202,7 @@ async fn sharing(scale: &Scale, count: usize, failover: bool, phases: &[bool]) -
             let synced = running.iter().all(|r| r.wrapper.serving() == ViewSource::Upstream);
             let settled = !shared
                 || running.iter().skip(1).all(|r| {
-                    r.wrapper.metrics().upstream_source.get_or_create(&SourceLabel { source: "leader" }).get() == 1
+                    r.wrapper.metrics().link.upstream_source.get_or_create(&SourceLabel { source: "leader" }).get() == 1
                 });
             if synced && settled {
                 break;
@@ -314,7 +316,8 @@ async fn kill_the_leader(
             lost = Some(now.iter().map(|(_, n)| n).sum());
             for (i, n) in &now {
                 let r = &running[*i];
-                let source = r.wrapper.metrics().upstream_source.get_or_create(&SourceLabel { source: "leader" }).get();
+                let source =
+                    r.wrapper.metrics().link.upstream_source.get_or_create(&SourceLabel { source: "leader" }).get();
                 println!(
                     "  {} stale {}s after: {n} slices, following a leader: {}, serving {:?}",
                     r.wrapper.local_node(),

@@ -170,7 +170,7 @@ async fn change_latency(scale: &Scale, vouched: bool) -> Vec<Duration> {
         std::future::pending(),
     ));
     let vouching = || {
-        std::sync::Arc::new(grid_wrapper::vouched::Vouching::new(grid_wrapper::vouched::VouchConfig {
+        std::sync::Arc::new(unit_link::vouched::Vouching::new(unit_link::vouched::VouchConfig {
             namespace: "edgegrid".into(),
             voucher: VoucherConfig {
                 keys: vec![public],
@@ -189,11 +189,9 @@ async fn change_latency(scale: &Scale, vouched: bool) -> Vec<Duration> {
     let started = Instant::now();
     loop {
         let following = running.iter().skip(1).all(|r| {
-            let metrics = r.wrapper.metrics();
-            let leader =
-                metrics.upstream_source.get_or_create(&grid_wrapper::metrics::SourceLabel { source: "leader" });
-            let taken =
-                metrics.unit_vouch_batches.get_or_create(&grid_wrapper::metrics::ResultLabel { result: "taken" });
+            let metrics = &r.wrapper.metrics().link;
+            let leader = metrics.upstream_source.get_or_create(&unit_link::metrics::SourceLabel { source: "leader" });
+            let taken = metrics.unit_vouch_batches.get_or_create(&unit_link::metrics::ResultLabel { result: "taken" });
             leader.get() == 1 && (!vouched || taken.get() > 0)
         });
         let synced = running.iter().all(|r| r.wrapper.serving() == grid_wrapper::cache::ViewSource::Upstream);

@@ -5,7 +5,7 @@
 //!
 //! 1. latency from an upstream change to each downstream watcher's event line, at
 //!    ~1k changes/s, with 1 and 100 watchers: in-process (`Wrapper::apply` ->
-//!    `listwatch::watch_stream`) and, for context, over HTTP through `Wrapper::router`;
+//!    `listwatch::watch_stream`) and, for context, over HTTP through `server::router`;
 //! 2. a full list of the 10k slices over HTTP from a wrapper synced from the fake
 //!    apiserver (by its own kube-rs watchers), and the same list from that fake apiserver;
 //! 3. RSS of a wrapper holding the synced view, measured in fresh processes (this binary
@@ -216,7 +216,9 @@ async fn lists(scale: &Scale) -> Lists {
     populate(&server, scale);
     let upstream = kube::Config::new(server.url().parse().expect("url"));
     let wrapper = Wrapper::new(&wrapper_config(), &upstream, Arc::new(Metrics::default())).expect("wrapper");
-    let addr = serve(wrapper.router(&grid_wrapper::server::debug_readers(Vec::new())), false).await;
+    let addr =
+        serve(grid_wrapper::server::router(wrapper.clone(), &grid_wrapper::server::debug_readers(Vec::new())), false)
+            .await;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let client = kube::Client::try_from(upstream).expect("upstream client");
     let started = Instant::now();
@@ -512,8 +514,12 @@ async fn bench() {
         let pod = (3_000_000 + c, endpoint_node(c, 0, &scale));
         wrapper.apply(Input::Upsert(Object::Slice(slice_object(c, &scale, Some(pod), 1))));
     }
-    let as_served = serve(wrapper.router(&grid_wrapper::server::debug_readers(Vec::new())), false).await;
-    let nodelay = serve(wrapper.router(&grid_wrapper::server::debug_readers(Vec::new())), true).await;
+    let as_served =
+        serve(grid_wrapper::server::router(wrapper.clone(), &grid_wrapper::server::debug_readers(Vec::new())), false)
+            .await;
+    let nodelay =
+        serve(grid_wrapper::server::router(wrapper.clone(), &grid_wrapper::server::debug_readers(Vec::new())), true)
+            .await;
     let mut next_change = 0;
     let phases = [
         ("in-process", Via::InProcess, 1, Some(Duration::from_millis(1))),

@@ -24,6 +24,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use listwatch::{ChangeKind, Log, LogConfig, ObjectId, ServedType, StoredObject};
 use serde_json::Value;
+use unit_link::stream::Stream;
 
 /// A served resource type: the key of the wrapper's list/watch log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -54,33 +55,6 @@ impl Kind {
             Self::EndpointSlices => "endpointslices",
             Self::Endpoints => "endpoints",
             Self::Nodes => "nodes",
-        }
-    }
-}
-
-/// One upstream watch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Stream {
-    Services,
-    EndpointSlices,
-    Endpoints,
-    /// Every node, metadata only: labels decide topology.
-    RemoteNodes,
-    /// The local node, whole: kube-proxy reads it.
-    LocalNode,
-}
-
-impl Stream {
-    pub const ALL: [Stream; 5] =
-        [Stream::Services, Stream::EndpointSlices, Stream::Endpoints, Stream::RemoteNodes, Stream::LocalNode];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Services => "services",
-            Self::EndpointSlices => "endpointslices",
-            Self::Endpoints => "endpoints",
-            Self::RemoteNodes => "nodes",
-            Self::LocalNode => "localnode",
         }
     }
 }
@@ -540,3 +514,6 @@ fn stable_metadata(metadata: &Value) -> Value {
     }
     metadata
 }
+
+#[cfg(test)]
+mod tests;

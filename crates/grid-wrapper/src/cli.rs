@@ -208,10 +208,10 @@ impl Flags {
     /// listener's metrics registered with `runtime`'s.
     pub fn joining(
         &self,
-        served: crate::unit_server::UnitServerMetrics,
+        served: unit_link::unit_server::UnitServerMetrics,
         runtime: &controller_support::Runtime,
         stop: tokio::sync::watch::Receiver<bool>,
-    ) -> Option<crate::unit::Joining> {
+    ) -> Option<unit_link::unit::Joining> {
         use controller_support::metrics::Register as _;
         if !self.shares_upstream() {
             return None;
@@ -231,10 +231,10 @@ impl Flags {
         let (port, read_timeout) = (bind_address.port(), self.unit_upstream_read_timeout);
         let (retry_after, sync_timeout) = (self.unit_upstream_retry_after, self.unit_upstream_sync_timeout);
         let log = LogConfig { history_limit: self.history_size, watch_buffer: self.watch_buffer };
-        let vouch = self.vouch_config().map(|config| std::sync::Arc::new(crate::vouched::Vouching::new(config)));
-        Some(crate::unit::Joining {
+        let vouch = self.vouch_config().map(|config| std::sync::Arc::new(unit_link::vouched::Vouching::new(config)));
+        Some(unit_link::unit::Joining {
             key_file: self.node_key_file.clone().unwrap_or_default(),
-            unit_config: Box::new(move |identity| crate::unit::UnitConfig {
+            unit_config: Box::new(move |identity| unit_link::unit::UnitConfig {
                 identity,
                 label_key,
                 port,
@@ -249,9 +249,9 @@ impl Flags {
             address: self.unit_upstream_bind_address,
             // a new leader holds its followers' relists for its first sync, for less than
             // their read timeout (or they would take it for dead)
-            serve: crate::unit_server::ServeConfig {
+            serve: unit_link::unit_server::ServeConfig {
                 sync_wait: read_timeout.mul_f64(0.6),
-                ..crate::unit_server::UNIT_SERVE
+                ..unit_link::unit_server::UNIT_SERVE
             },
             limits: controller_support::server::ServerLimits {
                 flags: self.runtime.server.clone(),
@@ -265,8 +265,8 @@ impl Flags {
     }
 
     /// Vouched sharing's configuration, when `--unit-vouch-keys` are given.
-    pub fn vouch_config(&self) -> Option<crate::vouched::VouchConfig> {
-        (!self.unit_vouch_keys.is_empty()).then(|| crate::vouched::VouchConfig {
+    pub fn vouch_config(&self) -> Option<unit_link::vouched::VouchConfig> {
+        (!self.unit_vouch_keys.is_empty()).then(|| unit_link::vouched::VouchConfig {
             namespace: self.unit_vouch_namespace.clone(),
             voucher: edgegrid_core::vouch::VoucherConfig {
                 keys: self.unit_vouch_keys.clone(),

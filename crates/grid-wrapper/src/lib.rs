@@ -5,35 +5,23 @@
 //!
 //! [`cache`] decides (fed objects, no I/O), [`upstream`] feeds it from kube-rs watchers,
 //! [`server`] serves it over HTTP with the shared `listwatch` protocol, [`proxy`] passes
-//! the rest through, [`persist`] keeps the served view across a reboot without the cloud.
+//! the rest through, [`persist`] keeps the served view across a reboot without the cloud,
+//! [`verdicts`] drops the endpoints of nodes the local unit votes down.
 //!
-//! One upstream per unit: [`unit`] decides whether the upstream is the cloud or the unit's
-//! leader; a leader also keeps the unpruned objects ([`upstream_log`]) and serves them to
-//! its followers ([`unit_server`]); followers reach it with [`unit_client`]. The wrappers of
-//! a unit authenticate one another by their nodes' published Ed25519 keys
-//! ([`node_identity`]). With vouched sharing a follower serves only the states of its
-//! leader's streams that the cloud's signer (the `unit-signer` crate) vouched for
-//! ([`vouched`]).
+//! One upstream per unit is the `unit-link` crate's: it decides whether the upstream is the
+//! cloud or the unit's leader, and carries the objects between the unit's wrappers. This
+//! crate supplies what it feeds: [`Wrapper`] implements `unit_link::unit::FedWrapper`
+//! ([`upstream`] runs each plan the link decides), and [`cli`] makes its configuration
+//! from the flags.
 
-pub mod api_status;
 pub mod cache;
 pub mod cli;
 pub mod metrics;
-pub mod node_identity;
 pub mod persist;
 pub mod proxy;
-pub mod replication;
 pub mod server;
-pub mod unit;
-pub mod unit_client;
-pub mod unit_server;
 pub mod upstream;
-pub mod upstream_log;
 pub mod verdicts;
-pub mod vouched;
-
-#[cfg(test)]
-mod cache_tests;
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -42,7 +30,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use controller_support::ReadinessGate;
-use edgegrid_core::unit_upstream::UnitMember;
+use edgegrid_core::unit::upstream::UnitMember;
 use listwatch::{LogConfig, WatchConfig};
 use tokio::sync::watch;
 
@@ -93,7 +81,7 @@ impl Wrapper {
             config.node_name.clone(),
             config.rewrite_local_apiserver,
             config.log,
-            api_status::first_resource_version(),
+            unit_link::api_status::first_resource_version(),
         )
         .with_unit_label_key(config.unit_label_key.clone());
         Ok(Arc::new(Self {
@@ -219,17 +207,6 @@ impl Wrapper {
         async move {
             let _ = stopped.wait_for(|stop| *stop).await;
         }
-    }
-
-    /// The served API, `/debug/topology` (for `debug_readers`, see
-    /// [`server::debug_readers`]) and the pass-through.
-    pub fn router(self: &Arc<Self>, debug_readers: &controller_support::NodeLocal) -> axum::Router {
-        server::router(self.clone(), debug_readers)
-    }
-
-    /// `/debug/topology` alone (see [`server::debug_router`]).
-    pub fn debug_router(self: &Arc<Self>, debug_readers: &controller_support::NodeLocal) -> axum::Router {
-        server::debug_router(self.clone(), debug_readers)
     }
 }
 

@@ -20,19 +20,21 @@ async fn main() -> anyhow::Result<()> {
     flags.check()?;
     let config = flags.wrapper_config();
     let metrics = Arc::new(Metrics::default());
-    // what the proxy passes requests to (the runtime's client is built from the same)
-    let upstream = runtime::config(flags.runtime.kubeconfig.clone()).await?;
+    let mut builder = Runtime::builder("grid-wrapper", &flags.runtime);
+    // what the proxy passes requests to: the configuration the runtime builds its clients
+    // from, read once, before the runtime serves the proxy's routes
+    let upstream = builder.load_config().await?;
     let wrapper = Wrapper::new(&config, &upstream, metrics.clone())?;
     // the saved view is the cluster's the client configuration names (see `persist`)
     let saver = flags.saver(ClusterIdentity::of(&upstream));
     let debug_readers = flags.debug_readers();
-    let unit_served = grid_wrapper::unit_server::UnitServerMetrics::default();
-    let runtime = Runtime::builder("grid-wrapper", &flags.runtime)
+    let unit_served = unit_link::unit_server::UnitServerMetrics::default();
+    let runtime = builder
         .legacy_flags(legacy)
         .metrics(&*metrics)
         .metrics(&unit_served)
-        .routes(wrapper.router(&debug_readers))
-        .metrics_routes(wrapper.debug_router(&debug_readers))
+        .routes(grid_wrapper::server::router(wrapper.clone(), &debug_readers))
+        .metrics_routes(grid_wrapper::server::debug_router(wrapper.clone(), &debug_readers))
         .tls(flags.tls.config()?)
         .build()
         .await?;
@@ -44,7 +46,7 @@ async fn main() -> anyhow::Result<()> {
     let synced = runtime.readiness().gate(NOT_SYNCED);
     tokio::spawn(follow_readiness(wrapper.clone(), synced, restored_note));
     runtime.mark_ready();
-    let counted = grid_wrapper::unit_client::CountReceivedLayer::new(metrics.upstream_bytes.clone());
+    let counted = unit_link::unit_client::CountReceivedLayer::new(metrics.link.upstream_bytes.clone());
     // an upstream outage must reach the watchers (their backoff, metrics and relist decide)
     let client = runtime.client_through(&counted, runtime::Retries::Off)?;
     let shutdown = runtime.shutdown_signal();
@@ -55,13 +57,13 @@ async fn main() -> anyhow::Result<()> {
         .run(async move {
             let upstream = async {
                 let Some(joining) = joining else {
-                    return grid_wrapper::unit::run(wrapper.clone(), client, None, shutdown.clone().signalled()).await;
+                    return unit_link::unit::run(wrapper.clone(), client, None, shutdown.clone().signalled()).await;
                 };
                 tokio::select! {
                     unit = joining.join(wrapper.local_node()) => {
-                        grid_wrapper::unit::run(wrapper.clone(), client, Some(unit), shutdown.clone().signalled()).await;
+                        unit_link::unit::run(wrapper.clone(), client, Some(unit), shutdown.clone().signalled()).await;
                     }
-                    () = grid_wrapper::unit::run(wrapper.clone(), client.clone(), None, shutdown.clone().signalled()) => {}
+                    () = unit_link::unit::run(wrapper.clone(), client.clone(), None, shutdown.clone().signalled()) => {}
                 }
             };
             tokio::select! {

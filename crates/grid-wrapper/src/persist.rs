@@ -210,9 +210,10 @@ impl Saver {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::{Input, Object, Stream};
+    use crate::cache::{Input, Object};
     use edgegrid_testing::objects::*;
     use listwatch::LogConfig;
+    use unit_link::stream::Stream;
 
     const LOG: LogConfig = LogConfig { history_limit: 100, watch_buffer: 100 };
 

@@ -23,9 +23,9 @@ use edgegrid_core::topology::NamespacedName;
 use futures::StreamExt;
 use listwatch::{FieldSelector, ListOptions, Representation, WatchOptions};
 use serde_json::json;
+use unit_link::api_status::{not_serving, status_response};
 
 use crate::Wrapper;
-use crate::api_status::{not_serving, status_response};
 use crate::cache::{Kind, ViewSource};
 use crate::metrics::{CodeLabel, KindLabel, WatcherGuard};
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use edgegrid_core::health::LocalVerdicts;
+use edgegrid_core::unit::local_verdicts::LocalVerdicts;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
@@ -115,7 +115,7 @@ pub async fn run(wrapper: Arc<Wrapper>, config: VerdictsConfig, stop: impl Futur
             // the unit's members come from here too: the local daemon read them from the
             // API server (a leader is never asked who the members are)
             match &verdicts {
-                Some(verdicts) => wrapper.set_unit_peers(edgegrid_core::unit_upstream::members_of(verdicts)),
+                Some(verdicts) => wrapper.set_unit_peers(edgegrid_core::unit::upstream::members_of(verdicts)),
                 None if down_nodes.is_stale(Instant::now()) => wrapper.set_unit_peers(Vec::new()),
                 None => {}
             }
@@ -148,7 +148,7 @@ async fn poll(
 mod tests {
     use std::collections::BTreeMap;
 
-    use edgegrid_core::health::{NodeVerdict, Verdict};
+    use edgegrid_core::unit::local_verdicts::{NodeVerdict, Verdict};
 
     use super::*;
 

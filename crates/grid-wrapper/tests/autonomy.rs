@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::*;
-use edgegrid_core::health::{LocalVerdicts, NodeVerdict, Verdict};
+use edgegrid_core::unit::local_verdicts::{LocalVerdicts, NodeVerdict, Verdict};
 use futures::StreamExt;
 use grid_wrapper::verdicts::VerdictsConfig;
 use k8s_openapi::api::discovery::v1::EndpointSlice;

@@ -375,7 +375,7 @@ async fn served_state(client: &kube::Client) -> (Vec<(String, Vec<String>)>, Vec
 /// The wrapper noticed that `stream`'s upstream watch failed.
 async fn until_upstream_errors(wrapper: &RunningWrapper, stream: &'static str) {
     let errors =
-        wrapper.wrapper.metrics().upstream_errors.get_or_create(&grid_wrapper::metrics::StreamLabel { stream }).clone();
+        wrapper.wrapper.metrics().upstream_errors.get_or_create(&unit_link::metrics::StreamLabel { stream }).clone();
     eventually(&format!("the wrapper to see its upstream {stream} fail"), || {
         let failed = errors.get() > 0;
         async move { failed.then_some(()) }
@@ -493,7 +493,7 @@ async fn an_upstream_restart_that_loses_history_is_caught_up_by_relisting() {
     // a change the wrapper may or may not see before the link goes down
     relabel(&upstream, "n2", "b").await;
     link.cut().await;
-    for stream in grid_wrapper::cache::Stream::ALL {
+    for stream in unit_link::stream::Stream::ALL {
         until_upstream_errors(&wrapper, stream.name()).await;
     }
     // (web-2's endpoint on n2 left the unit if that change made it through)
@@ -540,7 +540,7 @@ async fn an_upstream_out_of_reach_for_a_while_is_caught_up_from_its_history_on_r
     assert_eq!(downstream.reflected(), before);
 
     link.cut().await;
-    for stream in grid_wrapper::cache::Stream::ALL {
+    for stream in unit_link::stream::Stream::ALL {
         until_upstream_errors(&wrapper, stream.name()).await;
     }
     serves_through_the_outage(&wrapper, &downstream, &before).await;
@@ -611,7 +611,7 @@ async fn an_upstream_rebuilt_on_its_port_with_older_versions_is_relisted() {
     link.cut().await;
     let port = server.addr().port();
     server.stop().await;
-    for stream in grid_wrapper::cache::Stream::ALL {
+    for stream in unit_link::stream::Stream::ALL {
         until_upstream_errors(&wrapper, stream.name()).await;
     }
     serves_through_the_outage(&wrapper, &downstream, &before).await;

@@ -28,11 +28,11 @@ async fn a_member_refusing_the_unit_port_while_alive_is_said_and_counted() {
     let follower = start_with(&n2, &peers, &url, port_2, None, pass_over).await;
     // two first contacts of 5 s each and a pass-over between them
     within_for(Duration::from_secs(40), "n2 counts n1 as not listening", async {
-        while follower.wrapper.metrics().unit_members_not_listening.get() != 1 {
+        while follower.wrapper.metrics().link.unit_members_not_listening.get() != 1 {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     })
     .await;
-    assert_eq!(leader.wrapper.metrics().unit_members_not_listening.get(), 0, "n1 never dials n2");
-    assert_eq!(leader.wrapper.metrics().unit_leading.get(), 1);
+    assert_eq!(leader.wrapper.metrics().link.unit_members_not_listening.get(), 0, "n1 never dials n2");
+    assert_eq!(leader.wrapper.metrics().link.unit_leading.get(), 1);
 }

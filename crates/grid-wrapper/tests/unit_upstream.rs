@@ -27,15 +27,15 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use common::*;
-use edgegrid_core::health::{LocalVerdicts, PeerIdentity};
+use edgegrid_core::unit::local_verdicts::{LocalVerdicts, PeerIdentity};
 use edgegrid_testing::link::Link;
 use edgegrid_testing::{RunningBinary, TempDir, http_get, sample};
 use fake_apiserver::FakeApiServer;
 use futures::{StreamExt, TryStreamExt};
-use grid_wrapper::node_identity::NodeIdentity;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ListParams, Patch, PatchParams, WatchEvent};
 use serde_json::json;
+use unit_link::node_identity::NodeIdentity;
 use unit_signer::{SignerConfig, SignerMetrics};
 
 /// Each test runs five to seven wrapper binaries: one at a time, so that a starved leader

@@ -17,10 +17,10 @@ use common::*;
 use edgegrid_core::vouch::VoucherConfig;
 use edgegrid_testing::link::Link;
 use edgegrid_testing::objects::slice_object;
-use grid_wrapper::metrics::ResultLabel;
-use grid_wrapper::upstream_log::{UpstreamInput, UpstreamKind};
-use grid_wrapper::vouched::{VouchConfig, Vouching};
 use ring::signature::{Ed25519KeyPair, KeyPair};
+use unit_link::metrics::ResultLabel;
+use unit_link::upstream_log::{UpstreamInput, UpstreamKind};
+use unit_link::vouched::{VouchConfig, Vouching};
 use unit_signer::{SignerConfig, SignerMetrics};
 use unit_site::{Member, Running, free_unit_port, key_document, start};
 
@@ -105,7 +105,7 @@ async fn site_with(gated: bool, follower_keys: FollowerKeys, patience: Duration)
 
 /// Batches the follower took from its leader.
 fn taken(follower: &Running) -> u64 {
-    follower.wrapper.metrics().unit_vouch_batches.get_or_create(&ResultLabel { result: "taken" }).get()
+    follower.wrapper.metrics().link.unit_vouch_batches.get_or_create(&ResultLabel { result: "taken" }).get()
 }
 
 #[tokio::test]
@@ -176,7 +176,7 @@ async fn a_follower_leaves_a_leader_that_withholds_what_the_signer_vouches_for()
 
 /// Refused batches of the signer, by result label.
 fn refused(follower: &Running, result: &'static str) -> u64 {
-    follower.wrapper.metrics().unit_vouch_batches.get_or_create(&ResultLabel { result }).get()
+    follower.wrapper.metrics().link.unit_vouch_batches.get_or_create(&ResultLabel { result }).get()
 }
 
 /// A follower given a key that is not the signer's refuses every batch, and so would every
@@ -187,7 +187,7 @@ fn refused(follower: &Running, result: &'static str) -> u64 {
 async fn a_follower_whose_keys_verify_no_batch_watches_the_cloud_at_once() {
     let site = site_with(true, FollowerKeys::Wrong, Duration::from_secs(60)).await;
     eventually("n2 refuses n1's batches and watches the cloud alone", || async {
-        let metrics = site.follower.wrapper.metrics();
+        let metrics = &site.follower.wrapper.metrics().link;
         let alone = site.follower.source("cloud") == 1 && metrics.unit_leading.get() == 0;
         (alone && refused(&site.follower, "signature") > 0 && metrics.unit_vouch_keys_refused.get() == 1).then_some(())
     })
@@ -220,9 +220,9 @@ async fn a_follower_passes_over_a_leader_serving_a_batch_the_signer_did_not_sign
     });
     log.apply(UpstreamInput::Upsert(UpstreamKind::Digests, forged)).expect("into the log");
     eventually("n2 passes n1 over and leads", || async {
-        (site.follower.wrapper.metrics().unit_leading.get() == 1).then_some(())
+        (site.follower.wrapper.metrics().link.unit_leading.get() == 1).then_some(())
     })
     .await;
-    assert_eq!(site.follower.wrapper.metrics().unit_vouch_keys_refused.get(), 0);
+    assert_eq!(site.follower.wrapper.metrics().link.unit_vouch_keys_refused.get(), 0);
     assert!(refused(&site.follower, "signature") > 0);
 }

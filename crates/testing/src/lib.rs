@@ -8,10 +8,14 @@
 //!
 //! A dev-dependency only: no shipped crate may depend on it (`cargo xtask check` fails
 //! when a binary's normal dependency tree contains it), and it depends on no edgegrid
-//! crate, so any crate's own tests can use it.
+//! crate, so any crate's own tests can use it. The one exception is behind the `cluster`
+//! feature: the fake API server's two-unit cluster (`cluster`), turned on by the
+//! dev-dependencies of the crates whose tests run it (grid-wrapper, unit-signer).
 
 pub mod bench_table;
 pub mod chart;
+#[cfg(feature = "cluster")]
+pub mod cluster;
 pub mod link;
 pub mod objects;
 pub mod protobuf;

@@ -2,19 +2,15 @@
 //! key, and vouch for exactly the states a follower computes from the same objects (read
 //! here with a kube client, as a follower reads them through its leader).
 
-// The fake API server's two-unit cluster and the waits, as grid-wrapper's tests have them:
-// included by path, not copied (the file needs nothing of the wrapper).
-#[path = "../../grid-wrapper/tests/common/cluster.rs"]
-mod cluster;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cluster::*;
 use edgegrid_core::vouch::{
     self, BATCH_CONFIG_MAP, BATCH_DATA_KEY, Batch, KeyedSet, SIGNATURE_DATA_KEY, SignedBatch, StateDigest, Voucher,
     VoucherConfig, hex, metadata_element, object_element,
 };
+// the fake API server's two-unit cluster and the waits, as grid-wrapper's tests have them
+use edgegrid_testing::cluster::*;
 use edgegrid_testing::objects::slice_object;
 use k8s_openapi::api::core::v1::{ConfigMap, Endpoints, Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;

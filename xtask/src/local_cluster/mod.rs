@@ -533,14 +533,13 @@ async fn run_cluster(
         slot,
         partitions: None,
     };
-    let result = tokio::select! {
-        result = async {
-            match &args.soak {
-                Some(soak) => crate::soak::run(&mut cluster, server, soak).await,
-                None => play(&mut cluster, &*server, args.acts).await,
-            }
-        } => result,
-        _ = shutdown.wait_for(|stop| *stop) => Ok(()),
+    let result = match &args.soak {
+        // the soak stops itself on a signal: its table and verdict are still due
+        Some(soak) => crate::soak::run(&mut cluster, server, soak, shutdown.clone()).await,
+        None => tokio::select! {
+            result = play(&mut cluster, &*server, args.acts) => result,
+            _ = shutdown.wait_for(|stop| *stop) => Ok(()),
+        },
     };
     if result.is_ok() && args.acts != Acts::Scenario && args.soak.is_none() && !*shutdown.borrow() {
         println!("The cluster keeps running (kubectl get nodes,pods,endpointslices -A). Ctrl-C stops it.");

@@ -3,7 +3,8 @@
 //! second against the mission's promises ([`invariants`]) by an observer that knows the
 //! truth: which node lives, which link is cut, which process was stopped. A violation is
 //! printed with its invariant, subject, time, the faults before it and the command that
-//! replays the run; the run ends with a table ([`report`]) and fails on any violation.
+//! replays the run; the run ends with a table ([`report`]) and fails on any violation,
+//! also when SIGTERM or Ctrl-C stops it early ([`run_failed`]).
 
 mod faults;
 mod grids;
@@ -38,7 +39,8 @@ cuts, partitions inside a unit (iptables, as root), SIGKILL and SIGTERM of every
 component (restarted after), the units' upstream leaders included, API server 503
 bursts, slow answers, cut watches and restarts, relabels, grids created, scaled and
 deleted. Every second an observer checks the six invariants; a violation is printed with
-the seed that replays it. Exits 0 when none was broken.
+the seed that replays it. Exits 0 when none was broken. SIGTERM or Ctrl-C stops the run
+early: it still prints its table, and exits 1 if a violation was recorded by then.
 
   --seed S       the schedule's seed (default: random, printed first)
   --duration D   how long the faults run, e.g. 90s, 30m (default 5m); the last 60 s are
@@ -152,10 +154,49 @@ const BOUNDS: Bounds = Bounds {
     rss_kib: 512 * 1024,
 };
 
-/// The soak, on the started local cluster.
-pub async fn run(cluster: &mut Cluster, server: &mut FakeApiServer, args: &SoakArgs) -> Result<()> {
+/// How a run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ending {
+    /// It ran its whole duration.
+    Completed,
+    /// SIGTERM or Ctrl-C stopped it early.
+    Stopped,
+}
+
+/// Whether a run fails: on any failed check, however it ended (a signal must not turn a
+/// recorded violation into a pass), and on faults the system had not converged after
+/// only when it ran its whole duration (a stopped run cut their convergence short).
+fn run_failed(failed_checks: u64, unconverged: usize, ending: Ending) -> bool {
+    failed_checks > 0 || (ending == Ending::Completed && unconverged > 0)
+}
+
+/// `work`'s output, or `None` once SIGTERM or Ctrl-C stopped the run (at once when it
+/// already has).
+async fn unless_stopped<T>(
+    shutdown: &mut tokio::sync::watch::Receiver<bool>,
+    work: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    tokio::select! {
+        output = work => Some(output),
+        Ok(_) = shutdown.wait_for(|stop| *stop) => None,
+    }
+}
+
+/// The soak, on the started local cluster, until its duration is over or `shutdown` turns
+/// true (SIGTERM or Ctrl-C); either way it ends with its table and verdict, once the
+/// second it is in has been observed.
+pub async fn run(
+    cluster: &mut Cluster,
+    server: &mut FakeApiServer,
+    args: &SoakArgs,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) -> Result<()> {
     println!("soak seed {} ({}); replay: {}", args.seed, humantime(args.duration), args.replay());
-    crate::local_cluster::wait_ready(cluster).await?;
+    let Some(ready) = unless_stopped(&mut shutdown, crate::local_cluster::wait_ready(cluster)).await else {
+        println!("stopped before the faults started: nothing was checked");
+        return Ok(());
+    };
+    ready?;
     let layout = schedule::Layout {
         units: cluster.nodes.iter().fold(BTreeMap::new(), |mut units, n| {
             units.entry(n.unit.clone()).or_insert_with(Vec::new).push(n.name.clone());
@@ -222,7 +263,10 @@ pub async fn run(cluster: &mut Cluster, server: &mut FakeApiServer, args: &SoakA
         if Instant::now() >= settle_by {
             bail!("the cluster did not settle within {SETTLE:?} (logs: {})", cluster.logs.display());
         }
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        if unless_stopped(&mut shutdown, tokio::time::sleep(Duration::from_secs(1))).await.is_none() {
+            println!("stopped before the faults started: nothing was checked");
+            return Ok(());
+        }
     }
     println!("  settled in {:.0} s; faults start", start.elapsed().as_secs_f64());
     // what settling broke is no promise: the promises start now
@@ -239,7 +283,7 @@ pub async fn run(cluster: &mut Cluster, server: &mut FakeApiServer, args: &SoakA
     let clock = Instant::now();
     let end = args.duration.as_secs_f64();
     let mut sabotaged = false;
-    loop {
+    let ending = loop {
         let now = clock.elapsed().as_secs_f64();
         while events.last().is_some_and(|(at, _, _)| at.as_secs_f64() <= now) {
             let Some((_, index, phase)) = events.pop() else { break };
@@ -285,11 +329,14 @@ pub async fn run(cluster: &mut Cluster, server: &mut FakeApiServer, args: &SoakA
             run.reported += 1;
         }
         if now >= end {
-            break;
+            break Ending::Completed;
         }
         let next = clock + Duration::from_secs_f64(now.floor() + 1.0);
-        tokio::time::sleep_until(next).await;
-    }
+        if unless_stopped(&mut shutdown, tokio::time::sleep_until(next)).await.is_none() {
+            println!("stopped by a signal at {now:.0} s of {end:.0} s");
+            break Ending::Stopped;
+        }
+    };
     let _ = stop_mirrors.send(true);
     let unconverged: Vec<String> = waiting.iter().map(|(kind, at)| format!("{kind} (ended at {at:.0} s)")).collect();
     let table = report::Table {
@@ -307,19 +354,24 @@ pub async fn run(cluster: &mut Cluster, server: &mut FakeApiServer, args: &SoakA
     if !writes_failed.is_empty() {
         bail!("the soak's own writes failed: {}", writes_failed.join("; "));
     }
-    if failed > 0 || !unconverged.is_empty() {
+    if run_failed(failed, unconverged.len(), ending) {
         bail!(
             "{} invariant violation(s){}; replay: {}",
             run.reported,
-            if unconverged.is_empty() {
-                String::new()
-            } else {
-                format!(", not converged after {}", unconverged.join(", "))
+            match ending {
+                Ending::Completed if !unconverged.is_empty() => {
+                    format!(", not converged after {}", unconverged.join(", "))
+                }
+                Ending::Completed => String::new(),
+                Ending::Stopped => " before a signal stopped the run".to_string(),
             },
             args.replay()
         );
     }
-    println!("No invariant was broken (seed {}).", args.seed);
+    match ending {
+        Ending::Completed => println!("No invariant was broken (seed {}).", args.seed),
+        Ending::Stopped => println!("No invariant was broken until a signal stopped the run (seed {}).", args.seed),
+    }
     Ok(())
 }
 
@@ -510,5 +562,16 @@ mod tests {
         assert_eq!(parse_duration("2h").expect("2h"), Duration::from_secs(7200));
         assert_eq!(parse_duration("45").expect("45"), Duration::from_secs(45));
         assert!(parse_duration("5 min").is_err() && parse_duration("m").is_err());
+    }
+
+    #[test]
+    fn a_run_stopped_by_a_signal_fails_on_a_recorded_violation_and_only_then() {
+        assert!(!run_failed(0, 0, Ending::Completed));
+        assert!(run_failed(1, 0, Ending::Completed));
+        assert!(run_failed(0, 1, Ending::Completed), "a completed run must have converged");
+        assert!(run_failed(3, 0, Ending::Stopped), "a signal does not turn a violation into a pass");
+        assert!(run_failed(1, 2, Ending::Stopped));
+        assert!(!run_failed(0, 0, Ending::Stopped));
+        assert!(!run_failed(0, 2, Ending::Stopped), "faults cut short by the signal are no violation");
     }
 }

@@ -559,3 +559,6 @@ fn ordered_key_name(key: &OrderedKey) -> &str {
         OrderedKey::Wildcard => keys::TOPOLOGY_WILDCARD,
     }
 }
+
+#[cfg(test)]
+mod tests;

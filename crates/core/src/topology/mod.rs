@@ -12,13 +12,7 @@ pub mod prune;
 pub mod view;
 
 #[cfg(test)]
-mod explain_tests;
-#[cfg(test)]
 mod fixtures;
-#[cfg(test)]
-mod prune_tests;
-#[cfg(test)]
-mod view_tests;
 
 pub use explain::{
     EndpointExplanation, EndpointRule, ExplainedKind, FilterDecision, FilterExplanation, FilterExplanations,

@@ -310,3 +310,6 @@ pub fn endpoints_selection<N: NodeLabels>(
 ) -> Selection {
     selection(LocalEndpoint::for_endpoints(endpoints).as_ref(), endpoints_candidates(endpoints), filter, ctx)
 }
+
+#[cfg(test)]
+mod tests;

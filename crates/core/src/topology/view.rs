@@ -764,3 +764,6 @@ impl PrunedView {
         })
     }
 }
+
+#[cfg(test)]
+pub(super) mod tests;

@@ -193,8 +193,8 @@ impl Decision {
 pub trait NodeVerdicts {
     /// Whether the cache has listed the nodes at least once.
     fn synced(&self) -> bool;
-    /// Whether edge-health watches the node (`edgegrid_core::membership`): only then may
-    /// the rule protect it.
+    /// Whether edge-health watches the node (`edgegrid_core::unit::membership`): only then
+    /// may the rule protect it.
     fn watched(&self, node: &str) -> bool;
     /// Calls `judge` with the facts of every known node that has some (a Ready
     /// condition), by name.

@@ -479,430 +479,430 @@ mod tests {
         reordered["webhooks"].as_array_mut().expect("webhooks").swap(0, 1);
         assert!(json_patch::patch(&mut reordered, &ca_bundle_patch(&without, ca).expect("a patch")).is_err());
     }
-}
 
-#[cfg(test)]
-mod rotation_tests {
-    use super::*;
-    use proptest::prelude::*;
+    /// The CA rotation step by step, and the protocol modelled: replicas interleaved over time.
+    mod rotation {
+        use super::*;
+        use proptest::prelude::*;
 
-    fn at(seconds: u64) -> SystemTime {
-        SystemTime::UNIX_EPOCH + Duration::from_secs(seconds)
-    }
-
-    fn wanted() -> BTreeSet<String> {
-        ["webhook.ns.svc".to_string()].into()
-    }
-
-    fn ca(id: u8, from: u64, to: u64) -> CaFacts {
-        CaFacts {
-            validity: Validity { not_before: at(from), not_after: at(to) },
-            der: vec![id],
-            pem: format!("CA{id}\n"),
+        fn at(seconds: u64) -> SystemTime {
+            SystemTime::UNIX_EPOCH + Duration::from_secs(seconds)
         }
-    }
 
-    fn serving(from: u64, to: u64) -> Result<ServingFacts, String> {
-        Ok(ServingFacts { validity: Validity { not_before: at(from), not_after: at(to) }, names: wanted() })
-    }
-
-    /// CA 1 valid 0..600 (next CA due at 400, switch at 500), serving 450..600 (renewal
-    /// at 550), maybe a next CA 2 (400..1000) and previous CAs.
-    fn facts(next: Option<Result<CaFacts, String>>, previous: Vec<Result<CaFacts, String>>) -> SecretFacts {
-        SecretFacts::Tls { ca: Ok(ca(1, 0, 600)), serving: serving(450, 600), next, previous }
-    }
-
-    fn trusting(ids: &[u8]) -> Published {
-        let bundle: BTreeSet<Vec<u8>> = ids.iter().map(|id| vec![*id]).collect();
-        Published { webhooks: vec![bundle.clone(), bundle.clone(), bundle] }
-    }
-
-    #[test]
-    fn each_step_of_a_ca_rotation() {
-        let next = || Some(Ok(ca(2, 400, 1_000)));
-        let both = trusting(&[1, 2]);
-        let one_webhook_lags = Published { webhooks: vec![[vec![1], vec![2]].into(), [vec![1]].into()] };
-        let announce = |reason: &str| Decision::Announce { reason: reason.into() };
-        let switch = Decision::Switch {
-            reason: "five sixths of the CA's validity have passed and every caBundle carries the next CA".into(),
-        };
-        let cases: Vec<(&str, SecretFacts, Option<Published>, u64, Decision)> = vec![
-            (
-                "before two thirds: look again then",
-                facts(None, vec![]),
-                Some(trusting(&[1])),
-                350,
-                Decision::Use { renew_at: at(400) },
-            ),
-            (
-                "two thirds: the next CA",
-                facts(None, vec![]),
-                Some(trusting(&[1])),
-                400,
-                announce("two thirds of the CA's validity have passed"),
-            ),
-            (
-                "the serving certificate first",
-                facts(None, vec![]),
-                Some(trusting(&[1])),
-                560,
-                Decision::Renew { reason: "two thirds of the serving certificate's validity have passed".into() },
-            ),
-            (
-                "announced, published: the switch is due at five sixths",
-                facts(next(), vec![]),
-                Some(both.clone()),
-                410,
-                Decision::Use { renew_at: at(500) },
-            ),
-            (
-                "five sixths, every caBundle carries both: switch",
-                facts(next(), vec![]),
-                Some(both.clone()),
-                500,
-                switch.clone(),
-            ),
-            (
-                "five sixths, one caBundle lacks the next CA: wait (not in a loop)",
-                facts(next(), vec![]),
-                Some(one_webhook_lags),
-                500,
-                Decision::Use { renew_at: at(550) },
-            ),
-            (
-                "five sixths, caBundle unknown: wait",
-                facts(next(), vec![]),
-                None,
-                500,
-                Decision::Use { renew_at: at(550) },
-            ),
-            (
-                "five sixths, caBundle lacks the CA itself: wait",
-                facts(next(), vec![]),
-                Some(trusting(&[2])),
-                500,
-                Decision::Use { renew_at: at(550) },
-            ),
-            (
-                "the switch beats a renewal",
-                {
-                    let SecretFacts::Tls { ca, next, previous, .. } = facts(next(), vec![]) else { unreachable!() };
-                    SecretFacts::Tls { ca, serving: Err("gone".into()), next, previous }
-                },
-                Some(both.clone()),
-                500,
-                switch.clone(),
-            ),
-            (
-                "the CA expired, a next one: it takes over",
-                facts(next(), vec![]),
-                None,
-                600,
-                Decision::Switch { reason: "the CA has expired; the next CA takes over".into() },
-            ),
-            (
-                "the CA expired, no next one: start over",
-                facts(None, vec![]),
-                None,
-                600,
-                Decision::StartOver { reason: "the CA has expired".into() },
-            ),
-            (
-                "a broken next CA: a new one",
-                facts(Some(Err("no ca-next.key".into())), vec![]),
-                Some(both.clone()),
-                410,
-                announce("the next CA cannot be used: no ca-next.key"),
-            ),
-            (
-                "a previous CA still valid: kept, looked at when it expires",
-                facts(None, vec![Ok(ca(0, 0, 380))]),
-                Some(trusting(&[0, 1])),
-                350,
-                Decision::Use { renew_at: at(380) },
-            ),
-            (
-                "a previous CA expired: retired",
-                facts(None, vec![Ok(ca(0, 0, 380))]),
-                Some(trusting(&[0, 1])),
-                380,
-                Decision::Retire { reason: "a previous CA has expired or cannot be read".into() },
-            ),
-            (
-                "an unreadable previous CA: retired",
-                facts(None, vec![Err("garbage".into())]),
-                Some(trusting(&[1])),
-                350,
-                Decision::Retire { reason: "a previous CA has expired or cannot be read".into() },
-            ),
-        ];
-        for (name, facts, published, now, expected) in cases {
-            assert_eq!(decide(&facts, published.as_ref(), at(now), &wanted()), expected, "{name}");
+        fn wanted() -> BTreeSet<String> {
+            ["webhook.ns.svc".to_string()].into()
         }
-    }
 
-    #[test]
-    fn the_ca_bundle_holds_previous_ca_and_next_oldest_first() {
-        let facts = facts(Some(Ok(ca(2, 400, 1_000))), vec![Ok(ca(0, 0, 380)), Err("x".into()), Ok(ca(7, 0, 900))]);
-        let ids = |now| trusted(&facts, at(now)).iter().map(|ca| ca.der[0]).collect::<Vec<_>>();
-        assert_eq!(ids(350), vec![0, 7, 1, 2]);
-        assert_eq!(ids(380), vec![7, 1, 2], "an expired previous CA is no longer published");
-        assert_eq!(trusted(&SecretFacts::Absent, at(0)), Vec::<&CaFacts>::new());
-    }
-
-    // ---- the protocol, modelled: replicas interleaved step by step over time ----
-
-    const CA_VALIDITY: u64 = 300;
-    const SERVING_VALIDITY: u64 = 60;
-
-    #[derive(Clone, Debug)]
-    struct Cert {
-        id: u8,
-        signer: u8,
-        validity: Validity,
-    }
-
-    #[derive(Clone, Debug)]
-    struct Contents {
-        ca: Cert,
-        serving: Cert,
-        next: Option<Cert>,
-        previous: Vec<Cert>,
-    }
-
-    fn ca_of(cert: &Cert) -> CaFacts {
-        CaFacts { validity: cert.validity, der: vec![cert.id], pem: cert.id.to_string() }
-    }
-
-    fn facts_of(contents: Option<&Contents>) -> SecretFacts {
-        let Some(c) = contents else { return SecretFacts::Absent };
-        assert_eq!(c.serving.signer, c.ca.id, "the Secret's serving certificate is its CA's");
-        SecretFacts::Tls {
-            ca: Ok(ca_of(&c.ca)),
-            serving: Ok(ServingFacts { validity: c.serving.validity, names: wanted() }),
-            next: c.next.as_ref().map(|next| Ok(ca_of(next))),
-            previous: c.previous.iter().map(|p| Ok(ca_of(p))).collect(),
+        fn ca(id: u8, from: u64, to: u64) -> CaFacts {
+            CaFacts {
+                validity: Validity { not_before: at(from), not_after: at(to) },
+                der: vec![id],
+                pem: format!("CA{id}\n"),
+            }
         }
-    }
 
-    #[derive(Clone, Copy, Debug, PartialEq)]
-    enum Step {
-        ReadConfiguration,
-        ReadSecret,
-        Decide,
-        PatchBundle,
-    }
+        fn serving(from: u64, to: u64) -> Result<ServingFacts, String> {
+            Ok(ServingFacts { validity: Validity { not_before: at(from), not_after: at(to) }, names: wanted() })
+        }
 
-    #[derive(Debug)]
-    struct Replica {
-        step: Step,
-        configuration: (u64, BTreeSet<u8>),
-        secret: (u64, Option<Contents>),
-        conflicts: usize,
-        /// The serving certificate presented, and the CAs its Secret wants trusted.
-        served: Option<(Cert, BTreeSet<u8>)>,
-    }
+        /// CA 1 valid 0..600 (next CA due at 400, switch at 500), serving 450..600 (renewal
+        /// at 550), maybe a next CA 2 (400..1000) and previous CAs.
+        fn facts(next: Option<Result<CaFacts, String>>, previous: Vec<Result<CaFacts, String>>) -> SecretFacts {
+            SecretFacts::Tls { ca: Ok(ca(1, 0, 600)), serving: serving(450, 600), next, previous }
+        }
 
-    /// The cluster: one Secret and one caBundle (every webhook's), each with a
-    /// resourceVersion; what each replica does is what `Manager` does, step by step.
-    struct Cluster {
-        now: u64,
-        ids: u8,
-        secret: (u64, Option<Contents>),
-        ca_bundle: (u64, BTreeSet<u8>),
-        replicas: Vec<Replica>,
-        decisions: Vec<Decision>,
-    }
+        fn trusting(ids: &[u8]) -> Published {
+            let bundle: BTreeSet<Vec<u8>> = ids.iter().map(|id| vec![*id]).collect();
+            Published { webhooks: vec![bundle.clone(), bundle.clone(), bundle] }
+        }
 
-    impl Cluster {
-        /// As `pki`: backdated by a tenth (at most 300 s), never beyond the CA.
-        fn issue(&mut self, signer: Option<&Cert>, validity: u64) -> Cert {
-            self.ids += 1;
-            let not_after = (self.now + validity).min(signer.map_or(u64::MAX, |ca| {
-                ca.validity.not_after.duration_since(SystemTime::UNIX_EPOCH).expect("after 1970").as_secs()
-            }));
-            let validity = Validity {
-                not_before: at(self.now.saturating_sub((validity / 10).min(300))),
-                not_after: at(not_after),
+        #[test]
+        fn each_step_of_a_ca_rotation() {
+            let next = || Some(Ok(ca(2, 400, 1_000)));
+            let both = trusting(&[1, 2]);
+            let one_webhook_lags = Published { webhooks: vec![[vec![1], vec![2]].into(), [vec![1]].into()] };
+            let announce = |reason: &str| Decision::Announce { reason: reason.into() };
+            let switch = Decision::Switch {
+                reason: "five sixths of the CA's validity have passed and every caBundle carries the next CA".into(),
             };
-            Cert { id: self.ids, signer: signer.map_or(self.ids, |ca| ca.id), validity }
-        }
-
-        /// As `Manager::sync` does for each decision: the Secret to write.
-        fn written(&mut self, decision: &Decision, stored: Option<&Contents>) -> Option<Contents> {
-            let now = at(self.now);
-            let kept = |c: &Contents| -> (Option<Cert>, Vec<Cert>) {
+            let cases: Vec<(&str, SecretFacts, Option<Published>, u64, Decision)> = vec![
                 (
-                    c.next.clone().filter(|n| !n.validity.expired(now)),
-                    c.previous.iter().filter(|p| !p.validity.expired(now)).cloned().collect(),
-                )
-            };
-            Some(match (decision, stored) {
-                (Decision::Use { .. } | Decision::Refuse { .. }, _) => return None,
-                (Decision::Create, _) | (Decision::StartOver { .. }, _) | (_, None) => {
-                    let ca = self.issue(None, CA_VALIDITY);
-                    let serving = self.issue(Some(&ca), SERVING_VALIDITY);
-                    Contents { ca, serving, next: None, previous: Vec::new() }
-                }
-                (Decision::Renew { .. }, Some(c)) => {
-                    let (next, previous) = kept(c);
-                    let serving = self.issue(Some(&c.ca), SERVING_VALIDITY);
-                    Contents { ca: c.ca.clone(), serving, next, previous }
-                }
-                (Decision::Announce { .. }, Some(c)) => {
-                    let (_, previous) = kept(c);
-                    let next = self.issue(None, CA_VALIDITY);
-                    Contents { ca: c.ca.clone(), serving: c.serving.clone(), next: Some(next), previous }
-                }
-                (Decision::Switch { .. }, Some(c)) => {
-                    let (next, mut previous) = kept(c);
-                    let next = next.expect("a switch has a next CA");
-                    if !c.ca.validity.expired(now) {
-                        previous.push(c.ca.clone());
-                    }
-                    let serving = self.issue(Some(&next), SERVING_VALIDITY);
-                    Contents { ca: next, serving, next: None, previous }
-                }
-                (Decision::Retire { .. }, Some(c)) => {
-                    let (next, previous) = kept(c);
-                    Contents { ca: c.ca.clone(), serving: c.serving.clone(), next, previous }
-                }
-            })
-        }
-
-        fn serve(&mut self, replica: usize, contents: &Contents) {
-            let trusted = trusted(&facts_of(Some(contents)), at(self.now)).iter().map(|ca| ca.der[0]).collect();
-            self.replicas[replica].served = Some((contents.serving.clone(), trusted));
-        }
-
-        fn step(&mut self, index: usize) {
-            let now = at(self.now);
-            match self.replicas[index].step {
-                Step::ReadConfiguration => {
-                    self.replicas[index].configuration = self.ca_bundle.clone();
-                    self.replicas[index].conflicts = 0;
-                    self.replicas[index].step = Step::ReadSecret;
-                }
-                Step::ReadSecret => {
-                    self.replicas[index].secret = self.secret.clone();
-                    self.replicas[index].step = Step::Decide;
-                }
-                Step::Decide => {
-                    let (version, stored) = self.replicas[index].secret.clone();
-                    let bundle =
-                        self.replicas[index].configuration.1.iter().map(|id| vec![*id]).collect::<BTreeSet<_>>();
-                    let published = Published { webhooks: vec![bundle.clone(), bundle.clone(), bundle] };
-                    let decision = decide(&facts_of(stored.as_ref()), Some(&published), now, &wanted());
-                    let written = self.written(&decision, stored.as_ref());
-                    self.decisions.push(decision);
-                    match written {
-                        None => {
-                            let stored = stored.expect("Use needs a Secret");
-                            self.serve(index, &stored);
-                            self.replicas[index].step = Step::PatchBundle;
-                        }
-                        // a create succeeds on no Secret, a replace at the version read
-                        Some(contents) if self.secret.0 == version => {
-                            self.secret = (version + 1, Some(contents.clone()));
-                            self.serve(index, &contents);
-                            self.replicas[index].step = Step::PatchBundle;
-                        }
-                        Some(_) => {
-                            let replica = &mut self.replicas[index];
-                            replica.conflicts += 1;
-                            replica.step = if replica.conflicts < 5 { Step::ReadSecret } else { Step::PatchBundle };
-                        }
-                    }
-                }
-                Step::PatchBundle => {
-                    let replica = &self.replicas[index];
-                    if let Some((_, trusted)) = &replica.served
-                        && *trusted != replica.configuration.1
-                        && replica.configuration.0 == self.ca_bundle.0
+                    "before two thirds: look again then",
+                    facts(None, vec![]),
+                    Some(trusting(&[1])),
+                    350,
+                    Decision::Use { renew_at: at(400) },
+                ),
+                (
+                    "two thirds: the next CA",
+                    facts(None, vec![]),
+                    Some(trusting(&[1])),
+                    400,
+                    announce("two thirds of the CA's validity have passed"),
+                ),
+                (
+                    "the serving certificate first",
+                    facts(None, vec![]),
+                    Some(trusting(&[1])),
+                    560,
+                    Decision::Renew { reason: "two thirds of the serving certificate's validity have passed".into() },
+                ),
+                (
+                    "announced, published: the switch is due at five sixths",
+                    facts(next(), vec![]),
+                    Some(both.clone()),
+                    410,
+                    Decision::Use { renew_at: at(500) },
+                ),
+                (
+                    "five sixths, every caBundle carries both: switch",
+                    facts(next(), vec![]),
+                    Some(both.clone()),
+                    500,
+                    switch.clone(),
+                ),
+                (
+                    "five sixths, one caBundle lacks the next CA: wait (not in a loop)",
+                    facts(next(), vec![]),
+                    Some(one_webhook_lags),
+                    500,
+                    Decision::Use { renew_at: at(550) },
+                ),
+                (
+                    "five sixths, caBundle unknown: wait",
+                    facts(next(), vec![]),
+                    None,
+                    500,
+                    Decision::Use { renew_at: at(550) },
+                ),
+                (
+                    "five sixths, caBundle lacks the CA itself: wait",
+                    facts(next(), vec![]),
+                    Some(trusting(&[2])),
+                    500,
+                    Decision::Use { renew_at: at(550) },
+                ),
+                (
+                    "the switch beats a renewal",
                     {
-                        self.ca_bundle = (self.ca_bundle.0 + 1, trusted.clone());
+                        let SecretFacts::Tls { ca, next, previous, .. } = facts(next(), vec![]) else { unreachable!() };
+                        SecretFacts::Tls { ca, serving: Err("gone".into()), next, previous }
+                    },
+                    Some(both.clone()),
+                    500,
+                    switch.clone(),
+                ),
+                (
+                    "the CA expired, a next one: it takes over",
+                    facts(next(), vec![]),
+                    None,
+                    600,
+                    Decision::Switch { reason: "the CA has expired; the next CA takes over".into() },
+                ),
+                (
+                    "the CA expired, no next one: start over",
+                    facts(None, vec![]),
+                    None,
+                    600,
+                    Decision::StartOver { reason: "the CA has expired".into() },
+                ),
+                (
+                    "a broken next CA: a new one",
+                    facts(Some(Err("no ca-next.key".into())), vec![]),
+                    Some(both.clone()),
+                    410,
+                    announce("the next CA cannot be used: no ca-next.key"),
+                ),
+                (
+                    "a previous CA still valid: kept, looked at when it expires",
+                    facts(None, vec![Ok(ca(0, 0, 380))]),
+                    Some(trusting(&[0, 1])),
+                    350,
+                    Decision::Use { renew_at: at(380) },
+                ),
+                (
+                    "a previous CA expired: retired",
+                    facts(None, vec![Ok(ca(0, 0, 380))]),
+                    Some(trusting(&[0, 1])),
+                    380,
+                    Decision::Retire { reason: "a previous CA has expired or cannot be read".into() },
+                ),
+                (
+                    "an unreadable previous CA: retired",
+                    facts(None, vec![Err("garbage".into())]),
+                    Some(trusting(&[1])),
+                    350,
+                    Decision::Retire { reason: "a previous CA has expired or cannot be read".into() },
+                ),
+            ];
+            for (name, facts, published, now, expected) in cases {
+                assert_eq!(decide(&facts, published.as_ref(), at(now), &wanted()), expected, "{name}");
+            }
+        }
+
+        #[test]
+        fn the_ca_bundle_holds_previous_ca_and_next_oldest_first() {
+            let facts = facts(Some(Ok(ca(2, 400, 1_000))), vec![Ok(ca(0, 0, 380)), Err("x".into()), Ok(ca(7, 0, 900))]);
+            let ids = |now| trusted(&facts, at(now)).iter().map(|ca| ca.der[0]).collect::<Vec<_>>();
+            assert_eq!(ids(350), vec![0, 7, 1, 2]);
+            assert_eq!(ids(380), vec![7, 1, 2], "an expired previous CA is no longer published");
+            assert_eq!(trusted(&SecretFacts::Absent, at(0)), Vec::<&CaFacts>::new());
+        }
+
+        // ---- the protocol, modelled: replicas interleaved step by step over time ----
+
+        const CA_VALIDITY: u64 = 300;
+        const SERVING_VALIDITY: u64 = 60;
+
+        #[derive(Clone, Debug)]
+        struct Cert {
+            id: u8,
+            signer: u8,
+            validity: Validity,
+        }
+
+        #[derive(Clone, Debug)]
+        struct Contents {
+            ca: Cert,
+            serving: Cert,
+            next: Option<Cert>,
+            previous: Vec<Cert>,
+        }
+
+        fn ca_of(cert: &Cert) -> CaFacts {
+            CaFacts { validity: cert.validity, der: vec![cert.id], pem: cert.id.to_string() }
+        }
+
+        fn facts_of(contents: Option<&Contents>) -> SecretFacts {
+            let Some(c) = contents else { return SecretFacts::Absent };
+            assert_eq!(c.serving.signer, c.ca.id, "the Secret's serving certificate is its CA's");
+            SecretFacts::Tls {
+                ca: Ok(ca_of(&c.ca)),
+                serving: Ok(ServingFacts { validity: c.serving.validity, names: wanted() }),
+                next: c.next.as_ref().map(|next| Ok(ca_of(next))),
+                previous: c.previous.iter().map(|p| Ok(ca_of(p))).collect(),
+            }
+        }
+
+        #[derive(Clone, Copy, Debug, PartialEq)]
+        enum Step {
+            ReadConfiguration,
+            ReadSecret,
+            Decide,
+            PatchBundle,
+        }
+
+        #[derive(Debug)]
+        struct Replica {
+            step: Step,
+            configuration: (u64, BTreeSet<u8>),
+            secret: (u64, Option<Contents>),
+            conflicts: usize,
+            /// The serving certificate presented, and the CAs its Secret wants trusted.
+            served: Option<(Cert, BTreeSet<u8>)>,
+        }
+
+        /// The cluster: one Secret and one caBundle (every webhook's), each with a
+        /// resourceVersion; what each replica does is what `Manager` does, step by step.
+        struct Cluster {
+            now: u64,
+            ids: u8,
+            secret: (u64, Option<Contents>),
+            ca_bundle: (u64, BTreeSet<u8>),
+            replicas: Vec<Replica>,
+            decisions: Vec<Decision>,
+        }
+
+        impl Cluster {
+            /// As `pki`: backdated by a tenth (at most 300 s), never beyond the CA.
+            fn issue(&mut self, signer: Option<&Cert>, validity: u64) -> Cert {
+                self.ids += 1;
+                let not_after = (self.now + validity).min(signer.map_or(u64::MAX, |ca| {
+                    ca.validity.not_after.duration_since(SystemTime::UNIX_EPOCH).expect("after 1970").as_secs()
+                }));
+                let validity = Validity {
+                    not_before: at(self.now.saturating_sub((validity / 10).min(300))),
+                    not_after: at(not_after),
+                };
+                Cert { id: self.ids, signer: signer.map_or(self.ids, |ca| ca.id), validity }
+            }
+
+            /// As `Manager::sync` does for each decision: the Secret to write.
+            fn written(&mut self, decision: &Decision, stored: Option<&Contents>) -> Option<Contents> {
+                let now = at(self.now);
+                let kept = |c: &Contents| -> (Option<Cert>, Vec<Cert>) {
+                    (
+                        c.next.clone().filter(|n| !n.validity.expired(now)),
+                        c.previous.iter().filter(|p| !p.validity.expired(now)).cloned().collect(),
+                    )
+                };
+                Some(match (decision, stored) {
+                    (Decision::Use { .. } | Decision::Refuse { .. }, _) => return None,
+                    (Decision::Create, _) | (Decision::StartOver { .. }, _) | (_, None) => {
+                        let ca = self.issue(None, CA_VALIDITY);
+                        let serving = self.issue(Some(&ca), SERVING_VALIDITY);
+                        Contents { ca, serving, next: None, previous: Vec::new() }
                     }
-                    self.replicas[index].step = Step::ReadConfiguration;
+                    (Decision::Renew { .. }, Some(c)) => {
+                        let (next, previous) = kept(c);
+                        let serving = self.issue(Some(&c.ca), SERVING_VALIDITY);
+                        Contents { ca: c.ca.clone(), serving, next, previous }
+                    }
+                    (Decision::Announce { .. }, Some(c)) => {
+                        let (_, previous) = kept(c);
+                        let next = self.issue(None, CA_VALIDITY);
+                        Contents { ca: c.ca.clone(), serving: c.serving.clone(), next: Some(next), previous }
+                    }
+                    (Decision::Switch { .. }, Some(c)) => {
+                        let (next, mut previous) = kept(c);
+                        let next = next.expect("a switch has a next CA");
+                        if !c.ca.validity.expired(now) {
+                            previous.push(c.ca.clone());
+                        }
+                        let serving = self.issue(Some(&next), SERVING_VALIDITY);
+                        Contents { ca: next, serving, next: None, previous }
+                    }
+                    (Decision::Retire { .. }, Some(c)) => {
+                        let (next, previous) = kept(c);
+                        Contents { ca: c.ca.clone(), serving: c.serving.clone(), next, previous }
+                    }
+                })
+            }
+
+            fn serve(&mut self, replica: usize, contents: &Contents) {
+                let trusted = trusted(&facts_of(Some(contents)), at(self.now)).iter().map(|ca| ca.der[0]).collect();
+                self.replicas[replica].served = Some((contents.serving.clone(), trusted));
+            }
+
+            fn step(&mut self, index: usize) {
+                let now = at(self.now);
+                match self.replicas[index].step {
+                    Step::ReadConfiguration => {
+                        self.replicas[index].configuration = self.ca_bundle.clone();
+                        self.replicas[index].conflicts = 0;
+                        self.replicas[index].step = Step::ReadSecret;
+                    }
+                    Step::ReadSecret => {
+                        self.replicas[index].secret = self.secret.clone();
+                        self.replicas[index].step = Step::Decide;
+                    }
+                    Step::Decide => {
+                        let (version, stored) = self.replicas[index].secret.clone();
+                        let bundle =
+                            self.replicas[index].configuration.1.iter().map(|id| vec![*id]).collect::<BTreeSet<_>>();
+                        let published = Published { webhooks: vec![bundle.clone(), bundle.clone(), bundle] };
+                        let decision = decide(&facts_of(stored.as_ref()), Some(&published), now, &wanted());
+                        let written = self.written(&decision, stored.as_ref());
+                        self.decisions.push(decision);
+                        match written {
+                            None => {
+                                let stored = stored.expect("Use needs a Secret");
+                                self.serve(index, &stored);
+                                self.replicas[index].step = Step::PatchBundle;
+                            }
+                            // a create succeeds on no Secret, a replace at the version read
+                            Some(contents) if self.secret.0 == version => {
+                                self.secret = (version + 1, Some(contents.clone()));
+                                self.serve(index, &contents);
+                                self.replicas[index].step = Step::PatchBundle;
+                            }
+                            Some(_) => {
+                                let replica = &mut self.replicas[index];
+                                replica.conflicts += 1;
+                                replica.step = if replica.conflicts < 5 { Step::ReadSecret } else { Step::PatchBundle };
+                            }
+                        }
+                    }
+                    Step::PatchBundle => {
+                        let replica = &self.replicas[index];
+                        if let Some((_, trusted)) = &replica.served
+                            && *trusted != replica.configuration.1
+                            && replica.configuration.0 == self.ca_bundle.0
+                        {
+                            self.ca_bundle = (self.ca_bundle.0 + 1, trusted.clone());
+                        }
+                        self.replicas[index].step = Step::ReadConfiguration;
+                    }
                 }
             }
         }
-    }
 
-    /// Runs two replicas by `schedule` (which one steps, after how many seconds); checks
-    /// after every step that, once caBundle has been set, every unexpired serving
-    /// certificate a replica presents is signed by a CA caBundle holds, until the CA
-    /// expired unrotated (the cluster stalled past its life: nothing keeps trust then).
-    /// The decisions made.
-    fn run(schedule: &[(usize, u64)]) -> Result<(Vec<Decision>, u64, BTreeSet<u8>), TestCaseError> {
-        let replica = || Replica {
-            step: Step::ReadConfiguration,
-            configuration: (0, BTreeSet::new()),
-            secret: (0, None),
-            conflicts: 0,
-            served: None,
-        };
-        let mut cluster = Cluster {
-            now: 1_000,
-            ids: 0,
-            secret: (0, None),
-            ca_bundle: (0, BTreeSet::new()),
-            replicas: vec![replica(), replica()],
-            decisions: Vec::new(),
-        };
-        let unrotated = |d: &Decision| {
-            matches!(d, Decision::StartOver { .. })
-                || matches!(d, Decision::Switch { reason } if reason.contains("expired"))
-        };
-        let mut bootstrapped = false;
-        for &(index, pause) in schedule {
-            cluster.now += pause;
-            cluster.step(index);
-            bootstrapped |= !cluster.ca_bundle.1.is_empty();
-            if !bootstrapped || cluster.decisions.iter().any(unrotated) {
-                continue;
-            }
-            for (r, replica) in cluster.replicas.iter().enumerate() {
-                if let Some((cert, _)) = &replica.served
-                    && !cert.validity.expired(at(cluster.now))
-                {
-                    prop_assert!(
-                        cluster.ca_bundle.1.contains(&cert.signer),
-                        "at {}: replica {r} presents a certificate of CA {} but caBundle holds {:?}",
-                        cluster.now,
-                        cert.signer,
-                        cluster.ca_bundle.1
-                    );
+        /// Runs two replicas by `schedule` (which one steps, after how many seconds); checks
+        /// after every step that, once caBundle has been set, every unexpired serving
+        /// certificate a replica presents is signed by a CA caBundle holds, until the CA
+        /// expired unrotated (the cluster stalled past its life: nothing keeps trust then).
+        /// The decisions made.
+        fn run(schedule: &[(usize, u64)]) -> Result<(Vec<Decision>, u64, BTreeSet<u8>), TestCaseError> {
+            let replica = || Replica {
+                step: Step::ReadConfiguration,
+                configuration: (0, BTreeSet::new()),
+                secret: (0, None),
+                conflicts: 0,
+                served: None,
+            };
+            let mut cluster = Cluster {
+                now: 1_000,
+                ids: 0,
+                secret: (0, None),
+                ca_bundle: (0, BTreeSet::new()),
+                replicas: vec![replica(), replica()],
+                decisions: Vec::new(),
+            };
+            let unrotated = |d: &Decision| {
+                matches!(d, Decision::StartOver { .. })
+                    || matches!(d, Decision::Switch { reason } if reason.contains("expired"))
+            };
+            let mut bootstrapped = false;
+            for &(index, pause) in schedule {
+                cluster.now += pause;
+                cluster.step(index);
+                bootstrapped |= !cluster.ca_bundle.1.is_empty();
+                if !bootstrapped || cluster.decisions.iter().any(unrotated) {
+                    continue;
+                }
+                for (r, replica) in cluster.replicas.iter().enumerate() {
+                    if let Some((cert, _)) = &replica.served
+                        && !cert.validity.expired(at(cluster.now))
+                    {
+                        prop_assert!(
+                            cluster.ca_bundle.1.contains(&cert.signer),
+                            "at {}: replica {r} presents a certificate of CA {} but caBundle holds {:?}",
+                            cluster.now,
+                            cert.signer,
+                            cluster.ca_bundle.1
+                        );
+                    }
                 }
             }
-        }
-        Ok((cluster.decisions, cluster.now, cluster.ca_bundle.1))
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(300))]
-
-        /// Trust holds over any interleaving of two replicas' steps and any pace of time,
-        /// stalls of up to two minutes included (a rotation's steps are 55 s apart here).
-        #[test]
-        fn a_presented_certificate_is_always_trusted(
-            schedule in prop::collection::vec((0usize..2, prop_oneof![8 => 0u64..=2, 2 => 0u64..=120]), 100..900),
-        ) {
-            run(&schedule)?;
+            Ok((cluster.decisions, cluster.now, cluster.ca_bundle.1))
         }
 
-        /// And when replicas keep stepping (no stall longer than 3 s), the CA is rotated
-        /// in time: never started over nor taken over expired, the first CA gone from
-        /// caBundle once it expired.
-        #[test]
-        fn the_ca_is_rotated_in_time(schedule in prop::collection::vec((0usize..2, 0u64..=3), 300..900)) {
-            let (decisions, now, ca_bundle) = run(&schedule)?;
-            let count = |f: fn(&Decision) -> bool| decisions.iter().filter(|d| f(d)).count();
-            prop_assert_eq!(count(|d| matches!(d, Decision::StartOver { .. })), 0);
-            prop_assert_eq!(count(|d| matches!(d, Decision::Switch { reason } if reason.contains("expired"))), 0);
-            prop_assert!(count(|d| matches!(d, Decision::Create)) >= 1);
-            if now > 1_000 + CA_VALIDITY + 20 {
-                prop_assert!(count(|d| matches!(d, Decision::Switch { .. })) >= 1, "rotated by {}", now);
-                prop_assert!(!ca_bundle.contains(&1), "the first CA left caBundle");
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(300))]
+
+            /// Trust holds over any interleaving of two replicas' steps and any pace of time,
+            /// stalls of up to two minutes included (a rotation's steps are 55 s apart here).
+            #[test]
+            fn a_presented_certificate_is_always_trusted(
+                schedule in prop::collection::vec((0usize..2, prop_oneof![8 => 0u64..=2, 2 => 0u64..=120]), 100..900),
+            ) {
+                run(&schedule)?;
+            }
+
+            /// And when replicas keep stepping (no stall longer than 3 s), the CA is rotated
+            /// in time: never started over nor taken over expired, the first CA gone from
+            /// caBundle once it expired.
+            #[test]
+            fn the_ca_is_rotated_in_time(schedule in prop::collection::vec((0usize..2, 0u64..=3), 300..900)) {
+                let (decisions, now, ca_bundle) = run(&schedule)?;
+                let count = |f: fn(&Decision) -> bool| decisions.iter().filter(|d| f(d)).count();
+                prop_assert_eq!(count(|d| matches!(d, Decision::StartOver { .. })), 0);
+                prop_assert_eq!(count(|d| matches!(d, Decision::Switch { reason } if reason.contains("expired"))), 0);
+                prop_assert!(count(|d| matches!(d, Decision::Create)) >= 1);
+                if now > 1_000 + CA_VALIDITY + 20 {
+                    prop_assert!(count(|d| matches!(d, Decision::Switch { .. })) >= 1, "rotated by {}", now);
+                    prop_assert!(!ca_bundle.contains(&1), "the first CA left caBundle");
+                }
             }
         }
     }

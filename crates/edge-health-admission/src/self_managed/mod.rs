@@ -35,9 +35,10 @@
 //!    installed by the chart or an operator: when it is absent this logs and retries,
 //!    never creates it;
 //! 4. waits until the serving certificate is due for renewal, at most
-//!    `--certificate-check-period`, or until the Secret changes (a watch from the
-//!    resourceVersion served: a certificate another replica renewed is served within
-//!    moments), then starts over. After a failure it retries with a backoff (1 s to
+//!    `--certificate-check-period`, or until the Secret is no longer the version served
+//!    (followed by name with [`follow_object`], the one watch helper, a list then a
+//!    watch: a certificate another replica renewed is served within moments), then
+//!    starts over. After a failure it retries with a backoff (1 s to
 //!    30 s).
 //!
 //! Renewal at two thirds leaves a third of the validity for the other replicas to take
@@ -56,10 +57,10 @@
 //! What the webhook's ServiceAccount needs in this mode (the chart's Role and ClusterRole
 //! are to be generated from this list):
 //! - `secrets` in the Secret's namespace (`--certificate-secret`, default
-//!   `kube-system/edge-health-admission-tls`): `get`, `watch` and `update` restricted
-//!   (`resourceNames`) to that Secret's name — the watch is made with the field selector
-//!   `metadata.name=<name>`, which `resourceNames` authorizes — and `create`, which RBAC
-//!   cannot restrict by name;
+//!   `kube-system/edge-health-admission-tls`): `get`, `list`, `watch` and `update`
+//!   restricted (`resourceNames`) to that Secret's name — the list and the watch are made
+//!   with the field selector `metadata.name=<name>`, which `resourceNames` authorizes —
+//!   and `create`, which RBAC cannot restrict by name;
 //! - `mutatingwebhookconfigurations` (`admissionregistration.k8s.io`, cluster scope):
 //!   `get` and `patch` restricted to `--webhook-configuration-name` (default
 //!   `edge-health-admission`);
@@ -71,19 +72,18 @@ pub mod pki;
 use std::collections::BTreeSet;
 use std::fmt;
 use std::net::IpAddr;
-use std::pin::pin;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use controller_support::CertResolver;
 use controller_support::parse_duration;
+use controller_support::watch::follow_object;
 use edgegrid_core::protection::Timestamp;
-use futures::StreamExt;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
-use tokio::time::Instant;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use tokio::sync::Notify;
 
 use crate::metrics::{IssuedLabel, Metrics};
 use decide::{Decision, Published, SECRET_TYPE, SecretFacts, decide, next_look};
@@ -527,59 +527,31 @@ impl Manager {
         }
     }
 
-    /// Waits `wait`, or less when the Secret changes from `resource_version` (watched).
+    /// Waits `wait`, or less when the Secret is no longer at `resource_version` (changed
+    /// or deleted). It is followed by name through the one watch helper, which owns the
+    /// retries, backoff and relists: its first list ends the wait at once when the Secret
+    /// changed before the wait began, and a relist (after a 410, or an API server whose
+    /// versions went back) ends it only if the Secret is not the one served.
     async fn wait(&self, resource_version: Option<&str>, wait: Duration) {
-        let deadline = Instant::now() + wait;
-        let Some(version) = resource_version else {
-            tokio::time::sleep_until(deadline).await;
+        let Some(served) = resource_version else {
+            tokio::time::sleep(wait).await;
             return;
         };
-        let selector = format!("metadata.name={}", self.options.secret.name);
-        loop {
-            let seconds =
-                u32::try_from(deadline.saturating_duration_since(Instant::now()).as_secs()).unwrap_or(u32::MAX);
-            let params = WatchParams::default().fields(&selector).timeout(seconds.clamp(1, 290));
-            let opened = tokio::select! {
-                opened = self.secrets.watch(&params, version) => opened,
-                () = tokio::time::sleep_until(deadline) => return,
-            };
-            match opened {
-                Ok(events) => {
-                    let mut events = pin!(events);
-                    loop {
-                        let event = tokio::select! {
-                            event = events.next() => event,
-                            () = tokio::time::sleep_until(deadline) => return,
-                        };
-                        match event {
-                            Some(Ok(
-                                WatchEvent::Added(secret) | WatchEvent::Modified(secret) | WatchEvent::Deleted(secret),
-                            )) => {
-                                if secret.metadata.resource_version.as_deref() != Some(version) {
-                                    return;
-                                }
-                            }
-                            Some(Ok(WatchEvent::Bookmark(_))) => {}
-                            // 410 Gone and the like: read the Secret again
-                            Some(Ok(WatchEvent::Error(status))) => {
-                                tracing::debug!(%status, "the Secret's watch ended");
-                                return;
-                            }
-                            Some(Err(error)) => {
-                                tracing::debug!(%error, "the Secret's watch failed");
-                                break;
-                            }
-                            None => break,
-                        }
-                    }
+        let changed = Notify::new();
+        let follow = follow_object(
+            self.secrets.clone(),
+            &self.options.secret.name,
+            |secret: Option<&Secret>| {
+                if secret.and_then(|secret| secret.metadata.resource_version.as_deref()) != Some(served) {
+                    changed.notify_one();
                 }
-                Err(error) => tracing::debug!(%error, "cannot watch the Secret"),
-            }
-            // the watch closed before anything changed: open it again, not in a hot loop
-            tokio::time::sleep_until(deadline.min(Instant::now() + Duration::from_secs(1))).await;
-            if Instant::now() >= deadline {
-                return;
-            }
+            },
+            || {},
+        );
+        tokio::select! {
+            () = follow => {}
+            () = changed.notified() => {}
+            () = tokio::time::sleep(wait) => {}
         }
     }
 }

@@ -1,6 +1,6 @@
-//! The daemon's own routes on `--bind-address` (next to the runtime's `/healthz`,
-//! `/readyz` and `/metrics`): `POST /exchange` takes peers' sealed frames, `GET /verdicts`
-//! serves the local view as core's [`LocalVerdicts`](edgegrid_core::health::LocalVerdicts).
+//! The daemon's own routes on `--bind-address` (next to the runtime's `/healthz`, `/readyz`
+//! and `/metrics`): `POST /exchange` takes peers' sealed frames, `GET /verdicts` serves the
+//! local view as core's [`LocalVerdicts`](edgegrid_core::unit::local_verdicts::LocalVerdicts).
 //!
 //! The listener is the node's address, since peers must reach `/exchange`; `/verdicts` is
 //! for the node's own grid wrapper (over loopback) and is refused (403) to other hosts
@@ -33,7 +33,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use controller_support::{Cidr, NodeLocal};
-use edgegrid_core::health::VERDICTS_PATH;
+use edgegrid_core::unit::local_verdicts::VERDICTS_PATH;
 
 use tokio::sync::Semaphore;
 
@@ -158,7 +158,7 @@ mod tests {
     use axum::extract::ConnectInfo;
     use axum::http::Request;
     use clap::Parser;
-    use edgegrid_core::health::LocalVerdicts;
+    use edgegrid_core::unit::local_verdicts::LocalVerdicts;
     use tower::ServiceExt;
 
     use super::*;

@@ -18,10 +18,10 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use edgegrid_core::health::LocalVerdicts;
 use edgegrid_core::keys::{
     EDGE_HEALTH_ADDRESS_ANNOTATION, EDGE_HEALTH_PUBLIC_KEY_ANNOTATION, EDGE_HEALTH_UNHEALTHY_VIEW_ANNOTATION,
 };
+use edgegrid_core::unit::local_verdicts::LocalVerdicts;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::cli::Settings;

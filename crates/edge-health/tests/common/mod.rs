@@ -14,8 +14,8 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use edgegrid_core::health::{LocalVerdicts, Verdict};
 use edgegrid_core::keys::NODE_UNHEALTH_ANNOTATION;
+use edgegrid_core::unit::local_verdicts::{LocalVerdicts, Verdict};
 use edgegrid_testing::{Exit, KubeconfigFile, RunningBinary, TempDir, http_get, sample};
 use fake_apiserver::FakeApiServer;
 use k8s_openapi::api::core::v1::Node;

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use controller_support::watch::{Index, Key, RetryGroup, Watch, follow_object};
 use edgegrid_core::keys;
-use edgegrid_core::membership::{Labels, NodeUnitCheck, UnitSource, WatchedNodes};
+use edgegrid_core::unit::membership::{Labels, NodeUnitCheck, UnitSource, WatchedNodes};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kube::api::Api;

@@ -12,7 +12,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use edgegrid_testing::objects;
 use fake_apiserver::FakeApiServer;
-use grid_wrapper::cache::{Input, Object, Stream};
+use grid_wrapper::cache::{Input, Object};
 use grid_wrapper::metrics::Metrics;
 use grid_wrapper::{Wrapper, WrapperConfig};
 use http_body_util::{BodyExt, Empty};
@@ -22,6 +22,7 @@ use k8s_openapi::api::core::v1::{Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use listwatch::{LogConfig, Shape, WatchConfig};
 use serde_json::{Value, json};
+use unit_link::stream::Stream;
 
 // ---------------------------------------------------------------------------------------
 // Scale

@@ -12,11 +12,11 @@ use controller_support::server::{ServerLimits, ServerMetrics};
 use controller_support::tls::TlsMetrics;
 use fake_apiserver::FakeApiServer;
 use grid_wrapper::metrics::Metrics;
-use grid_wrapper::node_identity::{NodeIdentity, server_config};
-use grid_wrapper::unit::{Unit, UnitConfig};
-use grid_wrapper::vouched::Vouching;
 use grid_wrapper::{Wrapper, WrapperConfig};
 use serde_json::json;
+use unit_link::node_identity::{NodeIdentity, server_config};
+use unit_link::unit::{Unit, UnitConfig};
+use unit_link::vouched::Vouching;
 
 use crate::fleet::{NAMESPACE, Scale, UNIT_LABEL, endpoint_node, slice_name, slice_object, wrapper_config};
 use grid_wrapper::cache::Kind;
@@ -85,19 +85,19 @@ impl Running {
 }
 
 /// The unit's members as each node's edge-health would read them.
-pub fn unit_members(members: &[Member]) -> Vec<edgegrid_core::unit_upstream::UnitMember> {
+pub fn unit_members(members: &[Member]) -> Vec<edgegrid_core::unit::upstream::UnitMember> {
     members
         .iter()
         .filter_map(|m| {
             let address = format!("{}:51005", m.host);
-            edgegrid_core::unit_upstream::UnitMember::from_annotations(&m.node, Some(&m.public), Some(&address))
+            edgegrid_core::unit::upstream::UnitMember::from_annotations(&m.node, Some(&m.public), Some(&address))
         })
         .collect()
 }
 
 pub async fn start(
     member: &Member,
-    peers: &[edgegrid_core::unit_upstream::UnitMember],
+    peers: &[edgegrid_core::unit::upstream::UnitMember],
     cloud: SocketAddr,
     shared: bool,
     unit_port: u16,
@@ -130,12 +130,12 @@ pub async fn start(
             log: config.log,
             vouch,
         });
-        let metrics = grid_wrapper::unit_server::UnitServerMetrics::default();
-        let router = grid_wrapper::unit_server::router(
+        let metrics = unit_link::unit_server::UnitServerMetrics::default();
+        let router = unit_link::unit_server::router(
             unit.slot.clone(),
-            grid_wrapper::unit_server::ServeConfig {
+            unit_link::unit_server::ServeConfig {
                 sync_wait: Duration::from_secs(6),
-                ..grid_wrapper::unit_server::UNIT_SERVE
+                ..unit_link::unit_server::UNIT_SERVE
             },
             metrics,
             stopped.clone(),
@@ -144,7 +144,7 @@ pub async fn start(
         let mut limits = ServerLimits::default();
         limits.flags.max_connections = max_connections;
         let address = SocketAddr::new(IpAddr::V4(member.host), unit_port);
-        let (_, server) = grid_wrapper::unit_server::listen(
+        let (_, server) = unit_link::unit_server::listen(
             address,
             tls,
             router,
@@ -161,7 +161,7 @@ pub async fn start(
         None
     };
     let mut until_stopped = stopped.clone();
-    tasks.push(tokio::spawn(grid_wrapper::unit::run(wrapper.clone(), client, unit, async move {
+    tasks.push(tokio::spawn(unit_link::unit::run(wrapper.clone(), client, unit, async move {
         let _ = until_stopped.wait_for(|stop| *stop).await;
     })));
     Running { wrapper, stop, tasks }

@@ -1,10 +1,8 @@
 //! What the wrapper's end-to-end tests share: a fake apiserver holding a two-unit cluster
-//! (`cluster`, which the unit signer's tests share too), wrappers running in-process
-//! against it over HTTP, and unmodified kube-rs clients pointed at each wrapper.
+//! (`edgegrid_testing::cluster`, which the unit signer's tests share too), wrappers running
+//! in-process against it over HTTP, and unmodified kube-rs clients pointed at each wrapper.
 
 #![allow(dead_code, reason = "each test binary uses a different subset")]
-
-mod cluster;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -21,7 +19,7 @@ use kube::api::{Api, WatchEvent};
 use listwatch::{LogConfig, WatchConfig};
 use serde_json::Value;
 
-pub use cluster::*;
+pub use edgegrid_testing::cluster::*;
 
 pub fn config(node: &str) -> WrapperConfig {
     WrapperConfig {
@@ -61,7 +59,8 @@ impl RunningWrapper {
         let server = tokio::spawn({
             // the address of each client, as the runtime's server gives it: the debug view
             // answers loopback clients only
-            let router = wrapper.router(&grid_wrapper::server::debug_readers(Vec::new()));
+            let router =
+                grid_wrapper::server::router(wrapper.clone(), &grid_wrapper::server::debug_readers(Vec::new()));
             async move {
                 axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>()).await.expect("serve");
             }

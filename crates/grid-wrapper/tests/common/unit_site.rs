@@ -11,15 +11,16 @@ use std::time::Duration;
 use base64::Engine as _;
 use controller_support::server::{ServerLimits, ServerMetrics};
 use controller_support::tls::TlsMetrics;
-use edgegrid_core::unit_upstream::UnitMember;
+use edgegrid_core::unit::upstream::UnitMember;
 use grid_wrapper::cache::Kind;
-use grid_wrapper::metrics::{Metrics, SourceLabel};
-use grid_wrapper::node_identity::{NodeIdentity, server_config};
-use grid_wrapper::unit::{Unit, UnitConfig};
-use grid_wrapper::vouched::Vouching;
+use grid_wrapper::metrics::Metrics;
 use grid_wrapper::{Wrapper, WrapperConfig};
 use ring::rand::SystemRandom;
 use ring::signature::Ed25519KeyPair;
+use unit_link::metrics::SourceLabel;
+use unit_link::node_identity::{NodeIdentity, server_config};
+use unit_link::unit::{Unit, UnitConfig};
+use unit_link::vouched::Vouching;
 
 pub fn key_document() -> Vec<u8> {
     Ed25519KeyPair::generate_pkcs8(&SystemRandom::new()).expect("a key").as_ref().to_vec()
@@ -61,7 +62,7 @@ impl Drop for Running {
 
 impl Running {
     pub fn source(&self, source: &'static str) -> i64 {
-        self.wrapper.metrics().upstream_source.get_or_create(&SourceLabel { source }).get()
+        self.wrapper.metrics().link.upstream_source.get_or_create(&SourceLabel { source }).get()
     }
 
     pub fn served_slices(&self) -> Vec<String> {
@@ -109,14 +110,14 @@ pub async fn start_with(
         log: config.log,
         vouch,
     });
-    let router = grid_wrapper::unit_server::router(
+    let router = unit_link::unit_server::router(
         unit.slot.clone(),
-        grid_wrapper::unit_server::UNIT_SERVE,
-        grid_wrapper::unit_server::UnitServerMetrics::default(),
+        unit_link::unit_server::UNIT_SERVE,
+        unit_link::unit_server::UnitServerMetrics::default(),
         stopped.clone(),
     );
     let tls = server_config(&unit.config.identity, unit.members.clone()).expect("tls");
-    let (_, server) = grid_wrapper::unit_server::listen(
+    let (_, server) = unit_link::unit_server::listen(
         SocketAddr::new(IpAddr::V4(member.host), unit_port),
         tls,
         router,
@@ -128,7 +129,7 @@ pub async fn start_with(
     .await
     .expect("the unit listener");
     let mut until_stopped = stopped.clone();
-    let run = tokio::spawn(grid_wrapper::unit::run(wrapper.clone(), client, Some(unit.clone()), async move {
+    let run = tokio::spawn(unit_link::unit::run(wrapper.clone(), client, Some(unit.clone()), async move {
         let _ = until_stopped.wait_for(|stop| *stop).await;
     }));
     Running { wrapper, unit, _stop: stop, tasks: vec![server, run] }

@@ -252,5 +252,4 @@ fn unix_seconds(time: jiff::Timestamp) -> i64 {
 }
 
 #[cfg(test)]
-#[path = "encode_tests.rs"]
 mod tests;

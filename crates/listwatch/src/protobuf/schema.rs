@@ -487,5 +487,4 @@ pub(crate) static DISCOVERY_ENDPOINT_PORT: Message = Message {
 };
 
 #[cfg(test)]
-#[path = "schema_tests.rs"]
 mod tests;

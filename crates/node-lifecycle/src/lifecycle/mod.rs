@@ -3,14 +3,14 @@
 //! answers with actions (mark Unknown, add/remove taints, evict pods).
 //!
 //! Edge awareness: a node whose Ready condition went Unknown because its heartbeats stopped
-//! reaching the cloud, while edge-health watches it (`edgegrid_core::membership`) and its
-//! unit's peers have NOT voted it unhealthy (no `nodeunhealth`, whatever its value), is not given the
-//! NoExecute taint, its pods are not marked not ready and never evicted, for as long as its
-//! protection limit allows (`LifecycleConfig::max_unreachable_protection`; the node's
-//! `superedge.io/max-unreachable-protection` annotation may only shorten it). The rule itself is
-//! `edgegrid_core::protection`'s, shared with the admission webhook. A node voted
-//! unhealthy, past its limit, not watched, or reporting Ready=False itself, is handled as
-//! stock Kubernetes would.
+//! reaching the cloud, while edge-health watches it (`edgegrid_core::unit::membership`) and
+//! its unit's peers have NOT voted it unhealthy (no `nodeunhealth`, whatever its value), is
+//! not given the NoExecute taint, its pods are not marked not ready and never evicted, for
+//! as long as its protection limit allows (`LifecycleConfig::max_unreachable_protection`;
+//! the node's `superedge.io/max-unreachable-protection` annotation may only shorten it).
+//! The rule itself is `edgegrid_core::protection`'s, shared with the admission webhook. A
+//! node voted unhealthy, past its limit, not watched, or reporting Ready=False itself, is
+//! handled as stock Kubernetes would.
 
 mod config;
 mod health;

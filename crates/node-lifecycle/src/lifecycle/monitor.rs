@@ -46,8 +46,8 @@ pub struct NodeSnapshot {
     pub unschedulable: bool,
     /// Labelled `node.kubernetes.io/exclude-disruption`: not counted in its zone's state.
     pub excluded_from_disruption: bool,
-    /// Edge-health watches the node (`edgegrid_core::membership`): only then may the edge
-    /// rule protect it.
+    /// Edge-health watches the node (`edgegrid_core::unit::membership`): only then may the
+    /// edge rule protect it.
     pub watched: bool,
     /// The node carries `nodeunhealth` (any value, as SuperEdge reads it): its unit's
     /// peers voted it unhealthy.

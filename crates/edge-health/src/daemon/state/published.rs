@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use edgegrid_core::health::LocalVerdicts;
+use edgegrid_core::unit::local_verdicts::LocalVerdicts;
 
 use super::{AddressState, Daemon};
 use crate::daemon::cli::VerdictWriter;
@@ -34,8 +34,8 @@ impl Daemon {
 
     /// With `--verdict-writer=cloud`: the view annotation this node's Node should carry
     /// (the members of its units it holds Unhealthy and Undecided, and which members those
-    /// are: see `edgegrid_core::unit_verdict::View`), when it does not carry it yet. Nothing
-    /// before a whole window has been evaluated since the start.
+    /// are: see `edgegrid_core::unit::verdict::View`), when it does not carry it yet.
+    /// Nothing before a whole window has been evaluated since the start.
     pub fn view_to_publish(&self) -> Option<String> {
         if self.settings.verdict_writer != VerdictWriter::Cloud {
             return None;
@@ -48,8 +48,8 @@ impl Daemon {
             st.view.nodes.iter().filter(|(_, v)| v.verdict == verdict).map(|(n, _)| n.clone()).collect()
         };
         let members = st.view.nodes.keys().map(String::as_str).chain([self.local()]);
-        let wanted = edgegrid_core::unit_verdict::View {
-            members: edgegrid_core::unit_verdict::members_version(members),
+        let wanted = edgegrid_core::unit::verdict::View {
+            members: edgegrid_core::unit::verdict::members_version(members),
             unhealthy: held(Verdict::Unhealthy),
             undecided: held(Verdict::Undecided),
         }

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use edgegrid_core::health::{NodeVerdict, PeerIdentity};
+use edgegrid_core::unit::local_verdicts::{NodeVerdict, PeerIdentity};
 
 use super::{Cast, Daemon, State};
 use crate::ballot::check_signature;

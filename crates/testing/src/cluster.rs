@@ -1,13 +1,11 @@
-//! The fake API server's two-unit cluster, a kube client for it, and the waits: what
-//! grid-wrapper's tests share (through `common`) with the unit signer's
-//! (`crates/unit-signer/tests`, which include this file by path rather than copy it: it
-//! needs nothing of the wrapper).
-
-#![allow(dead_code, reason = "each test binary uses a different subset")]
+//! The fake API server's two-unit cluster, a kube client for it, and the waits: what the
+//! tests of grid-wrapper and of the unit signer share (the cluster the wrappers watch and
+//! the signer signs for). Behind the `cluster` feature, the one part of this crate that
+//! links the fake API server: only the crates whose tests run a cluster turn it on.
 
 use std::time::Duration;
 
-use edgegrid_testing::objects::{endpoints_object, node_object, service_object, slice_object};
+use crate::objects::{endpoints_object, node_object, service_object, slice_object};
 use fake_apiserver::FakeApiServer;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, PostParams};

@@ -116,7 +116,7 @@ async fn nothing_is_served_before_the_log_has_synced() {
     }
     let (app, _, _stop) = app(log);
     let (_stop, stopped) = watch::channel(false);
-    let no_log = router(crate::unit::LeaderSlot::default(), serve_config(), UnitServerMetrics::default(), stopped);
+    let no_log = router(LogSlot::default(), serve_config(), UnitServerMetrics::default(), stopped);
     for app in [&app, &no_log] {
         for uri in ["/api/v1/services", "/api/v1/services?watch=true", "/api/v1/endpoints", "/api/v1/nodes"] {
             let refused = answer(app, Method::GET, uri, None).await;

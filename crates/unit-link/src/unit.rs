@@ -1,15 +1,15 @@
 //! One upstream per unit: where this wrapper takes its upstream objects from (the cloud,
 //! or the wrapper leading its unit) and whether it serves the unit's other wrappers.
 //!
-//! [`run`] re-decides with [`edgegrid_core::unit_upstream::choose`] whenever its inputs
+//! [`run`] re-decides with [`edgegrid_core::unit::upstream::choose`] whenever its inputs
 //! change: the unit's members (the identities the local edge-health read), the nodes the
 //! local edge-health votes down, and the members this wrapper failed to reach. The
-//! upstream it runs ([`crate::upstream::run_plan`]) is replaced only when the choice
-//! changes; the new one relists, and the cache turns the relist into differences, so the
-//! served view never goes empty or partial across a change and no client sees an event
-//! twice. From one leader to another the follower's watches go on instead
-//! ([`LeaderRoute`]): they resume on a standby leading from its replica of the previous
-//! leader's log ([`crate::replication`]), and relist anywhere else.
+//! upstream the wrapper runs for a choice ([`FedWrapper::run_plan`]) is replaced only when
+//! the choice changes; the new one relists, and the cache turns the relist into
+//! differences, so the served view never goes empty or partial across a change and no
+//! client sees an event twice. From one leader to another the follower's watches go on
+//! instead ([`LeaderRoute`]): they resume on a standby leading from its replica of the
+//! previous leader's log ([`crate::replication`]), and relist anywhere else.
 //!
 //! A followed leader is passed over (for `unreachable_for`) once its link has failed for
 //! a moment (refused, reset, or silent beyond the client's read timeout: the leader's
@@ -24,16 +24,47 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::node_identity::{ExpectedServer, MemberKeys, NodeIdentity, client_config};
-use edgegrid_core::unit_upstream::{Choice, UnitMember, choose};
+use edgegrid_core::unit::upstream::{Choice, UnitMember, choose};
 use kube::Client;
 
-use crate::Wrapper;
-use crate::metrics::SourceLabel;
+use crate::link_health::{LinkFailure, LinkHealth};
+use crate::metrics::{LinkMetrics, SourceLabel};
+use crate::node_identity::{ExpectedServer, MemberKeys, NodeIdentity, client_config};
+use crate::plan::{LocalNodeWatch, Plan};
 use crate::replication::ReplicaSlot;
 use crate::unit_client::LeaderRoute;
-use crate::upstream::{LinkFailure, LinkHealth, LocalNodeWatch, Plan, run_plan};
 use crate::upstream_log::UpstreamLog;
+
+/// The node's wrapper, as the unit link sees it: what the supervisor decides from (the
+/// unit's members, the nodes voted down, the local node's unit), where it counts, and what
+/// it hands each decided [`Plan`] to.
+///
+/// The seam between the link and the wrapper (`grid-wrapper`, which implements this): the
+/// supervisor decides where the upstream objects come from, the wrapper runs the watches
+/// that feed its cache. Called through this trait rather than by name, the link does not
+/// depend on the wrapper's crate (which depends on the link), and no module of either calls
+/// back into the other.
+pub trait FedWrapper: Send + Sync + 'static {
+    /// The local node's name.
+    fn local_node(&self) -> &str;
+
+    /// The members of the local node's unit that publish an identity (as the local
+    /// edge-health reads them), and the unit (its label's value on the local Node).
+    fn unit_members(&self) -> (Vec<UnitMember>, Option<String>);
+
+    /// The nodes the local unit votes down now.
+    fn nodes_down(&self) -> BTreeSet<String>;
+
+    /// Forgets the local node's unit until its Node is read again (it was relabelled).
+    fn forget_local_unit(&self);
+
+    /// Where the link counts (registered by the wrapper with its own metrics).
+    fn link_metrics(&self) -> &LinkMetrics;
+
+    /// Runs every upstream watch of `plan` into the wrapper until the future is dropped
+    /// (or every watch ends).
+    fn run_plan(self: Arc<Self>, plan: Plan) -> impl Future<Output = ()> + Send + 'static;
+}
 
 /// How a wrapper shares its unit's upstream.
 #[derive(Clone, Debug)]
@@ -189,10 +220,14 @@ const RECHECK: Duration = Duration::from_millis(100);
 
 /// Feeds the wrapper from the cloud (`cloud`), alone when `unit` is `None`, or as its unit
 /// decides, until `stop` resolves.
-pub async fn run(wrapper: Arc<Wrapper>, cloud: Client, unit: Option<Unit>, stop: impl Future<Output = ()>) {
+pub async fn run<W: FedWrapper>(wrapper: Arc<W>, cloud: Client, unit: Option<Unit>, stop: impl Future<Output = ()>) {
     let Some(unit) = unit else {
-        wrapper.metrics().upstream_source.get_or_create(&SourceLabel { source: "cloud" }).set(1);
-        return run_plan(wrapper, Plan::alone(cloud), stop).await;
+        wrapper.link_metrics().upstream_source.get_or_create(&SourceLabel { source: "cloud" }).set(1);
+        tokio::select! {
+            () = wrapper.run_plan(Plan::alone(cloud)) => {}
+            () = stop => {}
+        }
+        return;
     };
     tokio::pin!(stop);
     let mut supervisor = Supervisor {
@@ -216,7 +251,7 @@ pub async fn run(wrapper: Arc<Wrapper>, cloud: Client, unit: Option<Unit>, stop:
         let mut decided = supervisor.decide();
         let Some(plan) = supervisor.plan(&decided) else { continue };
         let health = plan.health.clone();
-        let upstream = run_plan(supervisor.wrapper.clone(), plan, std::future::pending());
+        let upstream = supervisor.wrapper.clone().run_plan(plan);
         tokio::pin!(upstream);
         loop {
             tokio::select! {
@@ -247,8 +282,8 @@ struct Decided {
     unit: Option<String>,
 }
 
-struct Supervisor {
-    wrapper: Arc<Wrapper>,
+struct Supervisor<W> {
+    wrapper: Arc<W>,
     cloud: Client,
     unit: Unit,
     /// Members passed over, until when, and how many times in a row.
@@ -312,7 +347,7 @@ impl Drop for Standby {
     }
 }
 
-impl Supervisor {
+impl<W: FedWrapper> Supervisor<W> {
     fn decide(&mut self) -> Decided {
         let now = Instant::now();
         self.unreachable.retain(|_, until| *until > now);
@@ -341,7 +376,7 @@ impl Supervisor {
         // the members still refusing connections are still the unit's
         self.not_listening.retain(|node, _| members.iter().any(|m| m.node == *node));
         let said = self.not_listening.values().filter(|refused| **refused >= NOT_LISTENING_SAID_AFTER).count();
-        self.wrapper.metrics().unit_members_not_listening.set(said as i64);
+        self.wrapper.link_metrics().unit_members_not_listening.set(said as i64);
         // next in line: this wrapper would lead without the leader (decided here, from the
         // same inputs, rather than read again for the standby)
         self.next_in_line = match &choice {
@@ -423,7 +458,7 @@ impl Supervisor {
     /// as differences).
     fn promoted(&mut self, unit: &str) -> Option<Arc<UpstreamLog>> {
         let standby = self.standby.take()?;
-        self.wrapper.metrics().unit_standby.set(0);
+        self.wrapper.link_metrics().unit_standby.set(0);
         // a replica of another unit's leader (the unit changed as this one took over) is
         // not this unit's log
         // (only a synced replica is ever put in the slot)
@@ -431,7 +466,7 @@ impl Supervisor {
         let rv = replica.read(|log| log.current_rv());
         replica.promote();
         tracing::info!(leader = %standby.leader, resource_version = rv, "leading from the replica of the previous leader's log");
-        self.wrapper.metrics().unit_standby_promotions.inc();
+        self.wrapper.link_metrics().unit_standby_promotions.inc();
         Some(replica)
     }
 
@@ -452,12 +487,12 @@ impl Supervisor {
         let task = tokio::spawn(crate::replication::replicate(client.clone(), self.unit.config.log, replica.clone()));
         let unit = unit.map(str::to_string);
         self.standby = Some(Standby { leader: leader.node.clone(), unit, replica, task });
-        self.wrapper.metrics().unit_standby.set(1);
+        self.wrapper.link_metrics().unit_standby.set(1);
     }
 
     fn drop_standby(&mut self) {
         if self.standby.take().is_some() {
-            self.wrapper.metrics().unit_standby.set(0);
+            self.wrapper.link_metrics().unit_standby.set(0);
         }
     }
 
@@ -466,7 +501,7 @@ impl Supervisor {
         let tls = client_config(&self.unit.config.identity, expected)?;
         let host = if leader.host.contains(':') { format!("[{}]", leader.host) } else { leader.host.clone() };
         let url: http::Uri = format!("https://{host}:{}", self.unit.config.port).parse()?;
-        let received = self.wrapper.metrics().upstream_bytes.clone();
+        let received = self.wrapper.link_metrics().upstream_bytes.clone();
         let (read_timeout, connect_timeout) = (self.unit.config.read_timeout, self.unit.config.connect_timeout);
         let link = crate::unit_client::LinkSettings { read_timeout, connect_timeout, source: self.unit.config.source };
         crate::unit_client::leader_client_counted(&url, tls, link, received)
@@ -477,7 +512,7 @@ impl Supervisor {
         if self.previous.as_ref() == Some(decided) {
             return;
         }
-        let metrics = self.wrapper.metrics();
+        let metrics = self.wrapper.link_metrics();
         let (source, leader) = match &decided.choice {
             Choice::Alone => ("cloud", None),
             Choice::Lead => ("cloud", Some(self.wrapper.local_node().to_string())),
@@ -615,7 +650,7 @@ impl Supervisor {
         self.keys_refusals = (self.keys_refusals.0.saturating_add(1), taken);
         let wait = self.unit.config.unreachable_for.saturating_mul(factor).min(MAX_PASS_OVER);
         self.keys_refused_until = Some(Instant::now() + wait);
-        self.wrapper.metrics().unit_vouch_keys_refused.set(1);
+        self.wrapper.link_metrics().unit_vouch_keys_refused.set(1);
         tracing::error!(
             ?wait,
             "no key of --unit-vouch-keys verifies the unit signer's batches, the cloud's copy included: watching \

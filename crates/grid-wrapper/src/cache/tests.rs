@@ -4,8 +4,9 @@
 use listwatch::{ChangeKind, ListOptions, LogConfig, WatchOptions};
 use serde_json::{Value, json};
 
-use super::cache::*;
+use super::*;
 use edgegrid_testing::objects::*;
+use unit_link::stream::Stream;
 
 const LOG: LogConfig = LogConfig { history_limit: 1000, watch_buffer: 1000 };
 

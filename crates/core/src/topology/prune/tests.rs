@@ -5,11 +5,11 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Endpoints;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
-use super::fixtures::*;
-use super::local_endpoint::LocalEndpoint;
-use super::policy::TopologyPolicy;
-use super::prune::*;
+use super::*;
 use crate::keys;
+use crate::topology::fixtures::*;
+use crate::topology::local_endpoint::LocalEndpoint;
+use crate::topology::policy::TopologyPolicy;
 
 /// n1..n4 form units a/b across zones z1/z2; n5 has no labels; "ghost" is unknown.
 fn cluster() -> BTreeMap<String, Labels> {

@@ -56,12 +56,12 @@
 //! has no such gap: `--verdict-writer=edge`).
 //!
 //! The voters are the nodes running edge-health (publishing its address,
-//! [`crate::membership::runs_edge_health`]; the caller passes no other): a node of a unit
-//! running SuperEdge's edge-health instead, mid-migration, neither votes nor is voted on,
-//! as edge-health's daemons keep it out of their units. A node is judged in its home unit
-//! (the lowest of its units, as edge-health's writer rule), and only when at least one of
-//! that unit's members publishes a view: units whose daemons write the verdicts themselves
-//! (`--verdict-writer=edge`, SuperEdge's) are left to them.
+//! [`crate::unit::membership::runs_edge_health`]; the caller passes no other): a node of a
+//! unit running SuperEdge's edge-health instead, mid-migration, neither votes nor is voted
+//! on, as edge-health's daemons keep it out of their units. A node is judged in its home
+//! unit (the lowest of its units, as edge-health's writer rule), and only when at least one
+//! of that unit's members publishes a view: units whose daemons write the verdicts
+//! themselves (`--verdict-writer=edge`, SuperEdge's) are left to them.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -71,9 +71,9 @@ use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation, TestOpera
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::json;
 
-use crate::health::Verdict;
 use crate::keys::{NODE_UNHEALTH_ANNOTATION, NODE_UNHEALTH_UNDECIDED, NODE_UNHEALTH_YES};
-use crate::membership::UnitId;
+use crate::unit::local_verdicts::Verdict;
+use crate::unit::membership::UnitId;
 
 /// How many peers must agree: the vote's one setting.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -53,7 +53,7 @@ impl UnitMember {
 
 /// The members of the unit(s) `verdicts` is about that publish a well-formed identity, as
 /// the local edge-health daemon read them from the API server.
-pub fn members_of(verdicts: &crate::health::LocalVerdicts) -> Vec<UnitMember> {
+pub fn members_of(verdicts: &crate::unit::local_verdicts::LocalVerdicts) -> Vec<UnitMember> {
     verdicts
         .identities
         .iter()
@@ -115,7 +115,7 @@ mod tests {
 
     #[test]
     fn members_are_the_identities_the_local_daemon_read() {
-        use crate::health::{LocalVerdicts, PeerIdentity};
+        use crate::unit::local_verdicts::{LocalVerdicts, PeerIdentity};
         let key = STANDARD.encode([7u8; 32]);
         let identity = |address: &str| PeerIdentity { public_key: key.clone(), address: address.into() };
         let verdicts = LocalVerdicts {

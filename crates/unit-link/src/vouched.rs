@@ -20,7 +20,7 @@ use kube::Resource;
 use kube::runtime::watcher;
 use tokio::sync::watch;
 
-use crate::metrics::{Metrics, ResultLabel};
+use crate::metrics::{LinkMetrics, ResultLabel};
 
 /// How often held steps are looked at while no batch arrives.
 const CHECK: Duration = Duration::from_millis(250);
@@ -117,7 +117,7 @@ fn signed_batch(configmap: &ConfigMap) -> SignedBatch {
 /// The signer's ConfigMap, as the leader serves it, into the voucher.
 pub struct DigestsFeed<'a> {
     pub vouching: &'a Vouching,
-    pub metrics: &'a Metrics,
+    pub metrics: &'a LinkMetrics,
 }
 
 impl Index<ConfigMap> for DigestsFeed<'_> {

@@ -1,5 +1,7 @@
 //! The `Status` answers both of the wrapper's servers give (the node's API for kube-proxy,
-//! the unit listener for followers), and the clock both of its list/watch logs start from.
+//! in `grid-wrapper`; the unit listener for followers, `unit_server`), and the
+//! clock both of its list/watch logs start from. Here, in the lower of the two crates, so
+//! that both answer alike without the link depending on the wrapper.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

@@ -42,7 +42,7 @@ use tokio::task::JoinHandle;
 use controller_support::server::PeerCertificate;
 
 use crate::api_status::{not_serving, status_response};
-use crate::upstream_log::{UpstreamKind, UpstreamLog};
+use crate::upstream_log::{LogSlot, UpstreamKind, UpstreamLog};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResourceLabel {
@@ -128,10 +128,11 @@ impl ServedLog for Arc<UpstreamLog> {
     }
 }
 
-/// A server that outlives terms of leadership answers from the current term's log.
-impl ServedLog for crate::unit::LeaderSlot {
+/// A server that outlives terms of leadership answers from the current term's log (the
+/// unit's leader slot).
+impl ServedLog for LogSlot {
     fn current(&self) -> Option<Arc<UpstreamLog>> {
-        crate::unit::LeaderSlot::current(self)
+        LogSlot::current(self)
     }
 }
 
@@ -145,10 +146,14 @@ pub struct ServeConfig {
     pub sync_wait: Duration,
 }
 
+/// How long a follower's watch that names no `timeoutSeconds` lasts: kube-apiserver's
+/// `--min-request-timeout`, as the wrapper's own server answers kube-proxy.
+const WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
+
 /// For followers: a bookmark every second keeps a healthy watch talking, so a follower's
 /// read timeout of a few seconds tells a silent leader from a quiet cluster.
 pub const UNIT_SERVE: ServeConfig = ServeConfig {
-    watch: WatchConfig { bookmark_interval: Duration::from_secs(1), default_timeout: crate::DEFAULT_WATCH_TIMEOUT },
+    watch: WatchConfig { bookmark_interval: Duration::from_secs(1), default_timeout: WATCH_TIMEOUT },
     sync_wait: Duration::from_secs(10),
 };
 

@@ -4,11 +4,11 @@
 use proptest::prelude::*;
 use serde_json::json;
 
-use super::explain::*;
-use super::fixtures::*;
-use super::view::*;
-use super::view_tests::{LOCAL, arb_change};
+use super::*;
 use crate::keys;
+use crate::topology::fixtures::*;
+use crate::topology::view::tests::{LOCAL, arb_change};
+use crate::topology::view::*;
 
 // ---- agreement with the served view ---------------------------------------------------
 

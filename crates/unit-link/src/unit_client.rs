@@ -32,8 +32,8 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use tower::{Layer, Service, ServiceBuilder};
 
-use crate::cache::Stream;
 use crate::metrics::StreamLabel;
+use crate::stream::Stream;
 
 /// Why a link to the leader cannot be set up (the last two for callers that build the
 /// follower's TLS settings and the leader's URL along with the client).

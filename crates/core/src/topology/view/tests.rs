@@ -8,12 +8,12 @@ use proptest::prelude::*;
 use k8s_openapi::api::core::v1::Endpoints;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
-use super::fixtures::*;
-use super::local_endpoint::LocalEndpoint;
-use super::prune::Labels;
-use super::view::*;
-use super::{PolicyError, ViewChangeKind::*};
+use super::*;
 use crate::keys;
+use crate::topology::fixtures::*;
+use crate::topology::local_endpoint::LocalEndpoint;
+use crate::topology::prune::Labels;
+use crate::topology::{PolicyError, ViewChangeKind::*};
 
 fn node(name: &str, pairs: &[(&str, &str)]) -> InputChange {
     InputChange::NodeUpserted { name: name.into(), labels: labels(pairs) }
@@ -383,13 +383,13 @@ fn nodes_voted_down_locally_are_dropped_from_every_service_and_come_back() {
     assert_eq!(pruned_slice_ips(&view, "ns", "web-1"), Vec::<String>::new());
     assert_eq!(changed(&mut view, down(&["n1", "n3"])), vec![], "the same verdicts again change nothing");
     let explained = view.explain(&NamespacedName::new("ns", "plain"));
-    let rows: Vec<(bool, super::explain::EndpointRule, &str)> =
+    let rows: Vec<(bool, crate::topology::explain::EndpointRule, &str)> =
         explained.objects.iter().flat_map(|o| &o.endpoints).map(|e| (e.kept, e.rule, e.reason.as_str())).collect();
     assert_eq!(
         rows,
         vec![(
             false,
-            super::explain::EndpointRule::NodeDown,
+            crate::topology::explain::EndpointRule::NodeDown,
             "dropped: node n3 was voted down by the local unit's edge-health"
         )]
     );
@@ -457,7 +457,7 @@ fn bad_input_is_an_error_or_a_reported_pass_through() {
 // ---- property tests -------------------------------------------------------------------
 
 const NODES: [&str; 5] = ["n0", "n1", "n2", "n3", "n4"];
-pub(super) const LOCAL: &str = "n0";
+pub(in crate::topology) const LOCAL: &str = "n0";
 
 fn arb_labels() -> impl Strategy<Value = Labels> {
     prop::collection::btree_map(
@@ -504,7 +504,7 @@ fn arb_policy() -> impl Strategy<Value = Vec<(&'static str, String)>> {
     ]
 }
 
-pub(super) fn arb_change() -> impl Strategy<Value = InputChange> {
+pub(in crate::topology) fn arb_change() -> impl Strategy<Value = InputChange> {
     let service_name = || prop::sample::select(vec!["s0", "s1", "s2"]);
     let slice_name = || prop::sample::select(vec!["x0", "x1", "x2", "x3", "s0"]);
     prop_oneof![

@@ -261,7 +261,7 @@ impl WatchedNodes {
     }
 
     /// Runs edge-health with at least one peer running it in its home unit (its first, as
-    /// [`crate::unit_verdict`] counts votes in that one only): a node whose other units
+    /// [`crate::unit::verdict`] counts votes in that one only): a node whose other units
     /// watch it but whose home unit has no other daemon (mid-migration, SuperEdge's daemon
     /// still there) would be protected with nobody able to vote it down.
     fn is_watched_now(&self, member: &Member) -> bool {

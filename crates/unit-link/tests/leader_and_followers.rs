@@ -13,13 +13,6 @@ use controller_support::server::{ServerLimits, ServerMetrics};
 use controller_support::tls::TlsMetrics;
 use edgegrid_testing::objects::{endpoints_object, node_object, service_object, slice_object};
 use futures::{Stream, StreamExt};
-use grid_wrapper::metrics::StreamLabel;
-use grid_wrapper::node_identity::{
-    ExpectedServer, MemberKeys, NodeIdentity, PublicKeyBytes, client_config, server_config,
-};
-use grid_wrapper::unit_client::{LinkSettings, leader_client, leader_client_counted};
-use grid_wrapper::unit_server::{ResourceLabel, ServeConfig, UnitServerMetrics, listen, router};
-use grid_wrapper::upstream_log::{UpstreamInput, UpstreamKind, UpstreamLog};
 use k8s_openapi::api::core::v1::{Endpoints, Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Resource;
@@ -37,6 +30,13 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use unit_link::metrics::StreamLabel;
+use unit_link::node_identity::{
+    ExpectedServer, MemberKeys, NodeIdentity, PublicKeyBytes, client_config, server_config,
+};
+use unit_link::unit_client::{LinkSettings, leader_client, leader_client_counted};
+use unit_link::unit_server::{ResourceLabel, ServeConfig, UnitServerMetrics, listen, router};
+use unit_link::upstream_log::{UpstreamInput, UpstreamKind, UpstreamLog};
 
 /// Long enough for any step on a loaded 2-core machine, short for a test that hangs.
 const PATIENCE: Duration = Duration::from_secs(10);
@@ -523,7 +523,7 @@ async fn a_leader_url_must_be_https() {
     for url in ["http://127.0.0.1:1", "/api"] {
         let url: http::Uri = url.parse().expect("a URI");
         let refused = leader_client(&url, tls.clone(), Duration::from_secs(1), Duration::from_secs(1));
-        assert!(matches!(refused, Err(grid_wrapper::unit_client::UnitClientError::Url { .. })), "{url}");
+        assert!(matches!(refused, Err(unit_link::unit_client::UnitClientError::Url { .. })), "{url}");
     }
 }
 
@@ -544,9 +544,9 @@ async fn the_standby_replicates_the_leaders_log_over_the_unit_link() {
     let standby = identity("n2");
     let leader = Leader::start(log.clone(), &[&standby]).await;
     let client = follower_client(&leader.url(), &standby, expecting(&leader.identity));
-    let slot = grid_wrapper::replication::ReplicaSlot::default();
+    let slot = unit_link::replication::ReplicaSlot::default();
     let config = LogConfig { history_limit: 1000, watch_buffer: 1000 };
-    let replicating = tokio::spawn(grid_wrapper::replication::replicate(client, config, slot.clone()));
+    let replicating = tokio::spawn(unit_link::replication::replicate(client, config, slot.clone()));
     eventually("the replica", true, || slot.current().is_some()).await;
     let replica = slot.current().expect("a replica");
     assert_eq!(replica.term(), log.term());
@@ -600,7 +600,7 @@ struct Failover {
     leader: Leader,
     follower: NodeIdentity,
     standby: NodeIdentity,
-    route: grid_wrapper::unit_client::LeaderRoute,
+    route: unit_link::unit_client::LeaderRoute,
     slices: Watcher<EndpointSlice>,
 }
 
@@ -613,7 +613,7 @@ impl Failover {
         cluster.list_into(&log, &UpstreamKind::ALL);
         let (follower, standby) = (identity("n2"), identity("n3"));
         let leader = Leader::start(log.clone(), &[&follower, &standby]).await;
-        let route = grid_wrapper::unit_client::LeaderRoute::default();
+        let route = unit_link::unit_client::LeaderRoute::default();
         route.set_leader(follower_client(&leader.url(), &follower, expecting(&leader.identity)));
         let mut slices = watch_all(Api::<EndpointSlice>::all(route.client()));
         assert_eq!(names(&initial(&mut slices).await), ["api-1", "web-1"]);
@@ -621,10 +621,10 @@ impl Failover {
     }
 
     /// The standby replicating the leader's log, until the handle is aborted.
-    fn replicate(&self) -> (grid_wrapper::replication::ReplicaSlot, JoinHandle<()>) {
-        let slot = grid_wrapper::replication::ReplicaSlot::default();
+    fn replicate(&self) -> (unit_link::replication::ReplicaSlot, JoinHandle<()>) {
+        let slot = unit_link::replication::ReplicaSlot::default();
         let to_leader = follower_client(&self.leader.url(), &self.standby, expecting(&self.leader.identity));
-        let task = tokio::spawn(grid_wrapper::replication::replicate(to_leader, REPLICA_CONFIG, slot.clone()));
+        let task = tokio::spawn(unit_link::replication::replicate(to_leader, REPLICA_CONFIG, slot.clone()));
         (slot, task)
     }
 
