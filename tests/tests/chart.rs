@@ -242,6 +242,7 @@ async fn chart_lints_renders_and_applies() {
         ("edgegrid:edge-health-admission", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "get"),
         ("edgegrid:edge-health-admission", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch"),
         ("edgegrid:edge-health-admission-certificates", "", "secrets", "get"),
+        ("edgegrid:edge-health-admission-certificates", "", "secrets", "list"),
         ("edgegrid:edge-health-admission-certificates", "", "secrets", "watch"),
         ("edgegrid:edge-health-admission-certificates", "", "secrets", "create"),
         ("edgegrid:edge-health-admission-certificates", "", "secrets", "update"),
@@ -301,7 +302,6 @@ async fn chart_lints_renders_and_applies() {
         ("edgegrid:edge-health-admission", "", "nodes", "update"),
         ("edgegrid:edge-health-admission", "", "nodes/status", "patch"),
         ("edgegrid:edge-health-admission", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "update"),
-        ("edgegrid:edge-health-admission-certificates", "", "secrets", "list"),
         ("edgegrid:edge-health-admission-certificates", "", "secrets", "patch"),
         ("edgegrid:edge-health-admission-certificates", "", "secrets", "delete"),
     ] {
