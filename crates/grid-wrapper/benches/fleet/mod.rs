@@ -557,12 +557,17 @@ pub fn populate(server: &FakeApiServer, scale: &Scale) {
     for n in 0..scale.nodes {
         store.create(&nodes, "", node_value(n, scale, 0)).expect("node");
     }
+    // the API server gives each Service its own uid; a slice must name that one as its
+    // owner, or the (fake) garbage collector deletes it as an orphan when it is created
+    let mut uids = Vec::with_capacity(scale.services);
     for i in 0..scale.services {
         let service = serde_json::to_value(service_object(i)).expect("serialisable");
-        store.create(&services, NAMESPACE, service).expect("service");
+        let created = store.create(&services, NAMESPACE, service).expect("service");
+        uids.push(created["metadata"]["uid"].clone());
     }
-    for i in 0..scale.services {
-        let slice = serde_json::to_value(slice_object(i, scale, None, 0)).expect("serialisable");
+    for (i, uid) in uids.into_iter().enumerate() {
+        let mut slice = serde_json::to_value(slice_object(i, scale, None, 0)).expect("serialisable");
+        slice["metadata"]["ownerReferences"][0]["uid"] = uid;
         store.create(&slices, NAMESPACE, slice).expect("slice");
     }
 }
