@@ -204,7 +204,8 @@ where
     /// After a failure, starts over with a list (once the backoff is waited out) rather than
     /// resuming from the last version seen, so every failure is followed by `begin` ...
     /// `done`. For an index that must know when it is current again: a resumed watch says
-    /// nothing until the next change, which for a quiet collection may never come.
+    /// nothing until the next change, which for a quiet collection may never come. Its
+    /// backoff grows with failures in a row (to 30 s) until the server answers.
     pub fn relisting_after_failure(mut self) -> Self {
         self.relist_after_failure = true;
         self
@@ -227,9 +228,14 @@ where
                 let Some(event) = events.next().await else { break None };
                 match event {
                     Ok(event) => {
-                        // `Init` comes before the list is asked for: not a word from the server
+                        // `Init` comes before the list is asked for: not a word from the server.
+                        // A watch relisting after failure starts over with one after each
+                        // failure: reset there, a list that keeps failing would be retried
+                        // every second for as long as the API server is away
                         if matches!(event, Event::Init) {
-                            retry.went_on();
+                            if !self.relist_after_failure {
+                                retry.went_on();
+                            }
                         } else {
                             retry.succeeded();
                         }

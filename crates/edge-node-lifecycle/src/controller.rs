@@ -121,16 +121,24 @@ pub async fn run(
             _ = ticker.tick() => {}
             _ = shutdown.changed() => break,
         }
-        let current = view.judge(caches.view_current(), &metrics);
+        let judging = view.judge(caches.view_current(), &metrics);
         if !*leader.borrow() {
             term = None;
             continue;
         }
         // nothing is judged, drained or evicted from a view that is not current (see
-        // `caches`): decisions wait until it is; the core's clocks run on meanwhile, so a
-        // dead node is still dead and a live one's renewals are seen afresh
-        if !current {
-            continue;
+        // `caches`): decisions wait until it is, and the time spent blind does not count
+        // against any node's grace period (a dead node written Unknown stays so; a live
+        // one cut off with the controller, as in an API server outage, is not judged on
+        // the renewals it could not make)
+        match judging {
+            Judging::No => continue,
+            Judging::Again { blind } => {
+                if let Some(core) = term.as_mut() {
+                    core.discount_blind(blind);
+                }
+            }
+            Judging::Yes => {}
         }
         let now = Instant::now();
         let core = term.get_or_insert_with(|| {
@@ -175,7 +183,8 @@ pub async fn run(
                 caches.membership.lock().expect("membership lock").changed.insert(node);
             }
         }
-        if now >= next_taint_manager {
+        // the writes above took time: a view that went stale meanwhile evicts nothing
+        if now >= next_taint_manager && caches.view_current() {
             next_taint_manager = now + config.taint_manager_period;
             taint_manager_pass(&client, &caches, core, &metrics, config.taint_manager_shards).await;
         }
@@ -192,9 +201,20 @@ struct ViewState {
     stale_since: Option<Instant>,
 }
 
+/// What the loop does on a tick, by the view.
+enum Judging {
+    Yes,
+    /// The view is not current: nothing.
+    No,
+    /// The view is current again after being blind this long.
+    Again {
+        blind: Duration,
+    },
+}
+
 impl ViewState {
     /// Whether to judge now, given whether the view is current.
-    fn judge(&mut self, current: bool, metrics: &Metrics) -> bool {
+    fn judge(&mut self, current: bool, metrics: &Metrics) -> Judging {
         match (current, self.stale_since) {
             (false, None) => {
                 tracing::warn!(
@@ -202,15 +222,21 @@ impl ViewState {
                 );
                 self.stale_since = Some(Instant::now());
                 metrics.view_current.set(0);
+                Judging::No
             }
+            (false, Some(_)) => Judging::No,
             (true, Some(since)) => {
-                tracing::info!(stale_for = ?since.elapsed(), "the view of Nodes and Leases is current again: judging resumes");
+                let blind = since.elapsed();
+                tracing::info!(
+                    stale_for = ?blind,
+                    "the view of Nodes and Leases is current again: judging resumes (the time blind not counted against any node)"
+                );
                 self.stale_since = None;
                 metrics.view_current.set(1);
+                Judging::Again { blind }
             }
-            _ => {}
+            (true, None) => Judging::Yes,
         }
-        current
     }
 }
 

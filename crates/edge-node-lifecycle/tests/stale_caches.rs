@@ -4,7 +4,9 @@
 //! (seed 303) found that it then judged every node from frozen Leases: past the grace
 //! period all looked silent, every zone fully disrupted, and it marked live nodes Unknown
 //! and lifted the dead node's NoExecute taint. It must not judge from a view it knows is
-//! stale: nothing changes until the view is back.
+//! stale: nothing changes until the view is back. Nor may it count the time it was blind
+//! against nodes whose kubelets were cut off with it (an API server outage): they renew
+//! only some time after the API server is back.
 
 mod common;
 
@@ -43,21 +45,33 @@ fn client_with_cuttable_view(client: kube::Client, cut: Arc<AtomicBool>) -> kube
     kube::Client::new(service, "default")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_stale_view_of_nodes_and_leases_changes_nothing() {
+/// Four nodes of one zone, `edge-3` dead, voted unhealthy and tainted NoExecute; a
+/// controller reading through a cuttable view; and a record of every change to a node
+/// from then on that is not what it should be.
+struct Site {
+    server: fake_apiserver::FakeApiServer,
+    nodes: Api<Node>,
+    /// Whose kubelets renew their Leases.
+    alive: Arc<Mutex<HashSet<String>>>,
+    cut: Arc<AtomicBool>,
+    controller: RunningController,
+    changes: Arc<Mutex<Vec<String>>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+async fn site(grace: Duration) -> Site {
     let (server, client) = start_server().await;
     for name in LIVE.iter().chain([&DEAD]) {
         create_node(&client, name, "site-a").await;
     }
     let alive = Arc::new(Mutex::new(LIVE.iter().map(|s| s.to_string()).collect::<HashSet<_>>()));
-    let kubelets = kubelets(client.clone(), alive);
+    let kubelets = kubelets(client.clone(), alive.clone());
     let nodes: Api<Node> = Api::all(client.clone());
 
     let cut = Arc::new(AtomicBool::new(false));
-    let controller = RunningController::start(
-        &client_with_cuttable_view(client.clone(), cut.clone()),
-        fast_config(Duration::from_millis(500), 10.0),
-    );
+    let mut config = fast_config(Duration::from_millis(500), 10.0);
+    config.lifecycle.grace_period = grace;
+    let controller = RunningController::start(&client_with_cuttable_view(client.clone(), cut.clone()), config);
     vote_unhealthy(&client, DEAD).await;
     wait_for("the dead node tainted NoExecute", Duration::from_secs(20), || {
         let nodes = nodes.clone();
@@ -87,29 +101,87 @@ async fn a_stale_view_of_nodes_and_leases_changes_nothing() {
         })
     };
     tokio::time::sleep(Duration::from_secs(1)).await;
+    Site { server, nodes, alive, cut, controller, changes, tasks: vec![kubelets, recorder] }
+}
 
-    // the view goes stale for three grace periods: open watches end and cannot resume
-    cut.store(true, Ordering::SeqCst);
-    server.drop_watches();
-    tokio::time::sleep(Duration::from_secs(6)).await;
-    let exposition = controller_support::metrics::exposition("edge-node-lifecycle", &*controller.metrics);
-    assert!(exposition.contains("edge_node_lifecycle_view_current 0"), "{exposition}");
-    cut.store(false, Ordering::SeqCst);
-    // back: several monitor passes, drains and taint-manager passes on the fresh view
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    let exposition = controller_support::metrics::exposition("edge-node-lifecycle", &*controller.metrics);
-    assert!(exposition.contains("edge_node_lifecycle_view_current 1"), "{exposition}");
-
-    assert_eq!(*changes.lock().unwrap(), Vec::<String>::new(), "nodes changed by a controller judging a stale view");
-    let dead = nodes.get(DEAD).await.unwrap();
-    assert!(taint_keys(&dead).contains(&UNREACHABLE_NO_EXECUTE.to_string()), "{:?}", taint_keys(&dead));
-    for name in LIVE {
-        let node = nodes.get(name).await.unwrap();
-        assert_eq!(ready_condition(&node).map(|(status, _)| status).as_deref(), Some("True"), "{name}");
-        assert_eq!(taint_keys(&node), Vec::<String>::new(), "{name}");
+impl Site {
+    /// The controller's reads of Nodes and Leases refused, and its open watches ended.
+    fn blind(&self, blind: bool) {
+        self.cut.store(blind, Ordering::SeqCst);
+        if blind {
+            self.server.drop_watches();
+        }
     }
 
-    controller.stop().await;
-    kubelets.abort();
-    recorder.abort();
+    fn view_current(&self) -> bool {
+        let exposition = controller_support::metrics::exposition("edge-node-lifecycle", &*self.controller.metrics);
+        match edgegrid_testing::sample(&exposition, "edge_node_lifecycle_view_current") {
+            Some("1") => true,
+            Some("0") => false,
+            other => panic!("edge_node_lifecycle_view_current is {other:?}: {exposition}"),
+        }
+    }
+
+    /// Waits until the view is current again (its watches back off up to some seconds
+    /// after failing for a while).
+    async fn wait_until_current(&self) {
+        wait_for("the view current again", Duration::from_secs(40), || {
+            let current = self.view_current();
+            async move { current }
+        })
+        .await;
+    }
+
+    /// Nothing changed: the dead node keeps its taint, the live ones are Ready, untainted.
+    async fn assert_unchanged(self) {
+        assert_eq!(
+            *self.changes.lock().unwrap(),
+            Vec::<String>::new(),
+            "nodes changed by a controller judging a stale view"
+        );
+        let dead = self.nodes.get(DEAD).await.unwrap();
+        assert!(taint_keys(&dead).contains(&UNREACHABLE_NO_EXECUTE.to_string()), "{:?}", taint_keys(&dead));
+        for name in LIVE {
+            let node = self.nodes.get(name).await.unwrap();
+            assert_eq!(ready_condition(&node).map(|(status, _)| status).as_deref(), Some("True"), "{name}");
+            assert_eq!(taint_keys(&node), Vec::<String>::new(), "{name}");
+        }
+        self.controller.stop().await;
+        for task in self.tasks {
+            task.abort();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_view_of_nodes_and_leases_changes_nothing() {
+    let site = site(Duration::from_secs(2)).await;
+    // the view goes stale for three grace periods while the kubelets renew
+    site.blind(true);
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert!(!site.view_current());
+    site.blind(false);
+    site.wait_until_current().await;
+    // back: several monitor passes, drains and taint-manager passes on the fresh view
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    site.assert_unchanged().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_time_blind_does_not_count_against_nodes_cut_off_with_the_controller() {
+    let site = site(Duration::from_secs(5)).await;
+    // an API server outage: no kubelet renewing, and the controller blind, for more than
+    // two grace periods; the kubelets' last renewals were seen before it went blind
+    // (else the first look after it would take them for fresh ones)
+    site.alive.lock().unwrap().clear();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    site.blind(true);
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    site.blind(false);
+    site.wait_until_current().await;
+    // the kubelets renew some time after the API server is back (their own backoff)
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    site.alive.lock().unwrap().extend(LIVE.iter().map(|s| s.to_string()));
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    site.assert_unchanged().await;
 }

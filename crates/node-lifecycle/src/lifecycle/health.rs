@@ -72,6 +72,16 @@ impl HealthTracker {
         }
     }
 
+    /// The controller could not see for `blind` (its view of the nodes was not current):
+    /// that time does not count against any node's grace period. Every probe timestamp
+    /// moves forward by it; none was taken meanwhile (no pass runs on a view that is not
+    /// current), so none moves past now. A status already written Unknown stays so.
+    pub fn discount_blind(&mut self, blind: Duration) {
+        for seen in self.nodes.values_mut() {
+            seen.probe_at += blind;
+        }
+    }
+
     pub fn forget(&mut self, node: &str) {
         self.nodes.remove(node);
     }
@@ -119,6 +129,23 @@ mod tests {
         tracker.observe("n", report(Some(ReadyStatus::True), "h1", "l2"), s(60));
         assert_eq!(tracker.status("n", s(100), GRACE, STARTUP), ReadyStatus::True);
         assert_eq!(tracker.status("n", s(111), GRACE, STARTUP), ReadyStatus::Unknown);
+    }
+
+    #[test]
+    fn time_the_controller_could_not_see_does_not_count() {
+        let mut tracker = HealthTracker::default();
+        let t0 = Instant::now();
+        let s = |d: u64| t0 + Duration::from_secs(d);
+        tracker.observe("alive", report(Some(ReadyStatus::True), "h", "l1"), s(0));
+        tracker.observe("dead", report(Some(ReadyStatus::Unknown), "h", "l"), s(0));
+        // blind from 10 to 70: without the discount every node would be silent at 70
+        assert_eq!(tracker.status("alive", s(70), GRACE, STARTUP), ReadyStatus::Unknown);
+        tracker.discount_blind(Duration::from_secs(60));
+        assert_eq!(tracker.status("alive", s(70), GRACE, STARTUP), ReadyStatus::True);
+        assert_eq!(tracker.status("alive", s(110), GRACE, STARTUP), ReadyStatus::True);
+        assert_eq!(tracker.status("alive", s(111), GRACE, STARTUP), ReadyStatus::Unknown);
+        // what was written Unknown stays Unknown
+        assert_eq!(tracker.status("dead", s(70), GRACE, STARTUP), ReadyStatus::Unknown);
     }
 
     #[test]

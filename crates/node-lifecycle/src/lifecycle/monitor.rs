@@ -23,6 +23,7 @@
 //! recovers from that, every node gets a fresh grace period.
 
 use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
 
 use tokio::time::Instant;
 
@@ -253,6 +254,15 @@ impl MonitorCore {
             wall_now,
             ProtectionPolicy::with_default_limit(self.config.max_unreachable_protection),
         )
+    }
+
+    /// The controller could not see for `blind` (its view was not current, so no pass ran):
+    /// that time does not count against any node's grace period. Kubelets cut off with it
+    /// (an API server outage) renew only some seconds after it is back; judged on their
+    /// old renewals at once, every live node would look silent past a grace period shorter
+    /// than the outage, every zone fully disrupted.
+    pub fn discount_blind(&mut self, blind: Duration) {
+        self.health.discount_blind(blind);
     }
 
     /// One monitor pass over every node (nodes absent from `nodes` are forgotten).
