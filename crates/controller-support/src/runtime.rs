@@ -288,19 +288,17 @@ impl Builder {
     /// runtime is built with it, e.g. routes that pass requests on to the API server with
     /// the binary's own credentials. After `build`: [`Runtime::config`].
     pub async fn load_config(&mut self) -> Result<kube::Config, Error> {
-        let config = match self.config.take() {
-            Some(config) => config,
-            None => read_config(self.kubeconfig.clone()).await?,
-        };
-        self.config = Some(config.clone());
-        Ok(config)
+        if self.config.is_none() {
+            self.config = Some(read_config(self.kubeconfig.clone()).await?);
+        }
+        Ok(self.config.clone().expect("read above"))
     }
 
     /// Starts logging, reads the client configuration (unless
     /// [`load_config`](Self::load_config) did), builds the client, binds and serves the
     /// admin server (and the binary's routes) and starts the election. Nothing the binary
     /// does runs yet.
-    pub async fn build(self) -> Result<Runtime, Error> {
+    pub async fn build(mut self) -> Result<Runtime, Error> {
         let default_filter = self.legacy.as_ref().and_then(LegacyFlags::default_log_filter).unwrap_or("info");
         if let Err(error) = logging::init_with_default(self.log_format, default_filter) {
             tracing::debug!(%error, "logging was set up before this runtime");
@@ -310,10 +308,7 @@ impl Builder {
         }
         // early, so a SIGTERM during start-up is not fatal before the handler is in place
         let signals = Signals::install()?;
-        let config = match self.config {
-            Some(config) => config,
-            None => read_config(self.kubeconfig).await?,
-        };
+        let config = self.load_config().await?;
         let client = Client::try_from(config.clone()).map_err(Error::Client)?;
         let registry = Arc::new(Mutex::new(self.registry));
         let election_config = match &self.leader {

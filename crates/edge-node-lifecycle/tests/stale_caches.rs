@@ -88,14 +88,14 @@ async fn site(grace: Duration) -> Site {
             let name = node.name_any();
             let ready = ready_condition(&node).map(|(status, _)| status);
             let taints = taint_keys(&node);
-            let expected_taints: &[&str] =
-                if name == DEAD { &[UNREACHABLE_NO_EXECUTE, UNREACHABLE_NO_SCHEDULE] } else { &[] };
-            let expected_ready = if name == DEAD { "Unknown" } else { "True" };
-            let mut sorted = taints.clone();
-            sorted.sort();
-            let mut expected: Vec<String> = expected_taints.iter().map(|t| t.to_string()).collect();
-            expected.sort();
-            if ready.as_deref() != Some(expected_ready) || sorted != expected {
+            let (expected_ready, expected_taints): (&str, &[&str]) = if name == DEAD {
+                ("Unknown", &[UNREACHABLE_NO_EXECUTE, UNREACHABLE_NO_SCHEDULE])
+            } else {
+                ("True", &[])
+            };
+            let same_taints = taints.len() == expected_taints.len()
+                && expected_taints.iter().all(|t| taints.iter().any(|have| have == t));
+            if ready.as_deref() != Some(expected_ready) || !same_taints {
                 changes.lock().unwrap().push(format!("{name}: Ready {ready:?}, taints {taints:?}"));
             }
         })
