@@ -146,8 +146,7 @@ fn measure(plan: &Plan) -> Row {
 
 /// Median time of one Ed25519 ballot signature and one verification (batches of 1,000).
 fn signature_costs() -> (Vec<Duration>, Vec<Duration>) {
-    use edge_health::ballot::SigningKey;
-    use edge_health::message::Ballot;
+    use edge_health::ballot::{Ballot, SigningKey};
     use edge_health::time::Period;
     let key = SigningKey::from_seed(&[3; 32]);
     let public = key.public_key();

@@ -28,13 +28,21 @@ use base64::engine::general_purpose::STANDARD;
 use ring::signature::{ED25519, Ed25519KeyPair, KeyPair as _, UnparsedPublicKey};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::message::Ballot;
 use crate::time::Period;
-use crate::vote::BallotIgnored;
 
 /// The bytes a signature covers start with this: a signature made for anything else
 /// never verifies as a ballot.
 const DOMAIN: &[u8] = b"edgegrid.io/edge-health ballot v1\0";
+
+/// One checker's verdict about one node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Ballot {
+    /// The period the check was made in: the vote counts it only while that period is in
+    /// its window, and only if the sender was assigned to check the target in it.
+    pub period: Period,
+    pub healthy: bool,
+}
 
 /// Why a signing key cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -182,6 +190,57 @@ pub struct SignedBallot {
 impl SignedBallot {
     pub fn ballot(&self) -> Ballot {
         Ballot { period: self.period, healthy: self.healthy }
+    }
+}
+
+/// Why a ballot was not stored (by a [`VoteTable`](crate::vote::VoteTable)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BallotIgnored {
+    /// A node's ballot about itself.
+    SelfBallot,
+    /// Its period is already out of the window.
+    Stale,
+    /// Its period is more than one period ahead of ours (a clock far off, or a lie).
+    Future,
+    /// The checker or the target is not a member of the unit (as this member's schedule
+    /// has it).
+    NotAMember,
+    /// A later ballot from the same checker about the same node is already stored.
+    Superseded,
+    /// A received ballot naming the receiver as its checker: the receiver knows its own
+    /// ballots (gossip brings them back; a liar would use this to replace them).
+    OwnBallot,
+    /// The checker publishes no (valid) public key yet.
+    NoPublicKey,
+    /// The signature is not the checker's: forged, altered, or signed with a key the
+    /// checker no longer (or not yet, as this member sees it) publishes.
+    BadSignature,
+}
+
+impl BallotIgnored {
+    pub const ALL: [BallotIgnored; 8] = [
+        Self::SelfBallot,
+        Self::Stale,
+        Self::Future,
+        Self::NotAMember,
+        Self::Superseded,
+        Self::OwnBallot,
+        Self::NoPublicKey,
+        Self::BadSignature,
+    ];
+
+    /// The metric label.
+    pub fn metric_label(self) -> &'static str {
+        match self {
+            Self::SelfBallot => "self_ballot",
+            Self::Stale => "stale",
+            Self::Future => "future",
+            Self::NotAMember => "not_a_member",
+            Self::Superseded => "superseded",
+            Self::OwnBallot => "own_ballot",
+            Self::NoPublicKey => "no_public_key",
+            Self::BadSignature => "bad_signature",
+        }
     }
 }
 

@@ -19,6 +19,7 @@
 
 use std::time::Duration;
 
+use edgegrid_core::unit::verdict::VoteRule;
 use edgegrid_prober::{HttpProbe, Outcome, ProbeTarget, TlsVerification};
 
 /// The kubelet's authenticated port.
@@ -230,7 +231,7 @@ pub struct ProtocolConfig {
     /// In how many rounds each ballot is passed on.
     pub relay_spread: u32,
     /// How many agreeing checkers a verdict takes (see [`crate::vote`]).
-    pub vote_rule: crate::vote::VoteRule,
+    pub vote_rule: VoteRule,
 }
 
 /// The settings the simulation, its tests and the benchmark run, and sensible starting
@@ -254,7 +255,7 @@ impl Default for ProtocolConfig {
             relay_rounds: 8,
             relay_fanout: 3,
             relay_spread: 2,
-            vote_rule: crate::vote::VoteRule::default(),
+            vote_rule: VoteRule::default(),
         }
     }
 }

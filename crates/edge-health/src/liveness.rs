@@ -177,7 +177,7 @@ mod tests {
         moved.checker = "h".into();
         assert_eq!(verify(Some(&moved), "t", "h", &N1, Some(&public)), Err(ProofRefused::BadSignature));
         // a ballot signature over the same names is no proof
-        let ballot = t.sign("t", "c", crate::message::Ballot { period: crate::time::Period(1), healthy: true });
+        let ballot = t.sign("t", "c", crate::ballot::Ballot { period: crate::time::Period(1), healthy: true });
         let as_proof = LivenessProof { signature: ballot.signature, ..proof.clone() };
         assert_eq!(verify(Some(&as_proof), "t", "c", &N1, Some(&public)), Err(ProofRefused::BadSignature));
     }

@@ -55,7 +55,7 @@ use serde_json::value::RawValue;
 use crate::ballot::{PublicKey, Signature, SigningKey};
 use crate::liveness::{LivenessProof, Nonce};
 use crate::relay::BallotsByChecker;
-use crate::time::{Period, Timestamp};
+use crate::time::Timestamp;
 
 /// The bytes a frame's signature covers start with this: a signature made for anything
 /// else (a ballot) never verifies as a frame's, nor the other way round.
@@ -140,16 +140,6 @@ pub enum Payload {
     Challenge { checker: String, nonce: Nonce },
     /// The target's answer to a [`Payload::Challenge`].
     Proof { proof: LivenessProof },
-}
-
-/// One checker's verdict about one node.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Ballot {
-    /// The period the check was made in: the vote counts it only while that period is in
-    /// its window, and only if the sender was assigned to check the target in it.
-    pub period: Period,
-    pub healthy: bool,
 }
 
 #[derive(Serialize)]

@@ -118,7 +118,7 @@ impl Relay {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::message::Ballot;
+    use crate::ballot::Ballot;
 
     /// The relay never looks at signatures: one key signs everything here.
     fn ballot(period: u64, healthy: bool) -> SignedBallot {

@@ -28,19 +28,17 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use edgegrid_prober::Outcome;
 
-use crate::ballot::{ForgeryBudget, check_signature};
+use crate::ballot::{Ballot, BallotIgnored, ForgeryBudget, check_signature};
 use crate::ballot::{PublicKey, SignedBallot, SigningKey};
 use crate::config::{CheckConfig, CheckKind, CheckSpec, ProtocolConfig};
 use crate::indirect::{Conclusion, DirectStep, IndirectProbes, should_help};
 use crate::liveness::{self, LivenessProof, Nonce};
 use crate::membership::{Labels, UnitMembership, UnitSource};
-use crate::message::{Ballot, HmacKey, Payload, Signer, Verifier};
+use crate::message::{HmacKey, Payload, Signer, Verifier};
 use crate::relay::{BallotsByChecker, Relay, next_round, relays_received};
 use crate::selection::{Schedule, splitmix64};
 use crate::time::{Period, PeriodClock, Timestamp};
-use crate::vote::{
-    BallotIgnored, ObservedNode, Recorded, Verdict, VerdictChange, VoteTable, annotation_patch, writer_of,
-};
+use crate::vote::{ObservedNode, Recorded, Verdict, VerdictChange, VoteTable, annotation_patch, writer_of};
 
 /// The label key the simulated unit shares.
 const UNIT_KEY: &str = "sim.edgegrid.io/unit";

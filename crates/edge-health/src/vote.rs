@@ -61,8 +61,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::ballot::SignedBallot;
-use crate::message::Ballot;
+use crate::ballot::{Ballot, BallotIgnored, SignedBallot};
 use crate::selection::{Assignment, Schedule};
 use crate::time::Period;
 
@@ -94,57 +93,6 @@ pub struct VerdictChange {
     pub from: Verdict,
     pub to: Verdict,
     pub tally: Tally,
-}
-
-/// Why a ballot was not stored.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BallotIgnored {
-    /// A node's ballot about itself.
-    SelfBallot,
-    /// Its period is already out of the window.
-    Stale,
-    /// Its period is more than one period ahead of ours (a clock far off, or a lie).
-    Future,
-    /// The checker or the target is not a member of the unit (as this member's schedule
-    /// has it).
-    NotAMember,
-    /// A later ballot from the same checker about the same node is already stored.
-    Superseded,
-    /// A received ballot naming the receiver as its checker: the receiver knows its own
-    /// ballots (gossip brings them back; a liar would use this to replace them).
-    OwnBallot,
-    /// The checker publishes no (valid) public key yet.
-    NoPublicKey,
-    /// The signature is not the checker's: forged, altered, or signed with a key the
-    /// checker no longer (or not yet, as this member sees it) publishes.
-    BadSignature,
-}
-
-impl BallotIgnored {
-    pub const ALL: [BallotIgnored; 8] = [
-        Self::SelfBallot,
-        Self::Stale,
-        Self::Future,
-        Self::NotAMember,
-        Self::Superseded,
-        Self::OwnBallot,
-        Self::NoPublicKey,
-        Self::BadSignature,
-    ];
-
-    /// The metric label.
-    pub fn metric_label(self) -> &'static str {
-        match self {
-            Self::SelfBallot => "self_ballot",
-            Self::Stale => "stale",
-            Self::Future => "future",
-            Self::NotAMember => "not_a_member",
-            Self::Superseded => "superseded",
-            Self::OwnBallot => "own_ballot",
-            Self::NoPublicKey => "no_public_key",
-            Self::BadSignature => "bad_signature",
-        }
-    }
 }
 
 /// What storing a ballot changed, which is what decides whether it is relayed on (see

@@ -12,9 +12,10 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::ballot::BallotIgnored;
 use crate::liveness::ProofRefused;
 use crate::message::Rejection;
-use crate::vote::{BallotIgnored, Verdict};
+use crate::vote::Verdict;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ProbeLabels {

@@ -5,7 +5,9 @@ use base64::engine::general_purpose::STANDARD;
 use proptest::prelude::*;
 
 use super::*;
+use crate::ballot::Ballot;
 use crate::liveness::{self, Nonce};
+use crate::time::Period;
 
 const KEY: &[u8] = b"0123456789abcdef0123456789abcdef";
 const OTHER_KEY: &[u8] = b"fedcba9876543210fedcba9876543210";

@@ -14,9 +14,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::routing::{get, post};
-use edge_health::ballot::{SignedBallot, SigningKey};
+use edge_health::ballot::{Ballot, SignedBallot, SigningKey};
 use edge_health::liveness::{self, Nonce};
-use edge_health::message::{Ballot, HmacKey, Message, Payload, seal_message};
+use edge_health::message::{HmacKey, Message, Payload, seal_message};
 use edge_health::relay::BallotsByChecker;
 use edge_health::time::{Period, Timestamp};
 use edgegrid_core::keys::{EDGE_HEALTH_ADDRESS_ANNOTATION, EDGE_HEALTH_PUBLIC_KEY_ANNOTATION};

@@ -5,13 +5,13 @@
 use std::net::SocketAddr;
 
 use super::{Cast, Daemon, OutgoingRequest, Received, RelayFrame};
-use crate::ballot::ForgeryBudget;
+use crate::ballot::{BallotIgnored, ForgeryBudget};
 use crate::daemon::metrics::KindLabel;
 use crate::indirect::should_help;
 use crate::liveness::{self, LivenessProof, Nonce, ProofRefused};
 use crate::message::{HmacKey, KeyError, Payload, Rejection};
 use crate::time::{Period, Timestamp};
-use crate::vote::{BallotIgnored, Verdict};
+use crate::vote::Verdict;
 
 impl Daemon {
     /// A new --hmac-key-file content; `Ok(true)` when the key changed. Frames are sealed

@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 use super::{AfterDirect, Cast, Daemon, OutgoingRequest, PlannedProbe, State};
+use crate::ballot::Ballot;
 use crate::daemon::metrics::BallotLabels;
 use crate::indirect::{Basis, Conclusion, DirectStep};
 use crate::liveness::Nonce;
-use crate::message::Ballot;
 use crate::time::{Period, Timestamp};
 use crate::vote::Verdict;
 

@@ -7,12 +7,12 @@ use std::collections::BTreeMap;
 use edgegrid_core::unit::local_verdicts::{NodeVerdict, PeerIdentity};
 
 use super::{Cast, Daemon, State};
-use crate::ballot::check_signature;
+use crate::ballot::{BallotIgnored, check_signature};
 use crate::daemon::cli::VerdictWriter;
 use crate::daemon::metrics::VerdictLabel;
 use crate::relay::relays_received;
 use crate::time::{Period, Timestamp};
-use crate::vote::{AnnotationPatch, BallotIgnored, Recorded, Verdict, annotation_patch, writer_of};
+use crate::vote::{AnnotationPatch, Recorded, Verdict, annotation_patch, writer_of};
 
 impl Daemon {
     /// Records one checker's ballot in every unit table holding both, passes it on when it
