@@ -146,7 +146,8 @@ fn measure(plan: &Plan) -> Row {
 
 /// Median time of one Ed25519 ballot signature and one verification (batches of 1,000).
 fn signature_costs() -> (Vec<Duration>, Vec<Duration>) {
-    use edge_health::ballot::{Ballot, SigningKey};
+    use edge_health::ballot::Ballot;
+    use edge_health::node_key::SigningKey;
     use edge_health::time::Period;
     let key = SigningKey::from_seed(&[3; 32]);
     let public = key.public_key();

@@ -16,9 +16,9 @@
 //! 2. [`selection`] says which `k` peers it probes this period (every member is probed by
 //!    `k` others);
 //! 3. it challenges them for a signature over a fresh nonce ([`liveness`]: an address
-//!    answers for nobody, only the peer's own key does) and runs the [`config`] checks on
-//!    them; when either fails, [`indirect`] asks a few other members to try, relaying the
-//!    peer's signature over the same nonce, before accusing;
+//!    answers for nobody, only the peer's own key ([`node_key`]) does) and runs the
+//!    [`config`] checks on them; when either fails, [`indirect`] asks a few other members
+//!    to try, relaying the peer's signature over the same nonce, before accusing;
 //! 4. it signs its verdicts with its own key ([`ballot`]) and passes them, and those it
 //!    learned from others (their signatures unchanged), on to a few peers at a time in
 //!    sealed [`message`]s ([`relay`]: push gossip, so messages per member stay constant as
@@ -36,6 +36,7 @@ pub mod indirect;
 pub mod liveness;
 pub mod membership;
 pub mod message;
+pub mod node_key;
 pub mod relay;
 pub mod selection;
 #[cfg(any(test, feature = "sim"))]

@@ -21,7 +21,7 @@
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::ballot::{PublicKey, Signature, SigningKey};
+use crate::node_key::{PublicKey, Signature, SigningKey};
 
 const DOMAIN: &[u8] = b"edgegrid.io/edge-health liveness v1\0";
 

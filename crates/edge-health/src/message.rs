@@ -52,8 +52,8 @@ use ring::hmac;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::ballot::{PublicKey, Signature, SigningKey};
 use crate::liveness::{LivenessProof, Nonce};
+use crate::node_key::{PublicKey, Signature, SigningKey};
 use crate::relay::BallotsByChecker;
 use crate::time::Timestamp;
 

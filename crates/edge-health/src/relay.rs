@@ -122,7 +122,7 @@ mod tests {
 
     /// The relay never looks at signatures: one key signs everything here.
     fn ballot(period: u64, healthy: bool) -> SignedBallot {
-        crate::ballot::SigningKey::from_seed(&[1; 32]).sign("any", "any", Ballot { period: Period(period), healthy })
+        crate::node_key::SigningKey::from_seed(&[1; 32]).sign("any", "any", Ballot { period: Period(period), healthy })
     }
 
     fn frame(entries: &[(&str, &str, SignedBallot)]) -> BallotsByChecker {

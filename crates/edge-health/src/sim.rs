@@ -28,13 +28,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use edgegrid_prober::Outcome;
 
-use crate::ballot::{Ballot, BallotIgnored, ForgeryBudget, check_signature};
-use crate::ballot::{PublicKey, SignedBallot, SigningKey};
+use crate::ballot::{Ballot, BallotIgnored, ForgeryBudget, SignedBallot, check_signature};
 use crate::config::{CheckConfig, CheckKind, CheckSpec, ProtocolConfig};
 use crate::indirect::{Conclusion, DirectStep, IndirectProbes, should_help};
 use crate::liveness::{self, LivenessProof, Nonce};
 use crate::membership::{Labels, UnitMembership, UnitSource};
 use crate::message::{HmacKey, Payload, Signer, Verifier};
+use crate::node_key::{PublicKey, SigningKey};
 use crate::relay::{BallotsByChecker, Relay, next_round, relays_received};
 use crate::selection::{Schedule, splitmix64};
 use crate::time::{Period, PeriodClock, Timestamp};

@@ -21,8 +21,8 @@ use std::time::Duration;
 use common::{
     Cluster, KEY, Member, Protocol, client, expect, http_send, loopback, metric, until, verdicts, views_agree,
 };
-use edge_health::ballot::SigningKey;
 use edge_health::message::{HmacKey, Message, Payload, seal_message};
+use edge_health::node_key::SigningKey;
 use edge_health::time::Timestamp;
 use edgegrid_core::keys::{
     EDGE_HEALTH_ADDRESS_ANNOTATION, EDGE_HEALTH_CONFIGMAP, EDGE_HEALTH_PUBLIC_KEY_ANNOTATION,

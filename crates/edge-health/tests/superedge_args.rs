@@ -101,7 +101,7 @@ async fn superedge_daemonset_arguments_start_publish_and_serve() {
     let key_file = dir.join("state").join("signing-key");
     let mode = std::fs::metadata(&key_file).expect("the signing key was made").permissions().mode();
     assert_eq!(mode & 0o777, 0o600, "{}", key_file.display());
-    let key = edge_health::ballot::SigningKey::from_pkcs8(&std::fs::read(&key_file).expect("read")).expect("a key");
+    let key = edge_health::node_key::SigningKey::from_pkcs8(&std::fs::read(&key_file).expect("read")).expect("a key");
     let annotations = nodes.get(NODE).await.expect("get node").metadata.annotations.unwrap_or_default();
     assert_eq!(
         annotations.get(EDGE_HEALTH_PUBLIC_KEY_ANNOTATION),

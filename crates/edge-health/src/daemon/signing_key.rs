@@ -6,7 +6,7 @@ use std::path::Path;
 
 use controller_support::state_file;
 
-use crate::ballot::{SigningKey, SigningKeyError};
+use crate::node_key::{SigningKey, SigningKeyError};
 
 /// A PKCS#8 Ed25519 document is 83..85 bytes; anything much larger is not one.
 const MAX_KEY_FILE_BYTES: u64 = 4096;

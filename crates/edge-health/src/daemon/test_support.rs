@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use super::cli::Flags;
 use super::metrics::Metrics;
 use super::state::{Daemon, wall_clock};
-use crate::ballot::SigningKey;
+use crate::node_key::SigningKey;
 
 pub const KEY: &[u8] = b"a unit key of at least thirty-two bytes, for tests only";
 

@@ -43,7 +43,7 @@ fn verifier() -> Verifier {
 
 fn results(target: &str, healthy: bool) -> Payload {
     let signed =
-        crate::ballot::SigningKey::from_seed(&[1; 32]).sign("edge-1", target, Ballot { period: Period(5), healthy });
+        crate::node_key::SigningKey::from_seed(&[1; 32]).sign("edge-1", target, Ballot { period: Period(5), healthy });
     Payload::Results {
         ballots: BTreeMap::from([("edge-1".to_string(), BTreeMap::from([(target.to_string(), signed)]))]),
     }
@@ -113,7 +113,7 @@ fn wire_format_is_pinned() {
                     crate::ballot::SignedBallot {
                         period: Period(170_000_000),
                         healthy: false,
-                        signature: crate::ballot::Signature([7; 64]),
+                        signature: crate::node_key::Signature([7; 64]),
                     },
                 )]),
             )]),

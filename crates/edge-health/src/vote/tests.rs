@@ -6,8 +6,9 @@ use proptest::prelude::*;
 use serde_json::Value;
 
 use super::*;
-use crate::ballot::{PublicKey, SignedBallot, SigningKey, check_signature};
+use crate::ballot::{SignedBallot, check_signature};
 use crate::message::{HmacKey, Message, Payload, Rejection, Verifier, seal_message};
+use crate::node_key::{PublicKey, SigningKey};
 use crate::time::Timestamp;
 
 fn unit(n: usize) -> Vec<String> {

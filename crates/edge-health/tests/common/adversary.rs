@@ -14,9 +14,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::routing::{get, post};
-use edge_health::ballot::{Ballot, SignedBallot, SigningKey};
+use edge_health::ballot::{Ballot, SignedBallot};
 use edge_health::liveness::{self, Nonce};
 use edge_health::message::{HmacKey, Message, Payload, seal_message};
+use edge_health::node_key::SigningKey;
 use edge_health::relay::BallotsByChecker;
 use edge_health::time::{Period, Timestamp};
 use edgegrid_core::keys::{EDGE_HEALTH_ADDRESS_ANNOTATION, EDGE_HEALTH_PUBLIC_KEY_ANNOTATION};

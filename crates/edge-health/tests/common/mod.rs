@@ -511,7 +511,7 @@ pub fn show_logs(name: &str, logs: &str) {
 pub fn answer_challenge(
     frame: &[u8],
     name: &str,
-    key: &edge_health::ballot::SigningKey,
+    key: &edge_health::node_key::SigningKey,
     sequence: u64,
 ) -> Option<Vec<u8>> {
     use edge_health::message::{HmacKey, Message, Payload, seal_message};
