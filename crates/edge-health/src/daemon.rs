@@ -2,8 +2,14 @@
 //! state and decisions between I/O ([`state`]), one period's probes and messages
 //! ([`round`]), the exchange and verdicts routes ([`server`]), the API server's Nodes and
 //! ConfigMap ([`api`]), the on-disk peer cache ([`peer_cache`]), this node's own signing
-//! key ([`signing_key`]), the token kubelet checks send ([`kubelet_credential`]) and the
-//! metrics ([`metrics`]).
+//! key ([`signing_key`]), the token kubelet checks send ([`kubelet_credential`]), the
+//! metrics ([`metrics`]), the wall clock ([`clock`]) and the paths other nodes call
+//! ([`paths`]).
+//!
+//! Each of them uses only those below it: [`clock`] and [`paths`] at the bottom, then
+//! [`metrics`]; [`kubelet_credential`], then [`cli`]; [`peer_cache`] and [`signing_key`];
+//! [`state`]; [`round`]; [`server`] and [`api`]; this module, which wires them together,
+//! on top.
 //!
 //! The period loop, on the wall clock through the core's [`PeriodClock`](crate::time::PeriodClock):
 //! at each period boundary it evaluates the period that ended (verdicts, the served view,
@@ -18,8 +24,10 @@
 
 pub mod api;
 pub mod cli;
+pub mod clock;
 pub mod kubelet_credential;
 pub mod metrics;
+pub mod paths;
 pub mod peer_cache;
 pub mod round;
 pub mod server;
@@ -42,11 +50,12 @@ use kube::Api;
 use tower::layer::util::Identity;
 
 use self::cli::Flags;
+use self::clock::wall_clock;
 use self::kubelet_credential::KubeletCredential;
 use self::metrics::{Metrics, ResultLabel};
 use self::peer_cache::PeerCacheMetrics;
 use self::round::Transport;
-use self::state::{Daemon, wall_clock};
+use self::state::Daemon;
 use crate::membership::UnitSource;
 use crate::message::MAX_FRAME_BYTES;
 use crate::relay;
@@ -79,8 +88,11 @@ pub async fn run(flags: Flags, legacy: LegacyFlags) -> anyhow::Result<()> {
         .await?;
     // the cache is the cluster's the client configuration names (see `peer_cache`)
     let cluster = ClusterIdentity::of(runtime.config());
-    if let Some(path) = &daemon.settings().peer_cache_file {
-        peer_cache::restore(&daemon, path, &cluster, &peer_cache_metrics);
+    if let Some(path) = &daemon.settings().peer_cache_file
+        && let Some(cache) = peer_cache::restorable(path, &cluster, &peer_cache_metrics)
+    {
+        daemon.restore(&cache);
+        tracing::info!(path = %path.display(), nodes = cache.nodes.len(), "peers restored from the peer cache");
     }
     let bound = *runtime.admin_addresses().first().context("--bind-address is not served")?;
     let advertised = daemon.settings().advertised(bound).to_string();

@@ -22,8 +22,8 @@ use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::Api;
 use kube::api::PostParams;
 
+use super::clock::wall_clock;
 use super::metrics::{Metrics, ResultLabel};
-use super::state::wall_clock;
 use crate::time::Timestamp;
 
 /// The lifetime asked for: the shortest the API server issues (its TokenRequest

@@ -12,6 +12,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use super::paths::SUPEREDGE_PATHS;
 use crate::ballot::BallotIgnored;
 use crate::liveness::ProofRefused;
 use crate::message::Rejection;
@@ -69,7 +70,7 @@ pub struct WriteLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PathLabel {
-    /// One of [`SUPEREDGE_PATHS`](super::server::SUPEREDGE_PATHS).
+    /// One of [`SUPEREDGE_PATHS`].
     pub path: &'static str,
 }
 
@@ -136,7 +137,7 @@ impl Default for Metrics {
         for result in ["verified", "unanswered"].into_iter().chain(ProofRefused::ALL.map(ProofRefused::metric_label)) {
             let _ = metrics.liveness_proofs.get_or_create(&ResultLabel { result });
         }
-        for path in super::server::SUPEREDGE_PATHS {
+        for path in SUPEREDGE_PATHS {
             let _ = metrics.superedge_requests.get_or_create(&PathLabel { path });
         }
         for refused in BallotIgnored::ALL {

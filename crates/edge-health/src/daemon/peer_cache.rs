@@ -36,7 +36,6 @@ use prometheus_client::registry::Registry;
 use serde::{Deserialize, Serialize};
 
 use super::metrics::ReasonLabel;
-use super::state::Daemon;
 
 /// What the file holds.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -160,18 +159,16 @@ pub fn store(path: &Path, cluster: &ClusterIdentity, cache: &PeerCache) -> Resul
     state_file::write_private(path, &bytes).map_err(write)
 }
 
-/// Restores `daemon`'s peers from the cache at `path`, when there is one for `cluster`;
-/// reports and counts one that is not used (the file stays, for the next save to replace).
-pub fn restore(daemon: &Daemon, path: &Path, cluster: &ClusterIdentity, metrics: &PeerCacheMetrics) {
+/// The cache at `path` to restore the daemon's peers from, when there is one for
+/// `cluster`; reports and counts one that is not used (the file stays, for the next save to
+/// replace).
+pub fn restorable(path: &Path, cluster: &ClusterIdentity, metrics: &PeerCacheMetrics) -> Option<PeerCache> {
     match load(path, cluster) {
-        Ok(Some(cache)) => {
-            daemon.restore(&cache);
-            tracing::info!(path = %path.display(), nodes = cache.nodes.len(), "peers restored from the peer cache");
-        }
-        Ok(None) => {}
+        Ok(cache) => cache,
         Err(error) => {
             metrics.refused.get_or_create(&ReasonLabel { reason: error.metric_label() }).inc();
             tracing::warn!(%error, "peer cache ignored");
+            None
         }
     }
 }
@@ -243,15 +240,12 @@ mod tests {
         assert_eq!(error.metric_label(), "other_cluster");
         let message = error.to_string();
         assert!(message.contains("https://10.96.0.1:443/") && message.contains("https://10.96.0.2:443/"), "{message}");
-        // restoring counts the refusal and leaves the daemon's peers and the file alone
-        let daemon = crate::daemon::test_support::daemon("edge-9", "kind=tcp,port=1,timeout=100ms", &[], &[]);
+        // restoring counts the refusal and leaves the file alone
         let metrics = PeerCacheMetrics::default();
-        restore(&daemon, &path, &b, &metrics);
+        assert_eq!(restorable(&path, &b, &metrics), None, "no peer of cluster A taken");
         assert_eq!(metrics.refused.get_or_create(&ReasonLabel { reason: "other_cluster" }).get(), 1);
-        assert_eq!(daemon.peer_cache().1.nodes, Vec::new(), "no peer of cluster A taken");
         assert_eq!(std::fs::read(&path).unwrap(), saved_by_a, "not deleted, not rewritten");
-        restore(&daemon, &path, &a, &metrics);
-        assert_eq!(daemon.peer_cache().1.nodes.len(), 1, "restored for its own cluster");
+        assert_eq!(restorable(&path, &a, &metrics), Some(sample_cache()), "restored for its own cluster");
         // B's next save replaces it
         store(&path, &b, &PeerCache::default()).unwrap();
         assert_eq!(load(&path, &b).unwrap(), Some(PeerCache::default()));

@@ -25,15 +25,14 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
 use super::cli::Settings;
+use super::clock::wall_clock;
 use super::metrics::ProbeLabels;
-use super::state::{AfterDirect, Daemon, OutgoingRequest, RelayFrame, wall_clock};
+use super::paths::EXCHANGE_PATH;
+use super::state::{AfterDirect, Daemon, OutgoingRequest, RelayFrame};
 use crate::config::{CheckConfig, CheckKind};
 use crate::liveness::{LivenessProof, Nonce};
 use crate::message::MAX_FRAME_BYTES;
 use crate::time::Period;
-
-/// Where peers take messages.
-pub const EXCHANGE_PATH: &str = "/exchange";
 
 /// Sends frames to peers.
 #[derive(Clone)]

@@ -37,9 +37,11 @@ use edgegrid_core::unit::local_verdicts::VERDICTS_PATH;
 
 use tokio::sync::Semaphore;
 
+use super::clock::wall_clock;
 use super::metrics::{PathLabel, ReasonLabel};
-use super::round::{EXCHANGE_PATH, Transport, alive, check_peer, read_token};
-use super::state::{Daemon, Received, wall_clock};
+use super::paths::{EXCHANGE_PATH, SUPEREDGE_PATHS};
+use super::round::{Transport, alive, check_peer, read_token};
+use super::state::{Daemon, Received};
 use crate::message::Rejection;
 
 #[derive(Clone)]
@@ -52,11 +54,6 @@ struct Shared {
     /// Challenges the targets of the indirect probes run for peers.
     transport: Transport,
 }
-
-/// SuperEdge v0.9's edge-health API (`pkg/edge-health/communicate`): its daemons `PUT
-/// /result` to each peer they check, its grid wrapper `GET`s `/localinfo` from the node's
-/// own daemon, `/probe` runs probes for callers.
-pub const SUPEREDGE_PATHS: [&str; 3] = ["/result", "/localinfo", "/probe"];
 
 /// The body of the 410 SuperEdge's requests get.
 pub const SUPEREDGE_GONE: &str = "410 Gone: this node runs edgegrid's edge-health, not SuperEdge's: \

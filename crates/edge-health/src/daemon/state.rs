@@ -38,12 +38,6 @@ use crate::selection::Schedule;
 use crate::time::{Period, PeriodClock, Timestamp};
 use crate::vote::{ObservedNode, VoteTable};
 
-/// The wall clock as the core's [`Timestamp`].
-pub fn wall_clock() -> Timestamp {
-    let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    Timestamp::from_unix_millis(u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX))
-}
-
 /// One assigned peer to probe this period.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlannedProbe {

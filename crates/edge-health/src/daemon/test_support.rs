@@ -9,8 +9,9 @@ use edgegrid_core::keys::{EDGE_HEALTH_ADDRESS_ANNOTATION, EDGE_HEALTH_PUBLIC_KEY
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::cli::Flags;
+use super::clock::wall_clock;
 use super::metrics::Metrics;
-use super::state::{Daemon, wall_clock};
+use super::state::Daemon;
 use crate::node_key::SigningKey;
 
 pub const KEY: &[u8] = b"a unit key of at least thirty-two bytes, for tests only";
