@@ -31,45 +31,12 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
 
+use crate::admission_request::{Operation, Request};
 use crate::error::ApiError;
 use crate::matching;
 use crate::policy;
 use crate::resources::ResourceType;
 use crate::store::Store;
-use crate::users::UserInfo;
-
-/// What is being admitted.
-pub struct Request<'a> {
-    pub rt: &'a ResourceType,
-    pub operation: Operation,
-    pub namespace: &'a str,
-    pub name: &'a str,
-    /// The subresource written (`status`, or `token` for a TokenRequest), if any.
-    pub subresource: Option<&'a str>,
-    pub object: Value,
-    pub old: Option<&'a Value>,
-    /// Who makes the request.
-    pub user: &'a UserInfo,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Operation {
-    Create,
-    Update,
-    /// `object` is null and `old` the object deleted (validating policies only: no
-    /// configuration of this repository's webhooks asks for DELETE).
-    Delete,
-}
-
-impl Operation {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Create => "CREATE",
-            Self::Update => "UPDATE",
-            Self::Delete => "DELETE",
-        }
-    }
-}
 
 const RESPONSE_LIMIT: usize = 3 * 1024 * 1024;
 

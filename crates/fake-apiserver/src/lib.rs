@@ -19,6 +19,7 @@
 //! TokenRequest issues unsigned tokens that only this server recognises.
 
 mod admission;
+mod admission_request;
 mod builtin_types;
 mod error;
 mod events;

@@ -6,7 +6,7 @@
 use listwatch::LabelSelector;
 use serde_json::{Value, json};
 
-use crate::admission::Request;
+use crate::admission_request::Request;
 
 /// Whether one rule (`RuleWithOperations` or `NamedRuleWithOperations`) selects the request.
 pub fn rule_matches(rule: &Value, request: &Request<'_>) -> bool {

@@ -20,7 +20,7 @@ use std::sync::{Arc, LazyLock};
 
 use serde_json::{Value, json};
 
-use crate::admission::Request;
+use crate::admission_request::Request;
 use crate::matching;
 
 /// A policy's refusal: what the Status of the response is made of.

@@ -20,7 +20,8 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use crate::admission::{self, Operation};
+use crate::admission;
+use crate::admission_request::{self, Operation};
 use crate::builtin_types::{WithType, with_type};
 use crate::error::ApiError;
 use crate::events;
@@ -154,7 +155,7 @@ async fn handle(
         // before anything is checked or defaulted (the real server's `createValidation`)
         let object: Value = serde_json::from_slice(&body).map_err(|e| ApiError::BadRequest(e.to_string()))?;
         let accounts = resolve(&app.store, &["api", "v1", "serviceaccounts"])?;
-        let request = admission::Request {
+        let request = admission_request::Request {
             rt: &accounts.rt,
             operation: Operation::Create,
             namespace,
@@ -210,7 +211,7 @@ async fn handle(
         (Method::POST, None) => {
             let object = parse_json(&body)?;
             let name = object["metadata"]["name"].as_str().unwrap_or_default().to_string();
-            let request = admission::Request {
+            let request = admission_request::Request {
                 rt,
                 operation: Operation::Create,
                 namespace,
@@ -228,7 +229,7 @@ async fn handle(
         }
         (Method::PUT, Some(name)) => {
             let old = store.get(rt, namespace, name)?;
-            let request = admission::Request {
+            let request = admission_request::Request {
                 rt,
                 operation: Operation::Update,
                 namespace,
@@ -284,7 +285,7 @@ async fn handle(
         (Method::DELETE, Some(name)) if !target.status => {
             let opts = delete_options(&body, query)?;
             let old = store.get(rt, namespace, name)?;
-            let request = admission::Request {
+            let request = admission_request::Request {
                 rt,
                 operation: Operation::Delete,
                 namespace,
@@ -361,7 +362,7 @@ async fn patch_with_admission(
             Patched::Create(object) => (Operation::Create, object, None),
             Patched::Update { old, new } => (Operation::Update, new, Some(old)),
         };
-        let request = admission::Request {
+        let request = admission_request::Request {
             rt,
             operation,
             namespace,

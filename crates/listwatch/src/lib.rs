@@ -22,17 +22,19 @@ mod protobuf;
 mod protocol;
 mod representation;
 mod selectors;
+mod served_type;
 
 pub use error::{Error, status};
 pub use log::{Change, ChangeKind, ListPage, Log, LogConfig, ObjectId, ResourceKey, WatchStart};
-pub use object::{ServedType, Shape, StoredObject};
+pub use object::StoredObject;
 pub use options::{ListOptions, WatchOptions, is_watch};
 pub use protobuf::{PROTOBUF, PROTOBUF_WATCH};
 pub use protocol::{
     INITIAL_EVENTS_END_ANNOTATION, ListBody, WatchConfig, error_event, event_line, list_body, object_body, watch_stream,
 };
-pub use representation::{Encoding, Representation};
+pub use representation::{Encoding, Representation, Shape};
 pub use selectors::{FieldSelector, LabelSelector, Selectable};
+pub use served_type::ServedType;
 
 #[cfg(test)]
 mod tests;

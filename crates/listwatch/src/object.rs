@@ -1,4 +1,4 @@
-//! Stored object versions and the representations a client can ask for.
+//! Stored object versions, and their bytes in each representation a client can ask for.
 //!
 //! An object version is encoded to JSON once, when it is committed; lists and every
 //! watcher reuse those bytes. This module must never re-serialise an object on the hot
@@ -8,11 +8,12 @@
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::protobuf;
-use crate::representation::{Encoding, Representation};
+use crate::representation::{Encoding, Representation, Shape};
 use crate::selectors::Selectable;
+use crate::served_type::ServedType;
 
 #[cfg(test)]
 thread_local! {
@@ -267,85 +268,12 @@ impl Selectable for StoredObject {
     }
 }
 
-/// The type an object is served as: several API versions may share one storage, so the
-/// stored bytes carry the version that wrote them and are re-typed when another is asked.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ServedType {
-    /// `v1`, `apps/v1`
-    pub api_version: String,
-    pub kind: String,
-}
-
-impl ServedType {
-    pub fn new(api_version: impl Into<String>, kind: impl Into<String>) -> Self {
-        Self { api_version: api_version.into(), kind: kind.into() }
-    }
-
-    /// Sets `apiVersion`/`kind` to this type.
-    pub fn stamp(&self, mut object: Value) -> Value {
-        if let Some(o) = object.as_object_mut() {
-            o.insert("apiVersion".into(), json!(self.api_version));
-            o.insert("kind".into(), json!(self.kind));
-        }
-        object
-    }
-}
-
-/// The representation a client asked for in `Accept`: whole objects, or metadata only
-/// (`as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1`, what kube-rs' `metadata_watcher`
-/// and client-go's metadata informers send).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Shape {
-    #[default]
-    Full,
-    Metadata,
-}
-
-impl Shape {
-    /// From the value of an `Accept` header.
-    pub fn from_accept(accept: &str) -> Self {
-        if accept.split(',').any(|part| part.contains("as=PartialObjectMetadata")) {
-            Self::Metadata
-        } else {
-            Self::Full
-        }
-    }
-
-    /// One object in this representation.
-    pub fn present(self, object: Value) -> Value {
-        match self {
-            Self::Full => object,
-            Self::Metadata => json!({
-                "kind": "PartialObjectMetadata",
-                "apiVersion": "meta.k8s.io/v1",
-                "metadata": object.get("metadata").cloned().unwrap_or_else(|| json!({})),
-            }),
-        }
-    }
-
-    /// `kind` and `apiVersion` of a list of `served` objects in this representation.
-    pub fn list_type(self, served: &ServedType) -> (String, String) {
-        match self {
-            Self::Full => (format!("{}List", served.kind), served.api_version.clone()),
-            Self::Metadata => ("PartialObjectMetadataList".into(), "meta.k8s.io/v1".into()),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::representation::{Encoding, Representation};
     use proptest::prelude::Strategy;
-
-    #[test]
-    fn accept_header_selects_the_metadata_representation() {
-        assert_eq!(Shape::from_accept("application/json"), Shape::Full);
-        assert_eq!(
-            Shape::from_accept("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"),
-            Shape::Metadata
-        );
-    }
+    use serde_json::json;
 
     #[test]
     fn stored_bytes_are_reused_unless_another_type_is_served() {

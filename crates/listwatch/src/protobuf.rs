@@ -23,7 +23,7 @@ use std::sync::Mutex;
 use bytes::Bytes;
 use serde_json::Value;
 
-use crate::object::ServedType;
+use crate::served_type::ServedType;
 
 /// The protobuf message of `object` as `served` (no envelope). Members the message has no
 /// field for are left out, as client-go leaves out JSON members its types lack; each one

@@ -7,9 +7,11 @@
 //! client-go's metadata client lists JSON right after protobuf). A missing `Accept` means
 //! JSON.
 
+use serde_json::{Value, json};
+
 use crate::error::Error;
-use crate::object::{ServedType, Shape};
 use crate::protobuf::{self, PROTOBUF, PROTOBUF_WATCH};
+use crate::served_type::ServedType;
 
 /// How objects are written on the wire.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -69,6 +71,47 @@ impl Representation {
     }
 }
 
+/// The representation a client asked for in `Accept`: whole objects, or metadata only
+/// (`as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1`, what kube-rs' `metadata_watcher`
+/// and client-go's metadata informers send).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Shape {
+    #[default]
+    Full,
+    Metadata,
+}
+
+impl Shape {
+    /// From the value of an `Accept` header.
+    pub fn from_accept(accept: &str) -> Self {
+        if accept.split(',').any(|part| part.contains("as=PartialObjectMetadata")) {
+            Self::Metadata
+        } else {
+            Self::Full
+        }
+    }
+
+    /// One object in this representation.
+    pub fn present(self, object: Value) -> Value {
+        match self {
+            Self::Full => object,
+            Self::Metadata => json!({
+                "kind": "PartialObjectMetadata",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": object.get("metadata").cloned().unwrap_or_else(|| json!({})),
+            }),
+        }
+    }
+
+    /// `kind` and `apiVersion` of a list of `served` objects in this representation.
+    pub fn list_type(self, served: &ServedType) -> (String, String) {
+        match self {
+            Self::Full => (format!("{}List", served.kind), served.api_version.clone()),
+            Self::Metadata => ("PartialObjectMetadataList".into(), "meta.k8s.io/v1".into()),
+        }
+    }
+}
+
 /// One entry of an `Accept` header.
 struct MediaRange<'a> {
     /// `type/subtype`, lower case
@@ -103,6 +146,15 @@ mod tests {
         Representation::negotiate(ServedType::new(kind.0, kind.1), accept)
             .map(|r| (r.shape, r.encoding))
             .map_err(|e| e.code())
+    }
+
+    #[test]
+    fn accept_header_selects_the_metadata_representation() {
+        assert_eq!(Shape::from_accept("application/json"), Shape::Full);
+        assert_eq!(
+            Shape::from_accept("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"),
+            Shape::Metadata
+        );
     }
 
     #[test]

@@ -14,7 +14,7 @@ use anyhow::Result;
 use kube::Client;
 use tokio::time::Instant;
 
-use super::Cluster;
+use super::cluster::Cluster;
 use super::layout::SimNode;
 use super::views::{self, NodeState, NodeView};
 

@@ -35,7 +35,8 @@ use tokio::sync::watch;
 use super::events::{self, Source};
 use super::layout::{KUBELET_PORT, SimNode, UNIT_LABEL_KEY};
 use super::site_link::SiteLink;
-use super::workloads::{bound_status, pod_ready, qos_class};
+use super::workload_status::pod_ready;
+use super::workloads::{bound_status, qos_class};
 
 const LEASE_NAMESPACE: &str = "kube-node-lease";
 const LEASE_DURATION_SECONDS: i32 = 40;

@@ -20,7 +20,9 @@
 //! [`IN_PROCESS_LOG`] there; the run names the file to read when something fails.
 
 mod acts;
+pub(crate) mod cluster;
 mod events;
+pub(crate) mod kubeconfig;
 pub(crate) mod kubelet;
 pub(crate) mod layout;
 pub(crate) mod partition;
@@ -28,7 +30,7 @@ mod pod_proxy_views;
 pub(crate) mod processes;
 mod site_link;
 pub(crate) mod views;
-mod workload_status;
+pub(crate) mod workload_status;
 pub(crate) mod workloads;
 
 use std::net::{Ipv4Addr, SocketAddr};
@@ -44,17 +46,14 @@ use kube::discovery::Discovery;
 use kube::{Client, ResourceExt};
 use tokio::sync::watch;
 
+use cluster::{Cluster, GridController, IN_PROCESS_LOG, Timing, wait_ready};
+use kubeconfig::{CONTEXT, kubeconfig_for};
 use kubelet::Kubelet;
 use layout::SimNode;
 use processes::Component;
 use site_link::SiteLink;
 
 const FIELD_MANAGER: &str = "edgegrid-xtask";
-/// The in-process parts' log, in the run's log directory.
-pub const IN_PROCESS_LOG: &str = "local-cluster.log";
-/// The context name of the kubeconfigs this command writes: a `KUBECONFIG` naming it is an
-/// earlier run's, never a cluster to install into.
-const CONTEXT: &str = "edgegrid-local";
 
 const USAGE: &str = "usage: cargo xtask run [--scenario | --no-acts] [--no-build] [--port PORT]
                        [--kubeconfig-out PATH] [--kubeconfig PATH]
@@ -172,22 +171,6 @@ fn lexical(path: &Path) -> PathBuf {
     out
 }
 
-/// A kubeconfig for `server` under this command's context name.
-fn kubeconfig_for(server: &str) -> String {
-    kubeconfig_with_token(server, None)
-}
-
-/// The same, with a bearer token: the fake apiserver authenticates nobody, but records
-/// the token, so each component's requests can be told apart (and checked against RBAC).
-pub(crate) fn kubeconfig_with_token(server: &str, token: Option<&str>) -> String {
-    let user = token.map_or("{}".to_string(), |token| format!("{{token: {token:?}}}"));
-    format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: {CONTEXT}\n  cluster:\n    server: {server}\n\
-         contexts:\n- name: {CONTEXT}\n  context:\n    cluster: {CONTEXT}\n    user: {CONTEXT}\n    namespace: default\n\
-         current-context: {CONTEXT}\nusers:\n- name: {CONTEXT}\n  user: {user}\n"
-    )
-}
-
 /// A run's claim on a slot: an exclusive lock on `slot-<n>.lock` (which also names its
 /// pid). The lock is the claim, not the file's content: two runs starting at once cannot
 /// both take a slot (a pid file written after it was created could be read empty and
@@ -228,160 +211,12 @@ impl Slot {
     }
 }
 
-/// How long the acts wait (the lifecycle controller runs with a 1 s monitor period and an
-/// 8 s grace period, edge-health with 2 s periods).
-pub struct Timing {
-    pub settle_within: Duration,
-    pub unknown_within: Duration,
-    pub settle: Duration,
-    pub death_within: Duration,
-}
-
 const TIMING: Timing = Timing {
     settle_within: Duration::from_secs(90),
     unknown_within: Duration::from_secs(40),
     settle: Duration::from_secs(4),
     death_within: Duration::from_secs(60),
 };
-
-/// The running local cluster.
-pub struct Cluster {
-    pub client: Client,
-    pub nodes: Vec<SimNode>,
-    pub timing: Timing,
-    /// The log directory: `<component>.log` and [`IN_PROCESS_LOG`].
-    pub logs: PathBuf,
-    kubelets: Vec<Kubelet>,
-    /// Each node's cloud link, by node name.
-    links: Vec<(String, SiteLink)>,
-    pub components: Vec<Component>,
-    /// The grid controller, running in-process.
-    pub grid_controller: GridController,
-    /// The run's slot (its nodes' addresses are `127.<100 + slot>.*`).
-    pub slot: u8,
-    /// Partitions of the site network, once [`Self::enable_partitions`] made their chain.
-    partitions: Option<partition::Partitions>,
-}
-
-impl Cluster {
-    /// Cuts (`up` false) or heals every cloud link of `unit`'s nodes.
-    pub fn set_unit_link(&self, unit: &str, up: bool) {
-        for node in self.nodes.iter().filter(|n| n.unit == unit) {
-            self.set_node_link(&node.name, up);
-        }
-    }
-
-    /// Makes the run's firewall chain for [`Self::set_partitions`]; the error says why it
-    /// cannot be made here.
-    pub fn enable_partitions(&mut self) -> Result<()> {
-        if self.partitions.is_none() {
-            self.partitions = Some(partition::Partitions::new(self.slot)?);
-        }
-        Ok(())
-    }
-
-    /// Splits the site network between each pair of nodes of `pairs` (and heals every
-    /// other pair).
-    pub fn set_partitions(&self, pairs: &[(String, String)]) -> Result<()> {
-        let partitions = self.partitions.as_ref().context("partitions were not enabled")?;
-        let ip = |name: &String| self.nodes.iter().find(|n| n.name == *name).map(|n| n.ip).context("a node");
-        let cuts = pairs.iter().map(|(a, b)| Ok((ip(a)?, ip(b)?))).collect::<Result<Vec<_>>>()?;
-        partitions.set(&cuts)
-    }
-
-    pub fn set_node_link(&self, node: &str, up: bool) {
-        for (_, link) in self.links.iter().filter(|(n, _)| n == node) {
-            link.set_up(up);
-        }
-    }
-
-    /// The processes of node `name` (its edge-health daemon and grid wrapper).
-    pub fn node_components(&mut self, name: &str) -> impl Iterator<Item = &mut Component> {
-        let suffix = format!("-{name}");
-        self.components.iter_mut().filter(move |c| c.name.ends_with(&suffix))
-    }
-
-    /// The node dies: its kubelet stops, its per-node components are killed.
-    pub async fn kill_node(&mut self, name: &str) {
-        for kubelet in self.kubelets.iter().filter(|k| k.node.name == name) {
-            kubelet.kill();
-        }
-        for component in self.node_components(name) {
-            component.kill().await;
-        }
-    }
-
-    /// The node boots again: its kubelet acts, its components start.
-    pub fn revive_node(&mut self, name: &str) -> Result<()> {
-        for kubelet in self.kubelets.iter().filter(|k| k.node.name == name) {
-            kubelet.revive();
-        }
-        for component in self.node_components(name) {
-            component.restart()?;
-        }
-        Ok(())
-    }
-}
-
-/// The grid controller run in-process (as the run command has always run it), which the
-/// soak stops and starts again as it kills and restarts the binaries.
-pub struct GridController {
-    server: String,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<()>>,
-}
-
-impl GridController {
-    /// Starts it against `server` with its own token, so its requests are checked against
-    /// its RBAC like the binaries'.
-    pub async fn start(server: &str) -> Result<Self> {
-        let mut controller = Self { server: server.to_string(), stop: None, task: None };
-        controller.restart().await?;
-        Ok(controller)
-    }
-
-    /// Starts it again (after [`GridController::stop`] or [`GridController::abort`]).
-    pub async fn restart(&mut self) -> Result<()> {
-        let kubeconfig =
-            kube::config::Kubeconfig::from_yaml(&kubeconfig_with_token(&self.server, Some(GRID_CONTROLLER_TOKEN)))?;
-        let client = Client::try_from(kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?)?;
-        let metrics = std::sync::Arc::new(grid_controller::metrics::Metrics::default());
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        self.task = Some(tokio::spawn(grid_controller::reconcile::run(client, metrics, async move {
-            let _ = stopped.await;
-        })));
-        self.stop = Some(stop);
-        Ok(())
-    }
-
-    /// Stops it as SIGTERM would: it finishes and returns.
-    pub async fn stop(&mut self) -> Result<()> {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        match self.task.take() {
-            Some(task) => task.await.context("the grid controller"),
-            None => Ok(()),
-        }
-    }
-
-    /// Stops it as SIGKILL would: mid-flight.
-    pub async fn abort(&mut self) {
-        self.stop = None;
-        if let Some(task) = self.task.take() {
-            task.abort();
-            let _ = task.await;
-        }
-    }
-
-    /// How it stopped, when it did without being asked to.
-    pub fn exited(&self) -> Option<String> {
-        self.task.as_ref().filter(|t| t.is_finished()).map(|_| "returned".to_string())
-    }
-}
-
-/// The in-process grid controller's bearer token (`<binary>/<name>`, as the binaries').
-pub const GRID_CONTROLLER_TOKEN: &str = "grid-controller/in-process";
 
 /// Where the in-process parts log: into `file`, or to stderr (cluster mode), in colour
 /// only on a terminal. `RUST_LOG` sets the level (default: info into a file, warnings on
@@ -670,37 +505,6 @@ fn review_counts(exposition: &str) -> Vec<(String, String, u64)> {
             Some((label(labels, "hook")?, label(labels, "outcome")?, count))
         })
         .collect()
-}
-
-pub(crate) async fn wait_ready(cluster: &mut Cluster) -> Result<()> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    let total = cluster.components.len();
-    let mut shown = usize::MAX;
-    loop {
-        let mut waiting = Vec::new();
-        for component in &mut cluster.components {
-            if !component.ready().await? {
-                waiting.push(component.name.clone());
-            }
-        }
-        if waiting.len() != shown {
-            println!("  components ready: {}/{total}", total - waiting.len());
-            shown = waiting.len();
-        }
-        if waiting.is_empty() {
-            return Ok(());
-        }
-        if tokio::time::Instant::now() >= deadline {
-            let logs: Vec<String> = cluster
-                .components
-                .iter()
-                .filter(|c| waiting.contains(&c.name))
-                .map(|c| format!("{} (read {})", c.name, c.log.display()))
-                .collect();
-            bail!("not ready after 60 s: {}", logs.join(", "));
-        }
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
 }
 
 /// The namespace the chart's namespaced objects are taken to be in here (as in the RBAC

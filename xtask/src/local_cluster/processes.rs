@@ -91,7 +91,7 @@ impl Component {
         run_dir: &Path,
     ) -> Result<Self> {
         let kubeconfig = run_dir.join(format!("{name}.kubeconfig"));
-        std::fs::write(&kubeconfig, super::kubeconfig_with_token(server, Some(&token(binary, name))))
+        std::fs::write(&kubeconfig, super::kubeconfig::kubeconfig_with_token(server, Some(&token(binary, name))))
             .with_context(|| format!("writing {}", kubeconfig.display()))?;
         let log = run_dir.join("logs").join(format!("{name}.log"));
         let file = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;

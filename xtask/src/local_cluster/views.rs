@@ -15,7 +15,8 @@ use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 
 use super::layout::{SimNode, UNIT_LABEL_KEY};
-use super::workloads::{SERVICE_NAME_LABEL, pod_ready};
+use super::workload_status::pod_ready;
+use super::workloads::SERVICE_NAME_LABEL;
 
 /// kube-proxy's EndpointSlice list (`kube-proxy-protocol.md`).
 pub const KUBE_PROXY_SELECTOR: &str = "!service.kubernetes.io/headless,!service.kubernetes.io/service-proxy-name";

@@ -25,8 +25,6 @@ use k8s_openapi::jiff::Timestamp;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::workloads::pod_ready;
-
 pub const POD_TEMPLATE_HASH_LABEL: &str = "pod-template-hash";
 pub const REVISION_ANNOTATION: &str = "deployment.kubernetes.io/revision";
 const DESIRED_REPLICAS_ANNOTATION: &str = "deployment.kubernetes.io/desired-replicas";
@@ -93,6 +91,14 @@ pub fn controller_reference<K: Resource<DynamicType = ()>>(owner: &K) -> OwnerRe
 fn controlled_by(pod: &Pod, uid: Option<&str>) -> bool {
     let Some(uid) = uid else { return false };
     pod.owner_references().iter().any(|r| r.controller == Some(true) && r.uid == uid)
+}
+
+/// Whether `pod`'s Ready condition is True.
+pub fn pod_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 fn phase(pod: &Pod) -> &str {

@@ -28,7 +28,7 @@ use tokio::sync::watch;
 
 use super::events::{self, Source};
 use super::workload_status::{
-    REVISION_ANNOTATION, controller_reference, controller_revision, deployment_status, new_replica_set,
+    REVISION_ANNOTATION, controller_reference, controller_revision, deployment_status, new_replica_set, pod_ready,
     replica_set_status, stateful_set_pod_template, stateful_set_status,
 };
 
@@ -236,14 +236,6 @@ pub fn bound_status(pod: &Pod, now: Timestamp) -> PodStatus {
         }]),
         ..Default::default()
     }
-}
-
-/// Whether `pod`'s Ready condition is True.
-pub fn pod_ready(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 /// The EndpointSlice the endpointslice controller would keep for `service` (one per

@@ -14,7 +14,7 @@ use serde_json::json;
 
 use super::invariants::NodeTruth;
 use super::schedule::{ApiFault, Fault, FaultKind, Signal};
-use crate::local_cluster::Cluster;
+use crate::local_cluster::cluster::Cluster;
 use crate::local_cluster::layout::{SimNode, UNIT_LABEL_KEY};
 
 /// Where a fault is in its life.

@@ -24,7 +24,8 @@ use fake_apiserver::FakeApiServer;
 use kube::ResourceExt;
 use tokio::time::Instant;
 
-use crate::local_cluster::{Cluster, GRID_CONTROLLER_TOKEN, layout};
+use crate::local_cluster::cluster::{Cluster, GRID_CONTROLLER_TOKEN};
+use crate::local_cluster::layout;
 use faults::{Phase, Truth};
 use invariants::{Bounds, Checker, ProcessObserved, Sample, Secs, Violation, WrapperObserved};
 use mirror::Mirror;
@@ -192,7 +193,7 @@ pub async fn run(
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Result<()> {
     println!("soak seed {} ({}); replay: {}", args.seed, humantime(args.duration), args.replay());
-    let Some(ready) = unless_stopped(&mut shutdown, crate::local_cluster::wait_ready(cluster)).await else {
+    let Some(ready) = unless_stopped(&mut shutdown, crate::local_cluster::cluster::wait_ready(cluster)).await else {
         println!("stopped before the faults started: nothing was checked");
         return Ok(());
     };
@@ -501,7 +502,7 @@ impl Run {
         processes.push(ProcessObserved {
             name: "grid-controller".into(),
             exited_unasked: controller_exited,
-            panicked: self.logs.panic_since_last(&cluster.logs.join(crate::local_cluster::IN_PROCESS_LOG)),
+            panicked: self.logs.panic_since_last(&cluster.logs.join(crate::local_cluster::cluster::IN_PROCESS_LOG)),
             stop_problem: stop_problems.get("grid-controller").cloned(),
             // shares the xtask process: its memory is in that row of the table
             rss_kib: 0,

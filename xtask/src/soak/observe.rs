@@ -22,7 +22,7 @@ use super::grids::Listed;
 use super::invariants::{Endpoints, NodeObserved};
 use crate::local_cluster::layout::UNIT_LABEL_KEY;
 use crate::local_cluster::views::{KUBE_PROXY_SELECTOR, served_endpoints, taints, workload_pods};
-use crate::local_cluster::workloads::pod_ready;
+use crate::local_cluster::workload_status::pod_ready;
 
 /// The cloud at one moment.
 pub struct Cloud {

@@ -22,8 +22,10 @@ use serde_json::json;
 
 use super::faults::Truth;
 use super::mirror::Mirror;
+use crate::local_cluster::cluster::{Cluster, GRID_CONTROLLER_TOKEN};
+use crate::local_cluster::kubeconfig::kubeconfig_with_token;
 use crate::local_cluster::kubelet::DAEMON_NAMESPACE;
-use crate::local_cluster::{Cluster, GRID_CONTROLLER_TOKEN, kubeconfig_with_token, processes};
+use crate::local_cluster::processes;
 
 /// When the sabotage comes: protection (30 s to earn) is owed by then.
 pub const AT: f64 = 40.0;

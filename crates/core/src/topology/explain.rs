@@ -17,9 +17,9 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use serde::Serialize;
 
 use super::local_endpoint::LocalEndpoint;
+use super::namespaced_name::NamespacedName;
 use super::policy::{OrderedKey, PolicyError, TopologyPolicy};
 use super::prune::{self, Candidate, EndpointFilter, Labels, NodeLabels};
-use super::view::NamespacedName;
 use crate::keys;
 
 /// The topology decision for one Service on this node.

@@ -7,6 +7,7 @@
 
 pub mod explain;
 pub mod local_endpoint;
+pub mod namespaced_name;
 pub mod policy;
 pub mod prune;
 pub mod view;
@@ -19,11 +20,11 @@ pub use explain::{
     LocalRewrite, ObjectExplanation, OrderedStep, PolicyExplanation, StepOutcome, TopologyExplanation,
 };
 pub use local_endpoint::LocalEndpoint;
+pub use namespaced_name::NamespacedName;
 pub use policy::{OrderedKey, PolicyError, TopologyPolicy};
 pub use prune::{
     Candidate, EndpointFilter, Labels, NodeLabels, PruneContext, Selection, prune_endpoints, prune_service_slices,
 };
 pub use view::{
-    InputChange, NamespacedName, ObjectKey, ObjectKind, PrunedObject, PrunedView, VOLATILE_ANNOTATIONS, ViewChange,
-    ViewChangeKind,
+    InputChange, ObjectKey, ObjectKind, PrunedObject, PrunedView, VOLATILE_ANNOTATIONS, ViewChange, ViewChangeKind,
 };

@@ -21,21 +21,13 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::local_endpoint::LocalEndpoint;
+use super::namespaced_name::NamespacedName;
 use super::policy::{PolicyError, TopologyPolicy};
 use super::prune::{self, Candidate, EndpointFilter, Labels, NodeLabels, PruneContext, Selection};
 use crate::keys;
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct NamespacedName {
-    pub namespace: String,
-    pub name: String,
-}
-
+/// The name the view caches an object under: one without both parts is not cached.
 impl NamespacedName {
-    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
-        Self { namespace: namespace.into(), name: name.into() }
-    }
-
     fn of(meta: &ObjectMeta, kind: ObjectKind) -> Result<Self, ViewError> {
         match (&meta.namespace, &meta.name) {
             (Some(namespace), Some(name)) if !namespace.is_empty() && !name.is_empty() => {

@@ -67,6 +67,7 @@
 //! - as in every mode: `list` and `watch` on `nodes`.
 
 pub mod decide;
+pub mod facts;
 pub mod pki;
 
 use std::collections::BTreeSet;
@@ -86,7 +87,8 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use tokio::sync::Notify;
 
 use crate::metrics::{IssuedLabel, Metrics};
-use decide::{Decision, Published, SECRET_TYPE, SecretFacts, decide, next_look};
+use decide::{Decision, Published, decide, next_look};
+use facts::{SECRET_TYPE, SecretFacts};
 
 /// `<namespace>/<name>`, as the flags take an object.
 #[derive(Clone, Debug, PartialEq, Eq)]

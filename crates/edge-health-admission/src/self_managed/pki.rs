@@ -21,7 +21,7 @@ use rcgen::{
 use x509_parser::certificate::X509Certificate;
 use x509_parser::extensions::GeneralName;
 
-use super::decide::{CaFacts, SECRET_TYPE, SecretFacts, ServingFacts, Validity};
+use super::facts::{CaFacts, SECRET_TYPE, SecretFacts, ServingFacts, Validity};
 
 /// Keys of the Secret's data. `tls.crt`/`tls.key` as every `kubernetes.io/tls` Secret;
 /// `ca.crt` as cert-manager's; `ca.key` is this mode's own, to sign renewals with.

@@ -1,7 +1,7 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::admission::Operation;
+use crate::admission_request::Operation;
 use crate::resources::ResourceType;
 use crate::users::UserInfo;
 
