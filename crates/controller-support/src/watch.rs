@@ -570,8 +570,13 @@ mod tests {
         let key = |name: &str| Key { namespace: Some("ns".into()), name: name.into() };
         let mut feed = Feed { held: BTreeSet::from([key("a"), key("restored")]), listed: None };
         let mut heard = Heard::default();
-        let events =
-            [Event::Init, Event::InitApply(map("a")), Event::InitApply(map("b")), Event::InitDone, Event::Delete(map("a"))];
+        let events = [
+            Event::Init,
+            Event::InitApply(map("a")),
+            Event::InitApply(map("b")),
+            Event::InitDone,
+            Event::Delete(map("a")),
+        ];
         for event in events {
             feed.event(event, &mut heard);
         }
