@@ -5,7 +5,15 @@
 //! A relist (the first list, a watch that could not resume after a 410, an API server
 //! whose versions went back) is turned into differences: the index hears `begin`, an
 //! `apply` for every listed object, a `delete` for every object it held that the list no
-//! longer has, then `done`. So an index never keeps relist bookkeeping of its own.
+//! longer has, then `done`. So an index never keeps relist bookkeeping of its own: `begin`
+//! and `done` only mark where a list starts and ends.
+//!
+//! An index may hold objects this watch never reported: restored from disk, inherited
+//! from another process, or left by an earlier watch of the same collection (a binary that
+//! starts a new watch over the index it keeps). [`Watch::holding`] tells the watch their
+//! keys, and its first list deletes those the API server no longer has, as any relist
+//! deletes what the watch itself applied. Keys it seeds that the list has are applied as
+//! listed, and never deleted.
 //!
 //! kube-rs relists after a 410 but resumes the same version forever when the API server
 //! answers "too large resource version" (an API server rebuilt, or restored from an etcd
@@ -169,6 +177,8 @@ pub struct Watch<K: Resource> {
     name: String,
     group: Option<RetryGroup>,
     relist_after_failure: bool,
+    /// What the index holds before the first list ([`Watch::holding`]).
+    held: BTreeSet<Key>,
 }
 
 impl<K> Watch<K>
@@ -179,7 +189,14 @@ where
     /// Every object `api` reaches; named in logs by its plural.
     pub fn new(api: Api<K>) -> Self {
         let name = K::plural(&K::DynamicType::default()).into_owned();
-        Self { api, config: watcher::Config::default(), name, group: None, relist_after_failure: false }
+        Self {
+            api,
+            config: watcher::Config::default(),
+            name,
+            group: None,
+            relist_after_failure: false,
+            held: BTreeSet::new(),
+        }
     }
 
     /// Only objects matching the field selector (e.g. `metadata.name=n1`: RBAC may grant
@@ -211,6 +228,15 @@ where
         self
     }
 
+    /// The index already holds the objects `keys` names (restored, inherited, or left by an
+    /// earlier watch): the first list deletes those it lacks, as a relist deletes what the
+    /// watch applied (see the module documentation). Only keys of objects this watch can
+    /// list: one its selectors leave out would be deleted by the first list.
+    pub fn holding(mut self, keys: impl IntoIterator<Item = Key>) -> Self {
+        self.held.extend(keys);
+        self
+    }
+
     /// The name logs give the watch (default: the resource's plural).
     pub fn named(mut self, name: impl Into<String>) -> Self {
         self.name = name.into();
@@ -219,8 +245,8 @@ where
 
     /// Feeds `index` until the watch ends (kube-rs retries forever, so in practice until
     /// the future is dropped). Pass `&mut index` to keep it.
-    pub async fn run(self, mut index: impl Index<K>) {
-        let mut feed = Feed::default();
+    pub async fn run(mut self, mut index: impl Index<K>) {
+        let mut feed = Feed { held: std::mem::take(&mut self.held), listed: None };
         let mut retry = Retry::new(DefaultBackoff::default(), self.group.clone());
         loop {
             let mut events = std::pin::pin!(watcher(self.api.clone(), self.config.clone()));
@@ -308,7 +334,8 @@ impl<K, C: FnMut(Option<&K>), S: FnMut()> Index<K> for ObjectFeed<K, C, S> {
     }
 }
 
-/// The keys the index holds, and those the list in progress has found.
+/// The keys the index holds (seeded by [`Watch::holding`], then as the watch reports), and
+/// those the list in progress has found.
 #[derive(Default)]
 struct Feed {
     held: BTreeSet<Key>,
@@ -534,6 +561,27 @@ mod tests {
             ]
         );
         assert!(feed.held.is_empty());
+    }
+
+    /// Seeded with what the index held before it, the first list deletes the keys it
+    /// lacks and only those; a key seeded and listed is the watch's own from then on.
+    #[test]
+    fn a_first_list_deletes_the_seeded_keys_it_lacks() {
+        let key = |name: &str| Key { namespace: Some("ns".into()), name: name.into() };
+        let mut feed = Feed { held: BTreeSet::from([key("a"), key("restored")]), listed: None };
+        let mut heard = Heard::default();
+        let events = [
+            Event::Init,
+            Event::InitApply(map("a")),
+            Event::InitApply(map("b")),
+            Event::InitDone,
+            Event::Delete(map("a")),
+        ];
+        for event in events {
+            feed.event(event, &mut heard);
+        }
+        assert_eq!(heard.0, ["begin", "apply a", "apply b", "delete restored", "done", "delete a"]);
+        assert_eq!(feed.held, BTreeSet::from([key("b")]));
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The watch helper against the fake API server over HTTP, with an unmodified kube-rs
 //! client: the first list, live changes, the relist after a 410 and after a "too large
 //! resource version" (an API server that came back with older versions), each heard as
-//! its differences; a metadata-only, field-selected watch.
+//! its differences; the first list of a watch seeded with what its index held; a
+//! metadata-only, field-selected watch.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -133,6 +134,41 @@ async fn relists_are_heard_as_their_differences() {
     assert!(requests.len() >= 2 && requests[0].0 && !requests[1].0, "a watch, then a list: {requests:?}");
     assert!(requests[0].1.parse::<u64>().unwrap() > 5, "resumed from the old server's version: {requests:?}");
     watching.abort();
+}
+
+/// A watch told what its index holds already (objects restored, inherited, or left by an
+/// earlier watch): its first list deletes those the API server lacks, and not those it
+/// has, which are the watch's own from then on; a watch told nothing deletes nothing at
+/// its first list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_list_deletes_what_the_index_held_that_the_server_lacks() {
+    let server = FakeApiServer::start().await.unwrap();
+    for name in ["a", "b"] {
+        create(&server, name, json!({}));
+    }
+    let key = |name: &str| Key { namespace: Some("default".into()), name: name.into() };
+    let api = Api::<ConfigMap>::namespaced(client(&server), "default");
+    let (holding, fresh) = (Heard::default(), Heard::default());
+    let watches = [
+        (Watch::new(api.clone()).holding([key("gone"), key("a"), key("also-gone")]), holding.clone()),
+        (Watch::new(api), fresh.clone()),
+    ]
+    .map(|(watch, heard)| {
+        tokio::spawn({
+            let mut index = heard;
+            async move { watch.run(&mut index).await }
+        })
+    });
+    let listed = ["begin", "apply a", "apply b", "delete default/also-gone", "delete default/gone", "done"];
+    let at = holding.until(0, &listed).await;
+    fresh.until(0, &["begin", "apply a", "apply b", "done"]).await;
+
+    // a seeded key the list had is deleted when the server deletes it, like any other
+    delete(&server, "a");
+    holding.until(at, &["delete default/a"]).await;
+    for watch in watches {
+        watch.abort();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

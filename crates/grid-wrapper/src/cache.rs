@@ -12,6 +12,13 @@
 //! neither an empty cache nor a half-built view is ever served: the first full sync
 //! replaces whatever was served before (nothing, or a view restored from disk) by exactly
 //! the differences.
+//!
+//! A (re)list reaches the cache as its differences: the upstream's watch helper
+//! (`controller_support::watch`) sends a delete for every object the cache held that the
+//! list lacks, so [`Input::Begin`] and [`Input::Done`] only mark where a list starts and
+//! ends (`Done` counts the stream as listed). What the cache holds before a watch has
+//! reported it (restored from disk, or left by the watches of an earlier upstream plan) is
+//! what [`Cache::held`] tells the watch, so that its first list deletes what is gone.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -128,12 +135,12 @@ impl From<Endpoints> for Object {
 #[allow(clippy::large_enum_variant, reason = "built per upstream event and consumed at once")]
 #[derive(Clone, Debug)]
 pub enum Input {
-    /// A (re)list begins: objects not upserted before [`Input::Done`] are gone.
+    /// A (re)list begins (a marker: what it no longer has comes as [`Input::Delete`]s).
     Begin(Stream),
     Upsert(Object),
     /// The object `(namespace, name)` of a stream is gone (namespace empty for nodes).
     Delete(Stream, ObjectId),
-    /// The (re)list is complete.
+    /// The (re)list is complete: the stream counts as listed. Deletes nothing.
     Done(Stream),
     /// The nodes the local unit's edge-health votes down now (the whole set).
     NodesDown(BTreeSet<String>),
@@ -183,8 +190,6 @@ pub struct Cache {
     staging: Option<BTreeMap<(Kind, ObjectId), Vec<u8>>>,
     restored: bool,
     listed: BTreeSet<Stream>,
-    /// Objects upserted since each stream's current relist began.
-    relisting: BTreeMap<Stream, BTreeSet<ObjectId>>,
     remote_nodes: BTreeSet<String>,
     /// The label whose value makes a node unit, for the unit upstream (`None`: not shared).
     unit_label_key: Option<String>,
@@ -203,7 +208,6 @@ impl Cache {
             staging: Some(BTreeMap::new()),
             restored: false,
             listed: BTreeSet::new(),
-            relisting: BTreeMap::new(),
             remote_nodes: BTreeSet::new(),
             unit_label_key: None,
             local_unit: None,
@@ -279,28 +283,15 @@ impl Cache {
     pub fn apply(&mut self, input: Input) -> Result<Applied, CacheError> {
         let mut outcome = Applied::default();
         match input {
-            Input::Begin(stream) => {
-                self.relisting.insert(stream, BTreeSet::new());
-            }
+            Input::Begin(_) => {}
             Input::Upsert(object) => {
-                let stream = object.stream();
-                let id = object.id();
-                if id.1.is_empty() {
-                    return Err(CacheError::Unnamed { stream });
-                }
-                if let Some(seen) = self.relisting.get_mut(&stream) {
-                    seen.insert(id);
+                if object.id().1.is_empty() {
+                    return Err(CacheError::Unnamed { stream: object.stream() });
                 }
                 self.upsert(object, &mut outcome)?;
             }
             Input::Delete(stream, id) => self.delete(stream, id, &mut outcome)?,
             Input::Done(stream) => {
-                let seen = self.relisting.remove(&stream).unwrap_or_default();
-                for id in self.known(stream) {
-                    if !seen.contains(&id) {
-                        self.delete(stream, id, &mut outcome)?;
-                    }
-                }
                 self.listed.insert(stream);
                 if self.staging.is_some() && Stream::ALL.iter().all(|s| self.listed.contains(s)) {
                     self.serve_staged(&mut outcome);
@@ -311,7 +302,13 @@ impl Cache {
         Ok(outcome)
     }
 
-    fn known(&self, stream: Stream) -> Vec<ObjectId> {
+    /// The objects of `stream` the cache holds, sorted: those it serves (until the first
+    /// sync, the view restored from disk, if any) and those it stages; for the remote
+    /// nodes, those topology knows (never the local node: its labels come from its own
+    /// stream). A new watch of the stream starts from these
+    /// (`controller_support::watch::Watch::holding`), so that its first list deletes those
+    /// the upstream no longer has.
+    pub fn held(&self, stream: Stream) -> Vec<ObjectId> {
         let kind = match stream {
             Stream::RemoteNodes => return self.remote_nodes.iter().map(|n| (String::new(), n.clone())).collect(),
             Stream::Services => Kind::Services,
@@ -319,10 +316,11 @@ impl Cache {
             Stream::Endpoints => Kind::Endpoints,
             Stream::LocalNode => Kind::Nodes,
         };
-        match &self.staging {
-            Some(staged) => staged.keys().filter(|(k, _)| *k == kind).map(|(_, id)| id.clone()).collect(),
-            None => self.log.objects(&kind).map(|(id, _)| id.clone()).collect(),
+        let mut held: BTreeSet<ObjectId> = self.log.objects(&kind).map(|(id, _)| id.clone()).collect();
+        if let Some(staged) = &self.staging {
+            held.extend(staged.keys().filter(|(k, _)| *k == kind).map(|(_, id)| id.clone()));
         }
+        held.into_iter().collect()
     }
 
     fn upsert(&mut self, object: Object, outcome: &mut Applied) -> Result<(), CacheError> {

@@ -6,7 +6,13 @@
 //! whole Node; the local node is watched whole, filtered by name, because kube-proxy reads
 //! it. A failing watch keeps the last view served and retries with backoff; a relist
 //! (after a 410, or after an upstream whose versions went back) reaches the cache as its
-//! differences.
+//! differences, which the watch helper computes: the cache and the log take a list's
+//! begin and end as markers only.
+//!
+//! Each plan starts new watches over a cache (and, leading from a promoted replica, a
+//! log) that already holds objects: restored from disk, left by the previous plan's
+//! watches, inherited from the previous leader. Each watch starts from what its indexes
+//! hold ([`Watch::holding`]), so that its first list deletes what is gone upstream.
 //!
 //! The upstream is the cloud API server, or the wrapper leading the unit ([`Plan`], chosen
 //! by the unit link's supervisor, `unit_link::unit`, which hands each plan to the wrapper
@@ -26,6 +32,7 @@ use kube::api::Api;
 use kube::core::PartialObjectMeta;
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
+use listwatch::ObjectId;
 use unit_link::link_health::LinkHealth;
 use unit_link::metrics::{LinkMetrics, StreamLabel};
 use unit_link::plan::{LocalNodeWatch, Plan};
@@ -90,12 +97,18 @@ pub async fn run_plan(wrapper: Arc<Wrapper>, plan: Plan, stop: impl Future<Outpu
     // following with vouching, each stream passes through a gate (see `vouched`)
     let gates = plan.vouch.as_deref().filter(|_| plan.from_leader);
     let health = &plan.health;
+    // what each stream's indexes hold now, for its watch's first list to delete what is gone
+    let held = |stream, log_kind| held_keys(&wrapper, plan.log.as_deref(), stream, log_kind);
     let local_node = async {
         match &plan.local_node {
             LocalNodeWatch::ByName => {
+                // a watch of the local node alone can list nothing else
+                let local_held =
+                    held(Stream::LocalNode, UpstreamKind::UnitNodes).into_iter().filter(|k| k.name == local);
                 let watch = Watch::new(Api::<Node>::all(client.clone()))
                     .retrying_with(&group)
-                    .fields(&format!("metadata.name={local}"));
+                    .fields(&format!("metadata.name={local}"))
+                    .holding(local_held);
                 watch
                     .named("local node")
                     .run(feed(Stream::LocalNode, UpstreamKind::UnitNodes).of(Object::LocalNode))
@@ -104,7 +117,8 @@ pub async fn run_plan(wrapper: Arc<Wrapper>, plan: Plan, stop: impl Future<Outpu
             LocalNodeWatch::Unit { label_key, value } => {
                 let watch = Watch::new(Api::<Node>::all(client.clone()))
                     .retrying_with(&group)
-                    .labels(&format!("{label_key}={value}"));
+                    .labels(&format!("{label_key}={value}"))
+                    .holding(held(Stream::LocalNode, UpstreamKind::UnitNodes));
                 let nodes = UnitNodes {
                     local: &local,
                     feed: feed(Stream::LocalNode, UpstreamKind::UnitNodes).of(Object::LocalNode),
@@ -117,7 +131,9 @@ pub async fn run_plan(wrapper: Arc<Wrapper>, plan: Plan, stop: impl Future<Outpu
     let gate = |stream: &str| gates.map(|vouching| (vouching, stream.to_string()));
     let streams = futures::future::join5(
         checked(
-            Watch::new(Api::<Service>::all(client.clone())).retrying_with(&group),
+            Watch::new(Api::<Service>::all(client.clone()))
+                .retrying_with(&group)
+                .holding(held(Stream::Services, UpstreamKind::Services)),
             feed(Stream::Services, UpstreamKind::Services).of(Object::Service),
             gate(vouch::SERVICES),
             object_element,
@@ -125,7 +141,9 @@ pub async fn run_plan(wrapper: Arc<Wrapper>, plan: Plan, stop: impl Future<Outpu
             Stream::Services,
         ),
         checked(
-            Watch::new(Api::<EndpointSlice>::all(client.clone())).retrying_with(&group),
+            Watch::new(Api::<EndpointSlice>::all(client.clone()))
+                .retrying_with(&group)
+                .holding(held(Stream::EndpointSlices, UpstreamKind::EndpointSlices)),
             feed(Stream::EndpointSlices, UpstreamKind::EndpointSlices).of(Object::Slice),
             gate(vouch::ENDPOINT_SLICES),
             object_element,
@@ -133,7 +151,9 @@ pub async fn run_plan(wrapper: Arc<Wrapper>, plan: Plan, stop: impl Future<Outpu
             Stream::EndpointSlices,
         ),
         checked(
-            Watch::new(Api::<Endpoints>::all(client.clone())).retrying_with(&group),
+            Watch::new(Api::<Endpoints>::all(client.clone()))
+                .retrying_with(&group)
+                .holding(held(Stream::Endpoints, UpstreamKind::Endpoints)),
             feed(Stream::Endpoints, UpstreamKind::Endpoints).of(Object::Endpoints),
             gate(vouch::ENDPOINTS),
             object_element,
@@ -144,6 +164,7 @@ pub async fn run_plan(wrapper: Arc<Wrapper>, plan: Plan, stop: impl Future<Outpu
         checked(
             Watch::new(Api::<PartialObjectMeta<Node>>::all(client.clone()))
                 .retrying_with(&group)
+                .holding(held(Stream::RemoteNodes, UpstreamKind::NodeMetadata))
                 .named("nodes (metadata)"),
             feed(Stream::RemoteNodes, UpstreamKind::NodeMetadata).of(remote_node),
             gate(vouch::NODE_METADATA),
@@ -158,6 +179,22 @@ pub async fn run_plan(wrapper: Arc<Wrapper>, plan: Plan, stop: impl Future<Outpu
         _ = futures::future::join(streams, digests) => tracing::error!("upstream watches ended"),
         () = stop => {}
     }
+}
+
+/// What the indexes a stream's watch feeds hold now, as the watch names them: the cache's
+/// objects of `stream` and, leading, the log's of `log_kind`.
+fn held_keys(wrapper: &Wrapper, log: Option<&UpstreamLog>, stream: Stream, log_kind: UpstreamKind) -> BTreeSet<Key> {
+    let mut ids: BTreeSet<ObjectId> = wrapper.lock().held(stream).into_iter().collect();
+    if let Some(log) = log {
+        ids.extend(log.held(log_kind));
+    }
+    ids.into_iter().map(key).collect()
+}
+
+/// The watch's key of an object the cache or the log keys `(namespace, name)`: their
+/// namespace is empty for a cluster-scoped object, which a watch names without one.
+fn key((namespace, name): ObjectId) -> Key {
+    Key { namespace: (!namespace.is_empty()).then_some(namespace), name }
 }
 
 /// Runs `watch` into `index`, through a gate when `gate` names the voucher and the
@@ -202,15 +239,23 @@ async fn digests(wrapper: &Wrapper, client: &Client, plan: &Plan, group: &RetryG
     match (&plan.log, plan.vouch.as_deref()) {
         (Some(log), Some(vouching)) => {
             let configmaps = Api::<ConfigMap>::namespaced(client.clone(), vouching.namespace());
+            // the log's only feed of the kind: whatever it holds (inherited) this watch can list
+            let held = log.held(UpstreamKind::Digests).into_iter().map(key);
             Watch::new(configmaps)
                 .retrying_with(group)
                 .fields(&selector)
+                .holding(held)
                 .named("unit digests")
                 .run(LogOnly { log, kind: UpstreamKind::Digests })
                 .await;
         }
         (Some(log), None) => {
-            for input in [UpstreamInput::Begin(UpstreamKind::Digests), UpstreamInput::Done(UpstreamKind::Digests)] {
+            // an empty list, as a watch would deliver it: the batches a log inherited from
+            // a leader that vouched are gone
+            let kind = UpstreamKind::Digests;
+            let gone = log.held(kind).into_iter().map(|id| UpstreamInput::Delete(kind, id));
+            let list = std::iter::once(UpstreamInput::Begin(kind)).chain(gone).chain([UpstreamInput::Done(kind)]);
+            for input in list {
                 if let Err(error) = log.apply(input) {
                     tracing::warn!(%error, "the unit log refused its empty digests");
                 }
@@ -374,11 +419,11 @@ impl<K: Resource + serde::Serialize> Index<K> for Feed<'_, K> {
     fn done(&mut self) {
         self.log(UpstreamInput::Done);
         // A list of a stream scoped by unit (leading) or served by a leader that lacks the
-        // local node: it was relabelled (as for a delete, above). Completing the list would
-        // make the cache delete the node it did not list.
+        // local node: it was relabelled (as for a delete, above, which the watch helper
+        // sent too if the cache held the node). The list's end deletes nothing: the cache
+        // keeps serving the node until it is read again.
         if self.stream == Stream::LocalNode && !self.local_deletes_are_real && !self.listed_local {
             self.health.note_local_node_left();
-            return;
         }
         self.input(Input::Done(self.stream));
     }

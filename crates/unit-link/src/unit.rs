@@ -5,9 +5,9 @@
 //! change: the unit's members (the identities the local edge-health read), the nodes the
 //! local edge-health votes down, and the members this wrapper failed to reach. The
 //! upstream the wrapper runs for a choice ([`FedWrapper::run_plan`]) is replaced only when
-//! the choice changes; the new one relists, and the cache turns the relist into
-//! differences, so the served view never goes empty or partial across a change and no
-//! client sees an event twice. From one leader to another the follower's watches go on
+//! the choice changes; the new one relists, and its watches (told what the cache, and a
+//! promoted log, already hold) deliver the relist as differences, so the served view never
+//! goes empty or partial across a change and no client sees an event twice. From one leader to another the follower's watches go on
 //! instead ([`LeaderRoute`]): they resume on a standby leading from its replica of the
 //! previous leader's log ([`crate::replication`]), and relist anywhere else.
 //!
@@ -454,8 +454,8 @@ impl<W: FedWrapper> Supervisor<W> {
     }
 
     /// The replica kept as standby, if there is one: the log this wrapper leads from, so
-    /// that its followers resume where they were (its cloud watches' relist reaches them
-    /// as differences).
+    /// that its followers resume where they were (its cloud watches start from what it
+    /// holds, and their relist reaches the followers as differences).
     fn promoted(&mut self, unit: &str) -> Option<Arc<UpstreamLog>> {
         let standby = self.standby.take()?;
         self.wrapper.link_metrics().unit_standby.set(0);

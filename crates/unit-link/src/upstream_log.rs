@@ -6,8 +6,13 @@
 //!
 //! Fed [`UpstreamInput`]s in the shape of kube-rs watcher events, no I/O. A relist reaches
 //! followers as its differences only: an object upserted again unchanged is no event, and
-//! objects a relist did not report are deleted when it completes. `managedFields` are
-//! never stored (followers drop them, and they are often the larger half of a slice).
+//! the objects a relist no longer has come as deletes from the leader's watch helper
+//! (`controller_support::watch`), which computes them: [`UpstreamInput::Begin`] and
+//! [`UpstreamInput::Done`] only mark a list (`Done` counts the kind as listed). A log
+//! holds objects its leader's watches never reported when it was inherited (a promoted
+//! replica, see [`UpstreamLog::promote`]): [`UpstreamLog::held`] tells a new watch of a
+//! kind what the log holds, so that its first list deletes what is gone. `managedFields`
+//! are never stored (followers drop them, and they are often the larger half of a slice).
 //!
 //! It must never let an empty or partial state be served as the upstream's: until every
 //! kind has listed once it is not [`synced`](UpstreamLog::synced), and the server answers
@@ -89,15 +94,15 @@ impl UpstreamKind {
 /// `watcher::Event`.
 #[derive(Clone, Debug)]
 pub enum UpstreamInput {
-    /// A (re)list begins: objects of the kind not upserted before [`UpstreamInput::Done`]
-    /// are gone.
+    /// A (re)list begins (a marker: what it no longer has comes as
+    /// [`UpstreamInput::Delete`]s).
     Begin(UpstreamKind),
     /// An object as the cloud has it (JSON of the typed object, or of the metadata for
     /// [`UpstreamKind::NodeMetadata`]).
     Upsert(UpstreamKind, Value),
     /// The object `(namespace, name)` is gone (namespace empty for nodes).
     Delete(UpstreamKind, ObjectId),
-    /// The (re)list is complete.
+    /// The (re)list is complete: the kind counts as listed. Deletes nothing.
     Done(UpstreamKind),
 }
 
@@ -177,8 +182,6 @@ struct State {
     log: Log<UpstreamKind>,
     /// Kinds that have completed at least one list.
     listed: BTreeSet<UpstreamKind>,
-    /// Objects upserted since each kind's current relist began.
-    relisting: BTreeMap<UpstreamKind, BTreeSet<ObjectId>>,
 }
 
 impl UpstreamLog {
@@ -196,7 +199,7 @@ impl UpstreamLog {
 
     fn with(term: u64, log: Log<UpstreamKind>, listed: BTreeSet<UpstreamKind>) -> Arc<Self> {
         Arc::new(Self {
-            state: Mutex::new(State { term, inherited: None, log, listed, relisting: BTreeMap::new() }),
+            state: Mutex::new(State { term, inherited: None, log, listed }),
             synced: watch::channel(false).0,
             closed: watch::channel(false).0,
         })
@@ -275,6 +278,14 @@ impl UpstreamLog {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// The objects of `kind` the log holds, sorted (namespace empty for cluster-scoped
+    /// objects). A new watch of the kind starts from these
+    /// (`controller_support::watch::Watch::holding`), so that its first list deletes those
+    /// the cloud no longer has: what the log inherited, or what an earlier watch left.
+    pub fn held(&self, kind: UpstreamKind) -> Vec<ObjectId> {
+        self.state().log.objects(&kind).map(|(id, _)| id.clone()).collect()
+    }
+
     /// Whether every kind has listed once: only then is anything served.
     pub fn synced(&self) -> bool {
         *self.synced.borrow()
@@ -310,29 +321,17 @@ impl UpstreamLog {
         let mut applied = Applied::default();
         let mut state = self.state();
         match input {
-            UpstreamInput::Begin(kind) => {
-                state.relisting.insert(kind, BTreeSet::new());
-            }
+            UpstreamInput::Begin(_) => {}
             UpstreamInput::Upsert(kind, object) => {
                 let object = stored_form(kind, object);
                 let id = object_id(&object);
                 if id.1.is_empty() {
                     return Err(UpstreamLogError::Unnamed { kind });
                 }
-                if let Some(seen) = state.relisting.get_mut(&kind) {
-                    seen.insert(id.clone());
-                }
                 state.upsert(kind, id, object, &mut applied)?;
             }
             UpstreamInput::Delete(kind, id) => state.remove(kind, &id, &mut applied),
             UpstreamInput::Done(kind) => {
-                // as the wrapper's cache: a Done without its Begin is an empty relist
-                let seen = state.relisting.remove(&kind).unwrap_or_default();
-                let gone: Vec<ObjectId> =
-                    state.log.objects(&kind).map(|(id, _)| id).filter(|id| !seen.contains(*id)).cloned().collect();
-                for id in gone {
-                    state.remove(kind, &id, &mut applied);
-                }
                 state.listed.insert(kind);
                 if UpstreamKind::ALL.iter().all(|k| state.listed.contains(k)) {
                     drop(state);
@@ -447,8 +446,9 @@ mod tests {
         log.read(|log| log.get(&kind, &(namespace.into(), name.into())).map(|o| o.value())).expect("stored")
     }
 
-    /// A relist reaches watchers as its differences: what is new is ADDED, what changed
-    /// MODIFIED, what the relist no longer reports DELETED at Done, and what is unchanged
+    /// A relist as the leader's watch helper delivers it (the objects listed, then a delete
+    /// for each one gone) reaches watchers as its differences: what is new is ADDED, what
+    /// changed MODIFIED, what the relist no longer reports DELETED, and what is unchanged
     /// nothing.
     #[test]
     fn a_relist_is_served_as_its_differences() {
@@ -460,7 +460,12 @@ mod tests {
         let mut live = watch.live;
         let mut changed_b = service("b");
         changed_b["spec"]["clusterIP"] = json!("10.96.0.99");
-        let relist = list(&log, Services, &[service("a"), changed_b, service("d")]);
+        let mut relist = apply(&log, UpstreamInput::Begin(Services));
+        for object in [service("a"), changed_b, service("d")] {
+            relist.extend(apply(&log, UpstreamInput::Upsert(Services, object)));
+        }
+        relist.extend(apply(&log, UpstreamInput::Delete(Services, ("ns".into(), "c".into()))));
+        relist.extend(apply(&log, UpstreamInput::Done(Services)));
         assert_eq!(relist, [(Services, Modified), (Services, Added), (Services, Deleted)]);
         let events: Vec<(ChangeKind, String)> =
             std::iter::from_fn(|| live.try_recv().ok()).map(|c| (c.kind, c.id.1.clone())).collect();
@@ -471,6 +476,28 @@ mod tests {
         let gone = apply(&log, UpstreamInput::Delete(Services, ("ns".into(), "a".into())));
         let never = apply(&log, UpstreamInput::Delete(Services, ("ns".into(), "x".into())));
         assert_eq!((gone, never), (vec![(Services, Deleted)], vec![]));
+    }
+
+    /// `Begin` and `Done` only mark a list: its end deletes nothing it did not report (the
+    /// watch helper sends those deletes), whether or not it began; `held` tells a new
+    /// watch what the log holds.
+    #[test]
+    fn a_done_alone_deletes_nothing() {
+        use UpstreamKind::{NodeMetadata, Services};
+        let log = log();
+        list(&log, Services, &[service("a"), service("b")]);
+        list(&log, NodeMetadata, &[json(&node_object("n1", &[]))]);
+        let rv = log.read(|log| log.current_rv());
+        assert_eq!(list(&log, Services, &[service("a")]), []);
+        assert_eq!(list(&log, Services, &[]), []);
+        assert_eq!(apply(&log, UpstreamInput::Done(Services)), []);
+        assert_eq!(list(&log, NodeMetadata, &[]), []);
+        assert_eq!(log.read(|log| log.current_rv()), rv);
+        assert_eq!(names(&log, Services), ["a", "b"]);
+        let id = |name: &str| ("ns".to_string(), name.to_string());
+        assert_eq!(log.held(Services), [id("a"), id("b")]);
+        assert_eq!(log.held(NodeMetadata), [(String::new(), "n1".to_string())]);
+        assert_eq!(log.held(UpstreamKind::UnitNodes), []);
     }
 
     /// The same object upserted again (a relist, a cloud write that changed nothing a

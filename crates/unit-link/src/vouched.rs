@@ -6,6 +6,13 @@
 //! mark the stream failing (`Unvouched`), and the supervisor passes the leader over: the
 //! follower goes to the next member or the cloud, and its cache serves the last vouched
 //! state meanwhile.
+//!
+//! The cache computes no relist deletes of its own: a list reaches it as the watch helper
+//! delivers it, each object missing from the list deleted before the list's end. Those
+//! deletes pass with the list (between its `begin` and `done`, once its end is vouched
+//! for), also for the objects the cache held before the stream began (restored, or left
+//! by the previous plan: the watch is seeded with them, `Watch::holding`), which the gate
+//! never saw.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};

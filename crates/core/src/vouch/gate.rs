@@ -134,6 +134,9 @@ struct Held<K, T> {
     op: Op<K, T>,
     at: Instant,
     point: Option<StateDigest>,
+    /// A list's delete of a key the stream never held: an object the index held before
+    /// this gate (see [`VouchGate::take`]).
+    held_before: bool,
 }
 
 /// A follower's gate on one stream from its leader: steps pass once the state after them,
@@ -165,16 +168,24 @@ impl<K: Ord + Clone, T> VouchGate<K, T> {
 
     /// Takes the next step from the leader, arrived at `now`; it is held until
     /// [`VouchGate::release`] finds it vouched for. A delete of a key the stream does not
-    /// hold changes no state and is dropped (passed on, it could reach an object the cache
-    /// keys otherwise, e.g. a Node by name).
+    /// hold changes no state. Outside a list it is dropped (passed on, it could reach an
+    /// object the cache keys otherwise, e.g. a Node by name). Inside a list it is the
+    /// list/watch's own difference for an object its index held before the stream began
+    /// (restored, inherited, or left by an earlier stream: the list/watch is told what the
+    /// index holds, and deletes what the list lacks), not the leader's word: it passes with
+    /// the list's end, whose state, once vouched for, does not have the object.
     pub fn take(&mut self, op: Op<K, T>, now: Instant) {
-        if let Op::Delete(key) = &op
-            && !self.tracked.set.contains(key)
-        {
-            return;
-        }
+        let held_before = match &op {
+            Op::Delete(key) if !self.tracked.set.contains(key) => {
+                if !self.tracked.listing {
+                    return;
+                }
+                true
+            }
+            _ => false,
+        };
         let point = self.tracked.step(&op);
-        self.held.push_back(Held { op, at: now, point });
+        self.held.push_back(Held { op, at: now, point, held_before });
     }
 
     /// [`VouchGate::release`] when only the newest held step can have made a difference (a
@@ -197,7 +208,8 @@ impl<K: Ord + Clone, T> VouchGate<K, T> {
     /// between were not vouched for (a forger may put an object in and take it out again
     /// before a vouched state), so no step leads to one: only the vouched state is served.
     /// A list among the steps applied every object of the state (the list/watch does, and
-    /// deletes each one missing), so the differences of a list are the whole state again.
+    /// deletes each one missing, including those its index held before the stream), so the
+    /// differences of a list are the whole state again.
     pub fn release(&mut self, voucher: &Voucher, now: Instant) -> Vec<Op<K, T>> {
         let passes =
             |point: &StateDigest| self.passed.as_ref() == Some(point) || voucher.vouches(&self.stream, point, now);
@@ -216,10 +228,10 @@ impl<K: Ord + Clone, T> VouchGate<K, T> {
             match held.op {
                 Op::Begin | Op::Done => listed = true,
                 Op::Apply(key, element, object) => {
-                    last_steps.insert(key.clone(), Op::Apply(key, element, object));
+                    last_steps.insert(key.clone(), (Op::Apply(key, element, object), false));
                 }
                 Op::Delete(key) => {
-                    last_steps.insert(key.clone(), Op::Delete(key));
+                    last_steps.insert(key.clone(), (Op::Delete(key), held.held_before));
                 }
             }
         }
@@ -227,15 +239,16 @@ impl<K: Ord + Clone, T> VouchGate<K, T> {
         if listed {
             released.push(Op::Begin);
         }
-        for (key, step) in last_steps {
+        for (key, (step, held_before)) in last_steps {
             match step {
                 Op::Apply(..) => {
                     self.passed_keys.insert(key);
                     released.push(step);
                 }
                 // an object put in and taken out between two passed states never reached
-                // the cache: nothing to delete there
-                Op::Delete(_) if self.passed_keys.remove(&key) => released.push(step),
+                // the cache: nothing to delete there; one the index held before the stream
+                // did reach it
+                Op::Delete(_) if self.passed_keys.remove(&key) || held_before => released.push(step),
                 Op::Delete(_) | Op::Begin | Op::Done => {}
             }
         }

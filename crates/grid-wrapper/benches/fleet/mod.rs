@@ -437,8 +437,10 @@ pub fn slice_object(i: usize, scale: &Scale, first: Option<(usize, usize)>, trig
     typed(slice)
 }
 
-/// The wrapper's upstream streams as its kube-rs watchers report them on first sync:
-/// each with its JSON size as the upstream sends it (metadata-only for remote nodes).
+/// The wrapper's upstream streams as its watches deliver them on a first sync into an
+/// empty cache (`Begin` and `Done` only mark each stream's list, and a first list has
+/// nothing to delete): each with its JSON size as the upstream sends it (metadata-only for
+/// remote nodes).
 pub fn each_upstream_input(scale: &Scale, mut take: impl FnMut(Input, usize)) {
     for stream in Stream::ALL {
         take(Input::Begin(stream), 0);

@@ -1,5 +1,6 @@
 //! The cache fed objects directly: staging until the first full sync, exact served change
-//! sets for each kind of input, relists and restores reduced to the real differences.
+//! sets for each kind of input, relists (as the watch helper delivers them: the objects
+//! listed, a delete for each one gone) and restores reduced to the real differences.
 
 use listwatch::{ChangeKind, ListOptions, LogConfig, WatchOptions};
 use serde_json::{Value, json};
@@ -165,6 +166,13 @@ fn a_new_upstream_version_of_the_same_form_is_not_served_again() {
     assert_eq!(apply(&mut cache, [Input::Upsert(svc.into())]), vec![]);
 }
 
+fn slice_names(cache: &Cache) -> Vec<String> {
+    let listed = cache.log().list(&Kind::EndpointSlices, &ListOptions::default()).expect("list");
+    listed.items.iter().map(|o| o.name().to_string()).collect()
+}
+
+/// A relist as the watch helper delivers it: every stream listed again, `plain-1` gone
+/// (its delete sent before the list's end), `late-1` new.
 #[test]
 fn a_relist_serves_only_the_real_differences() {
     use ChangeKind::*;
@@ -173,18 +181,76 @@ fn a_relist_serves_only_the_real_differences() {
     let mut objects = two_units();
     objects.retain(|o| !matches!(o, Object::Slice(s) if s.metadata.name.as_deref() == Some("plain-1")));
     objects.push(slice_object("late-1", "plain", &[("10.0.0.7", "n2")]).into());
-    let served = apply(&mut cache, full_sync(objects));
+    let mut relist = full_sync(objects);
+    let done = relist.len() - Stream::ALL.len();
+    relist.insert(done, Input::Delete(Stream::EndpointSlices, ("ns".into(), "plain-1".into())));
+    let served = apply(&mut cache, relist);
     assert_eq!(served, vec![(Kind::EndpointSlices, Added), (Kind::EndpointSlices, Deleted)]);
     assert_eq!(cache.log().current_rv(), before + 2);
-    let names: Vec<String> = cache
-        .log()
-        .list(&Kind::EndpointSlices, &ListOptions::default())
-        .expect("list")
-        .items
-        .iter()
-        .map(|o| o.name().to_string())
-        .collect();
-    assert_eq!(names, vec!["late-1", "web-1", "web-2"]);
+    assert_eq!(slice_names(&cache), vec!["late-1", "web-1", "web-2"]);
+}
+
+/// `Begin` and `Done` only mark a list: a list's end deletes nothing the list did not
+/// report (the watch helper sends those deletes), whether or not it began, before the
+/// first sync or after.
+#[test]
+fn a_done_alone_deletes_nothing() {
+    let mut view = synced();
+    let before = view.log().current_rv();
+    let web1 = slice_object("web-1", "web", &[("10.0.0.1", "n1"), ("10.0.0.3", "n3")]);
+    let relist =
+        [Input::Begin(Stream::EndpointSlices), Input::Upsert(web1.into()), Input::Done(Stream::EndpointSlices)];
+    assert_eq!(apply(&mut view, relist), vec![]);
+    let empty_lists = Stream::ALL.into_iter().flat_map(|stream| [Input::Begin(stream), Input::Done(stream)]);
+    assert_eq!(apply(&mut view, empty_lists.chain(Stream::ALL.map(Input::Done))), vec![]);
+    assert_eq!(view.log().current_rv(), before);
+    assert_eq!(slice_names(&view), vec!["plain-1", "web-1", "web-2"]);
+    assert_eq!(view.log().len(&Kind::Nodes), 1);
+
+    // staging: what was staged before a list is served at the first sync, unlisted or not
+    let mut staging = cache();
+    let first = [
+        Input::Begin(Stream::Services),
+        Input::Upsert(service_object("plain", None).into()),
+        Input::Done(Stream::Services),
+        Input::Begin(Stream::Services),
+        Input::Done(Stream::Services),
+    ];
+    assert_eq!(apply(&mut staging, first), vec![]);
+    let rest =
+        Stream::ALL.into_iter().filter(|s| *s != Stream::Services).flat_map(|s| [Input::Begin(s), Input::Done(s)]);
+    assert_eq!(apply(&mut staging, rest), vec![(Kind::Services, ChangeKind::Added)]);
+    assert_eq!(staging.serving(), ViewSource::Upstream);
+}
+
+fn ids(ids: &[(&str, &str)]) -> Vec<ObjectId> {
+    ids.iter().map(|(namespace, name)| (namespace.to_string(), name.to_string())).collect()
+}
+
+/// What each stream's watch starts from: the objects the cache serves or stages, and the
+/// remote nodes topology knows (the local node's labels come from its own stream only).
+#[test]
+fn the_cache_tells_each_stream_what_it_holds() {
+    let synced = synced();
+    let want = Stream::ALL.map(|stream| match stream {
+        Stream::Services => ids(&[("ns", "plain"), ("ns", "web")]),
+        Stream::EndpointSlices => ids(&[("ns", "plain-1"), ("ns", "web-1"), ("ns", "web-2")]),
+        Stream::Endpoints => ids(&[("ns", "web")]),
+        Stream::RemoteNodes => ids(&[("", "n2"), ("", "n3")]),
+        Stream::LocalNode => ids(&[("", "n1")]),
+    });
+    assert_eq!(Stream::ALL.map(|stream| synced.held(stream)), want);
+
+    // restored, and partly staged: both
+    let saved: Vec<(Kind, Value)> = synced.served_objects().map(|(k, o)| (k, o.value())).collect();
+    let mut restored = cache();
+    restored.restore(saved);
+    apply(&mut restored, [Input::Upsert(slice_object("late-1", "plain", &[("10.0.0.7", "n2")]).into())]);
+    assert_eq!(restored.serving(), ViewSource::Restored);
+    let slices = ids(&[("ns", "late-1"), ("ns", "plain-1"), ("ns", "web-1"), ("ns", "web-2")]);
+    assert_eq!(restored.held(Stream::EndpointSlices), slices);
+    assert_eq!(restored.held(Stream::LocalNode), ids(&[("", "n1")]));
+    assert_eq!(restored.held(Stream::RemoteNodes), ids(&[]), "a restored view has no topology");
 }
 
 #[test]

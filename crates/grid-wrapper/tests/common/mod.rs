@@ -53,9 +53,24 @@ impl RunningWrapper {
     pub async fn start_unsynced(upstream_url: &str, config: WrapperConfig) -> Self {
         let upstream = kube::Config::new(upstream_url.parse().expect("url"));
         let wrapper = Wrapper::new(&config, &upstream, Arc::new(Metrics::default())).expect("wrapper");
+        let mut running = Self::serve(wrapper.clone()).await;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let upstream_task = tokio::spawn(grid_wrapper::upstream::run(
+            wrapper,
+            Client::try_from(upstream).expect("upstream client"),
+            async move {
+                let _ = stopped.await;
+            },
+        ));
+        running.stop = Some(stop);
+        running.tasks.push(upstream_task);
+        running
+    }
+
+    /// Serves `wrapper` on 127.0.0.1 with no upstream: the test feeds it (runs its plans).
+    pub async fn serve(wrapper: Arc<Wrapper>) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1");
         let addr = listener.local_addr().expect("bound");
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let server = tokio::spawn({
             // the address of each client, as the runtime's server gives it: the debug view
             // answers loopback clients only
@@ -65,20 +80,7 @@ impl RunningWrapper {
                 axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>()).await.expect("serve");
             }
         });
-        let upstream_task = tokio::spawn(grid_wrapper::upstream::run(
-            wrapper.clone(),
-            Client::try_from(upstream).expect("upstream client"),
-            async move {
-                let _ = stopped.await;
-            },
-        ));
-        Self {
-            client: client_for(&format!("http://{addr}")),
-            wrapper,
-            addr,
-            stop: Some(stop),
-            tasks: vec![server, upstream_task],
-        }
+        Self { client: client_for(&format!("http://{addr}")), wrapper, addr, stop: None, tasks: vec![server] }
     }
 
     pub async fn until_serving(&self, want: ViewSource) {
