@@ -131,6 +131,42 @@ pub enum Retries {
     Off,
 }
 
+/// What a [`Runtime::client_through`] client changes in the runtime's configuration. A
+/// [`Retries`] alone is these options with no read timeout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientOptions {
+    pub retries: Retries,
+    /// How long a response (a watch's stream included) may send nothing before the request
+    /// fails; counted from the request's last write, not from when its pooled connection
+    /// went idle. `None`: kube's default, no limit. Why a binary sets one: a connection
+    /// that hangs silently (a path that drops packets rather than resetting) otherwise
+    /// keeps a watch "open" and its view old for as long as kube's watch idle timeout
+    /// (295 s), with no error for the binary to see.
+    pub read_timeout: Option<Duration>,
+}
+
+impl From<Retries> for ClientOptions {
+    fn from(retries: Retries) -> Self {
+        Self { retries, read_timeout: None }
+    }
+}
+
+impl ClientOptions {
+    /// `config` as these options have it (for a client built outside a runtime: tests,
+    /// benches).
+    pub fn apply(self, config: kube::Config) -> kube::Config {
+        let mut config = match self.retries {
+            Retries::Kept => config,
+            Retries::Off => without_retries(config),
+        };
+        if let Some(timeout) = self.read_timeout {
+            config.read_timeout = Some(timeout);
+            config.reset_reader_on_write = true;
+        }
+        config
+    }
+}
+
 /// The node name given, else the host name.
 pub fn node_name(given: Option<&str>) -> String {
     given
@@ -514,11 +550,12 @@ impl Runtime {
 
     /// A new client of [`config`](Self::config) whose requests and responses also pass
     /// through `layer`, outermost (e.g. one counting what a stream received), and that
-    /// keeps kube's retries or reports a refused request at once ([`Retries`]), so a
-    /// binary that needs more of its client than [`client`](Self::client) still does not
-    /// build one of its own. This is the one way to any other client: without a layer of
-    /// its own a binary passes `&tower::layer::util::Identity::new()`.
-    pub fn client_through<L, B>(&self, layer: &L, retries: Retries) -> Result<Client, Error>
+    /// keeps kube's retries or reports a refused request at once, with or without a read
+    /// timeout ([`ClientOptions`], or a [`Retries`] alone), so a binary that needs more of
+    /// its client than [`client`](Self::client) still does not build one of its own. This
+    /// is the one way to any other client: without a layer of its own a binary passes
+    /// `&tower::layer::util::Identity::new()`.
+    pub fn client_through<L, B>(&self, layer: &L, options: impl Into<ClientOptions>) -> Result<Client, Error>
     where
         L: tower::Layer<ClientStack>,
         L::Service: tower::Service<axum::http::Request<kube::client::Body>, Response = axum::http::Response<B>>
@@ -529,10 +566,7 @@ impl Runtime {
         B: hyper::body::Body<Data = hyper::body::Bytes> + Send + 'static,
         B::Error: Into<tower::BoxError>,
     {
-        let config = match retries {
-            Retries::Kept => self.config.clone(),
-            Retries::Off => without_retries(self.config.clone()),
-        };
+        let config = options.into().apply(self.config.clone());
         let stack = kube::client::ClientBuilder::try_from(config).map_err(Error::Client)?;
         Ok(stack.with_layer(layer).build())
     }
@@ -699,6 +733,21 @@ mod tests {
         let (a, b) = (identity("node-1"), identity("node-1"));
         assert_ne!(a, b);
         assert!(a.starts_with("node-1_") && a.len() > "node-1_".len() + 8, "{a}");
+    }
+
+    #[test]
+    fn client_options_change_only_what_they_name() {
+        let base = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
+        assert!(base.default_retry && base.read_timeout.is_none() && !base.reset_reader_on_write);
+        let kept = ClientOptions::from(Retries::Kept).apply(base.clone());
+        assert!(kept.default_retry && kept.read_timeout.is_none() && !kept.reset_reader_on_write);
+        let off = ClientOptions::from(Retries::Off).apply(base.clone());
+        assert!(!off.default_retry && off.read_timeout.is_none() && !off.reset_reader_on_write);
+        let timed = ClientOptions { retries: Retries::Kept, read_timeout: Some(Duration::from_secs(7)) }.apply(base);
+        assert!(timed.default_retry);
+        assert_eq!(timed.read_timeout, Some(Duration::from_secs(7)));
+        // counted from the request, not from when its pooled connection went idle
+        assert!(timed.reset_reader_on_write);
     }
 
     #[test]

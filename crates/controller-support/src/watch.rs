@@ -237,6 +237,17 @@ where
         self
     }
 
+    /// Asks the API server to end each watch request after `timeout` (whole seconds, at
+    /// least 1; kube's default is 290 s), after which it is resumed. With a client read
+    /// timeout above it ([`crate::runtime::ClientOptions`]), a healthy watch always sends
+    /// something within the read timeout, so a silent one is a failed one: the index hears
+    /// `failed` instead of keeping a view that stopped moving without a word.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        let seconds = u32::try_from(timeout.as_secs()).unwrap_or(u32::MAX).max(1);
+        self.config = self.config.timeout(seconds);
+        self
+    }
+
     /// The name logs give the watch (default: the resource's plural).
     pub fn named(mut self, name: impl Into<String>) -> Self {
         self.name = name.into();
@@ -296,8 +307,19 @@ where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
     K::DynamicType: Default,
 {
-    let feed = ObjectFeed { listing: None, on_change, synced };
-    Watch::new(api).fields(&format!("metadata.name={name}")).named(name).run(feed).await
+    Watch::new(api).follow(name, on_change, synced).await
+}
+
+impl<K> Watch<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    K::DynamicType: Default,
+{
+    /// [`follow_object`] with this watch's settings (e.g. its [`timeout`](Self::timeout)).
+    pub async fn follow(self, name: &str, on_change: impl FnMut(Option<&K>), synced: impl FnMut()) {
+        let feed = ObjectFeed { listing: None, on_change, synced };
+        self.fields(&format!("metadata.name={name}")).named(name).run(feed).await
+    }
 }
 
 /// [`follow_object`]'s index: what a list in progress found, told at its end.

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use controller_support::runtime::{ClientOptions, Retries};
 use controller_support::{ReadinessGate, ShutdownSignal};
 use edgegrid_core::unit::membership::UnitSource;
 use k8s_openapi::api::core::v1::Node;
@@ -57,6 +58,34 @@ impl Default for ControllerConfig {
             unit_source: UnitSource::NodeUnits,
             edge_health_config_namespace: "kube-system".to_string(),
         }
+    }
+}
+
+impl ControllerConfig {
+    /// How long the API server keeps each of the view's watch requests open (then they are
+    /// resumed): a quarter of the grace period, whole seconds, 1 to 290 s (kube's default).
+    /// See [`read_timeout`](Self::read_timeout) for why.
+    pub fn watch_timeout(&self) -> Duration {
+        Duration::from_secs((self.lifecycle.grace_period / 4).as_secs().clamp(1, 290))
+    }
+
+    /// How long a response may send nothing before it fails: the watch timeout and half
+    /// again (at least 2 s more). A healthy watch sends at least its end within the watch
+    /// timeout, so a watch silent for this long hangs (a link dropping packets without a
+    /// reset) and fails; its view is then not current (see `caches`) instead of old and
+    /// trusted. So the view the controller judges from is never older than this unseen,
+    /// well inside the grace period (kube-controller-manager's informers would wait out the
+    /// 290 s watch timeout and the kernel's TCP timeouts).
+    pub fn read_timeout(&self) -> Duration {
+        let timeout = self.watch_timeout();
+        timeout + (timeout / 2).max(Duration::from_secs(2))
+    }
+
+    /// The client the controller needs: refused requests reported at once (the watches must
+    /// know when their view is not current; writes are decided again on the next pass), and
+    /// [`read_timeout`](Self::read_timeout).
+    pub fn client_options(&self) -> ClientOptions {
+        ClientOptions { retries: Retries::Off, read_timeout: Some(self.read_timeout()) }
     }
 }
 
@@ -194,11 +223,15 @@ pub async fn run(
     }
 }
 
-/// Whether the loop judges, logged when it changes.
+/// How often a view that stays not current is warned of again (an outage ends in seconds;
+/// a view refused for minutes, say by an RBAC change, needs an operator).
+const STALE_WARNING_PERIOD: Duration = Duration::from_secs(60);
+
+/// Whether the loop judges, logged when it changes (and again while it stays not current).
 #[derive(Default)]
 struct ViewState {
-    /// Since when the view has not been current.
-    stale_since: Option<Instant>,
+    /// Since when the view has not been current, and when that was last warned of.
+    stale_since: Option<(Instant, Instant)>,
 }
 
 /// What the loop does on a tick, by the view.
@@ -220,12 +253,19 @@ impl ViewState {
                 tracing::warn!(
                     "the view of Nodes and Leases is not current (a watch failed or is relisting): judging nothing until it is"
                 );
-                self.stale_since = Some(Instant::now());
+                let now = Instant::now();
+                self.stale_since = Some((now, now));
                 metrics.view_current.set(0);
                 Judging::No
             }
-            (false, Some(_)) => Judging::No,
-            (true, Some(since)) => {
+            (false, Some((since, warned))) => {
+                if warned.elapsed() >= STALE_WARNING_PERIOD {
+                    tracing::warn!(stale_for = ?since.elapsed(), "the view of Nodes and Leases is still not current: judging nothing");
+                    self.stale_since = Some((since, Instant::now()));
+                }
+                Judging::No
+            }
+            (true, Some((since, _))) => {
                 let blind = since.elapsed();
                 tracing::info!(
                     stale_for = ?blind,
@@ -263,4 +303,37 @@ fn changed_nodes_taints(caches: &Caches) -> Vec<Action> {
         // condition taints do not depend on the edge rule: no watched answer needed
         .flat_map(|node| condition_taint_actions(&node_snapshot(&node, None, false)))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_grace(seconds: u64) -> ControllerConfig {
+        let mut config = ControllerConfig::default();
+        config.lifecycle.grace_period = Duration::from_secs(seconds);
+        config
+    }
+
+    #[test]
+    fn a_silent_view_fails_well_inside_the_grace_period() {
+        // (grace, watch timeout, read timeout), seconds
+        for (grace, watch, read) in [(50, 12, 18), (40, 10, 15), (6, 1, 3), (2, 1, 3), (3600, 290, 435)] {
+            let config = with_grace(grace);
+            assert_eq!(config.watch_timeout(), Duration::from_secs(watch), "grace {grace} s");
+            assert_eq!(config.read_timeout(), Duration::from_secs(read), "grace {grace} s");
+            assert_eq!(
+                config.client_options(),
+                ClientOptions { retries: Retries::Off, read_timeout: Some(Duration::from_secs(read)) }
+            );
+        }
+        // a watch that ends on time is never taken for a silent one
+        for grace in 1..=2000 {
+            let config = with_grace(grace);
+            assert!(config.read_timeout() >= config.watch_timeout() + Duration::from_secs(2), "grace {grace} s");
+            if grace >= 6 {
+                assert!(config.read_timeout() < config.lifecycle.grace_period, "grace {grace} s");
+            }
+        }
+    }
 }

@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use clap::Parser;
 use controller_support::Runtime;
-use controller_support::runtime::Retries;
 use edge_node_lifecycle::cli::Flags;
 use edge_node_lifecycle::controller;
 use edge_node_lifecycle::metrics::Metrics;
@@ -25,8 +24,9 @@ async fn main() -> anyhow::Result<()> {
     let synced = runtime.readiness().gate("the caches have not synced yet");
     runtime.mark_ready();
     // failures reach the watches (which must know when their view is not current) and the
-    // writes (decided again on the next pass) at once, not after minutes of kube's retries
-    let client = runtime.client_through(&Identity::new(), Retries::Off)?;
+    // writes (decided again on the next pass) at once, not after minutes of kube's retries,
+    // and a silent connection fails well inside the grace period
+    let client = runtime.client_through(&Identity::new(), config.client_options())?;
     let work = controller::run(client, config, metrics, runtime.leadership(), synced, runtime.shutdown_signal());
     runtime.run(work).await?;
     Ok(())

@@ -6,7 +6,9 @@
 //! and lifted the dead node's NoExecute taint. It must not judge from a view it knows is
 //! stale: nothing changes until the view is back. Nor may it count the time it was blind
 //! against nodes whose kubelets were cut off with it (an API server outage): they renew
-//! only some time after the API server is back.
+//! only some time after the API server is back. And a view whose connection hangs without
+//! a word (a path dropping packets, no reset) must be known stale within a bound well
+//! inside the grace period, not trusted for kube's 290 s watch timeout.
 
 mod common;
 
@@ -16,6 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::*;
+use edgegrid_testing::link::Link;
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 use kube::api::Api;
@@ -45,21 +48,31 @@ fn client_with_cuttable_view(client: kube::Client, cut: Arc<AtomicBool>) -> kube
     kube::Client::new(service, "default")
 }
 
+/// How the controller reaches the API server.
+enum ViewPath {
+    /// Its reads of Nodes and Leases refused while `cut` ([`client_with_cuttable_view`]).
+    Refusable,
+    /// Through a [`Link`] that can freeze, with the client the binary builds
+    /// (`ControllerConfig::client_options`).
+    Freezable,
+}
+
 /// Four nodes of one zone, `edge-3` dead, voted unhealthy and tainted NoExecute; a
-/// controller reading through a cuttable view; and a record of every change to a node
-/// from then on that is not what it should be.
+/// controller reading through a view that can be cut or frozen; and a record of every
+/// change to a node from then on that is not what it should be.
 struct Site {
     server: fake_apiserver::FakeApiServer,
     nodes: Api<Node>,
     /// Whose kubelets renew their Leases.
     alive: Arc<Mutex<HashSet<String>>>,
     cut: Arc<AtomicBool>,
+    link: Option<Link>,
     controller: RunningController,
     changes: Arc<Mutex<Vec<String>>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
-async fn site(grace: Duration) -> Site {
+async fn site(grace: Duration, path: ViewPath) -> Site {
     let (server, client) = start_server().await;
     for name in LIVE.iter().chain([&DEAD]) {
         create_node(&client, name, "site-a").await;
@@ -71,7 +84,16 @@ async fn site(grace: Duration) -> Site {
     let cut = Arc::new(AtomicBool::new(false));
     let mut config = fast_config(Duration::from_millis(500), 10.0);
     config.lifecycle.grace_period = grace;
-    let controller = RunningController::start(&client_with_cuttable_view(client.clone(), cut.clone()), config);
+    let (controller_client, link) = match path {
+        ViewPath::Refusable => (client_with_cuttable_view(client.clone(), cut.clone()), None),
+        ViewPath::Freezable => {
+            let link = Link::to(server.addr()).await.expect("a link");
+            let url = format!("http://{}", link.address).parse().unwrap();
+            let client = kube::Client::try_from(config.client_options().apply(kube::Config::new(url))).unwrap();
+            (client, Some(link))
+        }
+    };
+    let controller = RunningController::start(&controller_client, config);
     vote_unhealthy(&client, DEAD).await;
     wait_for("the dead node tainted NoExecute", Duration::from_secs(20), || {
         let nodes = nodes.clone();
@@ -101,7 +123,7 @@ async fn site(grace: Duration) -> Site {
         })
     };
     tokio::time::sleep(Duration::from_secs(1)).await;
-    Site { server, nodes, alive, cut, controller, changes, tasks: vec![kubelets, recorder] }
+    Site { server, nodes, alive, cut, link, controller, changes, tasks: vec![kubelets, recorder] }
 }
 
 impl Site {
@@ -111,6 +133,11 @@ impl Site {
         if blind {
             self.server.drop_watches();
         }
+    }
+
+    /// The controller's link to the API server drops everything silently (or stops).
+    fn freeze(&self, frozen: bool) {
+        self.link.as_ref().expect("a freezable view").set_frozen(frozen);
     }
 
     fn view_current(&self) -> bool {
@@ -155,7 +182,7 @@ impl Site {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_view_of_nodes_and_leases_changes_nothing() {
-    let site = site(Duration::from_secs(2)).await;
+    let site = site(Duration::from_secs(2), ViewPath::Refusable).await;
     // the view goes stale for three grace periods while the kubelets renew
     site.blind(true);
     tokio::time::sleep(Duration::from_secs(6)).await;
@@ -169,7 +196,7 @@ async fn a_stale_view_of_nodes_and_leases_changes_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_time_blind_does_not_count_against_nodes_cut_off_with_the_controller() {
-    let site = site(Duration::from_secs(5)).await;
+    let site = site(Duration::from_secs(5), ViewPath::Refusable).await;
     // an API server outage: no kubelet renewing, and the controller blind, for more than
     // two grace periods; the kubelets' last renewals were seen before it went blind
     // (else the first look after it would take them for fresh ones)
@@ -183,5 +210,21 @@ async fn the_time_blind_does_not_count_against_nodes_cut_off_with_the_controller
     tokio::time::sleep(Duration::from_millis(500)).await;
     site.alive.lock().unwrap().extend(LIVE.iter().map(|s| s.to_string()));
     tokio::time::sleep(Duration::from_secs(6)).await;
+    site.assert_unchanged().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_view_whose_connection_hangs_silently_is_not_trusted() {
+    // grace 6 s: each watch request ends after 1 s, a response silent for 3 s fails
+    let site = site(Duration::from_secs(6), ViewPath::Freezable).await;
+    // the link drops everything, without closing a connection, for 2.5 grace periods
+    // while the kubelets renew: a controller trusting its open watches would see every
+    // Lease frozen and judge (its writes landing once the link is back)
+    site.freeze(true);
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    assert!(!site.view_current(), "a view silent for 15 s still taken for current");
+    site.freeze(false);
+    site.wait_until_current().await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
     site.assert_unchanged().await;
 }

@@ -420,10 +420,12 @@ impl<K: Resource + serde::Serialize> Index<K> for Feed<'_, K> {
         self.log(UpstreamInput::Done);
         // A list of a stream scoped by unit (leading) or served by a leader that lacks the
         // local node: it was relabelled (as for a delete, above, which the watch helper
-        // sent too if the cache held the node). The list's end deletes nothing: the cache
-        // keeps serving the node until it is read again.
+        // sent too if the cache held the node). Its end is not passed on: the stream has
+        // not listed the local node, and a first sync must never serve kube-proxy a view
+        // without its own Node; the supervisor reads it from elsewhere.
         if self.stream == Stream::LocalNode && !self.local_deletes_are_real && !self.listed_local {
             self.health.note_local_node_left();
+            return;
         }
         self.input(Input::Done(self.stream));
     }

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use controller_support::watch::{Index, Key, RetryGroup, Watch, follow_object};
+use controller_support::watch::{Index, Key, RetryGroup, Watch};
 use edgegrid_core::keys;
 use edgegrid_core::unit::membership::{Labels, NodeUnitCheck, UnitSource, WatchedNodes};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -189,18 +189,26 @@ pub(super) fn start_caches(client: &Client, config: &ControllerConfig) -> (Cache
     let node_feed = NodeFeed { cache: node_feed, membership: membership.clone(), listing: None };
     let (leases, lease_feed) = Cache::new();
     let (pods, pod_feed) = Cache::new();
+    // every watch ends well inside the client's read timeout, so one that hangs fails
+    // (`ControllerConfig::read_timeout`)
+    let timeout = config.watch_timeout();
     let mut drivers = vec![
         tokio::spawn(
-            Watch::new(Api::<Node>::all(client.clone())).retrying_with(&group).relisting_after_failure().run(node_feed),
+            Watch::new(Api::<Node>::all(client.clone()))
+                .retrying_with(&group)
+                .relisting_after_failure()
+                .timeout(timeout)
+                .run(node_feed),
         ),
         tokio::spawn(
             Watch::new(Api::<Lease>::namespaced(client.clone(), keys::NODE_LEASE_NAMESPACE))
                 .retrying_with(&group)
                 .relisting_after_failure()
+                .timeout(timeout)
                 .run(lease_feed),
         ),
         // pods are not judged from, so they may resume where they were
-        tokio::spawn(Watch::new(Api::<Pod>::all(client.clone())).retrying_with(&group).run(pod_feed)),
+        tokio::spawn(Watch::new(Api::<Pod>::all(client.clone())).retrying_with(&group).timeout(timeout).run(pod_feed)),
     ];
     let config_synced = Arc::new(AtomicBool::new(config.unit_source != UnitSource::NodeUnits));
     if config.unit_source == UnitSource::NodeUnits {
@@ -211,7 +219,10 @@ pub(super) fn start_caches(client: &Client, config: &ControllerConfig) -> (Cache
             let on_change = |map: Option<&ConfigMap>| {
                 fed.lock().expect("membership lock").watched.set_node_unit_check(NodeUnitCheck::of_config_map(map));
             };
-            follow_object(api, keys::EDGE_HEALTH_CONFIGMAP, on_change, || synced.store(true, Ordering::SeqCst)).await
+            Watch::new(api)
+                .timeout(timeout)
+                .follow(keys::EDGE_HEALTH_CONFIGMAP, on_change, || synced.store(true, Ordering::SeqCst))
+                .await
         }));
     }
     (Caches { nodes, leases, pods, membership, config_synced }, drivers)
