@@ -20,7 +20,7 @@ use common::*;
 use controller_support::state_file::ClusterIdentity;
 use edgegrid_core::vouch::BATCH_CONFIG_MAP;
 use edgegrid_testing::objects::{node_object, service_object, slice_object};
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use grid_wrapper::Wrapper;
 use grid_wrapper::cache::ViewSource;
 use grid_wrapper::metrics::Metrics;
@@ -63,20 +63,6 @@ async fn watch_slices(client: &kube::Client, names: &[&str]) -> SliceEvents {
     assert_eq!(listed_names, names);
     let rv = listed.metadata.resource_version.expect("a list version");
     slices.watch(&WatchParams::default(), &rv).await.expect("watch").boxed()
-}
-
-/// Nothing but bookmarks on `events` for half a second.
-async fn no_more_events(events: &mut SliceEvents) {
-    let quiet = tokio::time::timeout(Duration::from_millis(500), async {
-        loop {
-            match events.try_next().await {
-                Ok(Some(WatchEvent::Bookmark(_))) => continue,
-                other => return other,
-            }
-        }
-    })
-    .await;
-    assert!(quiet.is_err(), "unexpected event: {quiet:?}");
 }
 
 /// Deletes the upstream slice `plain-1` (what kube-proxy on n1 is served of it: `10.0.0.5`).

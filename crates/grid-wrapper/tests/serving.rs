@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::*;
 use futures::{StreamExt, TryStreamExt};
 use grid_wrapper::WrapperConfig;
@@ -63,21 +61,6 @@ async fn each_units_wrapper_serves_only_its_units_endpoints_in_both_list_modes()
     assert_eq!(nodes.get("n3").await.expect("local node").metadata.labels.expect("labels")["unit"], "b");
     let only_local = nodes.list(&ListParams::default().fields("metadata.name=n3")).await.expect("list");
     assert_eq!(only_local.items.len(), 1);
-}
-
-async fn no_more_events(
-    events: &mut (impl futures::Stream<Item = Result<WatchEvent<EndpointSlice>, kube::Error>> + Unpin),
-) {
-    let quiet = tokio::time::timeout(Duration::from_millis(500), async {
-        loop {
-            match events.try_next().await {
-                Ok(Some(WatchEvent::Bookmark(_))) => continue,
-                other => return other,
-            }
-        }
-    })
-    .await;
-    assert!(quiet.is_err(), "unexpected event: {quiet:?}");
 }
 
 async fn label(client: &kube::Client, node: &str, unit: &str) {

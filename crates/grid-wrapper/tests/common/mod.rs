@@ -203,3 +203,19 @@ pub async fn next_events(
 pub fn event(kind: &str, name: &str, ips: &[&str]) -> (String, String, Vec<String>) {
     (kind.into(), name.into(), ips.iter().map(|s| s.to_string()).collect())
 }
+
+/// Nothing but bookmarks on a watch of served slices for half a second.
+pub async fn no_more_events(
+    events: &mut (impl futures::Stream<Item = Result<WatchEvent<EndpointSlice>, kube::Error>> + Unpin),
+) {
+    let quiet = tokio::time::timeout(Duration::from_millis(500), async {
+        loop {
+            match events.try_next().await {
+                Ok(Some(WatchEvent::Bookmark(_))) => continue,
+                other => return other,
+            }
+        }
+    })
+    .await;
+    assert!(quiet.is_err(), "unexpected event: {quiet:?}");
+}
